@@ -1,0 +1,457 @@
+//! Opening a headless context: EGL device, display, config, context, make-current.
+
+use std::ffi::CStr;
+use std::rc::Rc;
+
+use glow::HasContext;
+use glutin::api::egl::context::PossiblyCurrentContext;
+use glutin::api::egl::device::Device;
+use glutin::api::egl::display::Display;
+use glutin::config::{Api, ConfigSurfaceTypes, ConfigTemplateBuilder};
+use glutin::context::{ContextApi, ContextAttributesBuilder, GlProfile, Version};
+use glutin::display::GlDisplay;
+use glutin::error::ErrorKind;
+use glutin::prelude::PossiblyCurrentGlContext;
+
+use crate::driver::{DeviceInfo, DriverInfo, GlApi, GlVersion};
+
+/// Which API to open.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ApiPreference {
+    /// Desktop GL core first, then GLES 3.x.
+    #[default]
+    Auto,
+    /// Desktop GL core only.
+    DesktopCore,
+    /// GLES 3.x only.
+    Gles,
+}
+
+/// Which EGL device to open.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum DeviceSelection {
+    /// A hardware device when EGL lists one, else a software one. Devices are tried in that
+    /// order until one gives a context.
+    #[default]
+    PreferHardware,
+    /// Only software devices (`EGL_MESA_device_software`, e.g. llvmpipe).
+    Software,
+    /// Only the device at this position in EGL's list.
+    Index(usize),
+}
+
+impl DeviceSelection {
+    /// Reads `GPUSVC_EGL_DEVICE` (`hardware`, `software` or a device index); `None` when unset
+    /// or unparsable.
+    pub fn from_env() -> Option<Self> {
+        let value = std::env::var("GPUSVC_EGL_DEVICE").ok()?;
+        match value.trim() {
+            "hardware" | "auto" => Some(DeviceSelection::PreferHardware),
+            "software" => Some(DeviceSelection::Software),
+            other => other.parse().ok().map(DeviceSelection::Index),
+        }
+    }
+}
+
+/// How to open a context.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ContextOptions {
+    /// API to open.
+    pub api: ApiPreference,
+    /// Lowest acceptable desktop GL core version (default 4.3: compute shaders, SSBOs,
+    /// `GL_ARB_get_program_binary` in core).
+    pub min_desktop_version: GlVersion,
+    /// Lowest acceptable GLES version (default 3.0).
+    pub min_gles_version: GlVersion,
+    /// Which EGL device.
+    pub device: DeviceSelection,
+}
+
+impl Default for ContextOptions {
+    /// Auto API, GL 4.3 / GLES 3.0, the device named by `GPUSVC_EGL_DEVICE` or else a hardware
+    /// device when there is one.
+    fn default() -> Self {
+        ContextOptions {
+            api: ApiPreference::Auto,
+            min_desktop_version: GlVersion::new(4, 3),
+            min_gles_version: GlVersion::new(3, 0),
+            device: DeviceSelection::from_env().unwrap_or_default(),
+        }
+    }
+}
+
+/// Why a context could not be made. Each variant names what is missing.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ContextError {
+    /// `libEGL.so.1` could not be loaded.
+    #[error(
+        "no libEGL: libEGL.so.1 could not be loaded (install libegl1 and a vendor driver such as libegl-mesa0)"
+    )]
+    NoLibEgl,
+    /// EGL loaded but lists no usable device (or cannot enumerate devices at all).
+    #[error("no EGL device: {reason}")]
+    NoEglDevice {
+        /// What EGL said.
+        reason: String,
+    },
+    /// The device's display could not be initialized.
+    #[error("EGL display on device {device} could not be initialized: {reason}")]
+    DisplayInit {
+        /// Device index.
+        device: usize,
+        /// What EGL said.
+        reason: String,
+    },
+    /// No PBUFFER-capable config for the API.
+    #[error("no matching EGL config: no PBUFFER config for {api} on device {device}")]
+    NoMatchingConfig {
+        /// Requested API.
+        api: GlApi,
+        /// Device index.
+        device: usize,
+    },
+    /// The driver's GL version is below the minimum.
+    #[error("GL version too old: {api} {found} available, {required} required")]
+    VersionTooOld {
+        /// Requested API.
+        api: GlApi,
+        /// What the driver offers.
+        found: GlVersion,
+        /// What was asked for.
+        required: GlVersion,
+    },
+    /// `eglCreateContext` failed for another reason.
+    #[error("creating a {api} context failed: {reason}")]
+    ContextCreation {
+        /// Requested API.
+        api: GlApi,
+        /// What EGL said.
+        reason: String,
+    },
+    /// The context could not be made current on this thread.
+    #[error("making the context current failed: {reason}")]
+    MakeCurrent {
+        /// What EGL said.
+        reason: String,
+    },
+}
+
+/// The context could not be made current before an operation.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("the GL context could not be made current on this thread: {0}")]
+pub struct NotCurrent(pub(crate) String);
+
+pub(crate) struct Inner {
+    // Field order is drop order: GL function pointers, then the context, then the display.
+    gl: glow::Context,
+    context: PossiblyCurrentContext,
+    _display: Display,
+}
+
+impl Inner {
+    /// Makes the context current on this thread when it is not, and hands out the GL functions.
+    pub(crate) fn gl(&self) -> Result<&glow::Context, NotCurrent> {
+        if !self.context.is_current() {
+            self.context
+                .make_current_surfaceless()
+                .map_err(|e| NotCurrent(e.to_string()))?;
+        }
+        Ok(&self.gl)
+    }
+}
+
+/// A headless GL context, current on the thread that opened it. See the crate docs.
+pub struct GlContext {
+    pub(crate) inner: Rc<Inner>,
+    info: DriverInfo,
+}
+
+impl std::fmt::Debug for GlContext {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GlContext")
+            .field("info", &self.info)
+            .finish_non_exhaustive()
+    }
+}
+
+impl GlContext {
+    /// Opens a context with [`ContextOptions::default`].
+    pub fn open_default() -> Result<Self, ContextError> {
+        Self::open(&ContextOptions::default())
+    }
+
+    /// Opens a context on the machine's EGL driver.
+    pub fn open(options: &ContextOptions) -> Result<Self, ContextError> {
+        let devices: Vec<Device> = match Device::query_devices() {
+            Ok(devices) => devices.collect(),
+            Err(e) if matches!(e.error_kind(), ErrorKind::NotFound) => {
+                return Err(ContextError::NoLibEgl);
+            }
+            Err(e) => {
+                return Err(ContextError::NoEglDevice {
+                    reason: format!("EGL cannot enumerate devices: {e}"),
+                });
+            }
+        };
+        if devices.is_empty() {
+            return Err(ContextError::NoEglDevice {
+                reason: "eglQueryDevicesEXT listed no device".into(),
+            });
+        }
+        let order = device_order(&devices, options.device)?;
+        let mut first_error = None;
+        for index in order {
+            match open_on_device(&devices, index, options) {
+                Ok(ctx) => return Ok(ctx),
+                Err(e) => {
+                    tracing::debug!(device = index, error = %e, "EGL device gave no context");
+                    first_error.get_or_insert(e);
+                }
+            }
+        }
+        Err(first_error.expect("device_order returns at least one device"))
+    }
+
+    /// The driver's identity.
+    pub fn info(&self) -> &DriverInfo {
+        &self.info
+    }
+
+    /// The raw GL functions, with this context made current on the calling thread. For what this
+    /// crate does not wrap; objects made through it are the caller's to delete.
+    pub fn gl(&self) -> Result<&glow::Context, NotCurrent> {
+        self.inner.gl()
+    }
+
+    pub(crate) fn owns(&self, inner: &Rc<Inner>) -> bool {
+        Rc::ptr_eq(&self.inner, inner)
+    }
+}
+
+/// Indices of the devices to try, best first.
+fn device_order(
+    devices: &[Device],
+    selection: DeviceSelection,
+) -> Result<Vec<usize>, ContextError> {
+    let is_software = |d: &Device| d.extensions().contains("EGL_MESA_device_software");
+    let order: Vec<usize> = match selection {
+        DeviceSelection::PreferHardware => {
+            let hardware = (0..devices.len()).filter(|&i| !is_software(&devices[i]));
+            let software = (0..devices.len()).filter(|&i| is_software(&devices[i]));
+            hardware.chain(software).collect()
+        }
+        DeviceSelection::Software => (0..devices.len())
+            .filter(|&i| is_software(&devices[i]))
+            .collect(),
+        DeviceSelection::Index(i) if i < devices.len() => vec![i],
+        DeviceSelection::Index(i) => {
+            return Err(ContextError::NoEglDevice {
+                reason: format!("device {i} requested, EGL lists {}", devices.len()),
+            });
+        }
+    };
+    if order.is_empty() {
+        return Err(ContextError::NoEglDevice {
+            reason: format!("no software device among the {} EGL lists", devices.len()),
+        });
+    }
+    Ok(order)
+}
+
+fn open_on_device(
+    devices: &[Device],
+    index: usize,
+    options: &ContextOptions,
+) -> Result<GlContext, ContextError> {
+    let device = &devices[index];
+    // SAFETY: `device` comes from `Device::query_devices` and outlives this call; no native
+    // display handle is passed, so there is no foreign handle whose lifetime we must uphold.
+    let display =
+        unsafe { Display::with_device(device, None) }.map_err(|e| ContextError::DisplayInit {
+            device: index,
+            reason: e.to_string(),
+        })?;
+    let apis: &[GlApi] = match options.api {
+        ApiPreference::Auto => &[GlApi::DesktopCore, GlApi::Gles],
+        ApiPreference::DesktopCore => &[GlApi::DesktopCore],
+        ApiPreference::Gles => &[GlApi::Gles],
+    };
+    let mut first_error = None;
+    for &api in apis {
+        let min = match api {
+            GlApi::DesktopCore => options.min_desktop_version,
+            GlApi::Gles => options.min_gles_version,
+        };
+        match create_current(&display, index, api, min) {
+            Ok((context, gl)) => {
+                let info = read_driver_info(&gl, api, device_info(devices, index));
+                return Ok(GlContext {
+                    inner: Rc::new(Inner {
+                        gl,
+                        context,
+                        _display: display,
+                    }),
+                    info,
+                });
+            }
+            Err(e) => {
+                tracing::debug!(device = index, %api, error = %e, "API gave no context");
+                first_error.get_or_insert(e);
+            }
+        }
+    }
+    Err(first_error.expect("at least one API is tried"))
+}
+
+fn context_api(api: GlApi, version: Option<GlVersion>) -> ContextApi {
+    let version = version.map(|v| Version::new(v.major, v.minor));
+    match api {
+        GlApi::DesktopCore => ContextApi::OpenGl(version),
+        GlApi::Gles => ContextApi::Gles(version),
+    }
+}
+
+/// Creates a context of `api` with at least `min`, current and loaded.
+fn create_current(
+    display: &Display,
+    device: usize,
+    api: GlApi,
+    min: GlVersion,
+) -> Result<(PossiblyCurrentContext, glow::Context), ContextError> {
+    let template = ConfigTemplateBuilder::new()
+        .with_surface_type(ConfigSurfaceTypes::PBUFFER)
+        .with_api(match api {
+            GlApi::DesktopCore => Api::OPENGL,
+            GlApi::Gles => Api::GLES3,
+        })
+        .build();
+    // SAFETY: the template has no native window handle; the display is alive for the call.
+    let config = unsafe { display.find_configs(template) }
+        .ok()
+        .and_then(|mut configs| configs.next())
+        .ok_or(ContextError::NoMatchingConfig { api, device })?;
+
+    let attributes = |version| {
+        ContextAttributesBuilder::new()
+            .with_context_api(context_api(api, version))
+            .with_profile(GlProfile::Core)
+            .build(None)
+    };
+    // SAFETY: the attributes carry no raw window handle; `config` belongs to `display`.
+    let created = unsafe { display.create_context(&config, &attributes(Some(min))) };
+    let not_current = match created {
+        Ok(ctx) => ctx,
+        Err(e) => {
+            // Learn what the driver does offer, to say "too old" rather than "failed".
+            let fallback = match api {
+                GlApi::DesktopCore => GlVersion::new(3, 2),
+                GlApi::Gles => GlVersion::new(2, 0),
+            };
+            // SAFETY: as above.
+            let probe = unsafe { display.create_context(&config, &attributes(Some(fallback))) };
+            if let Some(found) = probe
+                .ok()
+                .and_then(|ctx| ctx.make_current_surfaceless().ok())
+                .map(|ctx| load_gl(display, ctx).1)
+                .map(|gl| version_numbers(&gl))
+            {
+                if found < min {
+                    return Err(ContextError::VersionTooOld {
+                        api,
+                        found,
+                        required: min,
+                    });
+                }
+            }
+            return Err(ContextError::ContextCreation {
+                api,
+                reason: e.to_string(),
+            });
+        }
+    };
+    let current =
+        not_current
+            .make_current_surfaceless()
+            .map_err(|e| ContextError::MakeCurrent {
+                reason: e.to_string(),
+            })?;
+    let (current, gl) = load_gl(display, current);
+    let found = version_numbers(&gl);
+    if found < min {
+        return Err(ContextError::VersionTooOld {
+            api,
+            found,
+            required: min,
+        });
+    }
+    Ok((current, gl))
+}
+
+fn load_gl(
+    display: &Display,
+    current: PossiblyCurrentContext,
+) -> (PossiblyCurrentContext, glow::Context) {
+    // SAFETY: the context is current on this thread and the loader returns function pointers of
+    // the display's driver, which stays loaded for the life of the process (glutin never unloads
+    // libEGL).
+    let gl = unsafe {
+        glow::Context::from_loader_function_cstr(|name: &CStr| {
+            display.get_proc_address(name).cast()
+        })
+    };
+    (current, gl)
+}
+
+fn version_numbers(gl: &glow::Context) -> GlVersion {
+    // SAFETY: plain state queries on the current context.
+    let (major, minor) = unsafe {
+        (
+            gl.get_parameter_i32(glow::MAJOR_VERSION),
+            gl.get_parameter_i32(glow::MINOR_VERSION),
+        )
+    };
+    GlVersion::new(
+        u8::try_from(major).unwrap_or(0),
+        u8::try_from(minor).unwrap_or(0),
+    )
+}
+
+fn device_info(devices: &[Device], index: usize) -> DeviceInfo {
+    let device = &devices[index];
+    let mut extensions: Vec<String> = device.extensions().iter().map(|s| s.to_string()).collect();
+    extensions.sort();
+    DeviceInfo {
+        index,
+        device_count: devices.len(),
+        software: device.extensions().contains("EGL_MESA_device_software"),
+        drm_node: device
+            .drm_render_device_node_path()
+            .or_else(|| device.drm_device_node_path())
+            .map(|p| p.display().to_string()),
+        extensions,
+    }
+}
+
+fn read_driver_info(gl: &glow::Context, api: GlApi, device: DeviceInfo) -> DriverInfo {
+    // SAFETY: state queries on the context that was just made current on this thread; the
+    // slice passed for the formats is sized by GL_NUM_PROGRAM_BINARY_FORMATS.
+    unsafe {
+        let count = gl
+            .get_parameter_i32(glow::NUM_PROGRAM_BINARY_FORMATS)
+            .max(0);
+        let mut formats = vec![0i32; count as usize];
+        if count > 0 {
+            gl.get_parameter_i32_slice(glow::PROGRAM_BINARY_FORMATS, &mut formats);
+        }
+        DriverInfo {
+            api,
+            version_numbers: version_numbers(gl),
+            vendor: gl.get_parameter_string(glow::VENDOR),
+            renderer: gl.get_parameter_string(glow::RENDERER),
+            version: gl.get_parameter_string(glow::VERSION),
+            glsl_version: gl.get_parameter_string(glow::SHADING_LANGUAGE_VERSION),
+            program_binary_formats: formats.into_iter().map(|f| f as u32).collect(),
+            device,
+        }
+    }
+}

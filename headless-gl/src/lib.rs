@@ -1,0 +1,59 @@
+//! Headless OpenGL / OpenGL ES contexts on the machine's own EGL driver.
+//!
+//! `headless-gl` opens a GL context with no window and no display server: it enumerates EGL devices
+//! (`EGL_EXT_device_enumeration`), opens the EGL *device platform* on the chosen one, picks a
+//! PBUFFER-capable config, creates a desktop GL core (>= 4.3 by default) or GLES 3.x context and makes
+//! it current without a surface. All rendering goes to offscreen framebuffers. On a machine without a
+//! GPU this is Mesa's llvmpipe; on a machine with one (NVIDIA's EGL, Mesa's hardware drivers) a
+//! hardware device is preferred over a software one.
+//!
+//! On top of the context it offers what a GPU-process service needs to prove behaviour on a real
+//! driver: the driver identity ([`DriverInfo`]), compile and link from source with the driver's info
+//! log on failure, program binaries out of and into the driver (a binary the driver refuses is a
+//! typed [`BinaryError::Rejected`], never a crash), reflection of active attributes and uniforms, and
+//! drawing into an offscreen framebuffer with pixel read-back.
+//!
+//! # Guarantees
+//! * Every GL object ([`Shader`], [`Program`], [`OffscreenTarget`]) is owned by the context that
+//!   made it and is deleted when dropped, with its context made current first. Passing an object to
+//!   another context's method is an error ([`ForeignObject`]), not a silent use of a wrong name.
+//! * Before each operation the context makes itself current on the calling thread, so several
+//!   contexts on one thread do not step on each other.
+//! * Nothing here panics on driver output: bad binaries, failing compiles, missing extensions and
+//!   unsupported versions all come back as error values that say what is missing.
+//!
+//! # Errors
+//! Each operation has its own error enum ([`ContextError`], [`ShaderError`], [`LinkError`],
+//! [`BinaryError`], [`DrawError`]); all implement [`std::error::Error`] and carry the driver's info
+//! log where the driver gives one.
+//!
+//! # Thread safety
+//! A [`GlContext`] is `!Send` and `!Sync`: an EGL context is current on at most one thread, so a
+//! context and its objects live on the thread that opened them. Any number of threads may each open
+//! their own context at the same time.
+//!
+//! # Test support
+//! [`testing`] holds what every GL test in the workspace uses: a fresh `MESA_SHADER_CACHE_DIR` per
+//! test process and the `GPUSVC_REQUIRE_GL` policy (skip with a reason when no driver is present,
+//! fail when the variable is set).
+
+mod context;
+mod draw;
+mod driver;
+mod program;
+pub mod testing;
+
+pub use context::{
+    ApiPreference, ContextError, ContextOptions, DeviceSelection, GlContext, NotCurrent,
+};
+pub use draw::{DrawCall, DrawError, OffscreenTarget, UniformValue, VertexAttribute};
+pub use driver::{DeviceInfo, DriverInfo, GlApi, GlVersion};
+pub use program::{
+    ActiveVariable, AttributeBinding, BinaryError, BuildError, ForeignObject, LinkError,
+    LinkOptions, Program, ProgramBinary, ReflectError, Shader, ShaderError, ShaderStage,
+    TransformFeedbackMode,
+};
+
+/// The `glow` crate this crate is built on, re-exported so callers use the same version for the
+/// escape hatch [`GlContext::gl`].
+pub use glow;

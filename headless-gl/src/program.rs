@@ -1,0 +1,514 @@
+//! Shaders, programs, program binaries and reflection.
+
+use std::rc::Rc;
+
+use glow::HasContext;
+
+use crate::context::{GlContext, Inner, NotCurrent};
+
+/// A shader stage.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ShaderStage {
+    /// `GL_VERTEX_SHADER`.
+    Vertex,
+    /// `GL_FRAGMENT_SHADER`.
+    Fragment,
+    /// `GL_COMPUTE_SHADER` (desktop 4.3+, GLES 3.1+).
+    Compute,
+}
+
+impl ShaderStage {
+    /// The GL enum.
+    pub fn gl_enum(self) -> u32 {
+        match self {
+            ShaderStage::Vertex => glow::VERTEX_SHADER,
+            ShaderStage::Fragment => glow::FRAGMENT_SHADER,
+            ShaderStage::Compute => glow::COMPUTE_SHADER,
+        }
+    }
+}
+
+impl std::fmt::Display for ShaderStage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            ShaderStage::Vertex => "vertex",
+            ShaderStage::Fragment => "fragment",
+            ShaderStage::Compute => "compute",
+        })
+    }
+}
+
+/// An object of one context was handed to another context.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("the GL object belongs to another context")]
+pub struct ForeignObject;
+
+/// A compiled shader object, deleted on drop.
+pub struct Shader {
+    inner: Rc<Inner>,
+    raw: glow::Shader,
+    stage: ShaderStage,
+}
+
+impl std::fmt::Debug for Shader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Shader")
+            .field("raw", &self.raw)
+            .field("stage", &self.stage)
+            .finish()
+    }
+}
+
+impl Shader {
+    /// The stage.
+    pub fn stage(&self) -> ShaderStage {
+        self.stage
+    }
+    /// The GL name.
+    pub fn raw(&self) -> glow::Shader {
+        self.raw
+    }
+}
+
+impl Drop for Shader {
+    fn drop(&mut self) {
+        match self.inner.gl() {
+            // SAFETY: the shader was created by this context, which is current now.
+            Ok(gl) => unsafe { gl.delete_shader(self.raw) },
+            Err(e) => tracing::warn!(error = %e, "shader leaked: context not current"),
+        }
+    }
+}
+
+/// A linked program object, deleted on drop.
+pub struct Program {
+    pub(crate) inner: Rc<Inner>,
+    pub(crate) raw: glow::Program,
+}
+
+impl std::fmt::Debug for Program {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Program").field("raw", &self.raw).finish()
+    }
+}
+
+impl Program {
+    /// The GL name.
+    pub fn raw(&self) -> glow::Program {
+        self.raw
+    }
+}
+
+impl Drop for Program {
+    fn drop(&mut self) {
+        match self.inner.gl() {
+            // SAFETY: the program was created by this context, which is current now.
+            Ok(gl) => unsafe { gl.delete_program(self.raw) },
+            Err(e) => tracing::warn!(error = %e, "program leaked: context not current"),
+        }
+    }
+}
+
+/// Why a shader did not compile.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ShaderError {
+    /// The driver refused the source; `log` is its info log.
+    #[error("{stage} shader failed to compile: {log}")]
+    Compile {
+        /// Stage.
+        stage: ShaderStage,
+        /// `glGetShaderInfoLog`.
+        log: String,
+    },
+    /// The source is longer than GL can take (`GLint` length).
+    #[error("shader source of {0} bytes is too long for GL")]
+    SourceTooLong(usize),
+    /// `glCreateShader` failed.
+    #[error("glCreateShader failed: {0}")]
+    Create(String),
+    /// See [`NotCurrent`].
+    #[error(transparent)]
+    NotCurrent(#[from] NotCurrent),
+}
+
+/// `GL_INTERLEAVED_ATTRIBS` or `GL_SEPARATE_ATTRIBS`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum TransformFeedbackMode {
+    /// `GL_INTERLEAVED_ATTRIBS`.
+    #[default]
+    Interleaved,
+    /// `GL_SEPARATE_ATTRIBS`.
+    Separate,
+}
+
+/// `glBindAttribLocation(name, location)` before linking.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct AttributeBinding {
+    /// Attribute name.
+    pub name: String,
+    /// Location.
+    pub location: u32,
+}
+
+/// What goes into a link besides the shaders.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct LinkOptions {
+    /// Attribute locations bound before linking.
+    pub attribute_bindings: Vec<AttributeBinding>,
+    /// Transform-feedback varyings (none when empty).
+    pub transform_feedback_varyings: Vec<String>,
+    /// Transform-feedback buffer mode.
+    pub transform_feedback_mode: TransformFeedbackMode,
+}
+
+/// Why a link failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LinkError {
+    /// The driver refused to link; `log` is its info log.
+    #[error("program failed to link: {log}")]
+    Link {
+        /// `glGetProgramInfoLog`.
+        log: String,
+    },
+    /// An attribute or varying name has an interior NUL byte.
+    #[error("name {0:?} contains a NUL byte")]
+    InvalidName(String),
+    /// `glCreateProgram` failed.
+    #[error("glCreateProgram failed: {0}")]
+    Create(String),
+    /// A shader of another context was passed.
+    #[error(transparent)]
+    Foreign(#[from] ForeignObject),
+    /// See [`NotCurrent`].
+    #[error(transparent)]
+    NotCurrent(#[from] NotCurrent),
+}
+
+/// Why [`GlContext::build_program`] failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BuildError {
+    /// A shader did not compile.
+    #[error(transparent)]
+    Shader(#[from] ShaderError),
+    /// The program did not link.
+    #[error(transparent)]
+    Link(#[from] LinkError),
+}
+
+/// A driver program binary: `glGetProgramBinary`'s format and bytes.
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub struct ProgramBinary {
+    /// `binaryFormat`.
+    pub format: u32,
+    /// The blob.
+    pub bytes: Vec<u8>,
+}
+
+impl std::fmt::Debug for ProgramBinary {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ProgramBinary")
+            .field("format", &format_args!("{:#x}", self.format))
+            .field("len", &self.bytes.len())
+            .finish()
+    }
+}
+
+/// Why a program binary could not be read or loaded.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BinaryError {
+    /// The binary has no bytes.
+    #[error("program binary is empty")]
+    Empty,
+    /// The binary is longer than GL can take (`GLsizei` length).
+    #[error("program binary of {0} bytes is too long for GL")]
+    TooLong(usize),
+    /// The driver does not list the binary's format.
+    #[error("program binary format {format:#x} is not one of the driver's formats {supported:x?}")]
+    UnsupportedFormat {
+        /// The binary's format.
+        format: u32,
+        /// `GL_PROGRAM_BINARY_FORMATS`.
+        supported: Vec<u32>,
+    },
+    /// `glProgramBinary` left `GL_LINK_STATUS` false: the driver rejected the blob (corrupt,
+    /// truncated, or made by another driver build). Callers recompile from source.
+    #[error("driver rejected the program binary: {log}")]
+    Rejected {
+        /// `glGetProgramInfoLog` (often empty for binaries).
+        log: String,
+    },
+    /// The program is not linked, so it has no binary.
+    #[error("program is not linked")]
+    NotLinked,
+    /// The driver returned no binary for a linked program.
+    #[error("driver returned no program binary (GL error {gl_error:#x})")]
+    Unavailable {
+        /// `glGetError` after the query, 0 when none.
+        gl_error: u32,
+    },
+    /// `glCreateProgram` failed.
+    #[error("glCreateProgram failed: {0}")]
+    Create(String),
+    /// A program of another context was passed.
+    #[error(transparent)]
+    Foreign(#[from] ForeignObject),
+    /// See [`NotCurrent`].
+    #[error(transparent)]
+    NotCurrent(#[from] NotCurrent),
+}
+
+/// Why reflection failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ReflectError {
+    /// A program of another context was passed.
+    #[error(transparent)]
+    Foreign(#[from] ForeignObject),
+    /// See [`NotCurrent`].
+    #[error(transparent)]
+    NotCurrent(#[from] NotCurrent),
+}
+
+/// One active attribute or uniform.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ActiveVariable {
+    /// Name as the driver reports it (`u_array[0]` for arrays).
+    pub name: String,
+    /// GL type enum (`GL_FLOAT_VEC4`, ...).
+    pub gl_type: u32,
+    /// Array size (1 for non-arrays).
+    pub size: i32,
+    /// Location; `None` for uniforms in blocks and built-ins.
+    pub location: Option<i32>,
+}
+
+/// Drains pending GL errors so the next check sees only its own.
+pub(crate) fn clear_errors(gl: &glow::Context) {
+    for _ in 0..16 {
+        // SAFETY: glGetError has no preconditions on a current context.
+        if unsafe { gl.get_error() } == glow::NO_ERROR {
+            break;
+        }
+    }
+}
+
+impl GlContext {
+    /// Compiles one shader; on failure returns the driver's info log.
+    pub fn compile_shader(&self, stage: ShaderStage, source: &str) -> Result<Shader, ShaderError> {
+        if i32::try_from(source.len()).is_err() {
+            return Err(ShaderError::SourceTooLong(source.len()));
+        }
+        let gl = self.inner.gl()?;
+        // SAFETY: the context is current; the source length fits a GLint (checked above) and
+        // glow passes pointer + length, so interior NULs are the driver's to report.
+        unsafe {
+            let raw = gl
+                .create_shader(stage.gl_enum())
+                .map_err(ShaderError::Create)?;
+            let shader = Shader {
+                inner: self.inner.clone(),
+                raw,
+                stage,
+            };
+            gl.shader_source(raw, source);
+            gl.compile_shader(raw);
+            if gl.get_shader_compile_status(raw) {
+                Ok(shader)
+            } else {
+                Err(ShaderError::Compile {
+                    stage,
+                    log: gl.get_shader_info_log(raw),
+                })
+            }
+        }
+    }
+
+    /// Links shaders into a program (binary-retrievable); on failure returns the info log.
+    pub fn link_program(
+        &self,
+        shaders: &[&Shader],
+        options: &LinkOptions,
+    ) -> Result<Program, LinkError> {
+        if shaders.iter().any(|s| !self.owns(&s.inner)) {
+            return Err(ForeignObject.into());
+        }
+        let names = options
+            .attribute_bindings
+            .iter()
+            .map(|b| &b.name)
+            .chain(&options.transform_feedback_varyings);
+        if let Some(bad) = names.into_iter().find(|n| n.contains('\0')) {
+            return Err(LinkError::InvalidName(bad.clone()));
+        }
+        let gl = self.inner.gl()?;
+        // SAFETY: the context is current; every shader belongs to it (checked above) and every
+        // name is NUL-free (checked above), so glow's CString conversions cannot panic.
+        unsafe {
+            let raw = gl.create_program().map_err(LinkError::Create)?;
+            let program = Program {
+                inner: self.inner.clone(),
+                raw,
+            };
+            for shader in shaders {
+                gl.attach_shader(raw, shader.raw);
+            }
+            for binding in &options.attribute_bindings {
+                gl.bind_attrib_location(raw, binding.location, &binding.name);
+            }
+            if !options.transform_feedback_varyings.is_empty() {
+                let varyings: Vec<&str> = options
+                    .transform_feedback_varyings
+                    .iter()
+                    .map(String::as_str)
+                    .collect();
+                let mode = match options.transform_feedback_mode {
+                    TransformFeedbackMode::Interleaved => glow::INTERLEAVED_ATTRIBS,
+                    TransformFeedbackMode::Separate => glow::SEPARATE_ATTRIBS,
+                };
+                gl.transform_feedback_varyings(raw, &varyings, mode);
+            }
+            gl.program_binary_retrievable_hint(raw, true);
+            gl.link_program(raw);
+            let linked = gl.get_program_link_status(raw);
+            for shader in shaders {
+                gl.detach_shader(raw, shader.raw);
+            }
+            if linked {
+                Ok(program)
+            } else {
+                Err(LinkError::Link {
+                    log: gl.get_program_info_log(raw),
+                })
+            }
+        }
+    }
+
+    /// Compiles a vertex and a fragment shader and links them with default options.
+    pub fn build_program(&self, vertex: &str, fragment: &str) -> Result<Program, BuildError> {
+        let vs = self.compile_shader(ShaderStage::Vertex, vertex)?;
+        let fs = self.compile_shader(ShaderStage::Fragment, fragment)?;
+        Ok(self.link_program(&[&vs, &fs], &LinkOptions::default())?)
+    }
+
+    /// Reads a linked program's binary out of the driver.
+    pub fn program_binary(&self, program: &Program) -> Result<ProgramBinary, BinaryError> {
+        if !self.owns(&program.inner) {
+            return Err(ForeignObject.into());
+        }
+        let gl = self.inner.gl()?;
+        // SAFETY: the context is current and owns the program; glow sizes the buffer from
+        // GL_PROGRAM_BINARY_LENGTH.
+        unsafe {
+            if !gl.get_program_link_status(program.raw) {
+                return Err(BinaryError::NotLinked);
+            }
+            clear_errors(gl);
+            match gl.get_program_binary(program.raw) {
+                Some(b) if !b.buffer.is_empty() => Ok(ProgramBinary {
+                    format: b.format,
+                    bytes: b.buffer,
+                }),
+                _ => Err(BinaryError::Unavailable {
+                    gl_error: gl.get_error(),
+                }),
+            }
+        }
+    }
+
+    /// Loads a binary into a new program object. A blob the driver refuses
+    /// (`GL_LINK_STATUS` false) is [`BinaryError::Rejected`]; the caller recompiles from source.
+    pub fn load_program_binary(&self, binary: &ProgramBinary) -> Result<Program, BinaryError> {
+        if binary.bytes.is_empty() {
+            return Err(BinaryError::Empty);
+        }
+        if i32::try_from(binary.bytes.len()).is_err() {
+            return Err(BinaryError::TooLong(binary.bytes.len()));
+        }
+        if !self.info().supports_binary_format(binary.format) {
+            return Err(BinaryError::UnsupportedFormat {
+                format: binary.format,
+                supported: self.info().program_binary_formats.clone(),
+            });
+        }
+        let gl = self.inner.gl()?;
+        // SAFETY: the context is current; the format is one the driver lists and the length fits
+        // a GLsizei (checked above); glow passes the slice's pointer and length.
+        unsafe {
+            let raw = gl.create_program().map_err(BinaryError::Create)?;
+            let program = Program {
+                inner: self.inner.clone(),
+                raw,
+            };
+            clear_errors(gl);
+            gl.program_binary(
+                raw,
+                &glow::ProgramBinary {
+                    buffer: binary.bytes.clone(),
+                    format: binary.format,
+                },
+            );
+            // A refused blob may also raise GL_INVALID_* on some drivers; the link status decides.
+            clear_errors(gl);
+            if gl.get_program_link_status(raw) {
+                Ok(program)
+            } else {
+                Err(BinaryError::Rejected {
+                    log: gl.get_program_info_log(raw),
+                })
+            }
+        }
+    }
+
+    /// The program's active attributes, sorted by name.
+    pub fn active_attributes(
+        &self,
+        program: &Program,
+    ) -> Result<Vec<ActiveVariable>, ReflectError> {
+        self.reflect(program, |gl, raw| {
+            // SAFETY: the context is current and owns the program; indices are below the count
+            // the driver reported, and names come from the driver so contain no NUL.
+            unsafe {
+                (0..gl.get_active_attributes(raw))
+                    .filter_map(|i| gl.get_active_attribute(raw, i))
+                    .map(|a| ActiveVariable {
+                        location: gl.get_attrib_location(raw, &a.name).map(|l| l as i32),
+                        name: a.name,
+                        gl_type: a.atype,
+                        size: a.size,
+                    })
+                    .collect()
+            }
+        })
+    }
+
+    /// The program's active uniforms (block members included), sorted by name.
+    pub fn active_uniforms(&self, program: &Program) -> Result<Vec<ActiveVariable>, ReflectError> {
+        self.reflect(program, |gl, raw| {
+            // SAFETY: as in `active_attributes`.
+            unsafe {
+                (0..gl.get_active_uniforms(raw))
+                    .filter_map(|i| gl.get_active_uniform(raw, i))
+                    .map(|u| ActiveVariable {
+                        location: gl.get_uniform_location(raw, &u.name).map(|l| l.0 as i32),
+                        name: u.name,
+                        gl_type: u.utype,
+                        size: u.size,
+                    })
+                    .collect()
+            }
+        })
+    }
+
+    fn reflect(
+        &self,
+        program: &Program,
+        list: impl FnOnce(&glow::Context, glow::Program) -> Vec<ActiveVariable>,
+    ) -> Result<Vec<ActiveVariable>, ReflectError> {
+        if !self.owns(&program.inner) {
+            return Err(ForeignObject.into());
+        }
+        let gl = self.inner.gl()?;
+        let mut vars = list(gl, program.raw);
+        vars.sort();
+        Ok(vars)
+    }
+}
