@@ -238,12 +238,12 @@ fn damaged_binaries_are_rejected_with_a_typed_error() {
     ctx.load_program_binary(&binary)
         .expect("the intact binary still loads");
     assert_eq!(
-        ctx.gl().map(|gl| unsafe_get_error(gl)).unwrap(),
+        ctx.gl().map(gl_error).unwrap(),
         glow::NO_ERROR
     );
 }
 
-fn unsafe_get_error(gl: &glow::Context) -> u32 {
+fn gl_error(gl: &glow::Context) -> u32 {
     use glow::HasContext;
     // SAFETY: glGetError on the context `ctx.gl()` just made current.
     unsafe { gl.get_error() }

@@ -1,0 +1,273 @@
+//! `gpusvc_gl_context_*`: a headless GL context on the machine's driver, seen from C.
+
+use std::ffi::{CString, c_char};
+use std::thread::ThreadId;
+
+use headless_gl::{ApiPreference, ContextError, ContextOptions, GlApi, GlContext};
+
+use crate::boundary::{FfiError, arg_ref, ffi_guard, ffi_guard_void, out_ptr};
+use crate::result::gpusvc_result;
+
+/// Which GL API to open (passed as `uint32_t`).
+#[repr(u32)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum gpusvc_gl_api {
+    /// Desktop GL core (>= 4.3) first, then GLES 3.x.
+    GPUSVC_GL_API_AUTO = 0,
+    /// Desktop GL core profile >= 4.3 only.
+    GPUSVC_GL_API_DESKTOP_CORE = 1,
+    /// OpenGL ES >= 3.0 only.
+    GPUSVC_GL_API_GLES = 2,
+}
+
+/// An opaque headless GL context, bound to the thread that opened it.
+#[derive(Debug)]
+pub struct gpusvc_gl_context {
+    ctx: GlContext,
+    owner: ThreadId,
+    vendor: CString,
+    renderer: CString,
+    version: CString,
+    glsl_version: CString,
+}
+
+fn c_string(s: &str) -> CString {
+    // Driver strings have no NUL; drop any rather than fail.
+    CString::new(s.replace('\0', "")).unwrap_or_default()
+}
+
+fn context_error(e: &ContextError) -> FfiError {
+    use gpusvc_result::*;
+    let code = match e {
+        ContextError::NoLibEgl => GPUSVC_GL_NO_LIBEGL,
+        ContextError::NoEglDevice { .. } => GPUSVC_GL_NO_DEVICE,
+        ContextError::DisplayInit { .. } => GPUSVC_GL_DISPLAY_INIT_FAILED,
+        ContextError::NoMatchingConfig { .. } => GPUSVC_GL_NO_MATCHING_CONFIG,
+        ContextError::VersionTooOld { .. } => GPUSVC_GL_VERSION_TOO_OLD,
+        ContextError::ContextCreation { .. } => GPUSVC_GL_CONTEXT_FAILED,
+        ContextError::MakeCurrent { .. } => GPUSVC_GL_MAKE_CURRENT_FAILED,
+    };
+    FfiError::new(code, e.to_string())
+}
+
+/// Opens a headless GL context on the machine's EGL driver (a hardware device when there is
+/// one, else Mesa llvmpipe; `GPUSVC_EGL_DEVICE=software|hardware|N` overrides) and makes it
+/// current on the calling thread. `api` is a `gpusvc_gl_api` value.
+///
+/// On failure the code says what is missing (`GPUSVC_GL_NO_LIBEGL`, `GPUSVC_GL_NO_DEVICE`,
+/// `GPUSVC_GL_NO_MATCHING_CONFIG`, `GPUSVC_GL_VERSION_TOO_OLD`, ...) and
+/// `gpusvc_last_error_detail` has the driver's words.
+///
+/// # Safety
+/// `out` must be valid for one pointer write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gpusvc_gl_context_open(
+    api: u32,
+    out: *mut *mut gpusvc_gl_context,
+) -> gpusvc_result {
+    ffi_guard(|| {
+        let out = out_ptr(out, "out")?;
+        let api = match api {
+            0 => ApiPreference::Auto,
+            1 => ApiPreference::DesktopCore,
+            2 => ApiPreference::Gles,
+            other => {
+                return Err(FfiError::new(
+                    gpusvc_result::GPUSVC_INVALID_ARGUMENT,
+                    format!("unknown gpusvc_gl_api value {other}"),
+                ));
+            }
+        };
+        let options = ContextOptions {
+            api,
+            ..ContextOptions::default()
+        };
+        let ctx = GlContext::open(&options).map_err(|e| context_error(&e))?;
+        let info = ctx.info();
+        let handle = Box::new(gpusvc_gl_context {
+            vendor: c_string(&info.vendor),
+            renderer: c_string(&info.renderer),
+            version: c_string(&info.version),
+            glsl_version: c_string(&info.glsl_version),
+            owner: std::thread::current().id(),
+            ctx,
+        });
+        // SAFETY: `out` is non-null (checked) and valid for a write (contract).
+        unsafe { *out = Box::into_raw(handle) };
+        Ok(())
+    })
+}
+
+/// Frees a context. NULL is a no-op. It must be called on the thread that opened the context:
+/// from another thread the context cannot be made current to release its objects, so it is
+/// leaked (never destroyed under another thread's feet) and the error detail says so.
+///
+/// # Safety
+/// `ctx` must be NULL or a pointer from `gpusvc_gl_context_open` not yet freed.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gpusvc_gl_context_free(ctx: *mut gpusvc_gl_context) {
+    ffi_guard_void(|| {
+        if ctx.is_null() {
+            return;
+        }
+        // SAFETY: non-null and from `Box::into_raw` in `gpusvc_gl_context_open` (contract).
+        let handle = unsafe { Box::from_raw(ctx) };
+        if handle.owner != std::thread::current().id() {
+            tracing::error!("gpusvc_gl_context_free called off its thread; context leaked");
+            std::mem::forget(handle);
+        }
+    })
+}
+
+/// Reads one of the context's identity strings into `*out`.
+///
+/// # Safety
+/// `ctx` is NULL or a live context; `out` is NULL or valid for one pointer write.
+unsafe fn string_out(
+    ctx: *const gpusvc_gl_context,
+    out: *mut *const c_char,
+    pick: impl FnOnce(&gpusvc_gl_context) -> &CString,
+) -> gpusvc_result {
+    ffi_guard(|| {
+        // SAFETY: forwarded from the caller's contract.
+        let ctx = unsafe { arg_ref(ctx, "ctx") }?;
+        let out = out_ptr(out, "out")?;
+        // SAFETY: `out` is non-null (checked) and valid for a write (contract); the string lives
+        // in the context and stays valid until the context is freed.
+        unsafe { *out = pick(ctx).as_ptr() };
+        Ok(())
+    })
+}
+
+/// `GL_VENDOR`, as a NUL-terminated string owned by the context (valid until it is freed).
+/// May be called from any thread.
+///
+/// # Safety
+/// `ctx` is NULL or a live context; `out` is NULL or valid for one pointer write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gpusvc_gl_context_vendor(
+    ctx: *const gpusvc_gl_context,
+    out: *mut *const c_char,
+) -> gpusvc_result {
+    // SAFETY: forwarded from this function's contract.
+    unsafe { string_out(ctx, out, |c| &c.vendor) }
+}
+
+/// `GL_RENDERER`; see `gpusvc_gl_context_vendor`.
+///
+/// # Safety
+/// `ctx` is NULL or a live context; `out` is NULL or valid for one pointer write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gpusvc_gl_context_renderer(
+    ctx: *const gpusvc_gl_context,
+    out: *mut *const c_char,
+) -> gpusvc_result {
+    // SAFETY: forwarded from this function's contract.
+    unsafe { string_out(ctx, out, |c| &c.renderer) }
+}
+
+/// `GL_VERSION` (it carries the driver version); see `gpusvc_gl_context_vendor`.
+///
+/// # Safety
+/// `ctx` is NULL or a live context; `out` is NULL or valid for one pointer write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gpusvc_gl_context_version(
+    ctx: *const gpusvc_gl_context,
+    out: *mut *const c_char,
+) -> gpusvc_result {
+    // SAFETY: forwarded from this function's contract.
+    unsafe { string_out(ctx, out, |c| &c.version) }
+}
+
+/// `GL_SHADING_LANGUAGE_VERSION`; see `gpusvc_gl_context_vendor`.
+///
+/// # Safety
+/// `ctx` is NULL or a live context; `out` is NULL or valid for one pointer write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gpusvc_gl_context_glsl_version(
+    ctx: *const gpusvc_gl_context,
+    out: *mut *const c_char,
+) -> gpusvc_result {
+    // SAFETY: forwarded from this function's contract.
+    unsafe { string_out(ctx, out, |c| &c.glsl_version) }
+}
+
+/// The API the context speaks, as a `gpusvc_gl_api` value (never AUTO).
+///
+/// # Safety
+/// `ctx` is NULL or a live context; `out` is NULL or valid for one write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gpusvc_gl_context_api(
+    ctx: *const gpusvc_gl_context,
+    out: *mut u32,
+) -> gpusvc_result {
+    ffi_guard(|| {
+        // SAFETY: forwarded from this function's contract.
+        let ctx = unsafe { arg_ref(ctx, "ctx") }?;
+        let out = out_ptr(out, "out")?;
+        let api = match ctx.ctx.info().api {
+            GlApi::DesktopCore => gpusvc_gl_api::GPUSVC_GL_API_DESKTOP_CORE,
+            GlApi::Gles => gpusvc_gl_api::GPUSVC_GL_API_GLES,
+        };
+        // SAFETY: `out` is non-null (checked) and valid for a write (contract).
+        unsafe { *out = api as u32 };
+        Ok(())
+    })
+}
+
+/// Whether the context runs on a software rasterizer (llvmpipe) rather than a GPU.
+///
+/// # Safety
+/// `ctx` is NULL or a live context; `out` is NULL or valid for one write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gpusvc_gl_context_is_software(
+    ctx: *const gpusvc_gl_context,
+    out: *mut bool,
+) -> gpusvc_result {
+    ffi_guard(|| {
+        // SAFETY: forwarded from this function's contract.
+        let ctx = unsafe { arg_ref(ctx, "ctx") }?;
+        let out = out_ptr(out, "out")?;
+        // SAFETY: `out` is non-null (checked) and valid for a write (contract).
+        unsafe { *out = ctx.ctx.info().device.software };
+        Ok(())
+    })
+}
+
+/// The driver's program-binary formats (`GL_PROGRAM_BINARY_FORMATS`).
+///
+/// `*out_count` receives how many there are. With `formats` NULL and `len` 0 this only counts.
+/// Otherwise `len` must be at least the count (else `GPUSVC_INSUFFICIENT_SIZE`, nothing
+/// written) and the formats are copied into `formats`.
+///
+/// # Safety
+/// `ctx` is NULL or a live context; `formats` is NULL or valid for `len` writes; `out_count` is
+/// NULL or valid for one write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gpusvc_gl_context_program_binary_formats(
+    ctx: *const gpusvc_gl_context,
+    formats: *mut u32,
+    len: usize,
+    out_count: *mut usize,
+) -> gpusvc_result {
+    ffi_guard(|| {
+        // SAFETY: forwarded from this function's contract.
+        let ctx = unsafe { arg_ref(ctx, "ctx") }?;
+        let out_count = out_ptr(out_count, "out_count")?;
+        let list = &ctx.ctx.info().program_binary_formats;
+        if !(formats.is_null() && len == 0) {
+            let formats = out_ptr(formats, "formats")?;
+            if len < list.len() {
+                return Err(FfiError::new(
+                    gpusvc_result::GPUSVC_INSUFFICIENT_SIZE,
+                    format!("{} formats, room for {len}", list.len()),
+                ));
+            }
+            // SAFETY: `formats` is non-null and valid for `len >= list.len()` writes (contract).
+            unsafe { std::ptr::copy_nonoverlapping(list.as_ptr(), formats, list.len()) };
+        }
+        // SAFETY: `out_count` is non-null (checked) and valid for a write (contract).
+        unsafe { *out_count = list.len() };
+        Ok(())
+    })
+}

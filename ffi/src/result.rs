@@ -1,0 +1,125 @@
+//! `gpusvc_result`: one result enum for the whole ABI, and its messages.
+
+use std::ffi::c_char;
+
+use crate::boundary::{FfiError, copy_str_out, ffi_guard};
+
+/// The result of every fallible gpusvc call. The numbers are part of the ABI: they are explicit,
+/// never change and are never reused for another meaning. Codes arrive back into the library
+/// (e.g. in `gpusvc_result_message`) as `uint32_t`, so unknown values are handled, not UB.
+#[repr(u32)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum gpusvc_result {
+    /// Success.
+    GPUSVC_OK = 0,
+    /// A Rust panic was caught at the boundary; the library state touched by the call may be
+    /// incomplete, the process is unharmed.
+    GPUSVC_PANIC = 1,
+    /// A required pointer argument was NULL.
+    GPUSVC_NULL_ARGUMENT = 2,
+    /// An argument is out of range (unknown enum value, bad size, ...).
+    GPUSVC_INVALID_ARGUMENT = 3,
+    /// A caller-provided buffer is too small.
+    GPUSVC_INSUFFICIENT_SIZE = 4,
+    /// A thread-bound handle was used from another thread.
+    GPUSVC_WRONG_THREAD = 5,
+    /// libEGL.so.1 could not be loaded.
+    GPUSVC_GL_NO_LIBEGL = 100,
+    /// EGL lists no usable device.
+    GPUSVC_GL_NO_DEVICE = 101,
+    /// The EGL display could not be initialized.
+    GPUSVC_GL_DISPLAY_INIT_FAILED = 102,
+    /// No PBUFFER-capable EGL config for the requested API.
+    GPUSVC_GL_NO_MATCHING_CONFIG = 103,
+    /// The driver's GL version is below the minimum.
+    GPUSVC_GL_VERSION_TOO_OLD = 104,
+    /// eglCreateContext failed.
+    GPUSVC_GL_CONTEXT_FAILED = 105,
+    /// The context could not be made current.
+    GPUSVC_GL_MAKE_CURRENT_FAILED = 106,
+}
+
+/// Every code, in number order.
+const ALL_RESULTS: [gpusvc_result; 13] = [
+    gpusvc_result::GPUSVC_OK,
+    gpusvc_result::GPUSVC_PANIC,
+    gpusvc_result::GPUSVC_NULL_ARGUMENT,
+    gpusvc_result::GPUSVC_INVALID_ARGUMENT,
+    gpusvc_result::GPUSVC_INSUFFICIENT_SIZE,
+    gpusvc_result::GPUSVC_WRONG_THREAD,
+    gpusvc_result::GPUSVC_GL_NO_LIBEGL,
+    gpusvc_result::GPUSVC_GL_NO_DEVICE,
+    gpusvc_result::GPUSVC_GL_DISPLAY_INIT_FAILED,
+    gpusvc_result::GPUSVC_GL_NO_MATCHING_CONFIG,
+    gpusvc_result::GPUSVC_GL_VERSION_TOO_OLD,
+    gpusvc_result::GPUSVC_GL_CONTEXT_FAILED,
+    gpusvc_result::GPUSVC_GL_MAKE_CURRENT_FAILED,
+];
+
+impl gpusvc_result {
+    /// Every code, in number order.
+    pub fn all() -> &'static [gpusvc_result] {
+        &ALL_RESULTS
+    }
+
+    /// The code with this number, if any.
+    pub fn from_u32(code: u32) -> Option<Self> {
+        ALL_RESULTS.into_iter().find(|r| *r as u32 == code)
+    }
+
+    /// A short English description.
+    pub fn message(self) -> &'static str {
+        use gpusvc_result::*;
+        match self {
+            GPUSVC_OK => "success",
+            GPUSVC_PANIC => "internal error: a panic was caught at the gpusvc C ABI boundary",
+            GPUSVC_NULL_ARGUMENT => "a required pointer argument was NULL",
+            GPUSVC_INVALID_ARGUMENT => "an argument is out of range",
+            GPUSVC_INSUFFICIENT_SIZE => "the provided buffer is too small",
+            GPUSVC_WRONG_THREAD => "a thread-bound handle was used from another thread",
+            GPUSVC_GL_NO_LIBEGL => "no libEGL: libEGL.so.1 could not be loaded",
+            GPUSVC_GL_NO_DEVICE => "no usable EGL device",
+            GPUSVC_GL_DISPLAY_INIT_FAILED => "the EGL display could not be initialized",
+            GPUSVC_GL_NO_MATCHING_CONFIG => {
+                "no matching EGL config (PBUFFER) for the requested API"
+            }
+            GPUSVC_GL_VERSION_TOO_OLD => "the driver's GL version is too old",
+            GPUSVC_GL_CONTEXT_FAILED => "creating the GL context failed",
+            GPUSVC_GL_MAKE_CURRENT_FAILED => "the GL context could not be made current",
+        }
+    }
+}
+
+/// Writes the message for `code` into `buf` as a NUL-terminated string.
+///
+/// At most `len - 1` bytes of text are written, then a NUL: a message longer than the buffer is
+/// truncated (like `snprintf`), which is not an error. `*out_len` receives the number of bytes
+/// written, NUL excluded. An unknown code gets the message "unknown gpusvc_result code N".
+///
+/// Returns `GPUSVC_NULL_ARGUMENT` when `buf` or `out_len` is NULL and `GPUSVC_INSUFFICIENT_SIZE`
+/// when `len` is 0 (no room for the NUL); nothing is written then.
+///
+/// # Safety
+/// `buf` must be valid for `len` bytes of writes and `out_len` for one `size_t`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gpusvc_result_message(
+    code: u32,
+    buf: *mut c_char,
+    len: usize,
+    out_len: *mut usize,
+) -> gpusvc_result {
+    ffi_guard(|| {
+        let text = match gpusvc_result::from_u32(code) {
+            Some(r) => std::borrow::Cow::Borrowed(r.message()),
+            None => format!("unknown gpusvc_result code {code}").into(),
+        };
+        // SAFETY: forwarded from this function's contract.
+        unsafe { copy_str_out(&text, buf, len, out_len) }
+    })
+}
+
+impl From<gpusvc_result> for FfiError {
+    fn from(code: gpusvc_result) -> Self {
+        FfiError::new(code, code.message())
+    }
+}

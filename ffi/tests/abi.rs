@@ -1,0 +1,242 @@
+//! The C ABI exercised from Rust, through the exported `extern "C"` functions.
+
+use std::ffi::{CStr, c_char};
+use std::ptr;
+
+use gpusvc::*;
+use headless_gl::testing::{gl_required, isolate_shader_cache};
+
+fn message(code: u32, len: usize) -> (gpusvc_result, String, usize) {
+    let mut buf = vec![0x7f as c_char; len.max(1)];
+    let mut out_len = usize::MAX;
+    // SAFETY: `buf` holds at least `len` bytes and `out_len` is a live usize.
+    let r = unsafe { gpusvc_result_message(code, buf.as_mut_ptr(), len, &mut out_len) };
+    let text = if r == gpusvc_result::GPUSVC_OK {
+        // SAFETY: on success the buffer holds a NUL-terminated string.
+        unsafe { CStr::from_ptr(buf.as_ptr()) }
+            .to_string_lossy()
+            .into_owned()
+    } else {
+        String::new()
+    };
+    (r, text, out_len)
+}
+
+fn last_detail() -> String {
+    let mut buf = [0 as c_char; 512];
+    let mut n = 0;
+    // SAFETY: buffer of 512 bytes and a live usize.
+    let r = unsafe { gpusvc_last_error_detail(buf.as_mut_ptr(), buf.len(), &mut n) };
+    assert_eq!(r, gpusvc_result::GPUSVC_OK);
+    // SAFETY: NUL-terminated on success.
+    unsafe { CStr::from_ptr(buf.as_ptr()) }
+        .to_string_lossy()
+        .into_owned()
+}
+
+#[test]
+fn result_codes_have_stable_numbers_and_messages() {
+    let numbers: Vec<u32> = gpusvc_result::all().iter().map(|r| *r as u32).collect();
+    assert_eq!(
+        numbers,
+        [0, 1, 2, 3, 4, 5, 100, 101, 102, 103, 104, 105, 106]
+    );
+    for &code in gpusvc_result::all() {
+        let (r, text, n) = message(code as u32, 256);
+        assert_eq!(r, gpusvc_result::GPUSVC_OK);
+        assert_eq!(text, code.message());
+        assert_eq!(n, text.len());
+    }
+}
+
+#[test]
+fn result_message_truncates_at_a_small_buffer_and_names_unknown_codes() {
+    let full = gpusvc_result::GPUSVC_PANIC.message();
+    let (r, text, n) = message(gpusvc_result::GPUSVC_PANIC as u32, 8);
+    assert_eq!(r, gpusvc_result::GPUSVC_OK);
+    assert_eq!((text.as_str(), n), (&full[..7], 7));
+    let (r, text, n) = message(gpusvc_result::GPUSVC_OK as u32, 1);
+    assert_eq!((r, text.as_str(), n), (gpusvc_result::GPUSVC_OK, "", 0));
+
+    let (r, text, _) = message(4242, 64);
+    assert_eq!(r, gpusvc_result::GPUSVC_OK);
+    assert_eq!(text, "unknown gpusvc_result code 4242");
+
+    // len 0 and NULL pointers are errors and write nothing.
+    let mut out_len = 77usize;
+    let mut byte = 0x55 as c_char;
+    // SAFETY: len 0 means nothing may be written to `byte`.
+    let r = unsafe { gpusvc_result_message(0, &mut byte, 0, &mut out_len) };
+    assert_eq!(
+        (r, out_len, byte),
+        (gpusvc_result::GPUSVC_INSUFFICIENT_SIZE, 77, 0x55)
+    );
+    // SAFETY: NULL pointers are part of the contract.
+    let r = unsafe { gpusvc_result_message(0, ptr::null_mut(), 16, &mut out_len) };
+    assert_eq!((r, out_len), (gpusvc_result::GPUSVC_NULL_ARGUMENT, 77));
+    let mut buf = [0 as c_char; 16];
+    // SAFETY: as above.
+    let r = unsafe { gpusvc_result_message(0, buf.as_mut_ptr(), 16, ptr::null_mut()) };
+    assert_eq!(r, gpusvc_result::GPUSVC_NULL_ARGUMENT);
+}
+
+#[test]
+fn a_panic_is_caught_at_the_boundary() {
+    for _ in 0..3 {
+        assert_eq!(gpusvc_debug_panic(), gpusvc_result::GPUSVC_PANIC);
+    }
+    assert!(
+        last_detail().contains("gpusvc_debug_panic was called"),
+        "{}",
+        last_detail()
+    );
+    // The library still works after panics.
+    let (r, _, _) = message(0, 32);
+    assert_eq!(r, gpusvc_result::GPUSVC_OK);
+}
+
+#[test]
+fn version_is_the_crate_version() {
+    // SAFETY: gpusvc_version returns a static NUL-terminated string.
+    let v = unsafe { CStr::from_ptr(gpusvc_version()) };
+    assert_eq!(v.to_str().unwrap(), env!("CARGO_PKG_VERSION"));
+}
+
+#[test]
+fn null_arguments_are_rejected_and_outputs_untouched() {
+    // SAFETY: every pointer is either NULL (part of the contract) or a live local.
+    unsafe {
+        gpusvc_gl_context_free(ptr::null_mut());
+        assert_eq!(
+            gpusvc_gl_context_open(0, ptr::null_mut()),
+            gpusvc_result::GPUSVC_NULL_ARGUMENT
+        );
+        assert!(last_detail().contains("`out`"));
+        let mut s: *const c_char = ptr::null();
+        assert_eq!(
+            gpusvc_gl_context_vendor(ptr::null(), &mut s),
+            gpusvc_result::GPUSVC_NULL_ARGUMENT
+        );
+        assert!(s.is_null());
+        let mut api = 99u32;
+        assert_eq!(
+            gpusvc_gl_context_api(ptr::null(), &mut api),
+            gpusvc_result::GPUSVC_NULL_ARGUMENT
+        );
+        assert_eq!(api, 99);
+        let mut n = 5usize;
+        assert_eq!(
+            gpusvc_gl_context_program_binary_formats(ptr::null(), ptr::null_mut(), 0, &mut n),
+            gpusvc_result::GPUSVC_NULL_ARGUMENT
+        );
+        assert_eq!(n, 5);
+        let mut ctx: *mut gpusvc_gl_context = ptr::null_mut();
+        assert_eq!(
+            gpusvc_gl_context_open(7, &mut ctx),
+            gpusvc_result::GPUSVC_INVALID_ARGUMENT
+        );
+        assert!(ctx.is_null());
+        assert!(last_detail().contains("unknown gpusvc_gl_api value 7"));
+    }
+}
+
+/// Opens a context through the ABI, or skips under the `GPUSVC_REQUIRE_GL` policy.
+fn open(test: &str, api: u32) -> Option<*mut gpusvc_gl_context> {
+    isolate_shader_cache();
+    let mut ctx = ptr::null_mut();
+    // SAFETY: `ctx` is a live pointer slot.
+    let r = unsafe { gpusvc_gl_context_open(api, &mut ctx) };
+    if r == gpusvc_result::GPUSVC_OK {
+        assert!(!ctx.is_null());
+        return Some(ctx);
+    }
+    assert!(ctx.is_null(), "output written on failure");
+    let why = format!("{r:?}: {}", last_detail());
+    assert!(
+        !gl_required(),
+        "{test}: GPUSVC_REQUIRE_GL is set but no context: {why}"
+    );
+    eprintln!("SKIP {test}: no GL context: {why}");
+    None
+}
+
+fn string(
+    ctx: *const gpusvc_gl_context,
+    get: unsafe extern "C" fn(*const gpusvc_gl_context, *mut *const c_char) -> gpusvc_result,
+) -> String {
+    let mut s = ptr::null();
+    // SAFETY: `ctx` is live; `s` is a live slot.
+    assert_eq!(unsafe { get(ctx, &mut s) }, gpusvc_result::GPUSVC_OK);
+    // SAFETY: the context owns a NUL-terminated string.
+    unsafe { CStr::from_ptr(s) }.to_string_lossy().into_owned()
+}
+
+#[test]
+fn driver_identity_through_the_c_abi() {
+    let Some(ctx) = open("driver_identity_through_the_c_abi", 0) else {
+        return;
+    };
+    let vendor = string(ctx, gpusvc_gl_context_vendor);
+    let renderer = string(ctx, gpusvc_gl_context_renderer);
+    let version = string(ctx, gpusvc_gl_context_version);
+    let glsl = string(ctx, gpusvc_gl_context_glsl_version);
+    eprintln!("{vendor} | {renderer} | {version} | GLSL {glsl}");
+    assert!(!vendor.is_empty() && !renderer.is_empty() && !version.is_empty() && !glsl.is_empty());
+    // SAFETY: `ctx` is live; outputs are live locals; `formats` has room for `n` entries.
+    unsafe {
+        let mut n = 0usize;
+        assert_eq!(
+            gpusvc_gl_context_program_binary_formats(ctx, ptr::null_mut(), 0, &mut n),
+            gpusvc_result::GPUSVC_OK
+        );
+        assert!(n >= 1);
+        let mut formats = vec![0u32; n];
+        let mut m = 0usize;
+        if n > 1 {
+            assert_eq!(
+                gpusvc_gl_context_program_binary_formats(ctx, formats.as_mut_ptr(), n - 1, &mut m),
+                gpusvc_result::GPUSVC_INSUFFICIENT_SIZE
+            );
+            assert_eq!(m, 0);
+        }
+        assert_eq!(
+            gpusvc_gl_context_program_binary_formats(ctx, formats.as_mut_ptr(), n, &mut m),
+            gpusvc_result::GPUSVC_OK
+        );
+        assert_eq!(m, n);
+        assert!(formats.iter().all(|&f| f != 0));
+        let mut api = 0u32;
+        assert_eq!(
+            gpusvc_gl_context_api(ctx, &mut api),
+            gpusvc_result::GPUSVC_OK
+        );
+        assert!(
+            api == gpusvc_gl_api::GPUSVC_GL_API_DESKTOP_CORE as u32
+                || api == gpusvc_gl_api::GPUSVC_GL_API_GLES as u32
+        );
+        let mut software = false;
+        assert_eq!(
+            gpusvc_gl_context_is_software(ctx, &mut software),
+            gpusvc_result::GPUSVC_OK
+        );
+        gpusvc_gl_context_free(ctx);
+    }
+}
+
+#[test]
+fn gles_context_through_the_c_abi() {
+    let Some(ctx) = open("gles_context_through_the_c_abi", 2) else {
+        return;
+    };
+    let mut api = 0u32;
+    // SAFETY: `ctx` is live and `api` a live local.
+    unsafe {
+        assert_eq!(
+            gpusvc_gl_context_api(ctx, &mut api),
+            gpusvc_result::GPUSVC_OK
+        );
+        assert_eq!(api, gpusvc_gl_api::GPUSVC_GL_API_GLES as u32);
+        assert!(string(ctx, gpusvc_gl_context_version).contains("OpenGL ES"));
+        gpusvc_gl_context_free(ctx);
+    }
+}
