@@ -144,19 +144,42 @@ pub struct NotCurrent(pub(crate) String);
 pub(crate) struct Inner {
     // Field order is drop order: GL function pointers, then the context, then the display.
     gl: glow::Context,
-    context: PossiblyCurrentContext,
+    /// Always `Some` until drop takes it.
+    context: Option<PossiblyCurrentContext>,
     _display: Display,
 }
 
 impl Inner {
+    fn context(&self) -> &PossiblyCurrentContext {
+        self.context
+            .as_ref()
+            .expect("the context is only taken in drop")
+    }
+
     /// Makes the context current on this thread when it is not, and hands out the GL functions.
     pub(crate) fn gl(&self) -> Result<&glow::Context, NotCurrent> {
-        if !self.context.is_current() {
-            self.context
+        let context = self.context();
+        if !context.is_current() {
+            context
                 .make_current_surfaceless()
                 .map_err(|e| NotCurrent(e.to_string()))?;
         }
         Ok(&self.gl)
+    }
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        // EGL defers destroying a context that is current until it is released; a thread that
+        // exits with it still current never releases it and its whole driver state leaks. So
+        // release it first when it is current here.
+        if let Some(context) = self.context.take() {
+            if context.is_current() {
+                if let Err(e) = context.make_not_current() {
+                    tracing::warn!(error = %e, "releasing the GL context before destroying it failed");
+                }
+            }
+        }
     }
 }
 
@@ -288,7 +311,7 @@ fn open_on_device(
                 return Ok(GlContext {
                     inner: Rc::new(Inner {
                         gl,
-                        context,
+                        context: Some(context),
                         _display: display,
                     }),
                     info,

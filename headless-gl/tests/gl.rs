@@ -237,10 +237,7 @@ fn damaged_binaries_are_rejected_with_a_typed_error() {
     // The context is still healthy afterwards.
     ctx.load_program_binary(&binary)
         .expect("the intact binary still loads");
-    assert_eq!(
-        ctx.gl().map(gl_error).unwrap(),
-        glow::NO_ERROR
-    );
+    assert_eq!(ctx.gl().map(gl_error).unwrap(), glow::NO_ERROR);
 }
 
 fn gl_error(gl: &glow::Context) -> u32 {
