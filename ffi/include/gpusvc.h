@@ -165,7 +165,8 @@ gpusvc_result gpusvc_gl_context_open(uint32_t api, struct gpusvc_gl_context **ou
 /*
  Frees a context. NULL is a no-op. It must be called on the thread that opened the context:
  from another thread the context cannot be made current to release its objects, so it is
- leaked (never destroyed under another thread's feet) and the error detail says so.
+ leaked (never destroyed under another thread's feet) and this thread's error detail
+ (`gpusvc_last_error_detail`, code `GPUSVC_WRONG_THREAD`) says so.
 
  # Safety
  `ctx` must be NULL or a pointer from `gpusvc_gl_context_open` not yet freed.

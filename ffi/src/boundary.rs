@@ -57,24 +57,6 @@ pub(crate) fn ffi_guard(f: impl FnOnce() -> Result<(), FfiError>) -> gpusvc_resu
     }
 }
 
-/// Runs `f` inside the panic boundary for exports that return nothing (`_free`); a panic is
-/// swallowed and recorded as this thread's error detail.
-pub(crate) fn ffi_guard_void(f: impl FnOnce()) {
-    let _ = ffi_guard(|| {
-        f();
-        Ok(())
-    });
-}
-
-/// Borrows `*ptr`, or fails with `GPUSVC_NULL_ARGUMENT` naming the argument.
-///
-/// # Safety
-/// A non-null `ptr` must point to a live `T` for `'a`.
-pub(crate) unsafe fn arg_ref<'a, T>(ptr: *const T, name: &str) -> Result<&'a T, FfiError> {
-    // SAFETY: non-null is checked by `as_ref`; validity is the caller's contract.
-    unsafe { ptr.as_ref() }.ok_or_else(|| null_argument(name))
-}
-
 /// Checks an output pointer before any work is done.
 pub(crate) fn out_ptr<T>(ptr: *mut T, name: &str) -> Result<*mut T, FfiError> {
     if ptr.is_null() {

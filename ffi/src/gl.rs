@@ -5,7 +5,7 @@ use std::thread::ThreadId;
 
 use headless_gl::{ApiPreference, ContextError, ContextOptions, GlApi, GlContext};
 
-use crate::boundary::{FfiError, arg_ref, ffi_guard, ffi_guard_void, out_ptr};
+use crate::boundary::{FfiError, ffi_guard, null_argument, out_ptr};
 use crate::result::gpusvc_result;
 
 /// Which GL API to open (passed as `uint32_t`).
@@ -23,12 +23,37 @@ pub enum gpusvc_gl_api {
 /// An opaque headless GL context, bound to the thread that opened it.
 #[derive(Debug)]
 pub struct gpusvc_gl_context {
-    ctx: GlContext,
+    /// Read from any thread; plain immutable data.
+    identity: Identity,
     owner: ThreadId,
+    /// Owned here and touched only on `owner`; dropping it (in `_free`) destroys the context.
+    _ctx: GlContext,
+}
+
+/// The driver identity, copied out of the context at open so that any thread may read it
+/// without touching the thread-bound GL context.
+#[derive(Debug)]
+struct Identity {
     vendor: CString,
     renderer: CString,
     version: CString,
     glsl_version: CString,
+    api: gpusvc_gl_api,
+    software: bool,
+    program_binary_formats: Vec<u32>,
+}
+
+/// Borrows the identity part of a context.
+///
+/// # Safety
+/// `ctx` is NULL or a live context.
+unsafe fn identity<'a>(ctx: *const gpusvc_gl_context) -> Result<&'a Identity, FfiError> {
+    if ctx.is_null() {
+        return Err(null_argument("ctx"));
+    }
+    // SAFETY: `ctx` is non-null and live (contract). Only the `identity` field is borrowed, never
+    // the thread-bound `GlContext`, so this is sound from any thread.
+    Ok(unsafe { &(*ctx).identity })
 }
 
 fn c_string(s: &str) -> CString {
@@ -84,13 +109,22 @@ pub unsafe extern "C" fn gpusvc_gl_context_open(
         };
         let ctx = GlContext::open(&options).map_err(|e| context_error(&e))?;
         let info = ctx.info();
-        let handle = Box::new(gpusvc_gl_context {
+        let identity = Identity {
             vendor: c_string(&info.vendor),
             renderer: c_string(&info.renderer),
             version: c_string(&info.version),
             glsl_version: c_string(&info.glsl_version),
+            api: match info.api {
+                GlApi::DesktopCore => gpusvc_gl_api::GPUSVC_GL_API_DESKTOP_CORE,
+                GlApi::Gles => gpusvc_gl_api::GPUSVC_GL_API_GLES,
+            },
+            software: info.device.software,
+            program_binary_formats: info.program_binary_formats.clone(),
+        };
+        let handle = Box::new(gpusvc_gl_context {
+            identity,
             owner: std::thread::current().id(),
-            ctx,
+            _ctx: ctx,
         });
         // SAFETY: `out` is non-null (checked) and valid for a write (contract).
         unsafe { *out = Box::into_raw(handle) };
@@ -100,23 +134,31 @@ pub unsafe extern "C" fn gpusvc_gl_context_open(
 
 /// Frees a context. NULL is a no-op. It must be called on the thread that opened the context:
 /// from another thread the context cannot be made current to release its objects, so it is
-/// leaked (never destroyed under another thread's feet) and the error detail says so.
+/// leaked (never destroyed under another thread's feet) and this thread's error detail
+/// (`gpusvc_last_error_detail`, code `GPUSVC_WRONG_THREAD`) says so.
 ///
 /// # Safety
 /// `ctx` must be NULL or a pointer from `gpusvc_gl_context_open` not yet freed.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn gpusvc_gl_context_free(ctx: *mut gpusvc_gl_context) {
-    ffi_guard_void(|| {
+    let _ = ffi_guard(|| {
         if ctx.is_null() {
-            return;
+            return Ok(());
         }
         // SAFETY: non-null and from `Box::into_raw` in `gpusvc_gl_context_open` (contract).
         let handle = unsafe { Box::from_raw(ctx) };
         if handle.owner != std::thread::current().id() {
-            tracing::error!("gpusvc_gl_context_free called off its thread; context leaked");
             std::mem::forget(handle);
+            tracing::error!("gpusvc_gl_context_free called off its thread; context leaked");
+            return Err(FfiError::new(
+                gpusvc_result::GPUSVC_WRONG_THREAD,
+                "gpusvc_gl_context_free called on a thread other than the one that opened the \
+                 context; the context was leaked, not destroyed",
+            ));
         }
-    })
+        drop(handle);
+        Ok(())
+    });
 }
 
 /// Reads one of the context's identity strings into `*out`.
@@ -126,15 +168,15 @@ pub unsafe extern "C" fn gpusvc_gl_context_free(ctx: *mut gpusvc_gl_context) {
 unsafe fn string_out(
     ctx: *const gpusvc_gl_context,
     out: *mut *const c_char,
-    pick: impl FnOnce(&gpusvc_gl_context) -> &CString,
+    pick: impl FnOnce(&Identity) -> &CString,
 ) -> gpusvc_result {
     ffi_guard(|| {
         // SAFETY: forwarded from the caller's contract.
-        let ctx = unsafe { arg_ref(ctx, "ctx") }?;
+        let id = unsafe { identity(ctx) }?;
         let out = out_ptr(out, "out")?;
         // SAFETY: `out` is non-null (checked) and valid for a write (contract); the string lives
         // in the context and stays valid until the context is freed.
-        unsafe { *out = pick(ctx).as_ptr() };
+        unsafe { *out = pick(id).as_ptr() };
         Ok(())
     })
 }
@@ -150,7 +192,7 @@ pub unsafe extern "C" fn gpusvc_gl_context_vendor(
     out: *mut *const c_char,
 ) -> gpusvc_result {
     // SAFETY: forwarded from this function's contract.
-    unsafe { string_out(ctx, out, |c| &c.vendor) }
+    unsafe { string_out(ctx, out, |i| &i.vendor) }
 }
 
 /// `GL_RENDERER`; see `gpusvc_gl_context_vendor`.
@@ -163,7 +205,7 @@ pub unsafe extern "C" fn gpusvc_gl_context_renderer(
     out: *mut *const c_char,
 ) -> gpusvc_result {
     // SAFETY: forwarded from this function's contract.
-    unsafe { string_out(ctx, out, |c| &c.renderer) }
+    unsafe { string_out(ctx, out, |i| &i.renderer) }
 }
 
 /// `GL_VERSION` (it carries the driver version); see `gpusvc_gl_context_vendor`.
@@ -176,7 +218,7 @@ pub unsafe extern "C" fn gpusvc_gl_context_version(
     out: *mut *const c_char,
 ) -> gpusvc_result {
     // SAFETY: forwarded from this function's contract.
-    unsafe { string_out(ctx, out, |c| &c.version) }
+    unsafe { string_out(ctx, out, |i| &i.version) }
 }
 
 /// `GL_SHADING_LANGUAGE_VERSION`; see `gpusvc_gl_context_vendor`.
@@ -189,7 +231,7 @@ pub unsafe extern "C" fn gpusvc_gl_context_glsl_version(
     out: *mut *const c_char,
 ) -> gpusvc_result {
     // SAFETY: forwarded from this function's contract.
-    unsafe { string_out(ctx, out, |c| &c.glsl_version) }
+    unsafe { string_out(ctx, out, |i| &i.glsl_version) }
 }
 
 /// The API the context speaks, as a `gpusvc_gl_api` value (never AUTO).
@@ -203,14 +245,10 @@ pub unsafe extern "C" fn gpusvc_gl_context_api(
 ) -> gpusvc_result {
     ffi_guard(|| {
         // SAFETY: forwarded from this function's contract.
-        let ctx = unsafe { arg_ref(ctx, "ctx") }?;
+        let id = unsafe { identity(ctx) }?;
         let out = out_ptr(out, "out")?;
-        let api = match ctx.ctx.info().api {
-            GlApi::DesktopCore => gpusvc_gl_api::GPUSVC_GL_API_DESKTOP_CORE,
-            GlApi::Gles => gpusvc_gl_api::GPUSVC_GL_API_GLES,
-        };
         // SAFETY: `out` is non-null (checked) and valid for a write (contract).
-        unsafe { *out = api as u32 };
+        unsafe { *out = id.api as u32 };
         Ok(())
     })
 }
@@ -226,10 +264,10 @@ pub unsafe extern "C" fn gpusvc_gl_context_is_software(
 ) -> gpusvc_result {
     ffi_guard(|| {
         // SAFETY: forwarded from this function's contract.
-        let ctx = unsafe { arg_ref(ctx, "ctx") }?;
+        let id = unsafe { identity(ctx) }?;
         let out = out_ptr(out, "out")?;
         // SAFETY: `out` is non-null (checked) and valid for a write (contract).
-        unsafe { *out = ctx.ctx.info().device.software };
+        unsafe { *out = id.software };
         Ok(())
     })
 }
@@ -252,9 +290,9 @@ pub unsafe extern "C" fn gpusvc_gl_context_program_binary_formats(
 ) -> gpusvc_result {
     ffi_guard(|| {
         // SAFETY: forwarded from this function's contract.
-        let ctx = unsafe { arg_ref(ctx, "ctx") }?;
+        let id = unsafe { identity(ctx) }?;
         let out_count = out_ptr(out_count, "out_count")?;
-        let list = &ctx.ctx.info().program_binary_formats;
+        let list = &id.program_binary_formats;
         if !(formats.is_null() && len == 0) {
             let formats = out_ptr(formats, "formats")?;
             if len < list.len() {

@@ -240,3 +240,30 @@ fn gles_context_through_the_c_abi() {
         gpusvc_gl_context_free(ctx);
     }
 }
+
+#[test]
+fn freeing_on_another_thread_leaks_instead_of_destroying() {
+    let Some(ctx) = open("freeing_on_another_thread_leaks_instead_of_destroying", 0) else {
+        return;
+    };
+    let ctx_addr = ctx as usize;
+    // The identity may be read from any thread.
+    let renderer = std::thread::spawn(move || {
+        string(
+            ctx_addr as *const gpusvc_gl_context,
+            gpusvc_gl_context_renderer,
+        )
+    })
+    .join()
+    .unwrap();
+    assert!(!renderer.is_empty());
+    // Freeing from another thread is refused (the context is leaked, not destroyed there).
+    let detail = std::thread::spawn(move || {
+        // SAFETY: the pointer is a live context; free on the wrong thread must not touch it.
+        unsafe { gpusvc_gl_context_free(ctx_addr as *mut gpusvc_gl_context) };
+        last_detail()
+    })
+    .join()
+    .unwrap();
+    assert!(detail.contains("leaked"), "{detail}");
+}
