@@ -43,12 +43,21 @@ fn build(ctx: &GlContext) -> Program {
 }
 
 /// Draws the lower-left half-triangle with per-vertex red/green/blue and returns the pixels.
-fn render(ctx: &GlContext, program: &Program) -> Vec<u8> {
+/// `weight` goes to `u_weights[0]` when given; `u_weights` defaults to 0 in a fresh program, so
+/// only a program whose uniforms really reach the shader draws colour.
+fn render_with(ctx: &GlContext, program: &Program, weight: Option<f32>) -> Vec<u8> {
     let target = ctx.offscreen_target(SIZE, SIZE).expect("offscreen target");
     let positions = [-1.0f32, -1.0, 1.0, -1.0, -1.0, 1.0];
     let colors = [
         1.0f32, 0.0, 0.0, 1.0, 0.0, 1.0, 0.0, 1.0, 0.0, 0.0, 1.0, 1.0,
     ];
+    let mut uniforms = vec![
+        ("u_scale", UniformValue::Float(1.0)),
+        ("u_tint", UniformValue::Vec4([1.0, 1.0, 1.0, 1.0])),
+    ];
+    if let Some(w) = weight {
+        uniforms.push(("u_weights[0]", UniformValue::Float(w)));
+    }
     ctx.draw(
         &target,
         &DrawCall {
@@ -65,10 +74,7 @@ fn render(ctx: &GlContext, program: &Program) -> Vec<u8> {
                     data: &colors,
                 },
             ],
-            uniforms: &[
-                ("u_scale", UniformValue::Float(1.0)),
-                ("u_tint", UniformValue::Vec4([1.0, 1.0, 1.0, 1.0])),
-            ],
+            uniforms: &uniforms,
             mode: glow::TRIANGLES,
             vertex_count: 3,
             clear: Some([0.0, 0.0, 0.0, 1.0]),
@@ -76,49 +82,15 @@ fn render(ctx: &GlContext, program: &Program) -> Vec<u8> {
     )
     .expect("draw");
     ctx.read_rgba8(&target).expect("read back")
+}
+
+fn render_weighted(ctx: &GlContext, program: &Program) -> Vec<u8> {
+    render_with(ctx, program, Some(1.0))
 }
 
 fn pixel(pixels: &[u8], x: u32, y: u32) -> [u8; 4] {
     let i = ((y * SIZE + x) * 4) as usize;
     pixels[i..i + 4].try_into().unwrap()
-}
-
-/// The uniform array `u_weights` is left at its default (0), so only a program whose uniforms
-/// were set renders colour; set the weights and check the picture is what the vertices say.
-fn render_weighted(ctx: &GlContext, program: &Program) -> Vec<u8> {
-    let target = ctx.offscreen_target(SIZE, SIZE).expect("offscreen target");
-    let positions = [-1.0f32, -1.0, 1.0, -1.0, -1.0, 1.0];
-    let colors = [
-        1.0f32, 0.0, 0.0, 1.0, 0.0, 1.0, 0.0, 1.0, 0.0, 0.0, 1.0, 1.0,
-    ];
-    ctx.draw(
-        &target,
-        &DrawCall {
-            program,
-            attributes: &[
-                VertexAttribute {
-                    name: "a_position",
-                    components: 2,
-                    data: &positions,
-                },
-                VertexAttribute {
-                    name: "a_color",
-                    components: 4,
-                    data: &colors,
-                },
-            ],
-            uniforms: &[
-                ("u_scale", UniformValue::Float(1.0)),
-                ("u_tint", UniformValue::Vec4([1.0, 1.0, 1.0, 1.0])),
-                ("u_weights[0]", UniformValue::Float(1.0)),
-            ],
-            mode: glow::TRIANGLES,
-            vertex_count: 3,
-            clear: Some([0.0, 0.0, 0.0, 1.0]),
-        },
-    )
-    .expect("draw");
-    ctx.read_rgba8(&target).expect("read back")
 }
 
 #[test]
@@ -178,7 +150,7 @@ fn binary_round_trip_renders_identically() {
     // A fresh program has its uniforms at 0, so without the weights it draws black: uniforms
     // really reach the shader.
     let fresh = ctx.load_program_binary(&binary).unwrap();
-    let unweighted = render(&ctx, &fresh);
+    let unweighted = render_with(&ctx, &fresh, None);
     assert_eq!(pixel(&unweighted, 4, 4), [0, 0, 0, 0]);
 
     // A binary read back from the loaded program loads again.
