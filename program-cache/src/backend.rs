@@ -1,0 +1,100 @@
+//! The driver side of the flow: a `ProgramBackend` trait and its GL implementation over a
+//! headless-gl context.
+
+use headless_gl::{
+    ActiveVariable, BinaryError, GlContext, LinkOptions, ProgramBinary, ShaderStage,
+};
+
+use crate::program::ProgramBinaryData;
+
+/// What the program manager needs from a driver. The GL implementation is [`GlBackend`]; hosts
+/// with their own context implement it over their GL entry points (the C ABI does).
+pub trait ProgramBackend {
+    /// A compiled shader object.
+    type Shader;
+    /// A linked program object.
+    type Program;
+
+    /// Compiles; `Err` carries the driver's info log.
+    fn compile(&mut self, stage: ShaderStage, source: &str) -> Result<Self::Shader, String>;
+    /// Links a vertex and a fragment shader; `Err` carries the info log.
+    fn link(
+        &mut self,
+        vertex: &Self::Shader,
+        fragment: &Self::Shader,
+        options: &LinkOptions,
+    ) -> Result<Self::Program, String>;
+    /// Reads the binary of a linked program; `Err` says why there is none.
+    fn program_binary(&mut self, program: &Self::Program) -> Result<ProgramBinaryData, String>;
+    /// Loads a binary into a new program; `Err` when the driver refuses it (`GL_LINK_STATUS`
+    /// false, unknown format, ...), with the reason.
+    fn load_binary(&mut self, binary: &ProgramBinaryData) -> Result<Self::Program, String>;
+    /// Active attributes of a linked program.
+    fn active_attributes(&mut self, program: &Self::Program) -> Vec<ActiveVariable>;
+    /// Active uniforms of a linked program.
+    fn active_uniforms(&mut self, program: &Self::Program) -> Vec<ActiveVariable>;
+}
+
+/// [`ProgramBackend`] over a headless-gl context (glow).
+#[derive(Debug, Clone, Copy)]
+pub struct GlBackend<'a> {
+    ctx: &'a GlContext,
+}
+
+impl<'a> GlBackend<'a> {
+    /// A backend drawing on `ctx`.
+    pub fn new(ctx: &'a GlContext) -> Self {
+        GlBackend { ctx }
+    }
+}
+
+impl ProgramBackend for GlBackend<'_> {
+    type Shader = headless_gl::Shader;
+    type Program = headless_gl::Program;
+
+    fn compile(&mut self, stage: ShaderStage, source: &str) -> Result<Self::Shader, String> {
+        self.ctx
+            .compile_shader(stage, source)
+            .map_err(|e| e.to_string())
+    }
+
+    fn link(
+        &mut self,
+        vertex: &Self::Shader,
+        fragment: &Self::Shader,
+        options: &LinkOptions,
+    ) -> Result<Self::Program, String> {
+        self.ctx
+            .link_program(&[vertex, fragment], options)
+            .map_err(|e| e.to_string())
+    }
+
+    fn program_binary(&mut self, program: &Self::Program) -> Result<ProgramBinaryData, String> {
+        self.ctx
+            .program_binary(program)
+            .map(|b| ProgramBinaryData {
+                format: b.format,
+                bytes: b.bytes,
+            })
+            .map_err(|e| e.to_string())
+    }
+
+    fn load_binary(&mut self, binary: &ProgramBinaryData) -> Result<Self::Program, String> {
+        let binary = ProgramBinary {
+            format: binary.format,
+            bytes: binary.bytes.clone(),
+        };
+        self.ctx.load_program_binary(&binary).map_err(|e| match e {
+            BinaryError::Rejected { log } if log.is_empty() => "driver rejected the binary".into(),
+            other => other.to_string(),
+        })
+    }
+
+    fn active_attributes(&mut self, program: &Self::Program) -> Vec<ActiveVariable> {
+        self.ctx.active_attributes(program).unwrap_or_default()
+    }
+
+    fn active_uniforms(&mut self, program: &Self::Program) -> Vec<ActiveVariable> {
+        self.ctx.active_uniforms(program).unwrap_or_default()
+    }
+}

@@ -1,0 +1,411 @@
+//! `ProgramCache`: status storage + byte-budget binary storage + statistics, behind one lock.
+
+use std::num::NonZeroUsize;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use crate::key::{ProgramKey, ShaderHash};
+use crate::program::{CachedProgram, SharedProgram};
+use crate::stats::{Counters, HistogramCallback, Recorder, Stats, names};
+use crate::status::{CompileStatus, LinkStatus, ShaderStatuses};
+use crate::store::{BinaryStore, Evicted, EvictionPolicy, PageId};
+
+/// Default budget on desktop: 6 MiB.
+pub const DESKTOP_BUDGET: usize = 6 * 1024 * 1024;
+/// Default budget on mobile: 2 MiB.
+pub const MOBILE_BUDGET: usize = 2 * 1024 * 1024;
+/// Default budget on low-memory devices: 128 KiB.
+pub const LOW_MEMORY_BUDGET: usize = 128 * 1024;
+
+/// Cache configuration.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CacheConfig {
+    /// Byte budget of the binary store.
+    pub budget_bytes: usize,
+    /// Eviction policy.
+    pub policy: EvictionPolicy,
+    /// How many compile statuses of shaders that no cached program uses are remembered.
+    pub max_unreferenced_shader_statuses: NonZeroUsize,
+}
+
+impl CacheConfig {
+    /// Desktop defaults (6 MiB, LRU).
+    pub fn desktop() -> Self {
+        Self::with_budget(DESKTOP_BUDGET)
+    }
+    /// Mobile defaults (2 MiB, LRU).
+    pub fn mobile() -> Self {
+        Self::with_budget(MOBILE_BUDGET)
+    }
+    /// Low-memory defaults (128 KiB, LRU).
+    pub fn low_memory() -> Self {
+        Self::with_budget(LOW_MEMORY_BUDGET)
+    }
+    /// LRU with this budget.
+    pub fn with_budget(budget_bytes: usize) -> Self {
+        CacheConfig {
+            budget_bytes,
+            policy: EvictionPolicy::Lru,
+            max_unreferenced_shader_statuses: NonZeroUsize::new(4096).expect("non-zero"),
+        }
+    }
+}
+
+impl Default for CacheConfig {
+    fn default() -> Self {
+        Self::desktop()
+    }
+}
+
+/// System memory pressure, as the host's memory-pressure listener reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum MemoryPressure {
+    /// Normal operation.
+    #[default]
+    None,
+    /// Trim to a quarter of the budget.
+    Moderate,
+    /// Drop everything and refuse saves until pressure is `None` again.
+    Critical,
+}
+
+/// Why a save was refused. The cache is unchanged.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SaveError {
+    /// The binary has no bytes.
+    #[error("program binary is empty")]
+    EmptyBinary,
+    /// The entry alone is larger than the budget.
+    #[error("entry of {size} bytes exceeds the cache budget of {budget} bytes")]
+    OverBudget {
+        /// Entry size.
+        size: usize,
+        /// Budget.
+        budget: usize,
+    },
+    /// Memory pressure is critical.
+    #[error("memory pressure is critical: saves are refused")]
+    CriticalPressure,
+}
+
+/// What a successful save did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SaveReport {
+    /// An entry with the same key was replaced.
+    pub replaced: bool,
+    /// Entries evicted to make room.
+    pub evicted: usize,
+}
+
+#[derive(Debug)]
+struct State {
+    config: CacheConfig,
+    statuses: ShaderStatuses,
+    store: BinaryStore,
+    pressure: MemoryPressure,
+    recorder: Recorder,
+}
+
+impl State {
+    /// Status bookkeeping for programs that left the store.
+    fn forget(&mut self, evicted: &Evicted) {
+        for (_, program) in evicted {
+            self.statuses.release(&program.vertex_shader);
+            self.statuses.release(&program.fragment_shader);
+        }
+        self.recorder.counters.evictions += evicted.len() as u64;
+    }
+}
+
+/// The program cache. Thread-safe: every method takes `&self`; one mutex guards the state and
+/// is never held while the host callback runs.
+pub struct ProgramCache {
+    state: Mutex<State>,
+    callback: Option<HistogramCallback>,
+}
+
+impl std::fmt::Debug for ProgramCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ProgramCache")
+            .field("state", &self.state)
+            .finish_non_exhaustive()
+    }
+}
+
+type Samples = Vec<(&'static str, f64)>;
+
+impl ProgramCache {
+    /// An empty cache.
+    pub fn new(config: CacheConfig) -> Self {
+        ProgramCache {
+            state: Mutex::new(State {
+                config,
+                statuses: ShaderStatuses::new(config.max_unreferenced_shader_statuses),
+                store: BinaryStore::new(config.policy),
+                pressure: MemoryPressure::None,
+                recorder: Recorder::default(),
+            }),
+            callback: None,
+        }
+    }
+
+    /// An empty cache that pushes every histogram sample to `callback`.
+    pub fn with_callback(config: CacheConfig, callback: HistogramCallback) -> Self {
+        ProgramCache {
+            callback: Some(callback),
+            ..Self::new(config)
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // A panic while holding the lock leaves consistent-enough state (every mutation is
+        // completed before the next step); keep serving rather than poisoning the GPU process.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Records samples in the histograms, then (lock released) pushes them to the callback.
+    fn emit(&self, mut state: MutexGuard<'_, State>, samples: Samples) {
+        for &(name, value) in &samples {
+            state.recorder.record(name, value);
+        }
+        drop(state);
+        if let Some(cb) = &self.callback {
+            for (name, value) in samples {
+                cb(name, value);
+            }
+        }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> CacheConfig {
+        self.lock().config
+    }
+
+    // ---- status storage ----
+
+    /// Compile status of a shader.
+    pub fn shader_compile_status(&self, hash: &ShaderHash) -> CompileStatus {
+        self.lock().statuses.status(hash)
+    }
+
+    /// Records that a shader compiled successfully.
+    pub fn shader_compile_succeeded(&self, hash: ShaderHash) {
+        self.lock().statuses.compiled(hash);
+    }
+
+    /// How many cached programs use a shader.
+    pub fn shader_refcount(&self, hash: &ShaderHash) -> u32 {
+        self.lock().statuses.refcount(hash)
+    }
+
+    /// Link status of a program: `Success` while its binary is cached.
+    pub fn link_status(&self, key: &ProgramKey) -> LinkStatus {
+        if self.lock().store.contains(key) {
+            LinkStatus::Success
+        } else {
+            LinkStatus::Unknown
+        }
+    }
+
+    /// Counts a compile answered by the status cache and records its time.
+    pub fn record_status_hit(&self, time: Duration) {
+        let mut state = self.lock();
+        state.recorder.counters.status_hits += 1;
+        self.emit(state, vec![(names::STATUS_HIT_TIME, micros(time))]);
+    }
+
+    /// Counts a compile that went to the driver and records its time.
+    pub fn record_status_miss(&self, time: Duration) {
+        let mut state = self.lock();
+        state.recorder.counters.status_misses += 1;
+        self.emit(state, vec![(names::STATUS_MISS_COMPILE_TIME, micros(time))]);
+    }
+
+    /// Records a binary-hit restore time.
+    pub fn record_binary_hit_time(&self, time: Duration) {
+        let state = self.lock();
+        self.emit(state, vec![(names::BINARY_HIT_TIME, micros(time))]);
+    }
+
+    /// Records a binary-miss link time.
+    pub fn record_binary_miss_time(&self, time: Duration) {
+        let state = self.lock();
+        self.emit(state, vec![(names::BINARY_MISS_LINK_TIME, micros(time))]);
+    }
+
+    // ---- binary storage ----
+
+    /// Stores a program, replacing one with the same key and evicting by policy until it fits.
+    /// Refused (cache unchanged) for an empty binary, an entry over the budget, or critical
+    /// memory pressure. The shaders it names become known-compiled and referenced.
+    pub fn save(
+        &self,
+        key: ProgramKey,
+        program: CachedProgram,
+        page: Option<PageId>,
+    ) -> Result<SaveReport, SaveError> {
+        let mut state = self.lock();
+        let size = program.stored_size();
+        let refusal = if program.binary.bytes.is_empty() {
+            Some(SaveError::EmptyBinary)
+        } else if state.pressure == MemoryPressure::Critical {
+            Some(SaveError::CriticalPressure)
+        } else if size > state.config.budget_bytes {
+            Some(SaveError::OverBudget {
+                size,
+                budget: state.config.budget_bytes,
+            })
+        } else {
+            None
+        };
+        if let Some(e) = refusal {
+            state.recorder.counters.rejected_saves += 1;
+            return Err(e);
+        }
+        let before = state.store.used();
+        let binary_size = program.binary.bytes.len();
+        // Refs first, so a shader shared with a replaced or evicted entry never drops to zero.
+        state.statuses.add_ref(program.vertex_shader);
+        state.statuses.add_ref(program.fragment_shader);
+        let replaced = state.store.remove(&key);
+        if let Some(old) = &replaced {
+            state.statuses.release(&old.vertex_shader);
+            state.statuses.release(&old.fragment_shader);
+        }
+        let limit = state.config.budget_bytes - size;
+        let evicted = state.store.evict_to(limit);
+        state.forget(&evicted);
+        state.store.insert(key, Arc::new(program), size, page);
+        state.recorder.counters.saves += 1;
+        let after = state.store.used();
+        let report = SaveReport {
+            replaced: replaced.is_some(),
+            evicted: evicted.len(),
+        };
+        self.emit(
+            state,
+            vec![
+                (names::PROGRAM_BINARY_SIZE, binary_size as f64),
+                (names::CACHE_SIZE_BEFORE_SAVE, before as f64),
+                (names::CACHE_SIZE_AFTER_SAVE, after as f64),
+            ],
+        );
+        Ok(report)
+    }
+
+    /// Looks a program up; a hit promotes it (and moves it to `page` when given).
+    pub fn load(&self, key: &ProgramKey, page: Option<PageId>) -> Option<SharedProgram> {
+        let mut state = self.lock();
+        let found = state.store.get(key, page);
+        if found.is_some() {
+            state.recorder.counters.hits += 1;
+        } else {
+            state.recorder.counters.misses += 1;
+        }
+        found
+    }
+
+    /// Looks a program up without changing recency or counters.
+    pub fn peek(&self, key: &ProgramKey) -> Option<SharedProgram> {
+        self.lock().store.peek(key)
+    }
+
+    /// Removes a program whose binary the driver refused, counting the rejection.
+    pub fn evict_rejected(&self, key: &ProgramKey) -> bool {
+        let mut state = self.lock();
+        state.recorder.counters.driver_rejections += 1;
+        Self::evict_locked(&mut state, key)
+    }
+
+    /// Removes one program; returns whether it was there.
+    pub fn evict(&self, key: &ProgramKey) -> bool {
+        Self::evict_locked(&mut self.lock(), key)
+    }
+
+    fn evict_locked(state: &mut State, key: &ProgramKey) -> bool {
+        match state.store.remove(key) {
+            Some(program) => {
+                state.forget(&vec![(*key, program)]);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Evicts by policy until at most `limit` bytes are stored; returns the bytes freed.
+    pub fn trim(&self, limit: usize) -> usize {
+        let mut state = self.lock();
+        let before = state.store.used();
+        let evicted = state.store.evict_to(limit);
+        state.forget(&evicted);
+        before - state.store.used()
+    }
+
+    /// Applies a memory-pressure level: `Moderate` trims to budget/4, `Critical` trims to 0 and
+    /// refuses saves until the level is `None` again. Returns the bytes freed.
+    pub fn set_memory_pressure(&self, level: MemoryPressure) -> usize {
+        let limit = {
+            let mut state = self.lock();
+            state.pressure = level;
+            match level {
+                MemoryPressure::None => return 0,
+                MemoryPressure::Moderate => state.config.budget_bytes / 4,
+                MemoryPressure::Critical => 0,
+            }
+        };
+        self.trim(limit)
+    }
+
+    /// The current memory-pressure level.
+    pub fn memory_pressure(&self) -> MemoryPressure {
+        self.lock().pressure
+    }
+
+    /// Drops every program and status. Statistics are kept.
+    pub fn clear(&self) {
+        let mut state = self.lock();
+        // Cleared entries are not counted as evictions, and all statuses go with them.
+        state.store.drain();
+        state.statuses.clear();
+    }
+
+    /// Bytes stored.
+    pub fn size_bytes(&self) -> usize {
+        self.lock().store.used()
+    }
+
+    /// Programs stored.
+    pub fn len(&self) -> usize {
+        self.lock().store.len()
+    }
+
+    /// True when nothing is stored.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Program keys in the order the policy would evict them.
+    pub fn eviction_order(&self) -> Vec<ProgramKey> {
+        self.lock().store.eviction_order()
+    }
+
+    /// A snapshot of counters and histograms.
+    pub fn stats(&self) -> Stats {
+        let state = self.lock();
+        Stats {
+            counters: state.recorder.counters,
+            histograms: state.recorder.histograms.clone(),
+            size_bytes: state.store.used(),
+            entries: state.store.len(),
+        }
+    }
+
+    /// The counters alone (cheaper than [`ProgramCache::stats`]).
+    pub fn counters(&self) -> Counters {
+        self.lock().recorder.counters
+    }
+}
+
+fn micros(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e6
+}

@@ -1,0 +1,51 @@
+//! `program-cache`: a cache of linked GL program binaries for a GPU process.
+//!
+//! It answers two questions before the driver is asked to do work: *is this shader known to
+//! compile?* (status storage, so the compile can be deferred) and *is there a binary for this
+//! program?* (binary storage, so compile + link become one `glProgramBinary`). It implements the
+//! design in `shared/seeds/000` with its corrections: SHA-1 keys over length-prefixed fields
+//! ([`key`]), compile statuses reference-counted by the cached programs that use them, a
+//! byte-budget LRU built on the `lru` crate with an optional page-aware policy
+//! ([`EvictionPolicy`]), memory pressure, histograms pushed to a host callback ([`stats`]), and
+//! the compile/link flow ([`ProgramManager`]) over a [`ProgramBackend`] — GL via headless-gl
+//! ([`GlBackend`]) or the host's own entry points.
+//!
+//! # Guarantees
+//! * A program restored from the cache has the same link status, active attributes and uniforms
+//!   and renders the same as one compiled and linked from source; a binary the driver refuses is
+//!   evicted, counted, and the program is linked from source — the caller never sees the refusal.
+//! * Keys and values are copied in: nothing borrows the caller's buffers.
+//! * The stored bytes never exceed the budget; an entry larger than the budget, an empty binary,
+//!   or any save under critical memory pressure is refused with a [`SaveError`].
+//!
+//! # Errors
+//! Saves return [`SaveError`]; links return [`LinkFailure`] with the driver's info log. Nothing
+//! here panics on driver output.
+//!
+//! # Thread safety
+//! [`ProgramCache`] is `Send + Sync`: one mutex guards its state, and the host callback runs with
+//! it released. A [`ProgramManager`] owns its backend and lives on the thread of its GL context.
+
+mod backend;
+mod cache;
+pub mod key;
+mod manager;
+mod program;
+pub mod stats;
+mod status;
+mod store;
+
+pub use backend::{GlBackend, ProgramBackend};
+pub use cache::{
+    CacheConfig, DESKTOP_BUDGET, LOW_MEMORY_BUDGET, MOBILE_BUDGET, MemoryPressure, ProgramCache,
+    SaveError, SaveReport,
+};
+pub use key::{ProgramKey, ProgramKeyInput, ShaderHash, program_key, shader_hash};
+pub use manager::{
+    CompileOutcome, LinkFailure, LinkOrigin, LinkedProgram, ProgramManager, ProgramOptions, Shader,
+    ShaderState,
+};
+pub use program::{CachedProgram, ProgramBinaryData, ShaderVariables, SharedProgram, VariableInfo};
+pub use stats::{Counters, Histogram, HistogramCallback, Stats};
+pub use status::{CompileStatus, LinkStatus};
+pub use store::{EvictionPolicy, PageId};

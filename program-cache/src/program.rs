@@ -1,0 +1,88 @@
+//! The cached value: what a host needs to restore a linked program without the driver compile.
+
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+use crate::key::ShaderHash;
+
+/// One attribute or uniform: the name the application used, the name the translator gave it
+/// (equal when there is no translator), its GL type, array size and location.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct VariableInfo {
+    /// Name in the application's source.
+    pub name: String,
+    /// Name in the translated source (shortened/hashed by a translator).
+    pub mapped_name: String,
+    /// GL type enum.
+    pub gl_type: u32,
+    /// Array size (1 for non-arrays).
+    pub array_size: i32,
+    /// Location, when the variable has one.
+    pub location: Option<i32>,
+}
+
+/// A shader's variable maps, as a translator reports them.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ShaderVariables {
+    /// Attributes (vertex inputs).
+    pub attributes: Vec<VariableInfo>,
+    /// Uniforms.
+    pub uniforms: Vec<VariableInfo>,
+}
+
+/// A driver program binary.
+#[derive(Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct ProgramBinaryData {
+    /// `binaryFormat` of `glGetProgramBinary`.
+    pub format: u32,
+    /// The blob.
+    pub bytes: Vec<u8>,
+}
+
+impl std::fmt::Debug for ProgramBinaryData {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ProgramBinaryData")
+            .field("format", &format_args!("{:#x}", self.format))
+            .field("len", &self.bytes.len())
+            .finish()
+    }
+}
+
+/// A cached linked program. Plain data with a stable serde shape, so the disk layer can persist
+/// it as it is.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CachedProgram {
+    /// Hash of the vertex shader (for status refcounts on eviction).
+    pub vertex_shader: ShaderHash,
+    /// Hash of the fragment shader.
+    pub fragment_shader: ShaderHash,
+    /// Vertex shader variable maps.
+    pub vertex: ShaderVariables,
+    /// Fragment shader variable maps.
+    pub fragment: ShaderVariables,
+    /// The driver binary.
+    pub binary: ProgramBinaryData,
+}
+
+/// Bytes a stored variable costs besides its names (type, size, location, bookkeeping).
+const VARIABLE_OVERHEAD: usize = 16;
+/// Bytes an entry costs besides its binary and variables (hashes, format, bookkeeping).
+const ENTRY_OVERHEAD: usize = 64;
+
+impl CachedProgram {
+    /// The bytes this entry counts against the cache budget: the binary plus the maps.
+    pub fn stored_size(&self) -> usize {
+        let vars = |v: &ShaderVariables| {
+            v.attributes
+                .iter()
+                .chain(&v.uniforms)
+                .map(|x| x.name.len() + x.mapped_name.len() + VARIABLE_OVERHEAD)
+                .sum::<usize>()
+        };
+        ENTRY_OVERHEAD + self.binary.bytes.len() + vars(&self.vertex) + vars(&self.fragment)
+    }
+}
+
+/// Shared, immutable handle to a cached program.
+pub type SharedProgram = Arc<CachedProgram>;
