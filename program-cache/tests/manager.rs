@@ -1,0 +1,190 @@
+//! The seed's ProgramManager tests on a recording fake driver (the same flows run on the real
+//! driver in gl_flow.rs).
+
+mod common;
+
+use std::sync::Arc;
+
+use common::{Call, FakeDriver};
+use headless_gl::ShaderStage;
+use program_cache::{
+    CacheConfig, CompileOutcome, CompileStatus, LinkFailure, LinkOrigin, LinkStatus, ProgramCache,
+    ProgramManager, ProgramOptions, Shader, shader_hash,
+};
+
+const VS: &str = "in vec4 a_position; void main() { gl_Position = a_position; }";
+const FS: &str = "out vec4 o; void main() { o = vec4(1.0); }";
+
+fn manager() -> (ProgramManager<FakeDriver>, Arc<ProgramCache>) {
+    let cache = Arc::new(ProgramCache::new(CacheConfig::desktop()));
+    (
+        ProgramManager::new(FakeDriver::default(), cache.clone(), "fake"),
+        cache,
+    )
+}
+
+#[test]
+fn calls_compile_on_compilation_cache_miss_and_sets_status_to_success() {
+    let (mut m, cache) = manager();
+    let mut vs = Shader::new(ShaderStage::Vertex, VS);
+    assert_eq!(m.compile(&mut vs), CompileOutcome::Compiled);
+    assert_eq!(
+        m.backend().calls,
+        [Call::Compile(ShaderStage::Vertex, VS.into())]
+    );
+    assert!(vs.compile_status() && !vs.is_deferred());
+    assert_eq!(
+        cache.shader_compile_status(&shader_hash(ShaderStage::Vertex, VS, b"")),
+        CompileStatus::Success
+    );
+}
+
+#[test]
+fn does_not_set_compilation_status_on_error() {
+    let (mut m, cache) = manager();
+    let bad = "void main() { ERROR }";
+    let mut vs = Shader::new(ShaderStage::Vertex, bad);
+    assert_eq!(m.compile(&mut vs), CompileOutcome::Failed);
+    assert!(!vs.compile_status());
+    assert!(vs.info_log().unwrap().contains("syntax error"));
+    assert_eq!(
+        cache.shader_compile_status(&shader_hash(ShaderStage::Vertex, bad, b"")),
+        CompileStatus::Unknown
+    );
+    // Compiling it again goes to the driver again.
+    m.compile(&mut vs);
+    assert_eq!(m.backend().compiles(), 2);
+}
+
+#[test]
+fn does_not_compile_when_compilation_status_is_success() {
+    let (mut m, cache) = manager();
+    cache.shader_compile_succeeded(shader_hash(ShaderStage::Vertex, VS, b""));
+    let mut vs = Shader::new(ShaderStage::Vertex, VS);
+    assert_eq!(m.compile(&mut vs), CompileOutcome::Deferred);
+    assert!(m.backend().calls.is_empty());
+    assert!(vs.compile_status() && vs.is_deferred());
+    assert!(vs.object().is_none());
+}
+
+#[test]
+fn links_program_on_cache_miss() {
+    let (mut m, cache) = manager();
+    let mut vs = Shader::new(ShaderStage::Vertex, VS);
+    let mut fs = Shader::new(ShaderStage::Fragment, FS);
+    m.compile(&mut vs);
+    m.compile(&mut fs);
+    let linked = m
+        .link(&mut vs, &mut fs, &ProgramOptions::default())
+        .unwrap();
+    assert_eq!(linked.origin, LinkOrigin::Linked);
+    assert_eq!((m.backend().links(), m.backend().loads()), (1, 0));
+    assert_eq!(cache.link_status(&linked.key), LinkStatus::Success);
+    assert_eq!(cache.counters().misses, 1);
+}
+
+#[test]
+fn compiles_uncompiled_reused_shaders_on_cache_miss_and_links() {
+    let (mut m, cache) = manager();
+    // Both shaders are known to compile, but this program is not cached.
+    cache.shader_compile_succeeded(shader_hash(ShaderStage::Vertex, VS, b""));
+    cache.shader_compile_succeeded(shader_hash(ShaderStage::Fragment, FS, b""));
+    let mut vs = Shader::new(ShaderStage::Vertex, VS);
+    let mut fs = Shader::new(ShaderStage::Fragment, FS);
+    assert_eq!(m.compile(&mut vs), CompileOutcome::Deferred);
+    assert_eq!(m.compile(&mut fs), CompileOutcome::Deferred);
+    // An edit after the (deferred) compile must not leak into the deferred compile.
+    vs.set_source("in vec4 a_edit; void main() { gl_Position = a_edit; }");
+    let linked = m
+        .link(&mut vs, &mut fs, &ProgramOptions::default())
+        .unwrap();
+    assert_eq!(linked.origin, LinkOrigin::Linked);
+    assert_eq!(
+        m.backend().calls[..3],
+        [
+            Call::Compile(ShaderStage::Vertex, VS.into()),
+            Call::Compile(ShaderStage::Fragment, FS.into()),
+            Call::Link(1, 2)
+        ]
+    );
+    assert!(!vs.is_deferred() && vs.object().is_some());
+}
+
+#[test]
+fn correct_program_cache_hit_loads_without_linking_or_caching_again() {
+    let (mut m, cache) = manager();
+    for _ in 0..2 {
+        let mut vs = Shader::new(ShaderStage::Vertex, VS);
+        let mut fs = Shader::new(ShaderStage::Fragment, FS);
+        m.compile(&mut vs);
+        m.compile(&mut fs);
+        m.link(&mut vs, &mut fs, &ProgramOptions::default())
+            .unwrap();
+    }
+    // Second round: no compile, no link, no binary read, one load.
+    let d = m.backend();
+    assert_eq!(
+        (d.compiles(), d.links(), d.binaries(), d.loads()),
+        (2, 1, 1, 1)
+    );
+    let c = cache.counters();
+    assert_eq!((c.hits, c.misses, c.saves), (1, 1, 1));
+}
+
+#[test]
+fn compiles_and_links_if_the_binary_load_fails() {
+    let (mut m, cache) = manager();
+    let build = |m: &mut ProgramManager<FakeDriver>| {
+        let mut vs = Shader::new(ShaderStage::Vertex, VS);
+        let mut fs = Shader::new(ShaderStage::Fragment, FS);
+        m.compile(&mut vs);
+        m.compile(&mut fs);
+        (
+            m.link(&mut vs, &mut fs, &ProgramOptions::default())
+                .unwrap(),
+            vs,
+            fs,
+        )
+    };
+    let (cold, _, _) = build(&mut m);
+    m.backend().reject_loads = true;
+    m.backend().calls.clear();
+    let (warm, vs, _) = build(&mut m);
+    assert_eq!(warm.origin, LinkOrigin::RelinkedAfterRejection);
+    assert_eq!(warm.key, cold.key);
+    assert_eq!(warm.attributes, cold.attributes);
+    assert!(!vs.is_deferred());
+    let d = m.backend();
+    assert_eq!(
+        (d.loads(), d.compiles(), d.links(), d.binaries()),
+        (1, 2, 1, 1)
+    );
+    let c = cache.counters();
+    assert_eq!(c.driver_rejections, 1);
+    // The relinked program was saved again.
+    assert_eq!(cache.link_status(&cold.key), LinkStatus::Success);
+    assert_eq!(c.saves, 2);
+}
+
+#[test]
+fn linking_an_uncompiled_or_failed_shader_is_an_error() {
+    let (mut m, _) = manager();
+    let mut vs = Shader::new(ShaderStage::Vertex, VS);
+    let mut fs = Shader::new(ShaderStage::Fragment, "ERROR");
+    assert_eq!(
+        m.link(&mut vs, &mut fs, &ProgramOptions::default())
+            .unwrap_err(),
+        LinkFailure::ShaderNotCompiled {
+            stage: ShaderStage::Vertex
+        }
+    );
+    m.compile(&mut vs);
+    m.compile(&mut fs);
+    assert_eq!(
+        m.link(&mut vs, &mut fs, &ProgramOptions::default())
+            .unwrap_err(),
+        LinkFailure::ShaderNotCompiled {
+            stage: ShaderStage::Fragment
+        }
+    );
+}
