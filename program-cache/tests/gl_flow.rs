@@ -1,0 +1,241 @@
+//! The compile/link flow on the machine's real driver (Mesa llvmpipe on CI): what the fake-driver
+//! tests show, proven with real shaders, real binaries and real pixels.
+
+use std::sync::Arc;
+
+use headless_gl::testing::context_or_skip;
+use headless_gl::{
+    DrawCall, GlContext, LinkOptions, Program, ShaderStage, TransformFeedbackMode, UniformValue,
+    VertexAttribute, glow,
+};
+use program_cache::{
+    CacheConfig, CompileOutcome, CompileStatus, GlBackend, LinkOrigin, LinkedProgram,
+    ProgramBinaryData, ProgramCache, ProgramManager, ProgramOptions, Shader, shader_hash,
+};
+
+const VS: &str = "
+in vec2 a_position;
+in vec4 a_color;
+uniform float u_scale;
+out vec4 v_color;
+void main() {
+    v_color = a_color;
+    gl_Position = vec4(a_position * u_scale, 0.0, 1.0);
+}
+";
+const FS: &str = "
+in vec4 v_color;
+uniform vec4 u_tint;
+out vec4 o_color;
+void main() { o_color = v_color * u_tint; }
+";
+
+type Manager<'a> = ProgramManager<GlBackend<'a>>;
+
+fn manager(ctx: &GlContext) -> (Manager<'_>, Arc<ProgramCache>) {
+    let cache = Arc::new(ProgramCache::new(CacheConfig::desktop()));
+    (
+        ProgramManager::new(GlBackend::new(ctx), cache.clone(), "gl_flow test"),
+        cache,
+    )
+}
+
+fn src(ctx: &GlContext, body: &str) -> String {
+    format!("{}{body}", ctx.info().glsl_prelude())
+}
+
+fn build(
+    m: &mut Manager<'_>,
+    ctx: &GlContext,
+    options: &ProgramOptions,
+) -> (LinkedProgram<Program>, [CompileOutcome; 2]) {
+    let mut vs = Shader::new(ShaderStage::Vertex, src(ctx, VS));
+    let mut fs = Shader::new(ShaderStage::Fragment, src(ctx, FS));
+    let outcomes = [m.compile(&mut vs), m.compile(&mut fs)];
+    (m.link(&mut vs, &mut fs, options).expect("links"), outcomes)
+}
+
+fn draw(ctx: &GlContext, program: &Program) -> Vec<u8> {
+    let target = ctx.offscreen_target(24, 24).unwrap();
+    let positions = [-1.0f32, -1.0, 1.0, -1.0, -1.0, 1.0];
+    let colors = [
+        1.0f32, 0.0, 0.0, 1.0, 0.0, 1.0, 0.0, 1.0, 0.0, 0.0, 1.0, 1.0,
+    ];
+    ctx.draw(
+        &target,
+        &DrawCall {
+            program,
+            attributes: &[
+                VertexAttribute {
+                    name: "a_position",
+                    components: 2,
+                    data: &positions,
+                },
+                VertexAttribute {
+                    name: "a_color",
+                    components: 4,
+                    data: &colors,
+                },
+            ],
+            uniforms: &[
+                ("u_scale", UniformValue::Float(0.9)),
+                ("u_tint", UniformValue::Vec4([1.0, 0.5, 1.0, 1.0])),
+            ],
+            mode: glow::TRIANGLES,
+            vertex_count: 3,
+            clear: Some([0.0, 0.0, 0.0, 1.0]),
+        },
+    )
+    .unwrap();
+    ctx.read_rgba8(&target).unwrap()
+}
+
+#[test]
+fn a_cache_hit_is_indistinguishable_from_compile_and_link() {
+    let Some(ctx) = context_or_skip("a_cache_hit_is_indistinguishable_from_compile_and_link")
+    else {
+        return;
+    };
+    let (mut m, cache) = manager(&ctx);
+    let options = ProgramOptions::default();
+    let (cold, outcomes) = build(&mut m, &ctx, &options);
+    assert_eq!(
+        outcomes,
+        [CompileOutcome::Compiled, CompileOutcome::Compiled]
+    );
+    assert_eq!(cold.origin, LinkOrigin::Linked);
+    let (warm, outcomes) = build(&mut m, &ctx, &options);
+    assert_eq!(
+        outcomes,
+        [CompileOutcome::Deferred, CompileOutcome::Deferred]
+    );
+    assert_eq!(warm.origin, LinkOrigin::CacheHit);
+    assert_eq!(warm.attributes, cold.attributes);
+    assert_eq!(warm.uniforms, cold.uniforms);
+    assert_eq!(cold.attributes.len(), 2);
+    assert_eq!(cold.uniforms.len(), 2);
+    let picture = draw(&ctx, &cold.program);
+    assert_eq!(draw(&ctx, &warm.program), picture);
+    assert!(
+        picture.chunks(4).any(|p| p[0] > 50),
+        "the triangle is drawn"
+    );
+    // The stored maps put each uniform with the stage that declares it.
+    let entry = cache.peek(&cold.key).unwrap();
+    let names =
+        |v: &[program_cache::VariableInfo]| v.iter().map(|x| x.name.clone()).collect::<Vec<_>>();
+    assert_eq!(names(&entry.vertex.attributes), ["a_color", "a_position"]);
+    assert_eq!(names(&entry.vertex.uniforms), ["u_scale"]);
+    assert_eq!(names(&entry.fragment.uniforms), ["u_tint"]);
+    let c = cache.counters();
+    assert_eq!(
+        (c.hits, c.misses, c.status_hits, c.status_misses),
+        (1, 1, 2, 2)
+    );
+}
+
+#[test]
+fn a_binary_the_driver_refuses_is_evicted_and_the_program_linked_from_source() {
+    let Some(ctx) = context_or_skip("a_binary_the_driver_refuses_is_evicted") else {
+        return;
+    };
+    let (mut m, cache) = manager(&ctx);
+    let options = ProgramOptions::default();
+    let (cold, _) = build(&mut m, &ctx, &options);
+    // Damage the cached binary (as a driver update or a bad disk would).
+    let mut entry = (*cache.peek(&cold.key).unwrap()).clone();
+    let mid = entry.binary.bytes.len() / 2;
+    entry.binary.bytes[mid] ^= 0x40;
+    cache.save(cold.key, entry, None).unwrap();
+
+    let (relinked, outcomes) = build(&mut m, &ctx, &options);
+    assert_eq!(
+        outcomes,
+        [CompileOutcome::Deferred, CompileOutcome::Deferred]
+    );
+    assert_eq!(relinked.origin, LinkOrigin::RelinkedAfterRejection);
+    assert_eq!(cache.counters().driver_rejections, 1);
+    assert_eq!(relinked.attributes, cold.attributes);
+    assert_eq!(relinked.uniforms, cold.uniforms);
+    assert_eq!(draw(&ctx, &relinked.program), draw(&ctx, &cold.program));
+    // The good binary is back in the cache.
+    let (again, _) = build(&mut m, &ctx, &options);
+    assert_eq!(again.origin, LinkOrigin::CacheHit);
+
+    // A binary in a format the driver does not list is refused the same way.
+    let mut entry = (*cache.peek(&cold.key).unwrap()).clone();
+    entry.binary = ProgramBinaryData {
+        format: 0xBAD,
+        bytes: entry.binary.bytes,
+    };
+    cache.save(cold.key, entry, None).unwrap();
+    assert_eq!(
+        build(&mut m, &ctx, &options).0.origin,
+        LinkOrigin::RelinkedAfterRejection
+    );
+    assert_eq!(cache.counters().driver_rejections, 2);
+}
+
+#[test]
+fn a_failed_compile_records_no_status_and_keeps_the_info_log() {
+    let Some(ctx) = context_or_skip("a_failed_compile_records_no_status") else {
+        return;
+    };
+    let (mut m, cache) = manager(&ctx);
+    let bad = src(&ctx, "void main() { gl_Position = undeclared; }");
+    let mut vs = Shader::new(ShaderStage::Vertex, bad.clone());
+    assert_eq!(m.compile(&mut vs), CompileOutcome::Failed);
+    assert!(
+        vs.info_log().unwrap().contains("undeclared"),
+        "{:?}",
+        vs.info_log()
+    );
+    assert_eq!(
+        cache.shader_compile_status(&shader_hash(ShaderStage::Vertex, &bad, b"")),
+        CompileStatus::Unknown
+    );
+}
+
+#[test]
+fn an_edit_without_recompile_links_what_was_compiled() {
+    let Some(ctx) = context_or_skip("an_edit_without_recompile_links_what_was_compiled") else {
+        return;
+    };
+    let (mut m, _cache) = manager(&ctx);
+    let (reference, _) = build(&mut m, &ctx, &ProgramOptions::default());
+    let mut vs = Shader::new(ShaderStage::Vertex, src(&ctx, VS));
+    let mut fs = Shader::new(ShaderStage::Fragment, src(&ctx, FS));
+    m.compile(&mut vs);
+    m.compile(&mut fs);
+    vs.set_source("this does not compile");
+    let linked = m
+        .link(&mut vs, &mut fs, &ProgramOptions::default())
+        .unwrap();
+    assert_eq!(linked.key, reference.key);
+    assert_eq!(draw(&ctx, &linked.program), draw(&ctx, &reference.program));
+}
+
+#[test]
+fn transform_feedback_programs_are_keyed_and_restored_separately() {
+    let Some(ctx) = context_or_skip("transform_feedback_programs_are_keyed") else {
+        return;
+    };
+    let (mut m, cache) = manager(&ctx);
+    let tf = |mode| ProgramOptions {
+        link: LinkOptions {
+            transform_feedback_varyings: vec!["v_color".into()],
+            transform_feedback_mode: mode,
+            ..LinkOptions::default()
+        },
+        page: None,
+    };
+    let (plain, _) = build(&mut m, &ctx, &ProgramOptions::default());
+    let (interleaved, _) = build(&mut m, &ctx, &tf(TransformFeedbackMode::Interleaved));
+    let (separate, _) = build(&mut m, &ctx, &tf(TransformFeedbackMode::Separate));
+    assert_ne!(plain.key, interleaved.key);
+    assert_ne!(interleaved.key, separate.key);
+    assert_eq!(cache.len(), 3);
+    let (hit, _) = build(&mut m, &ctx, &tf(TransformFeedbackMode::Separate));
+    assert_eq!(hit.origin, LinkOrigin::CacheHit);
+    assert_eq!(hit.key, separate.key);
+}
