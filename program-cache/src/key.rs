@@ -5,6 +5,7 @@
 //! the same byte string (and a shader hash can never equal a program key of the same bytes).
 
 use std::fmt;
+use std::hash::{BuildHasherDefault, Hash, Hasher};
 
 use headless_gl::{AttributeBinding, ShaderStage, TransformFeedbackMode};
 use serde::{Deserialize, Serialize};
@@ -13,8 +14,14 @@ use sha1::{Digest, Sha1};
 macro_rules! sha1_newtype {
     ($(#[$doc:meta])* $name:ident) => {
         $(#[$doc])*
-        #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+        #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
         pub struct $name(pub [u8; 20]);
+
+        impl Hash for $name {
+            fn hash<H: Hasher>(&self, state: &mut H) {
+                state.write(&self.0);
+            }
+        }
 
         impl $name {
             /// Lower-case hex, 40 characters.
@@ -46,24 +53,103 @@ sha1_newtype!(
     ProgramKey
 );
 
-/// A SHA-1 stream that writes framed fields.
-struct Framed(Sha1);
+/// Hasher for maps keyed by SHA-1 values: the key is already uniformly distributed, so its first
+/// eight bytes are the hash (no second hash function over 20 bytes on every lookup). Only for
+/// [`ShaderHash`] and [`ProgramKey`], whose `Hash` writes the 20 digest bytes once.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct DigestHasher(u64);
 
-impl Framed {
-    fn new(domain: &[u8]) -> Self {
-        let mut f = Framed(Sha1::new());
+impl Hasher for DigestHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        // Fold in any length, so the hasher stays correct (if slower) for other writers.
+        for chunk in bytes.chunks(8) {
+            let mut word = [0u8; 8];
+            word[..chunk.len()].copy_from_slice(chunk);
+            self.0 = self.0.rotate_left(29) ^ u64::from_le_bytes(word);
+        }
+    }
+}
+
+/// `BuildHasher` for maps keyed by [`ShaderHash`] / [`ProgramKey`].
+pub type DigestBuildHasher = BuildHasherDefault<DigestHasher>;
+
+/// Where framed fields go: the SHA-1 state, or a byte vector (the preimage, for tests and
+/// benchmarks).
+trait Sink {
+    fn put(&mut self, b: &[u8]);
+}
+
+/// A preimage buffer on the stack that spills to the heap only when it outgrows 512 bytes:
+/// keys hash their whole framed preimage in one SHA-1 call, without an allocation for the
+/// common small case.
+struct StackBuf {
+    buf: [u8; 512],
+    len: usize,
+    spill: Vec<u8>,
+}
+
+impl StackBuf {
+    fn new() -> Self {
+        StackBuf {
+            buf: [0; 512],
+            len: 0,
+            spill: Vec::new(),
+        }
+    }
+    fn as_slice(&self) -> &[u8] {
+        if self.spill.is_empty() {
+            &self.buf[..self.len]
+        } else {
+            &self.spill
+        }
+    }
+}
+
+impl Sink for StackBuf {
+    #[inline(always)]
+    fn put(&mut self, b: &[u8]) {
+        if !self.spill.is_empty() {
+            self.spill.extend_from_slice(b);
+        } else if self.len + b.len() <= self.buf.len() {
+            self.buf[self.len..self.len + b.len()].copy_from_slice(b);
+            self.len += b.len();
+        } else {
+            self.spill.reserve(self.len + b.len() + 256);
+            self.spill.extend_from_slice(&self.buf[..self.len]);
+            self.spill.extend_from_slice(b);
+        }
+    }
+}
+
+impl Sink for Vec<u8> {
+    fn put(&mut self, b: &[u8]) {
+        self.extend_from_slice(b);
+    }
+}
+
+/// Writes framed fields into a sink.
+struct Framed<S>(S);
+
+impl<S: Sink> Framed<S> {
+    fn new(sink: S, domain: &[u8]) -> Self {
+        let mut f = Framed(sink);
         f.bytes(domain);
         f
     }
+    #[inline(always)]
     fn bytes(&mut self, b: &[u8]) {
-        self.0.update((b.len() as u64).to_le_bytes());
-        self.0.update(b);
+        self.0.put(&(b.len() as u64).to_le_bytes());
+        self.0.put(b);
     }
-    fn fixed(&mut self, b: &[u8]) {
-        self.0.update(b);
+    #[inline(always)]
+    fn fixed<const N: usize>(&mut self, b: [u8; N]) {
+        self.0.put(&b);
     }
-    fn finish(self) -> [u8; 20] {
-        self.0.finalize().into()
+    fn fixed_slice(&mut self, b: &[u8]) {
+        self.0.put(b);
     }
 }
 
@@ -79,11 +165,38 @@ fn stage_byte(stage: ShaderStage) -> u8 {
 /// or driver's output (opaque bytes from the host: translator flags, output language, ...), and
 /// the source text.
 pub fn shader_hash(stage: ShaderStage, source: &str, compile_options: &[u8]) -> ShaderHash {
-    let mut f = Framed::new(b"gpusvc.shader.v1");
-    f.fixed(&[stage_byte(stage)]);
+    // The framing header (domain, stage, options, source length) goes in one buffer, then the
+    // source is hashed in place.
+    let mut header = Framed::new(StackBuf::new(), SHADER_DOMAIN);
+    write_shader_header(&mut header, stage, source, compile_options);
+    let mut sha = Sha1::new();
+    sha.update(header.0.as_slice());
+    sha.update(source.as_bytes());
+    ShaderHash(sha.finalize().into())
+}
+
+/// The bytes [`shader_hash`] hashes: SHA-1 of this equals the hash.
+pub fn shader_hash_preimage(stage: ShaderStage, source: &str, compile_options: &[u8]) -> Vec<u8> {
+    let sink = Vec::with_capacity(source.len() + compile_options.len() + 48);
+    let mut f = Framed::new(sink, SHADER_DOMAIN);
+    write_shader_header(&mut f, stage, source, compile_options);
+    f.fixed_slice(source.as_bytes());
+    f.0
+}
+
+const SHADER_DOMAIN: &[u8] = b"gpusvc.shader.v1";
+const PROGRAM_DOMAIN: &[u8] = b"gpusvc.program.v1";
+
+/// Everything of a shader's preimage but the source bytes, which come last.
+fn write_shader_header<S: Sink>(
+    f: &mut Framed<S>,
+    stage: ShaderStage,
+    source: &str,
+    compile_options: &[u8],
+) {
+    f.fixed([stage_byte(stage)]);
     f.bytes(compile_options);
-    f.bytes(source.as_bytes());
-    ShaderHash(f.finish())
+    f.fixed((source.len() as u64).to_le_bytes());
 }
 
 /// Everything a program key covers.
@@ -105,24 +218,89 @@ pub struct ProgramKeyInput<'a> {
 
 /// The program key.
 pub fn program_key(input: &ProgramKeyInput<'_>) -> ProgramKey {
-    let mut bindings: Vec<&AttributeBinding> = input.attribute_bindings.iter().collect();
-    bindings.sort_by(|a, b| a.name.cmp(&b.name).then(a.location.cmp(&b.location)));
-    let mut f = Framed::new(b"gpusvc.program.v1");
-    f.fixed(&input.vertex.0);
-    f.fixed(&input.fragment.0);
+    let mut f = Framed::new(StackBuf::new(), PROGRAM_DOMAIN);
+    write_program(&mut f, input);
+    ProgramKey(Sha1::digest(f.0.as_slice()).into())
+}
+
+/// The bytes [`program_key`] hashes: SHA-1 of this equals the key.
+pub fn program_key_preimage(input: &ProgramKeyInput<'_>) -> Vec<u8> {
+    let mut f = Framed::new(Vec::with_capacity(256), PROGRAM_DOMAIN);
+    write_program(&mut f, input);
+    f.0
+}
+
+fn write_program<S: Sink>(f: &mut Framed<S>, input: &ProgramKeyInput<'_>) {
+    // glBindAttribLocation order does not change the program: sort by name. Up to 16 bindings
+    // are sorted as indices on the stack (no allocation on the hot path).
+    let by_name = |a: &AttributeBinding, b: &AttributeBinding| {
+        a.name.cmp(&b.name).then(a.location.cmp(&b.location))
+    };
+    f.fixed(input.vertex.0);
+    f.fixed(input.fragment.0);
     f.bytes(input.backend_identity.as_bytes());
-    f.fixed(&(bindings.len() as u64).to_le_bytes());
-    for b in bindings {
+    let all = input.attribute_bindings;
+    f.fixed((all.len() as u64).to_le_bytes());
+    let mut write_binding = |b: &AttributeBinding| {
         f.bytes(b.name.as_bytes());
-        f.fixed(&b.location.to_le_bytes());
+        f.fixed(b.location.to_le_bytes());
+    };
+    if all.len() <= 16 {
+        let mut order = [0u8; 16];
+        for (i, slot) in order.iter_mut().enumerate().take(all.len()) {
+            *slot = i as u8;
+        }
+        let order = &mut order[..all.len()];
+        order.sort_unstable_by(|&a, &b| by_name(&all[a as usize], &all[b as usize]));
+        order.iter().for_each(|&i| write_binding(&all[i as usize]));
+    } else {
+        let mut sorted: Vec<&AttributeBinding> = all.iter().collect();
+        sorted.sort_unstable_by(|a, b| by_name(a, b));
+        sorted.into_iter().for_each(write_binding);
     }
-    f.fixed(&(input.transform_feedback_varyings.len() as u64).to_le_bytes());
+    f.fixed((input.transform_feedback_varyings.len() as u64).to_le_bytes());
     for v in input.transform_feedback_varyings {
         f.bytes(v.as_bytes());
     }
-    f.fixed(&[match input.transform_feedback_mode {
+    f.fixed([match input.transform_feedback_mode {
         TransformFeedbackMode::Interleaved => 0,
         TransformFeedbackMode::Separate => 1,
     }]);
-    ProgramKey(f.finish())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_are_the_sha1_of_their_preimage() {
+        let bindings = [AttributeBinding {
+            name: "a".into(),
+            location: 3,
+        }];
+        let varyings = ["v".to_string()];
+        let input = ProgramKeyInput {
+            vertex: shader_hash(ShaderStage::Vertex, "vs", b"o"),
+            fragment: shader_hash(ShaderStage::Fragment, "fs", b""),
+            backend_identity: "id",
+            attribute_bindings: &bindings,
+            transform_feedback_varyings: &varyings,
+            transform_feedback_mode: TransformFeedbackMode::Separate,
+        };
+        let digest = |b: &[u8]| -> [u8; 20] { Sha1::digest(b).into() };
+        assert_eq!(program_key(&input).0, digest(&program_key_preimage(&input)));
+        assert_eq!(
+            shader_hash(ShaderStage::Vertex, "vs", b"o").0,
+            digest(&shader_hash_preimage(ShaderStage::Vertex, "vs", b"o"))
+        );
+    }
+
+    #[test]
+    fn digest_hasher_uses_the_digest_bytes() {
+        let mut a = DigestHasher::default();
+        ShaderHash([7; 20]).hash(&mut a);
+        let mut b = DigestHasher::default();
+        ShaderHash([8; 20]).hash(&mut b);
+        assert_ne!(a.finish(), b.finish());
+    }
 }

@@ -40,7 +40,10 @@ pub use cache::{
     CacheConfig, DESKTOP_BUDGET, LOW_MEMORY_BUDGET, MOBILE_BUDGET, MemoryPressure, ProgramCache,
     SaveError, SaveReport,
 };
-pub use key::{ProgramKey, ProgramKeyInput, ShaderHash, program_key, shader_hash};
+pub use key::{
+    DigestBuildHasher, ProgramKey, ProgramKeyInput, ShaderHash, program_key, program_key_preimage,
+    shader_hash, shader_hash_preimage,
+};
 pub use manager::{
     CompileOutcome, LinkFailure, LinkOrigin, LinkedProgram, ProgramManager, ProgramOptions, Shader,
     ShaderState,

@@ -10,7 +10,7 @@ use std::num::NonZeroUsize;
 
 use lru::LruCache;
 
-use crate::key::ShaderHash;
+use crate::key::{DigestBuildHasher, ShaderHash};
 
 /// Whether a shader is known to compile.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -33,16 +33,16 @@ pub enum LinkStatus {
 #[derive(Debug)]
 pub(crate) struct ShaderStatuses {
     /// Shaders used by cached programs, with the number of such programs.
-    referenced: HashMap<ShaderHash, u32>,
+    referenced: HashMap<ShaderHash, u32, DigestBuildHasher>,
     /// Shaders known to compile that no cached program uses.
-    unreferenced: LruCache<ShaderHash, ()>,
+    unreferenced: LruCache<ShaderHash, (), DigestBuildHasher>,
 }
 
 impl ShaderStatuses {
     pub(crate) fn new(max_unreferenced: NonZeroUsize) -> Self {
         ShaderStatuses {
-            referenced: HashMap::new(),
-            unreferenced: LruCache::new(max_unreferenced),
+            referenced: HashMap::default(),
+            unreferenced: LruCache::with_hasher(max_unreferenced, DigestBuildHasher::default()),
         }
     }
 

@@ -9,7 +9,7 @@
 
 use lru::LruCache;
 
-use crate::key::ProgramKey;
+use crate::key::{DigestBuildHasher, ProgramKey};
 use crate::program::SharedProgram;
 
 /// A client / page / tab identity given by the host.
@@ -35,7 +35,7 @@ struct Entry {
 /// Byte-budget store of programs. Not thread-safe by itself: [`crate::ProgramCache`] wraps it.
 #[derive(Debug)]
 pub(crate) struct BinaryStore {
-    entries: LruCache<ProgramKey, Entry>,
+    entries: LruCache<ProgramKey, Entry, DigestBuildHasher>,
     /// Page recency (front = most recent) and, per page, program recency.
     pages: LruCache<Option<PageId>, LruCache<ProgramKey, ()>>,
     policy: EvictionPolicy,
@@ -48,7 +48,7 @@ pub(crate) type Evicted = Vec<(ProgramKey, SharedProgram)>;
 impl BinaryStore {
     pub(crate) fn new(policy: EvictionPolicy) -> Self {
         BinaryStore {
-            entries: LruCache::unbounded(),
+            entries: LruCache::unbounded_with_hasher(DigestBuildHasher::default()),
             pages: LruCache::unbounded(),
             policy,
             used: 0,
