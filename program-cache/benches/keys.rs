@@ -93,15 +93,6 @@ fn main() {
     let base = median_ns(31, 20.0, || {
         black_box(Sha1::digest(black_box(&preimage)));
     });
-    let vec_way = median_ns(31, 20.0, || {
-        black_box(Sha1::digest(program_key_preimage(black_box(&input))));
-    });
-    let pre_only = median_ns(31, 20.0, || {
-        black_box(program_key_preimage(black_box(&input)));
-    });
-    println!(
-        "EXPERIMENT vec_way {vec_way:.1} ns, preimage only {pre_only:.1} ns, ours {ours:.1} ns, base {base:.1} ns"
-    );
     rows.push(Row {
         metric: format!("program key, {} B preimage", preimage.len()),
         unit: "keys/s (millions)",

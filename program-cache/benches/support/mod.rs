@@ -77,8 +77,8 @@ fn bench_dir() -> PathBuf {
 pub fn report(suite: &str, rows: &[Row]) {
     println!("\n{suite}: ours vs baseline, same process, medians");
     println!(
-        "{:<44} {:>14} {:>14} {:>8}  {}",
-        "metric", "ours", "baseline", "ratio", "unit / meaning"
+        "{:<44} {:>14} {:>14} {:>8}  unit / meaning",
+        "metric", "ours", "baseline", "ratio"
     );
     for r in rows {
         println!(
