@@ -101,3 +101,29 @@ fn page_policy_evicts_the_most_recent_program_of_the_least_recent_page() {
     assert!(c.load(&key(1), Some(2)).is_some());
     assert_eq!(c.eviction_order(), [key(5), key(1), key(4), key(3)]);
 }
+
+#[test]
+fn a_page_larger_than_the_cache_keeps_hitting_only_with_the_page_policy() {
+    // One page loads 10 programs in order on every reload; the cache holds 6. LRU evicts each
+    // program just before it is needed again (0 hits); MRU within the page keeps the first 5.
+    let hits = |policy| {
+        let c = cache(policy, budget_for(6));
+        let mut hits = 0;
+        for _reload in 0..5 {
+            for n in 1..=10 {
+                if c.load(&key(n), Some(1)).is_some() {
+                    hits += 1;
+                } else {
+                    c.save(key(n), program(n, n + 100, 100), Some(1)).unwrap();
+                }
+            }
+        }
+        hits
+    };
+    assert_eq!(hits(EvictionPolicy::Lru), 0);
+    assert!(
+        hits(EvictionPolicy::PageLruMru) >= 4 * 5,
+        "{}",
+        hits(EvictionPolicy::PageLruMru)
+    );
+}
