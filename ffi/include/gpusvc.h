@@ -18,6 +18,157 @@
 #include <stdint.h>
 
 /*
+ `gpusvc_program_cache_config_defaults` profile: desktop (6 MiB, LRU).
+ */
+#define GPUSVC_CACHE_PROFILE_DESKTOP 0u
+
+/*
+ `gpusvc_program_cache_config_defaults` profile: mobile (2 MiB, LRU).
+ */
+#define GPUSVC_CACHE_PROFILE_MOBILE 1u
+
+/*
+ `gpusvc_program_cache_config_defaults` profile: low-memory devices (128 KiB, LRU).
+ */
+#define GPUSVC_CACHE_PROFILE_LOW_MEMORY 2u
+
+/*
+ Eviction policy: least recently used program first.
+ */
+#define GPUSVC_EVICTION_POLICY_LRU 0u
+
+/*
+ Eviction policy: most recently used program of the least recently used page first.
+ */
+#define GPUSVC_EVICTION_POLICY_PAGE_LRU_MRU 1u
+
+/*
+ Shader compile status: not known, compile it.
+ */
+#define GPUSVC_COMPILE_STATUS_UNKNOWN 0u
+
+/*
+ Shader compile status: compiled successfully before.
+ */
+#define GPUSVC_COMPILE_STATUS_SUCCESS 1u
+
+/*
+ Program link status: not known.
+ */
+#define GPUSVC_LINK_STATUS_UNKNOWN 0u
+
+/*
+ Program link status: linked and cached.
+ */
+#define GPUSVC_LINK_STATUS_SUCCESS 1u
+
+/*
+ Memory pressure: normal operation.
+ */
+#define GPUSVC_MEMORY_PRESSURE_NONE 0u
+
+/*
+ Memory pressure: trim to a quarter of the budget.
+ */
+#define GPUSVC_MEMORY_PRESSURE_MODERATE 1u
+
+/*
+ Memory pressure: drop everything and refuse saves until the level is NONE again.
+ */
+#define GPUSVC_MEMORY_PRESSURE_CRITICAL 2u
+
+/*
+ Shader stage: vertex.
+ */
+#define GPUSVC_SHADER_STAGE_VERTEX 0u
+
+/*
+ Shader stage: fragment.
+ */
+#define GPUSVC_SHADER_STAGE_FRAGMENT 1u
+
+/*
+ Shader stage: compute (hashing and compiling only; programs are vertex + fragment).
+ */
+#define GPUSVC_SHADER_STAGE_COMPUTE 2u
+
+/*
+ Transform-feedback buffer mode: `GL_INTERLEAVED_ATTRIBS`.
+ */
+#define GPUSVC_TRANSFORM_FEEDBACK_INTERLEAVED 0u
+
+/*
+ Transform-feedback buffer mode: `GL_SEPARATE_ATTRIBS`.
+ */
+#define GPUSVC_TRANSFORM_FEEDBACK_SEPARATE 1u
+
+/*
+ Variable kind: attributes.
+ */
+#define GPUSVC_VARIABLE_KIND_ATTRIBUTE 0u
+
+/*
+ Variable kind: uniforms.
+ */
+#define GPUSVC_VARIABLE_KIND_UNIFORM 1u
+
+/*
+ Bytes in a SHA-1 digest (`gpusvc_sha1`).
+ */
+#define GPUSVC_SHA1_LEN 20
+
+/*
+ Compile outcome: the driver compiled the shader.
+ */
+#define GPUSVC_COMPILE_OUTCOME_COMPILED 0u
+
+/*
+ Compile outcome: its compile status was known (cache hit); the driver compile is deferred
+ until a link needs the shader.
+ */
+#define GPUSVC_COMPILE_OUTCOME_DEFERRED 1u
+
+/*
+ Compile outcome: the driver refused it; `gpusvc_shader_info_log` has the log.
+ */
+#define GPUSVC_COMPILE_OUTCOME_FAILED 2u
+
+/*
+ Shader state: never compiled.
+ */
+#define GPUSVC_SHADER_STATE_NOT_COMPILED 0u
+
+/*
+ Shader state: compiled by the driver.
+ */
+#define GPUSVC_SHADER_STATE_COMPILED 1u
+
+/*
+ Shader state: known to compile; the driver compile waits until a link needs it.
+ */
+#define GPUSVC_SHADER_STATE_DEFERRED 2u
+
+/*
+ Shader state: the driver refused it.
+ */
+#define GPUSVC_SHADER_STATE_FAILED 3u
+
+/*
+ Link origin: restored from a cached binary.
+ */
+#define GPUSVC_LINK_ORIGIN_CACHE_HIT 0u
+
+/*
+ Link origin: compiled and linked from source (a cache miss).
+ */
+#define GPUSVC_LINK_ORIGIN_LINKED 1u
+
+/*
+ Link origin: the driver refused the cached binary; linked from source instead.
+ */
+#define GPUSVC_LINK_ORIGIN_RELINKED_AFTER_REJECTION 2u
+
+/*
  The result of every fallible gpusvc call. The numbers are part of the ABI: they are explicit,
  never change and are never reused for another meaning. Codes arrive back into the library
  (e.g. in `gpusvc_result_message`) as `uint32_t`, so unknown values are handled, not UB.
@@ -53,6 +204,20 @@ enum gpusvc_result
    */
   GPUSVC_WRONG_THREAD = 5,
   /*
+   A string argument (a name, a source, an identity) is not valid UTF-8.
+   */
+  GPUSVC_INVALID_UTF8 = 6,
+  /*
+   A handle is not a live gpusvc object of the expected kind: already freed, never made by
+   gpusvc, or a handle of another kind.
+   */
+  GPUSVC_INVALID_HANDLE = 7,
+  /*
+   The handle is in use by an outer gpusvc call on this thread (a host callback re-entered
+   the library with it).
+   */
+  GPUSVC_HANDLE_BUSY = 8,
+  /*
    libEGL.so.1 could not be loaded.
    */
   GPUSVC_GL_NO_LIBEGL = 100,
@@ -80,6 +245,34 @@ enum gpusvc_result
    The context could not be made current.
    */
   GPUSVC_GL_MAKE_CURRENT_FAILED = 106,
+  /*
+   Program cache: a program with an empty binary cannot be saved.
+   */
+  GPUSVC_PROGRAM_CACHE_EMPTY_BINARY = 200,
+  /*
+   Program cache: the entry alone is larger than the cache budget.
+   */
+  GPUSVC_PROGRAM_CACHE_OVER_BUDGET = 201,
+  /*
+   Program cache: memory pressure is critical, saves are refused.
+   */
+  GPUSVC_PROGRAM_CACHE_CRITICAL_PRESSURE = 202,
+  /*
+   Program cache: no program with this key is cached.
+   */
+  GPUSVC_PROGRAM_CACHE_NOT_FOUND = 203,
+  /*
+   Program cache: a deferred shader failed when the link compiled it (log in the detail).
+   */
+  GPUSVC_PROGRAM_CACHE_COMPILE_FAILED = 204,
+  /*
+   Program cache: the driver refused to link the program (log in the detail).
+   */
+  GPUSVC_PROGRAM_CACHE_LINK_FAILED = 205,
+  /*
+   Program cache: a shader given to a link was never compiled or failed to compile.
+   */
+  GPUSVC_PROGRAM_CACHE_SHADER_NOT_COMPILED = 206,
 };
 #ifndef __cplusplus
 #if __STDC_VERSION__ >= 202311L
@@ -119,9 +312,468 @@ typedef uint32_t gpusvc_gl_api;
 #endif // __cplusplus
 
 /*
- An opaque headless GL context, bound to the thread that opened it.
+ A copy of one cached program, taken out by `gpusvc_program_cache_load` / `_peek`. Immutable
+ and usable from any thread.
+ */
+typedef struct gpusvc_cached_program gpusvc_cached_program;
+
+/*
+ An opaque headless GL context, bound to the thread that opened it (its owner thread is kept
+ in the live-context registry).
  */
 typedef struct gpusvc_gl_context gpusvc_gl_context;
+
+/*
+ Where a host callback writes what it returns (an info log, binary bytes, active variables).
+ Valid only during the callback it was passed to, on that thread.
+ */
+typedef struct gpusvc_host_sink gpusvc_host_sink;
+
+/*
+ An opaque linked program: its driver object, key, origin and reflection. Freeing it deletes
+ the driver object (GL form; host form when `delete_program` is given).
+ */
+typedef struct gpusvc_linked_program gpusvc_linked_program;
+
+/*
+ An opaque program cache. Thread-safe: any thread may use it, and free it once no other
+ thread is still calling with it (a call in flight finishes on a live cache either way).
+ */
+typedef struct gpusvc_program_cache gpusvc_program_cache;
+
+/*
+ An opaque program manager (the compile/link flow through a program cache), bound to the
+ thread that made it.
+ */
+typedef struct gpusvc_program_manager gpusvc_program_manager;
+
+/*
+ An opaque shader of one program manager: stage, source, compile options, variable maps and
+ compile state. Bound to its manager's thread.
+ */
+typedef struct gpusvc_shader gpusvc_shader;
+
+/*
+ Configuration of a program cache.
+ */
+typedef struct gpusvc_program_cache_config {
+  /*
+   Byte budget of the binary store (at most `PTRDIFF_MAX`).
+   */
+  size_t budget_bytes;
+  /*
+   A `GPUSVC_EVICTION_POLICY_*` value.
+   */
+  uint32_t policy;
+  /*
+   How many compile statuses of shaders that no cached program uses are remembered (> 0).
+   */
+  size_t max_unreferenced_shader_statuses;
+} gpusvc_program_cache_config;
+
+/*
+ Called once per histogram sample: the histogram's name (a static string), the value (times
+ in microseconds, sizes in bytes) and the `user_data` given at creation.
+ */
+typedef void (*gpusvc_histogram_callback)(const char *name, double value, void *user_data);
+
+/*
+ A SHA-1 digest: a shader hash or a program key.
+ */
+typedef struct gpusvc_sha1 {
+  /*
+   The digest.
+   */
+  uint8_t bytes[20];
+} gpusvc_sha1;
+
+/*
+ `glBindAttribLocation(name, location)` before linking.
+ */
+typedef struct gpusvc_attribute_binding {
+  /*
+   Attribute name (UTF-8, NUL-terminated).
+   */
+  const char *name;
+  /*
+   Location.
+   */
+  uint32_t location;
+} gpusvc_attribute_binding;
+
+/*
+ What goes into a link besides the shaders (all of it is part of the program key).
+ */
+typedef struct gpusvc_link_options {
+  /*
+   `attribute_binding_count` bindings (may be NULL when the count is 0).
+   */
+  const struct gpusvc_attribute_binding *attribute_bindings;
+  /*
+   Number of bindings.
+   */
+  size_t attribute_binding_count;
+  /*
+   `transform_feedback_varying_count` varying names (may be NULL when the count is 0).
+   */
+  const char *const *transform_feedback_varyings;
+  /*
+   Number of varyings.
+   */
+  size_t transform_feedback_varying_count;
+  /*
+   A `GPUSVC_TRANSFORM_FEEDBACK_*` value.
+   */
+  uint32_t transform_feedback_mode;
+} gpusvc_link_options;
+
+/*
+ Everything a program key covers.
+ */
+typedef struct gpusvc_program_key_input {
+  /*
+   Hash of the vertex shader as compiled.
+   */
+  struct gpusvc_sha1 vertex;
+  /*
+   Hash of the fragment shader as compiled.
+   */
+  struct gpusvc_sha1 fragment;
+  /*
+   The host's translator / ANGLE version (UTF-8, NUL-terminated; may be empty).
+   */
+  const char *backend_identity;
+  /*
+   Attribute bindings and transform feedback.
+   */
+  struct gpusvc_link_options link;
+} gpusvc_program_key_input;
+
+/*
+ One attribute or uniform of a shader's variable map: the name in the application's source,
+ the name in the translated source, GL type, array size and location.
+
+ In arguments both names must be non-NULL UTF-8; in results they point into the handle that
+ returned them and stay valid until that handle is freed (or, for a shader, changed).
+ */
+typedef struct gpusvc_variable_info {
+  /*
+   Name in the application's source.
+   */
+  const char *name;
+  /*
+   Name in the translated source (equal to `name` without a translator).
+   */
+  const char *mapped_name;
+  /*
+   GL type enum.
+   */
+  uint32_t gl_type;
+  /*
+   Array size (1 for non-arrays).
+   */
+  int32_t array_size;
+  /*
+   Whether `location` is meaningful.
+   */
+  bool has_location;
+  /*
+   Location.
+   */
+  int32_t location;
+} gpusvc_variable_info;
+
+/*
+ A shader's variable maps, as a translator reports them.
+ */
+typedef struct gpusvc_shader_variables {
+  /*
+   `attribute_count` attributes (may be NULL when the count is 0).
+   */
+  const struct gpusvc_variable_info *attributes;
+  /*
+   Number of attributes.
+   */
+  size_t attribute_count;
+  /*
+   `uniform_count` uniforms (may be NULL when the count is 0).
+   */
+  const struct gpusvc_variable_info *uniforms;
+  /*
+   Number of uniforms.
+   */
+  size_t uniform_count;
+} gpusvc_shader_variables;
+
+/*
+ A linked program as the cache stores it, described for `gpusvc_program_cache_save`.
+ */
+typedef struct gpusvc_cached_program_desc {
+  /*
+   Hash of the vertex shader (its compile status becomes referenced by this entry).
+   */
+  struct gpusvc_sha1 vertex_shader;
+  /*
+   Hash of the fragment shader.
+   */
+  struct gpusvc_sha1 fragment_shader;
+  /*
+   Vertex shader variable maps.
+   */
+  struct gpusvc_shader_variables vertex;
+  /*
+   Fragment shader variable maps.
+   */
+  struct gpusvc_shader_variables fragment;
+  /*
+   `binaryFormat` of `glGetProgramBinary`.
+   */
+  uint32_t binary_format;
+  /*
+   `binary_len` bytes of program binary.
+   */
+  const uint8_t *binary;
+  /*
+   Length of the binary (an empty binary is refused).
+   */
+  size_t binary_len;
+  /*
+   Whether `page` is given.
+   */
+  bool has_page;
+  /*
+   The page / client the program is for (for GPUSVC_EVICTION_POLICY_PAGE_LRU_MRU).
+   */
+  uint64_t page;
+} gpusvc_cached_program_desc;
+
+/*
+ What a successful save did.
+ */
+typedef struct gpusvc_save_report {
+  /*
+   An entry with the same key was replaced.
+   */
+  bool replaced;
+  /*
+   Entries evicted to make room.
+   */
+  size_t evicted;
+} gpusvc_save_report;
+
+/*
+ The cache's counters.
+ */
+typedef struct gpusvc_program_cache_counters {
+  /*
+   Binary loads that found the program.
+   */
+  uint64_t hits;
+  /*
+   Binary loads that did not.
+   */
+  uint64_t misses;
+  /*
+   Programs evicted for space, by trim, pressure or a driver rejection.
+   */
+  uint64_t evictions;
+  /*
+   Cached binaries the driver refused.
+   */
+  uint64_t driver_rejections;
+  /*
+   Programs stored.
+   */
+  uint64_t saves;
+  /*
+   Saves refused (empty, over budget, critical memory pressure).
+   */
+  uint64_t rejected_saves;
+  /*
+   Compile calls answered by the status cache.
+   */
+  uint64_t status_hits;
+  /*
+   Compile calls that went to the driver.
+   */
+  uint64_t status_misses;
+} gpusvc_program_cache_counters;
+
+/*
+ A snapshot of the cache's statistics.
+ */
+typedef struct gpusvc_program_cache_stats {
+  /*
+   Counters.
+   */
+  struct gpusvc_program_cache_counters counters;
+  /*
+   Bytes stored now.
+   */
+  size_t size_bytes;
+  /*
+   Programs stored now.
+   */
+  size_t entries;
+} gpusvc_program_cache_stats;
+
+/*
+ A summary of one histogram (all zeros when it has no samples).
+ */
+typedef struct gpusvc_histogram_summary {
+  /*
+   Samples recorded.
+   */
+  uint64_t count;
+  /*
+   Sum of the samples.
+   */
+  double sum;
+  /*
+   Smallest sample.
+   */
+  double min;
+  /*
+   Largest sample.
+   */
+  double max;
+  /*
+   Mean.
+   */
+  double mean;
+  /*
+   Upper bound of the bucket holding the median (clamped to min..max).
+   */
+  double p50;
+  /*
+   Upper bound of the bucket holding the 95th percentile.
+   */
+  double p95;
+} gpusvc_histogram_summary;
+
+/*
+ One active attribute or uniform of a linked program, as the driver reports it. In results
+ `name` belongs to the handle and stays valid until it is freed; from a host callback it is
+ copied.
+ */
+typedef struct gpusvc_active_variable {
+  /*
+   Name (`u_array[0]` for arrays), UTF-8, NUL-terminated.
+   */
+  const char *name;
+  /*
+   GL type enum.
+   */
+  uint32_t gl_type;
+  /*
+   Array size (1 for non-arrays).
+   */
+  int32_t size;
+  /*
+   Whether `location` is meaningful.
+   */
+  bool has_location;
+  /*
+   Location.
+   */
+  int32_t location;
+} gpusvc_active_variable;
+
+/*
+ The host's GL entry points, for a program manager over the host's own context (a browser's
+ command decoder, an engine's device). Object ids are the host's (GL names or anything else
+ non-zero); every callback gets `user_data` and runs on the manager's thread. The callbacks may
+ call `gpusvc_host_sink_*` with the sink they were given; calling back into the manager or the
+ shaders being compiled or linked returns `GPUSVC_HANDLE_BUSY`. They must not unwind.
+
+ The struct is copied; the callbacks and `user_data` must stay valid until the manager and
+ every shader and linked program made through it are freed.
+ */
+typedef struct gpusvc_host_gl {
+  /*
+   Passed to every callback.
+   */
+  void *user_data;
+  /*
+   Compiles `source_len` bytes of `source` (NUL-terminated as well) for `stage`
+   (`GPUSVC_SHADER_STAGE_*`). On success writes the shader id to `*out_shader` and returns
+   true; on failure writes the info log to `log` (`gpusvc_host_sink_write_text`), deletes
+   its own object and returns false. Required.
+   */
+  bool (*compile)(void *user_data,
+                  uint32_t stage,
+                  const char *source,
+                  size_t source_len,
+                  uint64_t *out_shader,
+                  struct gpusvc_host_sink *log);
+  /*
+   Links a vertex and a fragment shader with `options` (binary-retrievable). On success
+   writes the program id and returns true; on failure writes the info log and returns
+   false. Required.
+   */
+  bool (*link)(void *user_data,
+               uint64_t vertex_shader,
+               uint64_t fragment_shader,
+               const struct gpusvc_link_options *options,
+               uint64_t *out_program,
+               struct gpusvc_host_sink *log);
+  /*
+   `glGetProgramBinary`: writes the format to `*out_format`, the bytes to `out`
+   (`gpusvc_host_sink_write_bytes`) and returns true; or returns false (optionally with a
+   reason as text). Required.
+   */
+  bool (*program_binary)(void *user_data,
+                         uint64_t program,
+                         uint32_t *out_format,
+                         struct gpusvc_host_sink *out);
+  /*
+   `glProgramBinary` into a new program: returns its `GL_LINK_STATUS`. True: writes the
+   program id. False (the driver refused the binary): deletes its own object, optionally
+   writes a reason as text, and the manager compiles and links from source. Required.
+   */
+  bool (*load_binary)(void *user_data,
+                      uint32_t format,
+                      const uint8_t *bytes,
+                      size_t len,
+                      uint64_t *out_program,
+                      struct gpusvc_host_sink *log);
+  /*
+   Pushes each active attribute of a linked program (`gpusvc_host_sink_push_variable`).
+   Required.
+   */
+  void (*active_attributes)(void *user_data, uint64_t program, struct gpusvc_host_sink *out);
+  /*
+   Pushes each active uniform of a linked program. Required.
+   */
+  void (*active_uniforms)(void *user_data, uint64_t program, struct gpusvc_host_sink *out);
+  /*
+   Deletes a shader object gpusvc owns and no longer needs. Optional (NULL: never called).
+   */
+  void (*delete_shader)(void *user_data, uint64_t shader);
+  /*
+   Deletes a program object gpusvc owns (a freed `gpusvc_linked_program`). Optional.
+   */
+  void (*delete_program)(void *user_data, uint64_t program);
+} gpusvc_host_gl;
+
+/*
+ Options of a link: attribute bindings and transform feedback (part of the key) and the page
+ the program is for.
+ */
+typedef struct gpusvc_program_options {
+  /*
+   Bindings and transform feedback.
+   */
+  struct gpusvc_link_options link;
+  /*
+   Whether `page` is given.
+   */
+  bool has_page;
+  /*
+   The page / client the program is for (for GPUSVC_EVICTION_POLICY_PAGE_LRU_MRU).
+   */
+  uint64_t page;
+} gpusvc_program_options;
 
 #ifdef __cplusplus
 extern "C" {
@@ -163,13 +815,16 @@ gpusvc_result gpusvc_debug_panic(void);
 gpusvc_result gpusvc_gl_context_open(uint32_t api, struct gpusvc_gl_context **out);
 
 /*
- Frees a context. NULL is a no-op. It must be called on the thread that opened the context:
- from another thread the context cannot be made current to release its objects, so it is
- leaked (never destroyed under another thread's feet) and this thread's error detail
- (`gpusvc_last_error_detail`, code `GPUSVC_WRONG_THREAD`) says so.
+ Frees a context. NULL is a no-op, and so is a pointer that is not a live context (already
+ freed: this thread's error detail says `GPUSVC_INVALID_HANDLE`). It must be called on the
+ thread that opened the context: from another thread the context cannot be made current to
+ release its objects, so it is left alone (leaked unless freed later on its own thread,
+ never destroyed under another thread's feet) and this thread's error detail
+ (`gpusvc_last_error_detail`, code `GPUSVC_WRONG_THREAD`) says so. Program managers made over
+ the context keep the GL context alive until they are freed.
 
  # Safety
- `ctx` must be NULL or a pointer from `gpusvc_gl_context_open` not yet freed.
+ `ctx` must be NULL or a pointer from `gpusvc_gl_context_open`.
  */
 void gpusvc_gl_context_free(struct gpusvc_gl_context *ctx);
 
@@ -237,6 +892,590 @@ gpusvc_result gpusvc_gl_context_program_binary_formats(const struct gpusvc_gl_co
                                                        uint32_t *formats,
                                                        size_t len,
                                                        size_t *out_count);
+
+/*
+ Writes the defaults of a profile (`GPUSVC_CACHE_PROFILE_*`) into `*out`.
+
+ # Safety
+ `out` is NULL or valid for one write.
+ */
+gpusvc_result gpusvc_program_cache_config_defaults(uint32_t profile,
+                                                   struct gpusvc_program_cache_config *out);
+
+/*
+ Creates an empty program cache.
+
+ `histogram` (may be NULL) is called once per histogram sample with `user_data`, on whichever
+ thread recorded it and with no cache lock held (it may call back into the cache). It must
+ not unwind, and it and `user_data` must stay valid until the cache is freed.
+
+ Errors: `GPUSVC_INVALID_ARGUMENT` for an unknown policy, a budget over `PTRDIFF_MAX` or
+ `max_unreferenced_shader_statuses` 0.
+
+ # Safety
+ `config` is NULL or valid for one read; `out` is NULL or valid for one write.
+ */
+gpusvc_result gpusvc_program_cache_new(const struct gpusvc_program_cache_config *config,
+                                       gpusvc_histogram_callback histogram,
+                                       void *user_data,
+                                       struct gpusvc_program_cache **out);
+
+/*
+ Frees a cache. NULL is a no-op (`GPUSVC_OK`); a freed or unknown handle is
+ `GPUSVC_INVALID_HANDLE`. Program managers made over the cache keep it alive until they are
+ freed.
+
+ # Safety
+ None beyond passing a value that came from gpusvc (or NULL).
+ */
+gpusvc_result gpusvc_program_cache_free(struct gpusvc_program_cache *cache);
+
+/*
+ The configuration the cache was made with.
+
+ # Safety
+ `out` is NULL or valid for one write.
+ */
+gpusvc_result gpusvc_program_cache_get_config(const struct gpusvc_program_cache *cache,
+                                              struct gpusvc_program_cache_config *out);
+
+/*
+ Hash of one shader as compiled: its stage (`GPUSVC_SHADER_STAGE_*`), the source
+ (`source_len` bytes of UTF-8, non-empty) and the compile options that change the output
+ (opaque bytes; `options` may be NULL when `options_len` is 0).
+
+ # Safety
+ `source` is NULL or valid for `source_len` bytes; `options` is NULL or valid for
+ `options_len` bytes; `out` is NULL or valid for one write.
+ */
+gpusvc_result gpusvc_program_cache_shader_hash(uint32_t stage,
+                                               const char *source,
+                                               size_t source_len,
+                                               const uint8_t *options,
+                                               size_t options_len,
+                                               struct gpusvc_sha1 *out);
+
+/*
+ The program key of two compiled shaders with a backend identity and link options (binding
+ order does not matter; varying order does).
+
+ # Safety
+ `input` is NULL or valid for one read, its pointers as documented on its fields; `out` is
+ NULL or valid for one write.
+ */
+gpusvc_result gpusvc_program_cache_program_key(const struct gpusvc_program_key_input *input,
+                                               struct gpusvc_sha1 *out);
+
+/*
+ The compile status of a shader (`GPUSVC_COMPILE_STATUS_*`). The hash is copied.
+
+ # Safety
+ `hash` is NULL or valid for one read; `out` is NULL or valid for one write.
+ */
+gpusvc_result gpusvc_program_cache_shader_compile_status(const struct gpusvc_program_cache *cache,
+                                                         const struct gpusvc_sha1 *hash,
+                                                         uint32_t *out);
+
+/*
+ Records that a shader compiled successfully (the hash is copied).
+
+ # Safety
+ `hash` is NULL or valid for one read.
+ */
+gpusvc_result gpusvc_program_cache_mark_shader_compiled(const struct gpusvc_program_cache *cache,
+                                                        const struct gpusvc_sha1 *hash);
+
+/*
+ How many cached programs use a shader.
+
+ # Safety
+ `hash` is NULL or valid for one read; `out` is NULL or valid for one write.
+ */
+gpusvc_result gpusvc_program_cache_shader_refcount(const struct gpusvc_program_cache *cache,
+                                                   const struct gpusvc_sha1 *hash,
+                                                   uint32_t *out);
+
+/*
+ The link status of a program (`GPUSVC_LINK_STATUS_*`): SUCCESS while its binary is cached.
+
+ # Safety
+ `key` is NULL or valid for one read; `out` is NULL or valid for one write.
+ */
+gpusvc_result gpusvc_program_cache_link_status(const struct gpusvc_program_cache *cache,
+                                               const struct gpusvc_sha1 *key,
+                                               uint32_t *out);
+
+/*
+ Stores a program under `key`, replacing an entry with the same key and evicting by policy
+ until it fits. Everything is copied in. The shaders it names become known-compiled and are
+ referenced by the entry.
+
+ Refusals leave the cache unchanged: `GPUSVC_PROGRAM_CACHE_EMPTY_BINARY`,
+ `GPUSVC_PROGRAM_CACHE_OVER_BUDGET` (the entry alone exceeds the budget),
+ `GPUSVC_PROGRAM_CACHE_CRITICAL_PRESSURE`. A `binary_len` or count over `PTRDIFF_MAX` is
+ `GPUSVC_INVALID_ARGUMENT`, a non-UTF-8 name `GPUSVC_INVALID_UTF8`.
+
+ # Safety
+ `key` and `program` are NULL or valid for one read, with `program`'s pointers as documented
+ on its fields; `out_report` is NULL or valid for one write.
+ */
+gpusvc_result gpusvc_program_cache_save(const struct gpusvc_program_cache *cache,
+                                        const struct gpusvc_sha1 *key,
+                                        const struct gpusvc_cached_program_desc *program,
+                                        struct gpusvc_save_report *out_report);
+
+/*
+ Looks a program up and copies it into a new `gpusvc_cached_program` (free it with
+ `gpusvc_cached_program_free`). A hit counts and promotes the entry (and moves it to `page`
+ when `has_page`); a miss counts and returns `GPUSVC_PROGRAM_CACHE_NOT_FOUND`.
+
+ # Safety
+ `key` is NULL or valid for one read; `out` is NULL or valid for one write.
+ */
+gpusvc_result gpusvc_program_cache_load(const struct gpusvc_program_cache *cache,
+                                        const struct gpusvc_sha1 *key,
+                                        bool has_page,
+                                        uint64_t page,
+                                        struct gpusvc_cached_program **out);
+
+/*
+ Like `gpusvc_program_cache_load` without changing recency or counters.
+
+ # Safety
+ `key` is NULL or valid for one read; `out` is NULL or valid for one write.
+ */
+gpusvc_result gpusvc_program_cache_peek(const struct gpusvc_program_cache *cache,
+                                        const struct gpusvc_sha1 *key,
+                                        struct gpusvc_cached_program **out);
+
+/*
+ Removes one program; `*out_removed` says whether it was there.
+
+ # Safety
+ `key` is NULL or valid for one read; `out_removed` is NULL or valid for one write.
+ */
+gpusvc_result gpusvc_program_cache_evict(const struct gpusvc_program_cache *cache,
+                                         const struct gpusvc_sha1 *key,
+                                         bool *out_removed);
+
+/*
+ The keys of the cached programs in the order the policy would evict them (next victim
+ first), with the count-query pattern: `keys` NULL and `len` 0 only count; otherwise `len`
+ must be at least the count (`GPUSVC_INSUFFICIENT_SIZE`, nothing written).
+
+ # Safety
+ `keys` is NULL or valid for `len` writes; `out_count` is NULL or valid for one write.
+ */
+gpusvc_result gpusvc_program_cache_eviction_order(const struct gpusvc_program_cache *cache,
+                                                  struct gpusvc_sha1 *keys,
+                                                  size_t len,
+                                                  size_t *out_count);
+
+/*
+ A snapshot of the counters, the bytes and the number of programs stored.
+
+ # Safety
+ `out` is NULL or valid for one write.
+ */
+gpusvc_result gpusvc_program_cache_get_stats(const struct gpusvc_program_cache *cache,
+                                             struct gpusvc_program_cache_stats *out);
+
+/*
+ The name of histogram `index` (0-based) as a static string; past the last one
+ `GPUSVC_INVALID_ARGUMENT`.
+
+ # Safety
+ `out` is NULL or valid for one write.
+ */
+gpusvc_result gpusvc_program_cache_histogram_name(size_t index, const char **out);
+
+/*
+ A summary of the histogram called `name` (see `gpusvc_program_cache_histogram_name`); all
+ zeros while it has no samples. An unknown name is `GPUSVC_INVALID_ARGUMENT`.
+
+ # Safety
+ `name` is NULL or a NUL-terminated string; `out` is NULL or valid for one write.
+ */
+gpusvc_result gpusvc_program_cache_histogram(const struct gpusvc_program_cache *cache,
+                                             const char *name,
+                                             struct gpusvc_histogram_summary *out);
+
+/*
+ Evicts by policy until at most `limit` bytes are stored; `*out_freed` gets the bytes freed.
+
+ # Safety
+ `out_freed` is NULL or valid for one write.
+ */
+gpusvc_result gpusvc_program_cache_trim(const struct gpusvc_program_cache *cache,
+                                        size_t limit,
+                                        size_t *out_freed);
+
+/*
+ Applies a memory-pressure level (`GPUSVC_MEMORY_PRESSURE_*`): MODERATE trims to a quarter of
+ the budget, CRITICAL drops everything and refuses saves until the level is NONE again.
+ `*out_freed` gets the bytes freed.
+
+ # Safety
+ `out_freed` is NULL or valid for one write.
+ */
+gpusvc_result gpusvc_program_cache_set_memory_pressure(const struct gpusvc_program_cache *cache,
+                                                       uint32_t level,
+                                                       size_t *out_freed);
+
+/*
+ Drops every program and every status. Statistics are kept.
+
+ # Safety
+ None beyond passing a value that came from gpusvc (or NULL).
+ */
+gpusvc_result gpusvc_program_cache_clear(const struct gpusvc_program_cache *cache);
+
+/*
+ Frees a cached-program copy. NULL is a no-op; a freed or unknown handle is
+ `GPUSVC_INVALID_HANDLE`.
+
+ # Safety
+ None beyond passing a value that came from gpusvc (or NULL).
+ */
+gpusvc_result gpusvc_cached_program_free(struct gpusvc_cached_program *program);
+
+/*
+ The hashes of the program's vertex and fragment shaders.
+
+ # Safety
+ `out_vertex` and `out_fragment` are NULL or valid for one write each.
+ */
+gpusvc_result gpusvc_cached_program_shader_hashes(const struct gpusvc_cached_program *program,
+                                                  struct gpusvc_sha1 *out_vertex,
+                                                  struct gpusvc_sha1 *out_fragment);
+
+/*
+ The program binary: `*out_format` gets its format and `*out_len` its length. With `buf` NULL
+ and `len` 0 nothing else happens (a size query); otherwise `len` must be at least the
+ length (else `GPUSVC_INSUFFICIENT_SIZE`, nothing written) and the bytes are copied to `buf`.
+
+ # Safety
+ `buf` is NULL or valid for `len` bytes of writes; `out_format` and `out_len` are NULL or
+ valid for one write each.
+ */
+gpusvc_result gpusvc_cached_program_binary(const struct gpusvc_cached_program *program,
+                                           uint32_t *out_format,
+                                           uint8_t *buf,
+                                           size_t len,
+                                           size_t *out_len);
+
+/*
+ How many variables of `kind` (`GPUSVC_VARIABLE_KIND_*`) the map of `stage`
+ (`GPUSVC_SHADER_STAGE_VERTEX` or `_FRAGMENT`) holds.
+
+ # Safety
+ `out` is NULL or valid for one write.
+ */
+gpusvc_result gpusvc_cached_program_variable_count(const struct gpusvc_cached_program *program,
+                                                   uint32_t stage,
+                                                   uint32_t kind,
+                                                   size_t *out);
+
+/*
+ Variable `index` of `kind` in the map of `stage`. The strings in `*out` belong to the handle
+ and stay valid until it is freed. An index past the end is `GPUSVC_INVALID_ARGUMENT`.
+
+ # Safety
+ `out` is NULL or valid for one write.
+ */
+gpusvc_result gpusvc_cached_program_variable(const struct gpusvc_cached_program *program,
+                                             uint32_t stage,
+                                             uint32_t kind,
+                                             size_t index,
+                                             struct gpusvc_variable_info *out);
+
+/*
+ Appends `len` bytes of text (an info log, a reason) to a sink; invalid UTF-8 is replaced.
+
+ # Safety
+ `text` is NULL or valid for `len` bytes of reads.
+ */
+gpusvc_result gpusvc_host_sink_write_text(struct gpusvc_host_sink *sink,
+                                          const char *text,
+                                          size_t len);
+
+/*
+ Appends `len` bytes (a program binary) to a sink.
+
+ # Safety
+ `bytes` is NULL or valid for `len` bytes of reads.
+ */
+gpusvc_result gpusvc_host_sink_write_bytes(struct gpusvc_host_sink *sink,
+                                           const uint8_t *bytes,
+                                           size_t len);
+
+/*
+ Adds one active variable to a sink (the name is copied; it must be UTF-8).
+
+ # Safety
+ `variable` is NULL or valid for one read, its name NULL or NUL-terminated.
+ */
+gpusvc_result gpusvc_host_sink_push_variable(struct gpusvc_host_sink *sink,
+                                             const struct gpusvc_active_variable *variable);
+
+/*
+ Creates a program manager over a headless GL context (`gpusvc_gl_context_open`) and a
+ cache. `backend_identity` (translator / ANGLE version; may be empty) goes into every program
+ key. Must be called on the context's thread (`GPUSVC_WRONG_THREAD` otherwise); the manager,
+ its shaders and programs are bound to that thread. The manager shares ownership of the
+ context and the cache: either may be freed first.
+
+ # Safety
+ `ctx` is NULL or a pointer from `gpusvc_gl_context_open`; `backend_identity` is NULL or a
+ NUL-terminated string; `out` is NULL or valid for one write.
+ */
+gpusvc_result gpusvc_program_manager_new_gl(const struct gpusvc_gl_context *ctx,
+                                            const struct gpusvc_program_cache *cache,
+                                            const char *backend_identity,
+                                            struct gpusvc_program_manager **out);
+
+/*
+ Creates a program manager over the host's GL entry points (see `gpusvc_host_gl`; the struct
+ is copied, the required callbacks must be non-NULL) and a cache. The manager, its shaders
+ and programs are bound to the calling thread.
+
+ # Safety
+ `gl` is NULL or valid for one read, its callbacks as documented on `gpusvc_host_gl`;
+ `backend_identity` is NULL or a NUL-terminated string; `out` is NULL or valid for one write.
+ */
+gpusvc_result gpusvc_program_manager_new_host(const struct gpusvc_host_gl *gl,
+                                              const struct gpusvc_program_cache *cache,
+                                              const char *backend_identity,
+                                              struct gpusvc_program_manager **out);
+
+/*
+ Frees a manager. NULL is a no-op; a freed or unknown handle is `GPUSVC_INVALID_HANDLE`; from
+ another thread `GPUSVC_WRONG_THREAD` (nothing freed). Its shaders and linked programs stay
+ valid (they cannot be compiled or linked any more) until they are freed.
+
+ # Safety
+ None beyond passing a value that came from gpusvc (or NULL).
+ */
+gpusvc_result gpusvc_program_manager_free(struct gpusvc_program_manager *manager);
+
+/*
+ Creates a shader of `manager` with a stage (`GPUSVC_SHADER_STAGE_*`) and `source_len` bytes
+ of UTF-8 source (non-empty; copied). It is not compiled yet.
+
+ # Safety
+ `source` is NULL or valid for `source_len` bytes; `out` is NULL or valid for one write.
+ */
+gpusvc_result gpusvc_shader_new(const struct gpusvc_program_manager *manager,
+                                uint32_t stage,
+                                const char *source,
+                                size_t source_len,
+                                struct gpusvc_shader **out);
+
+/*
+ Frees a shader (and the driver object it holds). NULL is a no-op; a freed or unknown handle
+ is `GPUSVC_INVALID_HANDLE`; from another thread `GPUSVC_WRONG_THREAD`.
+
+ # Safety
+ None beyond passing a value that came from gpusvc (or NULL).
+ */
+gpusvc_result gpusvc_shader_free(struct gpusvc_shader *shader);
+
+/*
+ Replaces the source (`glShaderSource`): non-empty UTF-8, copied. The shader's hash does not
+ change until it is compiled again.
+
+ # Safety
+ `source` is NULL or valid for `source_len` bytes.
+ */
+gpusvc_result gpusvc_shader_set_source(const struct gpusvc_shader *shader,
+                                       const char *source,
+                                       size_t source_len);
+
+/*
+ Sets the compile options that change the compiled output (translator flags, ...; opaque
+ bytes, part of the shader hash; `options` may be NULL when `options_len` is 0).
+
+ # Safety
+ `options` is NULL or valid for `options_len` bytes.
+ */
+gpusvc_result gpusvc_shader_set_compile_options(const struct gpusvc_shader *shader,
+                                                const uint8_t *options,
+                                                size_t options_len);
+
+/*
+ Sets the variable maps a translator produced for this shader (copied). They are stored with
+ the program and restored on a cache hit.
+
+ # Safety
+ `variables` is NULL or valid for one read, its pointers as documented on
+ `gpusvc_shader_variables`.
+ */
+gpusvc_result gpusvc_shader_set_variables(const struct gpusvc_shader *shader,
+                                          const struct gpusvc_shader_variables *variables);
+
+/*
+ The shader's stage (`GPUSVC_SHADER_STAGE_*`).
+
+ # Safety
+ `out` is NULL or valid for one write.
+ */
+gpusvc_result gpusvc_shader_stage(const struct gpusvc_shader *shader, uint32_t *out);
+
+/*
+ The shader's state (`GPUSVC_SHADER_STATE_*`).
+
+ # Safety
+ `out` is NULL or valid for one write.
+ */
+gpusvc_result gpusvc_shader_state(const struct gpusvc_shader *shader, uint32_t *out);
+
+/*
+ `GL_COMPILE_STATUS` as the host reports it: true when compiled or deferred.
+
+ # Safety
+ `out` is NULL or valid for one write.
+ */
+gpusvc_result gpusvc_shader_compile_status(const struct gpusvc_shader *shader, bool *out);
+
+/*
+ The hash of the shader's last compile (compiled, deferred or failed);
+ `GPUSVC_PROGRAM_CACHE_SHADER_NOT_COMPILED` before the first compile.
+
+ # Safety
+ `out` is NULL or valid for one write.
+ */
+gpusvc_result gpusvc_shader_compiled_hash(const struct gpusvc_shader *shader,
+                                          struct gpusvc_sha1 *out);
+
+/*
+ The info log of a failed compile (empty otherwise). `*out_len` gets its length in bytes, NUL
+ excluded. With `buf` NULL and `len` 0 nothing else happens (a size query); otherwise `len`
+ must exceed the length (room for the NUL; else `GPUSVC_INSUFFICIENT_SIZE`, nothing written)
+ and the log is copied NUL-terminated.
+
+ # Safety
+ `buf` is NULL or valid for `len` bytes of writes; `out_len` is NULL or valid for one write.
+ */
+gpusvc_result gpusvc_shader_info_log(const struct gpusvc_shader *shader,
+                                     char *buf,
+                                     size_t len,
+                                     size_t *out_len);
+
+/*
+ How many variables of `kind` (`GPUSVC_VARIABLE_KIND_*`) the shader's variable maps hold
+ (those set by `gpusvc_shader_set_variables` or restored by a cache hit; 0 when none).
+
+ # Safety
+ `out` is NULL or valid for one write.
+ */
+gpusvc_result gpusvc_shader_variable_count(const struct gpusvc_shader *shader,
+                                           uint32_t kind,
+                                           size_t *out);
+
+/*
+ Variable `index` of `kind` in the shader's maps. The strings in `*out` belong to the shader
+ and stay valid until it is freed, given new variables, or linked.
+
+ # Safety
+ `out` is NULL or valid for one write.
+ */
+gpusvc_result gpusvc_shader_variable(const struct gpusvc_shader *shader,
+                                     uint32_t kind,
+                                     size_t index,
+                                     struct gpusvc_variable_info *out);
+
+/*
+ Compiles a shader (`glCompileShader` through the cache): when its compile status is known
+ the driver compile is deferred (`GPUSVC_COMPILE_OUTCOME_DEFERRED`); otherwise the driver
+ compiles it and, only when it succeeds, the status is recorded. A failed compile is an
+ outcome (`GPUSVC_COMPILE_OUTCOME_FAILED`, log in `gpusvc_shader_info_log`), not an error.
+
+ # Safety
+ `out_outcome` is NULL or valid for one write.
+ */
+gpusvc_result gpusvc_program_manager_compile(const struct gpusvc_program_manager *manager,
+                                             const struct gpusvc_shader *shader,
+                                             uint32_t *out_outcome);
+
+/*
+ Links a vertex and a fragment shader of `manager` through the cache (`glLinkProgram`):
+ a cached binary is loaded (`GPUSVC_LINK_ORIGIN_CACHE_HIT`, the shaders' variable maps are
+ restored, nothing is compiled, linked or saved); a binary the driver refuses is evicted and
+ the program is built from source (`..._RELINKED_AFTER_REJECTION`); a miss compiles what was
+ deferred, links and saves the binary (`..._LINKED`). `options` may be NULL (no bindings, no
+ transform feedback, no page).
+
+ Errors: `GPUSVC_PROGRAM_CACHE_SHADER_NOT_COMPILED`, `..._COMPILE_FAILED` (a deferred shader
+ failed), `..._LINK_FAILED`, with the driver's log in `gpusvc_last_error_detail`.
+
+ # Safety
+ `options` is NULL or valid for one read, its pointers as documented on its fields; `out` is
+ NULL or valid for one write.
+ */
+gpusvc_result gpusvc_program_manager_link(const struct gpusvc_program_manager *manager,
+                                          const struct gpusvc_shader *vertex,
+                                          const struct gpusvc_shader *fragment,
+                                          const struct gpusvc_program_options *options,
+                                          struct gpusvc_linked_program **out);
+
+/*
+ Frees a linked program and deletes its driver object (GL form; host form when
+ `delete_program` is given). NULL is a no-op; a freed or unknown handle is
+ `GPUSVC_INVALID_HANDLE`; from another thread `GPUSVC_WRONG_THREAD`.
+
+ # Safety
+ None beyond passing a value that came from gpusvc (or NULL).
+ */
+gpusvc_result gpusvc_linked_program_free(struct gpusvc_linked_program *program);
+
+/*
+ The program object: its GL name (GL form) or the host's program id (host form).
+
+ # Safety
+ `out` is NULL or valid for one write.
+ */
+gpusvc_result gpusvc_linked_program_object(const struct gpusvc_linked_program *program,
+                                           uint64_t *out);
+
+/*
+ How the program came about (`GPUSVC_LINK_ORIGIN_*`).
+
+ # Safety
+ `out` is NULL or valid for one write.
+ */
+gpusvc_result gpusvc_linked_program_origin(const struct gpusvc_linked_program *program,
+                                           uint32_t *out);
+
+/*
+ The program's cache key.
+
+ # Safety
+ `out` is NULL or valid for one write.
+ */
+gpusvc_result gpusvc_linked_program_key(const struct gpusvc_linked_program *program,
+                                        struct gpusvc_sha1 *out);
+
+/*
+ How many active variables of `kind` (`GPUSVC_VARIABLE_KIND_*`) the program has.
+
+ # Safety
+ `out` is NULL or valid for one write.
+ */
+gpusvc_result gpusvc_linked_program_variable_count(const struct gpusvc_linked_program *program,
+                                                   uint32_t kind,
+                                                   size_t *out);
+
+/*
+ Active variable `index` of `kind`, sorted by name. The name in `*out` belongs to the handle
+ and stays valid until it is freed. An index past the end is `GPUSVC_INVALID_ARGUMENT`.
+
+ # Safety
+ `out` is NULL or valid for one write.
+ */
+gpusvc_result gpusvc_linked_program_variable(const struct gpusvc_linked_program *program,
+                                             uint32_t kind,
+                                             size_t index,
+                                             struct gpusvc_active_variable *out);
 
 /*
  Writes the message for `code` into `buf` as a NUL-terminated string.

@@ -1,6 +1,9 @@
 //! `gpusvc_gl_context_*`: a headless GL context on the machine's driver, seen from C.
 
+use std::collections::HashMap;
 use std::ffi::{CString, c_char};
+use std::rc::Rc;
+use std::sync::{Mutex, MutexGuard};
 use std::thread::ThreadId;
 
 use headless_gl::{ApiPreference, ContextError, ContextOptions, GlApi, GlContext};
@@ -20,14 +23,60 @@ pub enum gpusvc_gl_api {
     GPUSVC_GL_API_GLES = 2,
 }
 
-/// An opaque headless GL context, bound to the thread that opened it.
+/// An opaque headless GL context, bound to the thread that opened it (its owner thread is kept
+/// in the live-context registry).
 #[derive(Debug)]
 pub struct gpusvc_gl_context {
     /// Read from any thread; plain immutable data.
     identity: Identity,
-    owner: ThreadId,
-    /// Owned here and touched only on `owner`; dropping it (in `_free`) destroys the context.
-    _ctx: GlContext,
+    /// Touched only on `owner`. Program managers made over the context share it, so the GL
+    /// context is destroyed when `_free` has run and the last of them is freed.
+    ctx: Rc<GlContext>,
+}
+
+/// Contexts opened and not yet freed, with their owner threads: a freed or foreign pointer is
+/// `GPUSVC_INVALID_HANDLE` rather than a read of freed memory.
+static LIVE_CONTEXTS: Mutex<Option<HashMap<usize, ThreadId>>> = Mutex::new(None);
+
+fn live_contexts() -> MutexGuard<'static, Option<HashMap<usize, ThreadId>>> {
+    LIVE_CONTEXTS.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The owner thread of a live context.
+fn live_owner(ctx: *const gpusvc_gl_context) -> Result<ThreadId, FfiError> {
+    if ctx.is_null() {
+        return Err(null_argument("ctx"));
+    }
+    live_contexts()
+        .as_ref()
+        .and_then(|m| m.get(&ctx.addr()).copied())
+        .ok_or_else(|| {
+            FfiError::new(
+                gpusvc_result::GPUSVC_INVALID_HANDLE,
+                format!(
+                    "{ctx:p} is not a live gpusvc_gl_context (freed, or never opened by gpusvc)"
+                ),
+            )
+        })
+}
+
+/// The GL context behind a live handle, for use on its own thread (`GPUSVC_WRONG_THREAD` from
+/// any other).
+///
+/// # Safety
+/// `ctx` is NULL, a pointer from `gpusvc_gl_context_open`, or a pointer that was never a
+/// context (it is looked up, not dereferenced, unless it is live).
+pub(crate) unsafe fn gl_context(ctx: *const gpusvc_gl_context) -> Result<Rc<GlContext>, FfiError> {
+    if live_owner(ctx)? != std::thread::current().id() {
+        return Err(FfiError::new(
+            gpusvc_result::GPUSVC_WRONG_THREAD,
+            "the gpusvc_gl_context belongs to another thread; use it on the thread that opened it",
+        ));
+    }
+    // SAFETY: live (registered, and only its owner thread — this one — can unregister and free
+    // it), so the pointer is a valid `gpusvc_gl_context`; the `Rc<GlContext>` is only touched on
+    // its owner thread, which is this one.
+    Ok(unsafe { (*ctx).ctx.clone() })
 }
 
 /// The driver identity, copied out of the context at open so that any thread may read it
@@ -46,13 +95,12 @@ struct Identity {
 /// Borrows the identity part of a context.
 ///
 /// # Safety
-/// `ctx` is NULL or a live context.
+/// `ctx` is NULL or a context that no other thread frees during the call.
 unsafe fn identity<'a>(ctx: *const gpusvc_gl_context) -> Result<&'a Identity, FfiError> {
-    if ctx.is_null() {
-        return Err(null_argument("ctx"));
-    }
-    // SAFETY: `ctx` is non-null and live (contract). Only the `identity` field is borrowed, never
-    // the thread-bound `GlContext`, so this is sound from any thread.
+    live_owner(ctx)?;
+    // SAFETY: `ctx` is live (checked) and not freed during the call (contract). Only the
+    // `identity` field is borrowed, never the thread-bound `GlContext`, so this is sound from
+    // any thread.
     Ok(unsafe { &(*ctx).identity })
 }
 
@@ -121,34 +169,37 @@ pub unsafe extern "C" fn gpusvc_gl_context_open(
             software: info.device.software,
             program_binary_formats: info.program_binary_formats.clone(),
         };
-        let handle = Box::new(gpusvc_gl_context {
+        let owner = std::thread::current().id();
+        let handle = Box::into_raw(Box::new(gpusvc_gl_context {
             identity,
-            owner: std::thread::current().id(),
-            _ctx: ctx,
-        });
+            ctx: Rc::new(ctx),
+        }));
+        live_contexts()
+            .get_or_insert_with(HashMap::new)
+            .insert(handle.addr(), owner);
         // SAFETY: `out` is non-null (checked) and valid for a write (contract).
-        unsafe { *out = Box::into_raw(handle) };
+        unsafe { *out = handle };
         Ok(())
     })
 }
 
-/// Frees a context. NULL is a no-op. It must be called on the thread that opened the context:
-/// from another thread the context cannot be made current to release its objects, so it is
-/// leaked (never destroyed under another thread's feet) and this thread's error detail
-/// (`gpusvc_last_error_detail`, code `GPUSVC_WRONG_THREAD`) says so.
+/// Frees a context. NULL is a no-op, and so is a pointer that is not a live context (already
+/// freed: this thread's error detail says `GPUSVC_INVALID_HANDLE`). It must be called on the
+/// thread that opened the context: from another thread the context cannot be made current to
+/// release its objects, so it is left alone (leaked unless freed later on its own thread,
+/// never destroyed under another thread's feet) and this thread's error detail
+/// (`gpusvc_last_error_detail`, code `GPUSVC_WRONG_THREAD`) says so. Program managers made over
+/// the context keep the GL context alive until they are freed.
 ///
 /// # Safety
-/// `ctx` must be NULL or a pointer from `gpusvc_gl_context_open` not yet freed.
+/// `ctx` must be NULL or a pointer from `gpusvc_gl_context_open`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn gpusvc_gl_context_free(ctx: *mut gpusvc_gl_context) {
     let _ = ffi_guard(|| {
         if ctx.is_null() {
             return Ok(());
         }
-        // SAFETY: non-null and from `Box::into_raw` in `gpusvc_gl_context_open` (contract).
-        let handle = unsafe { Box::from_raw(ctx) };
-        if handle.owner != std::thread::current().id() {
-            std::mem::forget(handle);
+        if live_owner(ctx)? != std::thread::current().id() {
             tracing::error!("gpusvc_gl_context_free called off its thread; context leaked");
             return Err(FfiError::new(
                 gpusvc_result::GPUSVC_WRONG_THREAD,
@@ -156,7 +207,12 @@ pub unsafe extern "C" fn gpusvc_gl_context_free(ctx: *mut gpusvc_gl_context) {
                  context; the context was leaked, not destroyed",
             ));
         }
-        drop(handle);
+        if let Some(m) = live_contexts().as_mut() {
+            m.remove(&ctx.addr());
+        }
+        // SAFETY: live until the line above and owned by this thread, so it came from
+        // `Box::into_raw` in `gpusvc_gl_context_open` and nothing else frees it.
+        drop(unsafe { Box::from_raw(ctx) });
         Ok(())
     });
 }

@@ -23,8 +23,12 @@
 
 #![allow(non_camel_case_types)]
 
+mod args;
 mod boundary;
 mod gl;
+mod handle;
+mod program_cache;
+mod program_manager;
 mod result;
 
 pub use boundary::{gpusvc_debug_panic, gpusvc_last_error_detail};
@@ -34,6 +38,8 @@ pub use gl::{
     gpusvc_gl_context_program_binary_formats, gpusvc_gl_context_renderer, gpusvc_gl_context_vendor,
     gpusvc_gl_context_version,
 };
+pub use program_cache::*;
+pub use program_manager::*;
 pub use result::{gpusvc_result, gpusvc_result_message};
 
 use std::ffi::c_char;

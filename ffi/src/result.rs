@@ -23,6 +23,14 @@ pub enum gpusvc_result {
     GPUSVC_INSUFFICIENT_SIZE = 4,
     /// A thread-bound handle was used from another thread.
     GPUSVC_WRONG_THREAD = 5,
+    /// A string argument (a name, a source, an identity) is not valid UTF-8.
+    GPUSVC_INVALID_UTF8 = 6,
+    /// A handle is not a live gpusvc object of the expected kind: already freed, never made by
+    /// gpusvc, or a handle of another kind.
+    GPUSVC_INVALID_HANDLE = 7,
+    /// The handle is in use by an outer gpusvc call on this thread (a host callback re-entered
+    /// the library with it).
+    GPUSVC_HANDLE_BUSY = 8,
     /// libEGL.so.1 could not be loaded.
     GPUSVC_GL_NO_LIBEGL = 100,
     /// EGL lists no usable device.
@@ -37,16 +45,33 @@ pub enum gpusvc_result {
     GPUSVC_GL_CONTEXT_FAILED = 105,
     /// The context could not be made current.
     GPUSVC_GL_MAKE_CURRENT_FAILED = 106,
+    /// Program cache: a program with an empty binary cannot be saved.
+    GPUSVC_PROGRAM_CACHE_EMPTY_BINARY = 200,
+    /// Program cache: the entry alone is larger than the cache budget.
+    GPUSVC_PROGRAM_CACHE_OVER_BUDGET = 201,
+    /// Program cache: memory pressure is critical, saves are refused.
+    GPUSVC_PROGRAM_CACHE_CRITICAL_PRESSURE = 202,
+    /// Program cache: no program with this key is cached.
+    GPUSVC_PROGRAM_CACHE_NOT_FOUND = 203,
+    /// Program cache: a deferred shader failed when the link compiled it (log in the detail).
+    GPUSVC_PROGRAM_CACHE_COMPILE_FAILED = 204,
+    /// Program cache: the driver refused to link the program (log in the detail).
+    GPUSVC_PROGRAM_CACHE_LINK_FAILED = 205,
+    /// Program cache: a shader given to a link was never compiled or failed to compile.
+    GPUSVC_PROGRAM_CACHE_SHADER_NOT_COMPILED = 206,
 }
 
 /// Every code, in number order.
-const ALL_RESULTS: [gpusvc_result; 13] = [
+const ALL_RESULTS: [gpusvc_result; 23] = [
     gpusvc_result::GPUSVC_OK,
     gpusvc_result::GPUSVC_PANIC,
     gpusvc_result::GPUSVC_NULL_ARGUMENT,
     gpusvc_result::GPUSVC_INVALID_ARGUMENT,
     gpusvc_result::GPUSVC_INSUFFICIENT_SIZE,
     gpusvc_result::GPUSVC_WRONG_THREAD,
+    gpusvc_result::GPUSVC_INVALID_UTF8,
+    gpusvc_result::GPUSVC_INVALID_HANDLE,
+    gpusvc_result::GPUSVC_HANDLE_BUSY,
     gpusvc_result::GPUSVC_GL_NO_LIBEGL,
     gpusvc_result::GPUSVC_GL_NO_DEVICE,
     gpusvc_result::GPUSVC_GL_DISPLAY_INIT_FAILED,
@@ -54,6 +79,13 @@ const ALL_RESULTS: [gpusvc_result; 13] = [
     gpusvc_result::GPUSVC_GL_VERSION_TOO_OLD,
     gpusvc_result::GPUSVC_GL_CONTEXT_FAILED,
     gpusvc_result::GPUSVC_GL_MAKE_CURRENT_FAILED,
+    gpusvc_result::GPUSVC_PROGRAM_CACHE_EMPTY_BINARY,
+    gpusvc_result::GPUSVC_PROGRAM_CACHE_OVER_BUDGET,
+    gpusvc_result::GPUSVC_PROGRAM_CACHE_CRITICAL_PRESSURE,
+    gpusvc_result::GPUSVC_PROGRAM_CACHE_NOT_FOUND,
+    gpusvc_result::GPUSVC_PROGRAM_CACHE_COMPILE_FAILED,
+    gpusvc_result::GPUSVC_PROGRAM_CACHE_LINK_FAILED,
+    gpusvc_result::GPUSVC_PROGRAM_CACHE_SHADER_NOT_COMPILED,
 ];
 
 impl gpusvc_result {
@@ -77,6 +109,11 @@ impl gpusvc_result {
             GPUSVC_INVALID_ARGUMENT => "an argument is out of range",
             GPUSVC_INSUFFICIENT_SIZE => "the provided buffer is too small",
             GPUSVC_WRONG_THREAD => "a thread-bound handle was used from another thread",
+            GPUSVC_INVALID_UTF8 => "a string argument is not valid UTF-8",
+            GPUSVC_INVALID_HANDLE => {
+                "the handle is not a live gpusvc object of the expected kind (freed or never made)"
+            }
+            GPUSVC_HANDLE_BUSY => "the handle is in use by an outer gpusvc call on this thread",
             GPUSVC_GL_NO_LIBEGL => "no libEGL: libEGL.so.1 could not be loaded",
             GPUSVC_GL_NO_DEVICE => "no usable EGL device",
             GPUSVC_GL_DISPLAY_INIT_FAILED => "the EGL display could not be initialized",
@@ -86,6 +123,19 @@ impl gpusvc_result {
             GPUSVC_GL_VERSION_TOO_OLD => "the driver's GL version is too old",
             GPUSVC_GL_CONTEXT_FAILED => "creating the GL context failed",
             GPUSVC_GL_MAKE_CURRENT_FAILED => "the GL context could not be made current",
+            GPUSVC_PROGRAM_CACHE_EMPTY_BINARY => "program cache: the program binary is empty",
+            GPUSVC_PROGRAM_CACHE_OVER_BUDGET => {
+                "program cache: the entry is larger than the cache budget"
+            }
+            GPUSVC_PROGRAM_CACHE_CRITICAL_PRESSURE => {
+                "program cache: memory pressure is critical, saves are refused"
+            }
+            GPUSVC_PROGRAM_CACHE_NOT_FOUND => "program cache: no program with this key is cached",
+            GPUSVC_PROGRAM_CACHE_COMPILE_FAILED => "program cache: a shader failed to compile",
+            GPUSVC_PROGRAM_CACHE_LINK_FAILED => "program cache: the program failed to link",
+            GPUSVC_PROGRAM_CACHE_SHADER_NOT_COMPILED => {
+                "program cache: a shader given to the link is not compiled"
+            }
         }
     }
 }

@@ -39,7 +39,10 @@ fn result_codes_have_stable_numbers_and_messages() {
     let numbers: Vec<u32> = gpusvc_result::all().iter().map(|r| *r as u32).collect();
     assert_eq!(
         numbers,
-        [0, 1, 2, 3, 4, 5, 100, 101, 102, 103, 104, 105, 106]
+        [
+            0, 1, 2, 3, 4, 5, 6, 7, 8, 100, 101, 102, 103, 104, 105, 106, 200, 201, 202, 203, 204,
+            205, 206
+        ]
     );
     for &code in gpusvc_result::all() {
         let (r, text, n) = message(code as u32, 256);

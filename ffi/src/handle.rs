@@ -1,0 +1,306 @@
+//! The registry of live handles: a handle that was freed, never made, or is of another kind is
+//! an error code (`GPUSVC_INVALID_HANDLE`), never a dereference of freed memory.
+//!
+//! The program-cache handles are not pointers to Rust objects: they are registry ids (never
+//! reused, so a stale handle can never alias a newer object) presented to C as opaque pointers,
+//! and the library never dereferences them. Two kinds of object sit behind them:
+//! * **shared** objects (`Send + Sync`, usable from any thread) live in the global registry as
+//!   an `Arc`; a call clones the `Arc` under the registry lock, so a concurrent `_free` on
+//!   another thread only drops the registry's reference and the call finishes on a live object;
+//! * **local** objects (thread-bound: GL objects, host callbacks) live in a per-thread map as
+//!   `Rc<RefCell<_>>`; the registry records the owner thread, so use from another thread is
+//!   `GPUSVC_WRONG_THREAD`, and a host callback that re-enters the library with a handle the
+//!   outer call is using gets `GPUSVC_HANDLE_BUSY` instead of an aliased `&mut`.
+
+use std::any::Any;
+use std::cell::{RefCell, RefMut};
+use std::collections::{BTreeMap, HashMap};
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::rc::Rc;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread::ThreadId;
+
+use crate::boundary::{FfiError, null_argument};
+use crate::result::gpusvc_result;
+
+/// What a handle is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kind {
+    ProgramCache,
+    CachedProgram,
+    ProgramManager,
+    Shader,
+    LinkedProgram,
+    HostSink,
+}
+
+impl Kind {
+    fn c_name(self) -> &'static str {
+        match self {
+            Kind::ProgramCache => "gpusvc_program_cache",
+            Kind::CachedProgram => "gpusvc_cached_program",
+            Kind::ProgramManager => "gpusvc_program_manager",
+            Kind::Shader => "gpusvc_shader",
+            Kind::LinkedProgram => "gpusvc_linked_program",
+            Kind::HostSink => "gpusvc_host_sink",
+        }
+    }
+}
+
+enum Slot {
+    Shared {
+        kind: Kind,
+        value: Arc<dyn Any + Send + Sync>,
+    },
+    Local {
+        kind: Kind,
+        owner: ThreadId,
+    },
+}
+
+impl Slot {
+    fn kind(&self) -> Kind {
+        match self {
+            Slot::Shared { kind, .. } | Slot::Local { kind, .. } => *kind,
+        }
+    }
+}
+
+struct Registry {
+    /// The next id; ids are never reused.
+    next: usize,
+    slots: BTreeMap<usize, Slot>,
+}
+
+static REGISTRY: Mutex<Registry> = Mutex::new(Registry {
+    next: 1,
+    slots: BTreeMap::new(),
+});
+
+fn registry() -> MutexGuard<'static, Registry> {
+    // Nothing panics while the lock is held; if something did, the map is still consistent.
+    REGISTRY.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// This thread's local objects. At thread exit the objects left (handles the host never freed)
+/// are dropped on their own thread; a panic there must not abort the process.
+struct LocalMap(HashMap<usize, Rc<dyn Any>>);
+
+impl Drop for LocalMap {
+    fn drop(&mut self) {
+        for (_, value) in self.0.drain() {
+            let _ = catch_unwind(AssertUnwindSafe(|| drop(value)));
+        }
+    }
+}
+
+thread_local! {
+    static LOCAL: RefCell<LocalMap> = RefCell::new(LocalMap(HashMap::new()));
+}
+
+fn allocate(slot: Slot) -> usize {
+    let mut reg = registry();
+    let id = reg.next;
+    reg.next += 1;
+    reg.slots.insert(id, slot);
+    id
+}
+
+/// The opaque pointer C sees for a registry id. It is never dereferenced.
+pub(crate) fn to_handle<H>(id: usize) -> *mut H {
+    std::ptr::without_provenance_mut(id)
+}
+
+fn invalid(id: usize, kind: Kind) -> FfiError {
+    FfiError::new(
+        gpusvc_result::GPUSVC_INVALID_HANDLE,
+        format!(
+            "{:#x} is not a live {} (freed, or never made by gpusvc)",
+            id,
+            kind.c_name()
+        ),
+    )
+}
+
+fn wrong_kind(id: usize, found: Kind, expected: Kind) -> FfiError {
+    FfiError::new(
+        gpusvc_result::GPUSVC_INVALID_HANDLE,
+        format!(
+            "handle {:#x} is a {}, not a {}",
+            id,
+            found.c_name(),
+            expected.c_name()
+        ),
+    )
+}
+
+fn wrong_thread(kind: Kind) -> FfiError {
+    FfiError::new(
+        gpusvc_result::GPUSVC_WRONG_THREAD,
+        format!(
+            "this {} belongs to another thread; use and free it on the thread that made it",
+            kind.c_name()
+        ),
+    )
+}
+
+/// Registers a shared (any-thread) object; returns its handle.
+pub(crate) fn new_shared<H, T: Any + Send + Sync>(kind: Kind, value: T) -> *mut H {
+    to_handle(allocate(Slot::Shared {
+        kind,
+        value: Arc::new(value),
+    }))
+}
+
+/// The object behind a shared handle.
+pub(crate) fn shared<H, T: Any + Send + Sync>(
+    handle: *const H,
+    name: &str,
+    kind: Kind,
+) -> Result<Arc<T>, FfiError> {
+    if handle.is_null() {
+        return Err(null_argument(name));
+    }
+    let id = handle.addr();
+    let value = match registry().slots.get(&id) {
+        None => return Err(invalid(id, kind)),
+        Some(Slot::Shared { kind: k, value }) if *k == kind => value.clone(),
+        Some(slot) => return Err(wrong_kind(id, slot.kind(), kind)),
+    };
+    value.downcast::<T>().map_err(|_| invalid(id, kind))
+}
+
+/// Registers a thread-bound object owned by the calling thread; returns its handle.
+pub(crate) fn new_local<H, T: Any>(kind: Kind, value: T) -> *mut H {
+    let id = allocate(Slot::Local {
+        kind,
+        owner: std::thread::current().id(),
+    });
+    let value: Rc<dyn Any> = Rc::new(RefCell::new(value));
+    LOCAL.with(|m| m.borrow_mut().0.insert(id, value));
+    to_handle(id)
+}
+
+/// Checks that `id` is a live local object of `kind` owned by this thread.
+fn check_local(id: usize, kind: Kind) -> Result<(), FfiError> {
+    match registry().slots.get(&id) {
+        None => Err(invalid(id, kind)),
+        Some(Slot::Local { kind: k, owner }) if *k == kind => {
+            if *owner == std::thread::current().id() {
+                Ok(())
+            } else {
+                Err(wrong_thread(kind))
+            }
+        }
+        Some(slot) => Err(wrong_kind(id, slot.kind(), kind)),
+    }
+}
+
+/// A thread-bound object, kept alive by this reference for the length of a call.
+pub(crate) struct Local<T> {
+    rc: Rc<RefCell<T>>,
+    kind: Kind,
+}
+
+impl<T> std::fmt::Debug for Local<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Local").field("kind", &self.kind).finish()
+    }
+}
+
+impl<T> Local<T> {
+    /// Borrows the object to read it; `GPUSVC_HANDLE_BUSY` when an outer call on this thread is
+    /// changing it.
+    pub(crate) fn borrow(&self) -> Result<std::cell::Ref<'_, T>, FfiError> {
+        self.rc.try_borrow().map_err(|_| self.busy())
+    }
+
+    fn busy(&self) -> FfiError {
+        FfiError::new(
+            gpusvc_result::GPUSVC_HANDLE_BUSY,
+            format!(
+                "this {} is in use by an outer gpusvc call on this thread (a callback \
+                 re-entered the library with it)",
+                self.kind.c_name()
+            ),
+        )
+    }
+
+    /// Borrows the object; `GPUSVC_HANDLE_BUSY` when an outer call on this thread holds it.
+    pub(crate) fn borrow_mut(&self) -> Result<RefMut<'_, T>, FfiError> {
+        self.rc.try_borrow_mut().map_err(|_| self.busy())
+    }
+}
+
+/// The object behind a thread-bound handle.
+pub(crate) fn local<H, T: Any>(
+    handle: *const H,
+    name: &str,
+    kind: Kind,
+) -> Result<Local<T>, FfiError> {
+    if handle.is_null() {
+        return Err(null_argument(name));
+    }
+    let id = handle.addr();
+    check_local(id, kind)?;
+    let value = LOCAL
+        .with(|m| m.borrow().0.get(&id).cloned())
+        .ok_or_else(|| invalid(id, kind))?;
+    let rc = value
+        .downcast::<RefCell<T>>()
+        .map_err(|_| invalid(id, kind))?;
+    Ok(Local { rc, kind })
+}
+
+/// Frees a handle of `kind`. NULL is a no-op. The object is dropped once no call that is still
+/// running (an outer call, when a callback frees a handle) uses it.
+pub(crate) fn free<H>(handle: *const H, kind: Kind) -> Result<(), FfiError> {
+    if handle.is_null() {
+        return Ok(());
+    }
+    let id = handle.addr();
+    let removed = {
+        let mut reg = registry();
+        match reg.slots.get(&id) {
+            None => return Err(invalid(id, kind)),
+            Some(slot) if slot.kind() != kind => {
+                return Err(wrong_kind(id, slot.kind(), kind));
+            }
+            Some(Slot::Local { owner, .. }) if *owner != std::thread::current().id() => {
+                return Err(wrong_thread(kind));
+            }
+            Some(_) => reg.slots.remove(&id),
+        }
+    };
+    // Dropped with no lock and no borrow held: drops may call host callbacks that re-enter.
+    match removed {
+        Some(Slot::Shared { value, .. }) => drop(value),
+        Some(Slot::Local { .. }) => {
+            let value = LOCAL.with(|m| m.borrow_mut().0.remove(&id));
+            drop(value);
+        }
+        None => {}
+    }
+    Ok(())
+}
+
+/// Removes a local handle made by this thread and returns its object (for the sinks handed to
+/// host callbacks, which live for one callback).
+pub(crate) fn take_local<H, T: Any + Default>(handle: *const H, kind: Kind) -> T {
+    let id = handle.addr();
+    registry().slots.remove(&id);
+    let value = LOCAL.with(|m| m.borrow_mut().0.remove(&id));
+    value
+        .and_then(|v| v.downcast::<RefCell<T>>().ok())
+        .map(|rc| match Rc::try_unwrap(rc) {
+            Ok(cell) => cell.into_inner(),
+            Err(rc) => rc
+                .try_borrow_mut()
+                .map(|mut v| std::mem::take(&mut *v))
+                .unwrap_or_default(),
+        })
+        .unwrap_or_else(|| {
+            tracing::error!(kind = kind.c_name(), "local handle vanished");
+            T::default()
+        })
+}

@@ -1,0 +1,1496 @@
+//! The program-cache C ABI exercised from Rust through the exported `extern "C"` functions:
+//! the cache, the key helpers, save/load/peek copies, statistics, the compile/link flow over a
+//! host-callback fake GL and over the real driver, and every bad input the ABI promises to turn
+//! into a code.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::ffi::{CStr, CString, c_char, c_void};
+use std::ptr;
+use std::sync::Mutex;
+
+use gpusvc::*;
+use headless_gl::testing::{gl_required, isolate_shader_cache};
+
+const OK: gpusvc_result = gpusvc_result::GPUSVC_OK;
+
+fn last_detail() -> String {
+    let mut buf = [0 as c_char; 1024];
+    let mut n = 0;
+    // SAFETY: a 1024-byte buffer and a live usize.
+    let r = unsafe { gpusvc_last_error_detail(buf.as_mut_ptr(), buf.len(), &mut n) };
+    assert_eq!(r, OK);
+    // SAFETY: NUL-terminated on success.
+    unsafe { CStr::from_ptr(buf.as_ptr()) }
+        .to_string_lossy()
+        .into_owned()
+}
+
+fn config(budget: usize) -> gpusvc_program_cache_config {
+    let mut c = gpusvc_program_cache_config {
+        budget_bytes: 0,
+        policy: 0,
+        max_unreferenced_shader_statuses: 0,
+    };
+    // SAFETY: `c` is a live local.
+    let r = unsafe { gpusvc_program_cache_config_defaults(GPUSVC_CACHE_PROFILE_DESKTOP, &mut c) };
+    assert_eq!(r, OK);
+    c.budget_bytes = budget;
+    c
+}
+
+fn new_cache(budget: usize) -> *mut gpusvc_program_cache {
+    let mut cache = ptr::null_mut();
+    // SAFETY: live config and out slot.
+    let r = unsafe { gpusvc_program_cache_new(&config(budget), None, ptr::null_mut(), &mut cache) };
+    assert_eq!(r, OK, "{}", last_detail());
+    cache
+}
+
+fn free_cache(cache: *mut gpusvc_program_cache) {
+    // SAFETY: a handle from gpusvc_program_cache_new.
+    assert_eq!(unsafe { gpusvc_program_cache_free(cache) }, OK);
+}
+
+fn hash(stage: u32, source: &str) -> gpusvc_sha1 {
+    let mut out = gpusvc_sha1::default();
+    // SAFETY: the source is a live buffer of its length; no options.
+    let r = unsafe {
+        gpusvc_program_cache_shader_hash(
+            stage,
+            source.as_ptr().cast(),
+            source.len(),
+            ptr::null(),
+            0,
+            &mut out,
+        )
+    };
+    assert_eq!(r, OK, "{}", last_detail());
+    out
+}
+
+fn no_link_options() -> gpusvc_link_options {
+    gpusvc_link_options {
+        attribute_bindings: ptr::null(),
+        attribute_binding_count: 0,
+        transform_feedback_varyings: ptr::null(),
+        transform_feedback_varying_count: 0,
+        transform_feedback_mode: GPUSVC_TRANSFORM_FEEDBACK_INTERLEAVED,
+    }
+}
+
+fn key(vs: gpusvc_sha1, fs: gpusvc_sha1, bindings: &[(&str, u32)]) -> gpusvc_sha1 {
+    let names: Vec<CString> = bindings
+        .iter()
+        .map(|(n, _)| CString::new(*n).unwrap())
+        .collect();
+    let list: Vec<gpusvc_attribute_binding> = bindings
+        .iter()
+        .zip(&names)
+        .map(|((_, l), n)| gpusvc_attribute_binding {
+            name: n.as_ptr(),
+            location: *l,
+        })
+        .collect();
+    let input = gpusvc_program_key_input {
+        vertex: vs,
+        fragment: fs,
+        backend_identity: c"rust abi test".as_ptr(),
+        link: gpusvc_link_options {
+            attribute_bindings: list.as_ptr(),
+            attribute_binding_count: list.len(),
+            ..no_link_options()
+        },
+    };
+    let mut out = gpusvc_sha1::default();
+    // SAFETY: `input` points at live locals.
+    let r = unsafe { gpusvc_program_cache_program_key(&input, &mut out) };
+    assert_eq!(r, OK, "{}", last_detail());
+    out
+}
+
+fn no_variables() -> gpusvc_shader_variables {
+    gpusvc_shader_variables {
+        attributes: ptr::null(),
+        attribute_count: 0,
+        uniforms: ptr::null(),
+        uniform_count: 0,
+    }
+}
+
+fn desc(vs: gpusvc_sha1, fs: gpusvc_sha1, binary: &[u8]) -> gpusvc_cached_program_desc {
+    gpusvc_cached_program_desc {
+        vertex_shader: vs,
+        fragment_shader: fs,
+        vertex: no_variables(),
+        fragment: no_variables(),
+        binary_format: 0x1234,
+        binary: binary.as_ptr(),
+        binary_len: binary.len(),
+        has_page: false,
+        page: 0,
+    }
+}
+
+fn save(
+    cache: *mut gpusvc_program_cache,
+    key: gpusvc_sha1,
+    d: &gpusvc_cached_program_desc,
+) -> gpusvc_result {
+    let mut report = gpusvc_save_report::default();
+    // SAFETY: live locals; `d` points at live memory.
+    unsafe { gpusvc_program_cache_save(cache, &key, d, &mut report) }
+}
+
+fn compile_status(cache: *mut gpusvc_program_cache, h: gpusvc_sha1) -> u32 {
+    let mut s = 99;
+    // SAFETY: live locals.
+    let r = unsafe { gpusvc_program_cache_shader_compile_status(cache, &h, &mut s) };
+    assert_eq!(r, OK);
+    s
+}
+
+fn link_status(cache: *mut gpusvc_program_cache, k: gpusvc_sha1) -> u32 {
+    let mut s = 99;
+    // SAFETY: live locals.
+    let r = unsafe { gpusvc_program_cache_link_status(cache, &k, &mut s) };
+    assert_eq!(r, OK);
+    s
+}
+
+fn stats(cache: *mut gpusvc_program_cache) -> gpusvc_program_cache_stats {
+    let mut s = gpusvc_program_cache_stats::default();
+    // SAFETY: live local.
+    assert_eq!(unsafe { gpusvc_program_cache_get_stats(cache, &mut s) }, OK);
+    s
+}
+
+fn eviction_order(cache: *mut gpusvc_program_cache) -> Vec<gpusvc_sha1> {
+    let mut n = 0;
+    // SAFETY: count query with a live out slot.
+    let r = unsafe { gpusvc_program_cache_eviction_order(cache, ptr::null_mut(), 0, &mut n) };
+    assert_eq!(r, OK);
+    let mut keys = vec![gpusvc_sha1::default(); n];
+    // SAFETY: `keys` has room for `n`.
+    let r = unsafe { gpusvc_program_cache_eviction_order(cache, keys.as_mut_ptr(), n, &mut n) };
+    assert_eq!(r, OK);
+    keys
+}
+
+#[test]
+fn config_defaults_and_creation_validate_their_input() {
+    let mut c = config(0);
+    // SAFETY: live locals and NULL where the contract allows it.
+    unsafe {
+        assert_eq!(
+            gpusvc_program_cache_config_defaults(GPUSVC_CACHE_PROFILE_MOBILE, &mut c),
+            OK
+        );
+        assert_eq!(c.budget_bytes, 2 * 1024 * 1024);
+        assert_eq!(c.policy, GPUSVC_EVICTION_POLICY_LRU);
+        assert_eq!(
+            gpusvc_program_cache_config_defaults(GPUSVC_CACHE_PROFILE_LOW_MEMORY, &mut c),
+            OK
+        );
+        assert_eq!(c.budget_bytes, 128 * 1024);
+        let before = c;
+        assert_eq!(
+            gpusvc_program_cache_config_defaults(7, &mut c),
+            gpusvc_result::GPUSVC_INVALID_ARGUMENT
+        );
+        assert_eq!(c, before);
+        assert!(last_detail().contains("7"), "{}", last_detail());
+
+        let mut cache = ptr::null_mut();
+        for bad in [
+            gpusvc_program_cache_config { policy: 2, ..c },
+            gpusvc_program_cache_config {
+                max_unreferenced_shader_statuses: 0,
+                ..c
+            },
+            gpusvc_program_cache_config {
+                budget_bytes: usize::MAX,
+                ..c
+            },
+        ] {
+            assert_eq!(
+                gpusvc_program_cache_new(&bad, None, ptr::null_mut(), &mut cache),
+                gpusvc_result::GPUSVC_INVALID_ARGUMENT
+            );
+            assert!(cache.is_null());
+        }
+        assert_eq!(
+            gpusvc_program_cache_new(ptr::null(), None, ptr::null_mut(), &mut cache),
+            gpusvc_result::GPUSVC_NULL_ARGUMENT
+        );
+
+        let page_policy = gpusvc_program_cache_config {
+            policy: GPUSVC_EVICTION_POLICY_PAGE_LRU_MRU,
+            ..c
+        };
+        assert_eq!(
+            gpusvc_program_cache_new(&page_policy, None, ptr::null_mut(), &mut cache),
+            OK
+        );
+        let mut back = before;
+        assert_eq!(gpusvc_program_cache_get_config(cache, &mut back), OK);
+        assert_eq!(back, page_policy);
+        free_cache(cache);
+    }
+}
+
+#[test]
+fn status_storage_copies_its_keys_and_counts_references() {
+    let cache = new_cache(1 << 20);
+    let vs = hash(GPUSVC_SHADER_STAGE_VERTEX, "void main() {}");
+    let fs = hash(GPUSVC_SHADER_STAGE_FRAGMENT, "void main() {}");
+    assert_ne!(vs, fs, "the stage is part of the hash");
+    let mut scratch = vs;
+    // SAFETY: live locals.
+    unsafe {
+        assert_eq!(
+            gpusvc_program_cache_mark_shader_compiled(cache, &scratch),
+            OK
+        );
+    }
+    scratch.bytes = [0; 20];
+    assert_eq!(compile_status(cache, vs), GPUSVC_COMPILE_STATUS_SUCCESS);
+    assert_eq!(
+        compile_status(cache, scratch),
+        GPUSVC_COMPILE_STATUS_UNKNOWN
+    );
+
+    let k = key(vs, fs, &[]);
+    assert_eq!(link_status(cache, k), GPUSVC_LINK_STATUS_UNKNOWN);
+    assert_eq!(save(cache, k, &desc(vs, fs, b"binary")), OK);
+    assert_eq!(link_status(cache, k), GPUSVC_LINK_STATUS_SUCCESS);
+    let mut refs = 0;
+    // SAFETY: live locals.
+    unsafe {
+        assert_eq!(
+            gpusvc_program_cache_shader_refcount(cache, &fs, &mut refs),
+            OK
+        );
+    }
+    assert_eq!(refs, 1);
+    assert_eq!(compile_status(cache, fs), GPUSVC_COMPILE_STATUS_SUCCESS);
+    free_cache(cache);
+}
+
+#[test]
+fn keys_cover_sources_bindings_and_identity() {
+    let vs = hash(GPUSVC_SHADER_STAGE_VERTEX, "a");
+    let vs2 = hash(GPUSVC_SHADER_STAGE_VERTEX, "b");
+    let fs = hash(GPUSVC_SHADER_STAGE_FRAGMENT, "a");
+    let base = key(vs, fs, &[("a_pos", 0)]);
+    assert_eq!(base, key(vs, fs, &[("a_pos", 0)]));
+    assert_ne!(base, key(vs2, fs, &[("a_pos", 0)]));
+    assert_ne!(base, key(vs, fs, &[("a_pos", 1)]));
+    assert_eq!(
+        key(vs, fs, &[("a", 0), ("b", 1)]),
+        key(vs, fs, &[("b", 1), ("a", 0)]),
+        "binding order does not matter"
+    );
+    let mut options_hash = gpusvc_sha1::default();
+    // SAFETY: live buffers of the given lengths.
+    unsafe {
+        assert_eq!(
+            gpusvc_program_cache_shader_hash(
+                GPUSVC_SHADER_STAGE_VERTEX,
+                c"a".as_ptr(),
+                1,
+                b"flags".as_ptr(),
+                5,
+                &mut options_hash
+            ),
+            OK
+        );
+    }
+    assert_ne!(options_hash, vs, "compile options are part of the hash");
+}
+
+#[test]
+fn save_then_load_and_peek_copy_everything_out() {
+    let cache = new_cache(1 << 20);
+    let vs = hash(GPUSVC_SHADER_STAGE_VERTEX, "vs");
+    let fs = hash(GPUSVC_SHADER_STAGE_FRAGMENT, "fs");
+    let k = key(vs, fs, &[]);
+    let name = CString::new("a_position").unwrap();
+    let mapped = CString::new("_ua_position").unwrap();
+    let attrs = [gpusvc_variable_info {
+        name: name.as_ptr(),
+        mapped_name: mapped.as_ptr(),
+        gl_type: 0x8B50,
+        array_size: 1,
+        has_location: true,
+        location: 3,
+    }];
+    let binary = b"0123456789".to_vec();
+    let mut d = desc(vs, fs, &binary);
+    d.vertex.attributes = attrs.as_ptr();
+    d.vertex.attribute_count = 1;
+    assert_eq!(save(cache, k, &d), OK);
+    drop((name, mapped, binary));
+
+    let mut missing = ptr::null_mut();
+    let other = key(fs, vs, &[]);
+    // SAFETY: live locals and handles.
+    unsafe {
+        assert_eq!(
+            gpusvc_program_cache_load(cache, &other, false, 0, &mut missing),
+            gpusvc_result::GPUSVC_PROGRAM_CACHE_NOT_FOUND
+        );
+        assert!(missing.is_null());
+
+        let mut peeked = ptr::null_mut();
+        assert_eq!(gpusvc_program_cache_peek(cache, &k, &mut peeked), OK);
+        assert_eq!(gpusvc_cached_program_free(peeked), OK);
+        let s = stats(cache);
+        assert_eq!(
+            (s.counters.hits, s.counters.misses),
+            (0, 1),
+            "peek counts nothing"
+        );
+
+        let mut p = ptr::null_mut();
+        assert_eq!(gpusvc_program_cache_load(cache, &k, true, 7, &mut p), OK);
+        let (mut v, mut f) = (gpusvc_sha1::default(), gpusvc_sha1::default());
+        assert_eq!(gpusvc_cached_program_shader_hashes(p, &mut v, &mut f), OK);
+        assert_eq!((v, f), (vs, fs));
+
+        let (mut format, mut len) = (0u32, 0usize);
+        assert_eq!(
+            gpusvc_cached_program_binary(p, &mut format, ptr::null_mut(), 0, &mut len),
+            OK
+        );
+        assert_eq!((format, len), (0x1234, 10));
+        let mut small = [0xAAu8; 4];
+        let mut wrote = 77usize;
+        assert_eq!(
+            gpusvc_cached_program_binary(p, &mut format, small.as_mut_ptr(), 4, &mut wrote),
+            gpusvc_result::GPUSVC_INSUFFICIENT_SIZE
+        );
+        assert_eq!((small, wrote), ([0xAA; 4], 77));
+        let mut bytes = vec![0u8; len];
+        assert_eq!(
+            gpusvc_cached_program_binary(p, &mut format, bytes.as_mut_ptr(), len, &mut len),
+            OK
+        );
+        assert_eq!(bytes, b"0123456789");
+
+        let mut n = 0;
+        assert_eq!(
+            gpusvc_cached_program_variable_count(
+                p,
+                GPUSVC_SHADER_STAGE_VERTEX,
+                GPUSVC_VARIABLE_KIND_ATTRIBUTE,
+                &mut n
+            ),
+            OK
+        );
+        assert_eq!(n, 1);
+        let mut info = attrs[0];
+        info.name = ptr::null();
+        assert_eq!(
+            gpusvc_cached_program_variable(
+                p,
+                GPUSVC_SHADER_STAGE_VERTEX,
+                GPUSVC_VARIABLE_KIND_ATTRIBUTE,
+                0,
+                &mut info
+            ),
+            OK
+        );
+        assert_eq!(CStr::from_ptr(info.name).to_str().unwrap(), "a_position");
+        assert_eq!(
+            CStr::from_ptr(info.mapped_name).to_str().unwrap(),
+            "_ua_position"
+        );
+        assert_eq!(
+            (info.gl_type, info.has_location, info.location),
+            (0x8B50, true, 3)
+        );
+        assert_eq!(
+            gpusvc_cached_program_variable(
+                p,
+                GPUSVC_SHADER_STAGE_VERTEX,
+                GPUSVC_VARIABLE_KIND_ATTRIBUTE,
+                1,
+                &mut info
+            ),
+            gpusvc_result::GPUSVC_INVALID_ARGUMENT
+        );
+        assert_eq!(
+            gpusvc_cached_program_variable_count(
+                p,
+                GPUSVC_SHADER_STAGE_COMPUTE,
+                GPUSVC_VARIABLE_KIND_ATTRIBUTE,
+                &mut n
+            ),
+            gpusvc_result::GPUSVC_INVALID_ARGUMENT
+        );
+        // The copy outlives the cache's entry and the cache itself.
+        gpusvc_program_cache_clear(cache);
+        free_cache(cache);
+        assert_eq!(gpusvc_cached_program_shader_hashes(p, &mut v, &mut f), OK);
+        assert_eq!(gpusvc_cached_program_free(p), OK);
+    }
+}
+
+#[test]
+fn refused_saves_have_their_own_codes_and_change_nothing() {
+    let cache = new_cache(256);
+    let vs = hash(GPUSVC_SHADER_STAGE_VERTEX, "vs");
+    let fs = hash(GPUSVC_SHADER_STAGE_FRAGMENT, "fs");
+    let k = key(vs, fs, &[]);
+    assert_eq!(
+        save(cache, k, &desc(vs, fs, b"")),
+        gpusvc_result::GPUSVC_PROGRAM_CACHE_EMPTY_BINARY
+    );
+    assert_eq!(
+        save(cache, k, &desc(vs, fs, &[1u8; 4096])),
+        gpusvc_result::GPUSVC_PROGRAM_CACHE_OVER_BUDGET
+    );
+    assert!(last_detail().contains("budget"), "{}", last_detail());
+    let mut absurd = desc(vs, fs, b"x");
+    absurd.binary_len = usize::MAX;
+    assert_eq!(
+        save(cache, k, &absurd),
+        gpusvc_result::GPUSVC_INVALID_ARGUMENT
+    );
+    let mut null_binary = desc(vs, fs, b"x");
+    null_binary.binary = ptr::null();
+    assert_eq!(
+        save(cache, k, &null_binary),
+        gpusvc_result::GPUSVC_NULL_ARGUMENT
+    );
+    let bad_name = [0xC3u8, 0x28, 0];
+    let attrs = [gpusvc_variable_info {
+        name: bad_name.as_ptr().cast(),
+        mapped_name: bad_name.as_ptr().cast(),
+        gl_type: 0,
+        array_size: 1,
+        has_location: false,
+        location: 0,
+    }];
+    let mut utf8 = desc(vs, fs, b"x");
+    utf8.fragment.uniforms = attrs.as_ptr();
+    utf8.fragment.uniform_count = 1;
+    assert_eq!(save(cache, k, &utf8), gpusvc_result::GPUSVC_INVALID_UTF8);
+
+    let mut freed = 0;
+    // SAFETY: live locals.
+    unsafe {
+        assert_eq!(
+            gpusvc_program_cache_set_memory_pressure(
+                cache,
+                GPUSVC_MEMORY_PRESSURE_CRITICAL,
+                &mut freed
+            ),
+            OK
+        );
+        assert_eq!(
+            save(cache, k, &desc(vs, fs, b"x")),
+            gpusvc_result::GPUSVC_PROGRAM_CACHE_CRITICAL_PRESSURE
+        );
+        assert_eq!(
+            gpusvc_program_cache_set_memory_pressure(cache, 3, &mut freed),
+            gpusvc_result::GPUSVC_INVALID_ARGUMENT
+        );
+        assert_eq!(
+            gpusvc_program_cache_set_memory_pressure(
+                cache,
+                GPUSVC_MEMORY_PRESSURE_NONE,
+                &mut freed
+            ),
+            OK
+        );
+    }
+    assert_eq!(save(cache, k, &desc(vs, fs, b"x")), OK);
+    let s = stats(cache);
+    assert_eq!(
+        (s.entries, s.counters.saves, s.counters.rejected_saves),
+        (1, 1, 3)
+    );
+    free_cache(cache);
+}
+
+#[test]
+fn eviction_order_trim_pressure_and_clear() {
+    let cache = new_cache(1 << 20);
+    let keys: Vec<gpusvc_sha1> = (0..4)
+        .map(|i| {
+            let vs = hash(GPUSVC_SHADER_STAGE_VERTEX, &format!("vs{i}"));
+            let fs = hash(GPUSVC_SHADER_STAGE_FRAGMENT, &format!("fs{i}"));
+            let k = key(vs, fs, &[]);
+            assert_eq!(save(cache, k, &desc(vs, fs, &[i as u8; 100])), OK);
+            k
+        })
+        .collect();
+    assert_eq!(eviction_order(cache), keys);
+    let mut p = ptr::null_mut();
+    let mut removed = false;
+    let mut freed = 0;
+    // SAFETY: live locals and handles.
+    unsafe {
+        assert_eq!(
+            gpusvc_program_cache_load(cache, &keys[0], false, 0, &mut p),
+            OK
+        );
+        assert_eq!(gpusvc_cached_program_free(p), OK);
+        assert_eq!(eviction_order(cache), [keys[1], keys[2], keys[3], keys[0]]);
+
+        let mut one = [gpusvc_sha1::default(); 1];
+        let mut n = 42;
+        assert_eq!(
+            gpusvc_program_cache_eviction_order(cache, one.as_mut_ptr(), 1, &mut n),
+            gpusvc_result::GPUSVC_INSUFFICIENT_SIZE
+        );
+        assert_eq!(n, 42);
+
+        assert_eq!(
+            gpusvc_program_cache_evict(cache, &keys[2], &mut removed),
+            OK
+        );
+        assert!(removed);
+        assert_eq!(
+            gpusvc_program_cache_evict(cache, &keys[2], &mut removed),
+            OK
+        );
+        assert!(!removed);
+
+        let size = stats(cache).size_bytes;
+        assert_eq!(gpusvc_program_cache_trim(cache, size - 1, &mut freed), OK);
+        assert!(freed > 0);
+        assert_eq!(eviction_order(cache), [keys[3], keys[0]]);
+
+        assert_eq!(
+            gpusvc_program_cache_set_memory_pressure(
+                cache,
+                GPUSVC_MEMORY_PRESSURE_MODERATE,
+                &mut freed
+            ),
+            OK
+        );
+        assert_eq!(freed, 0, "two small entries are under a quarter of 1 MiB");
+        assert_eq!(gpusvc_program_cache_clear(cache), OK);
+    }
+    assert!(eviction_order(cache).is_empty());
+    let s = stats(cache);
+    assert_eq!((s.entries, s.size_bytes), (0, 0));
+    assert_eq!(
+        s.counters.evictions, 2,
+        "evict + trim; clear is not an eviction"
+    );
+    free_cache(cache);
+}
+
+type Samples = Mutex<Vec<(String, f64)>>;
+
+unsafe extern "C" fn record_sample(name: *const c_char, value: f64, user_data: *mut c_void) {
+    // SAFETY: user_data is the `Samples` the test passed; the name is NUL-terminated.
+    let (samples, name) = unsafe { (&*(user_data as *const Samples), CStr::from_ptr(name)) };
+    samples
+        .lock()
+        .unwrap()
+        .push((name.to_string_lossy().into_owned(), value));
+}
+
+#[test]
+fn histograms_reach_the_callback_and_the_summaries() {
+    let samples: Samples = Mutex::new(Vec::new());
+    let mut cache = ptr::null_mut();
+    // SAFETY: `samples` outlives the cache (freed below); live out slot.
+    unsafe {
+        assert_eq!(
+            gpusvc_program_cache_new(
+                &config(1 << 20),
+                Some(record_sample),
+                &samples as *const Samples as *mut c_void,
+                &mut cache
+            ),
+            OK
+        );
+    }
+    let vs = hash(GPUSVC_SHADER_STAGE_VERTEX, "vs");
+    let fs = hash(GPUSVC_SHADER_STAGE_FRAGMENT, "fs");
+    assert_eq!(save(cache, key(vs, fs, &[]), &desc(vs, fs, &[9; 300])), OK);
+    let got = samples.lock().unwrap().clone();
+    assert!(
+        got.contains(&("GPU.ProgramCache.ProgramBinarySizeBytes".into(), 300.0)),
+        "{got:?}"
+    );
+    let mut names = Vec::new();
+    // SAFETY: live locals; names are static strings.
+    unsafe {
+        let mut name: *const c_char = ptr::null();
+        let mut i = 0;
+        while gpusvc_program_cache_histogram_name(i, &mut name) == OK {
+            names.push(CStr::from_ptr(name).to_str().unwrap().to_owned());
+            i += 1;
+        }
+        assert_eq!(names.len(), 7);
+        let mut summary = gpusvc_histogram_summary::default();
+        let size = CString::new("GPU.ProgramCache.ProgramBinarySizeBytes").unwrap();
+        assert_eq!(
+            gpusvc_program_cache_histogram(cache, size.as_ptr(), &mut summary),
+            OK
+        );
+        assert_eq!((summary.count, summary.max), (1, 300.0));
+        let hit = CString::new("GPU.ProgramCache.BinaryCacheHitTimeUs").unwrap();
+        assert_eq!(
+            gpusvc_program_cache_histogram(cache, hit.as_ptr(), &mut summary),
+            OK
+        );
+        assert_eq!(summary.count, 0);
+        assert_eq!(
+            gpusvc_program_cache_histogram(cache, c"nope".as_ptr(), &mut summary),
+            gpusvc_result::GPUSVC_INVALID_ARGUMENT
+        );
+    }
+    free_cache(cache);
+}
+
+#[test]
+fn bad_sources_names_and_sizes_return_codes() {
+    let mut out = gpusvc_sha1 { bytes: [7; 20] };
+    let bad = [b'x', 0xFF, b'y'];
+    // SAFETY: each pointer is NULL, or a live buffer at least as long as the length, except the
+    // absurd length, which the library must refuse before reading.
+    unsafe {
+        assert_eq!(
+            gpusvc_program_cache_shader_hash(0, ptr::null(), 4, ptr::null(), 0, &mut out),
+            gpusvc_result::GPUSVC_NULL_ARGUMENT
+        );
+        assert_eq!(
+            gpusvc_program_cache_shader_hash(0, c"".as_ptr(), 0, ptr::null(), 0, &mut out),
+            gpusvc_result::GPUSVC_INVALID_ARGUMENT
+        );
+        assert!(last_detail().contains("empty"), "{}", last_detail());
+        assert_eq!(
+            gpusvc_program_cache_shader_hash(0, bad.as_ptr().cast(), 3, ptr::null(), 0, &mut out),
+            gpusvc_result::GPUSVC_INVALID_UTF8
+        );
+        assert_eq!(
+            gpusvc_program_cache_shader_hash(
+                0,
+                c"x".as_ptr(),
+                usize::MAX,
+                ptr::null(),
+                0,
+                &mut out
+            ),
+            gpusvc_result::GPUSVC_INVALID_ARGUMENT
+        );
+        assert!(last_detail().contains("absurd"), "{}", last_detail());
+        assert_eq!(
+            gpusvc_program_cache_shader_hash(9, c"x".as_ptr(), 1, ptr::null(), 0, &mut out),
+            gpusvc_result::GPUSVC_INVALID_ARGUMENT
+        );
+        assert_eq!(
+            gpusvc_program_cache_shader_hash(0, c"x".as_ptr(), 1, ptr::null(), 3, &mut out),
+            gpusvc_result::GPUSVC_NULL_ARGUMENT
+        );
+        assert_eq!(out.bytes, [7; 20], "nothing written on failure");
+
+        let input = gpusvc_program_key_input {
+            vertex: out,
+            fragment: out,
+            backend_identity: bad.as_ptr().cast(),
+            link: no_link_options(),
+        };
+        // `bad` is not NUL-terminated by itself; give it a terminator.
+        let bad_c = [b'x', 0xFF, 0];
+        let input = gpusvc_program_key_input {
+            backend_identity: bad_c.as_ptr().cast(),
+            ..input
+        };
+        assert_eq!(
+            gpusvc_program_cache_program_key(&input, &mut out),
+            gpusvc_result::GPUSVC_INVALID_UTF8
+        );
+        let input = gpusvc_program_key_input {
+            backend_identity: c"id".as_ptr(),
+            link: gpusvc_link_options {
+                transform_feedback_mode: 5,
+                ..no_link_options()
+            },
+            ..input
+        };
+        assert_eq!(
+            gpusvc_program_cache_program_key(&input, &mut out),
+            gpusvc_result::GPUSVC_INVALID_ARGUMENT
+        );
+    }
+}
+
+#[test]
+fn destroyed_foreign_and_null_handles_are_errors_not_crashes() {
+    let cache = new_cache(1 << 20);
+    let vs = hash(GPUSVC_SHADER_STAGE_VERTEX, "vs");
+    let fs = hash(GPUSVC_SHADER_STAGE_FRAGMENT, "fs");
+    let k = key(vs, fs, &[]);
+    assert_eq!(save(cache, k, &desc(vs, fs, b"bin")), OK);
+    let mut p = ptr::null_mut();
+    let mut status = 77;
+    // SAFETY: every handle is live, freed, foreign or made up; the library must look each up
+    // before any use.
+    unsafe {
+        assert_eq!(gpusvc_program_cache_peek(cache, &k, &mut p), OK);
+        // A handle of another kind.
+        assert_eq!(
+            gpusvc_program_cache_link_status(p.cast(), &k, &mut status),
+            gpusvc_result::GPUSVC_INVALID_HANDLE
+        );
+        assert!(
+            last_detail().contains("gpusvc_cached_program"),
+            "{}",
+            last_detail()
+        );
+        assert_eq!(gpusvc_cached_program_free(p), OK);
+        assert_eq!(
+            gpusvc_cached_program_free(p),
+            gpusvc_result::GPUSVC_INVALID_HANDLE
+        );
+        free_cache(cache);
+        assert_eq!(
+            gpusvc_program_cache_link_status(cache, &k, &mut status),
+            gpusvc_result::GPUSVC_INVALID_HANDLE
+        );
+        assert_eq!(status, 77);
+        assert_eq!(
+            gpusvc_program_cache_free(cache),
+            gpusvc_result::GPUSVC_INVALID_HANDLE
+        );
+        assert_eq!(
+            gpusvc_program_cache_clear(0xdead0 as *mut gpusvc_program_cache),
+            gpusvc_result::GPUSVC_INVALID_HANDLE
+        );
+        assert_eq!(gpusvc_program_cache_free(ptr::null_mut()), OK);
+        assert_eq!(gpusvc_shader_free(ptr::null_mut()), OK);
+        assert_eq!(gpusvc_program_manager_free(ptr::null_mut()), OK);
+        assert_eq!(gpusvc_linked_program_free(ptr::null_mut()), OK);
+        assert_eq!(gpusvc_cached_program_free(ptr::null_mut()), OK);
+        assert_eq!(
+            gpusvc_program_cache_link_status(ptr::null(), &k, &mut status),
+            gpusvc_result::GPUSVC_NULL_ARGUMENT
+        );
+    }
+}
+
+#[test]
+fn a_cache_is_shared_between_threads() {
+    let cache = new_cache(1 << 20) as usize;
+    let handles: Vec<_> = (0..4)
+        .map(|t| {
+            std::thread::spawn(move || {
+                let cache = cache as *mut gpusvc_program_cache;
+                for i in 0..20 {
+                    let vs = hash(GPUSVC_SHADER_STAGE_VERTEX, &format!("vs{t}.{i}"));
+                    let fs = hash(GPUSVC_SHADER_STAGE_FRAGMENT, "fs");
+                    assert_eq!(save(cache, key(vs, fs, &[]), &desc(vs, fs, b"bin")), OK);
+                }
+            })
+        })
+        .collect();
+    for h in handles {
+        h.join().unwrap();
+    }
+    assert_eq!(stats(cache as *mut _).entries, 80);
+    free_cache(cache as *mut _);
+}
+
+// ---- the flow over host callbacks: a recording fake GL ----
+
+#[derive(Default)]
+struct FakeGl {
+    next_id: u64,
+    shaders: HashMap<u64, String>,
+    programs: HashMap<u64, String>,
+    compiles: Vec<String>,
+    links: u32,
+    binaries_read: u32,
+    binaries_loaded: Vec<Vec<u8>>,
+    refuse_binaries: bool,
+    deleted_shaders: Vec<u64>,
+    deleted_programs: Vec<u64>,
+    /// A sink kept past its callback, to use it afterwards.
+    kept_sink: Option<usize>,
+    /// (manager, shader) to re-enter with from the compile callback.
+    reenter: Option<(usize, usize)>,
+    reentry_result: Option<gpusvc_result>,
+}
+
+fn fake(user_data: *mut c_void) -> &'static RefCell<FakeGl> {
+    // SAFETY: the tests pass a `RefCell<FakeGl>` that outlives every manager using it.
+    unsafe { &*(user_data as *const RefCell<FakeGl>) }
+}
+
+unsafe extern "C" fn fake_compile(
+    user_data: *mut c_void,
+    _stage: u32,
+    source: *const c_char,
+    len: usize,
+    out: *mut u64,
+    log: *mut gpusvc_host_sink,
+) -> bool {
+    // SAFETY: the library passes `len` bytes followed by a NUL.
+    let text = unsafe { CStr::from_ptr(source) }
+        .to_str()
+        .unwrap()
+        .to_owned();
+    assert_eq!(text.len(), len);
+    let reenter = {
+        let mut gl = fake(user_data).borrow_mut();
+        gl.compiles.push(text.clone());
+        gl.kept_sink = Some(log as usize);
+        gl.reenter.take()
+    };
+    if let Some((m, s)) = reenter {
+        let mut outcome = 0;
+        // SAFETY: live handles, used re-entrantly on purpose.
+        let r = unsafe {
+            gpusvc_program_manager_compile(
+                m as *const gpusvc_program_manager,
+                s as *const gpusvc_shader,
+                &mut outcome,
+            )
+        };
+        fake(user_data).borrow_mut().reentry_result = Some(r);
+    }
+    if text.contains("error") {
+        let msg = "0:1: error: syntax";
+        // SAFETY: the sink given to this callback; a live buffer.
+        unsafe { gpusvc_host_sink_write_text(log, msg.as_ptr().cast(), msg.len()) };
+        return false;
+    }
+    let mut gl = fake(user_data).borrow_mut();
+    gl.next_id += 1;
+    let id = gl.next_id;
+    gl.shaders.insert(id, text);
+    // SAFETY: a live out slot from the library.
+    unsafe { *out = id };
+    true
+}
+
+unsafe extern "C" fn fake_link(
+    user_data: *mut c_void,
+    vs: u64,
+    fs: u64,
+    options: *const gpusvc_link_options,
+    out: *mut u64,
+    _log: *mut gpusvc_host_sink,
+) -> bool {
+    let mut gl = fake(user_data).borrow_mut();
+    // SAFETY: the library passes live options.
+    let bindings = unsafe { (*options).attribute_binding_count };
+    let text = format!("{}\n--\n{}\n--{bindings}", gl.shaders[&vs], gl.shaders[&fs]);
+    gl.links += 1;
+    gl.next_id += 1;
+    let id = gl.next_id;
+    gl.programs.insert(id, text);
+    // SAFETY: a live out slot.
+    unsafe { *out = id };
+    true
+}
+
+unsafe extern "C" fn fake_binary(
+    user_data: *mut c_void,
+    program: u64,
+    format: *mut u32,
+    out: *mut gpusvc_host_sink,
+) -> bool {
+    let mut gl = fake(user_data).borrow_mut();
+    gl.binaries_read += 1;
+    let bytes = format!("BIN:{}", gl.programs[&program]);
+    // SAFETY: live out slot and sink.
+    unsafe {
+        *format = 0xF00D;
+        gpusvc_host_sink_write_bytes(out, bytes.as_ptr(), bytes.len());
+    }
+    true
+}
+
+unsafe extern "C" fn fake_load(
+    user_data: *mut c_void,
+    format: u32,
+    bytes: *const u8,
+    len: usize,
+    out: *mut u64,
+    _log: *mut gpusvc_host_sink,
+) -> bool {
+    let mut gl = fake(user_data).borrow_mut();
+    // SAFETY: the library passes `len` live bytes.
+    let bytes = unsafe { std::slice::from_raw_parts(bytes, len) }.to_vec();
+    gl.binaries_loaded.push(bytes.clone());
+    if gl.refuse_binaries || format != 0xF00D {
+        return false;
+    }
+    gl.next_id += 1;
+    let id = gl.next_id;
+    let text = String::from_utf8(bytes[4..].to_vec()).unwrap();
+    gl.programs.insert(id, text);
+    // SAFETY: a live out slot.
+    unsafe { *out = id };
+    true
+}
+
+unsafe extern "C" fn fake_attributes(_: *mut c_void, _: u64, out: *mut gpusvc_host_sink) {
+    let v = gpusvc_active_variable {
+        name: c"a_position".as_ptr(),
+        gl_type: 0x8B50,
+        size: 1,
+        has_location: true,
+        location: 0,
+    };
+    // SAFETY: the sink of this callback and a live variable.
+    unsafe { gpusvc_host_sink_push_variable(out, &v) };
+}
+
+unsafe extern "C" fn fake_uniforms(_: *mut c_void, _: u64, out: *mut gpusvc_host_sink) {
+    let bad = [0xFFu8, 0];
+    let v = gpusvc_active_variable {
+        name: bad.as_ptr().cast(),
+        gl_type: 0x8B52,
+        size: 1,
+        has_location: true,
+        location: 1,
+    };
+    // SAFETY: the sink of this callback and a live variable; a non-UTF-8 name is refused.
+    let r = unsafe { gpusvc_host_sink_push_variable(out, &v) };
+    assert_eq!(r, gpusvc_result::GPUSVC_INVALID_UTF8);
+    let v = gpusvc_active_variable {
+        name: c"u_tint".as_ptr(),
+        ..v
+    };
+    // SAFETY: as above.
+    unsafe { gpusvc_host_sink_push_variable(out, &v) };
+}
+
+unsafe extern "C" fn fake_delete_shader(user_data: *mut c_void, id: u64) {
+    fake(user_data).borrow_mut().deleted_shaders.push(id);
+}
+
+unsafe extern "C" fn fake_delete_program(user_data: *mut c_void, id: u64) {
+    fake(user_data).borrow_mut().deleted_programs.push(id);
+}
+
+fn host_gl(state: &RefCell<FakeGl>) -> gpusvc_host_gl {
+    gpusvc_host_gl {
+        user_data: state as *const RefCell<FakeGl> as *mut c_void,
+        compile: Some(fake_compile),
+        link: Some(fake_link),
+        program_binary: Some(fake_binary),
+        load_binary: Some(fake_load),
+        active_attributes: Some(fake_attributes),
+        active_uniforms: Some(fake_uniforms),
+        delete_shader: Some(fake_delete_shader),
+        delete_program: Some(fake_delete_program),
+    }
+}
+
+fn host_manager(
+    state: &RefCell<FakeGl>,
+    cache: *mut gpusvc_program_cache,
+) -> *mut gpusvc_program_manager {
+    let mut m = ptr::null_mut();
+    // SAFETY: live struct, cache and out slot; the fake outlives the manager.
+    let r = unsafe {
+        gpusvc_program_manager_new_host(&host_gl(state), cache, c"fake".as_ptr(), &mut m)
+    };
+    assert_eq!(r, OK, "{}", last_detail());
+    m
+}
+
+fn shader(m: *mut gpusvc_program_manager, stage: u32, source: &str) -> *mut gpusvc_shader {
+    let mut s = ptr::null_mut();
+    // SAFETY: live manager, buffer and out slot.
+    let r = unsafe { gpusvc_shader_new(m, stage, source.as_ptr().cast(), source.len(), &mut s) };
+    assert_eq!(r, OK, "{}", last_detail());
+    s
+}
+
+fn compile(m: *mut gpusvc_program_manager, s: *mut gpusvc_shader) -> u32 {
+    let mut outcome = 99;
+    // SAFETY: live handles and out slot.
+    let r = unsafe { gpusvc_program_manager_compile(m, s, &mut outcome) };
+    assert_eq!(r, OK, "{}", last_detail());
+    outcome
+}
+
+fn link(
+    m: *mut gpusvc_program_manager,
+    vs: *mut gpusvc_shader,
+    fs: *mut gpusvc_shader,
+) -> Result<*mut gpusvc_linked_program, gpusvc_result> {
+    let mut p = ptr::null_mut();
+    // SAFETY: live handles and out slot; NULL options are allowed.
+    let r = unsafe { gpusvc_program_manager_link(m, vs, fs, ptr::null(), &mut p) };
+    if r == OK { Ok(p) } else { Err(r) }
+}
+
+fn origin(p: *mut gpusvc_linked_program) -> u32 {
+    let mut o = 99;
+    // SAFETY: live handle and out slot.
+    assert_eq!(unsafe { gpusvc_linked_program_origin(p, &mut o) }, OK);
+    o
+}
+
+fn variables(p: *mut gpusvc_linked_program, kind: u32) -> Vec<(String, u32, i32, Option<i32>)> {
+    let mut n = 0;
+    // SAFETY: live handle and out slots; names are NUL-terminated strings owned by the handle.
+    unsafe {
+        assert_eq!(gpusvc_linked_program_variable_count(p, kind, &mut n), OK);
+        (0..n)
+            .map(|i| {
+                let mut v = gpusvc_active_variable {
+                    name: ptr::null(),
+                    gl_type: 0,
+                    size: 0,
+                    has_location: false,
+                    location: 0,
+                };
+                assert_eq!(gpusvc_linked_program_variable(p, kind, i, &mut v), OK);
+                (
+                    CStr::from_ptr(v.name).to_str().unwrap().to_owned(),
+                    v.gl_type,
+                    v.size,
+                    v.has_location.then_some(v.location),
+                )
+            })
+            .collect()
+    }
+}
+
+fn free_all(shaders: &[*mut gpusvc_shader], programs: &[*mut gpusvc_linked_program]) {
+    // SAFETY: live handles.
+    unsafe {
+        for &s in shaders {
+            assert_eq!(gpusvc_shader_free(s), OK);
+        }
+        for &p in programs {
+            assert_eq!(gpusvc_linked_program_free(p), OK);
+        }
+    }
+}
+
+#[test]
+fn host_flow_miss_then_hit_then_refused_binary() {
+    let state = RefCell::new(FakeGl::default());
+    let cache = new_cache(1 << 20);
+    let m = host_manager(&state, cache);
+
+    let vs = shader(m, GPUSVC_SHADER_STAGE_VERTEX, "vertex source");
+    let fs = shader(m, GPUSVC_SHADER_STAGE_FRAGMENT, "fragment source");
+    assert_eq!(compile(m, vs), GPUSVC_COMPILE_OUTCOME_COMPILED);
+    assert_eq!(compile(m, fs), GPUSVC_COMPILE_OUTCOME_COMPILED);
+    let p1 = link(m, vs, fs).unwrap();
+    assert_eq!(origin(p1), GPUSVC_LINK_ORIGIN_LINKED);
+    let attributes = variables(p1, GPUSVC_VARIABLE_KIND_ATTRIBUTE);
+    let uniforms = variables(p1, GPUSVC_VARIABLE_KIND_UNIFORM);
+    assert_eq!(attributes, [("a_position".into(), 0x8B50, 1, Some(0))]);
+    assert_eq!(uniforms, [("u_tint".into(), 0x8B52, 1, Some(1))]);
+    {
+        let gl = state.borrow();
+        assert_eq!((gl.compiles.len(), gl.links, gl.binaries_read), (2, 1, 1));
+        assert!(gl.binaries_loaded.is_empty());
+    }
+
+    // A sink is only valid during its callback.
+    let kept = state.borrow().kept_sink.unwrap() as *mut gpusvc_host_sink;
+    // SAFETY: a stale sink handle, which the library must look up and refuse.
+    let r = unsafe { gpusvc_host_sink_write_text(kept, c"x".as_ptr(), 1) };
+    assert_eq!(r, gpusvc_result::GPUSVC_INVALID_HANDLE);
+
+    // Same sources again: deferred compiles, a cache hit through load_binary.
+    let vs2 = shader(m, GPUSVC_SHADER_STAGE_VERTEX, "vertex source");
+    let fs2 = shader(m, GPUSVC_SHADER_STAGE_FRAGMENT, "fragment source");
+    assert_eq!(compile(m, vs2), GPUSVC_COMPILE_OUTCOME_DEFERRED);
+    assert_eq!(compile(m, fs2), GPUSVC_COMPILE_OUTCOME_DEFERRED);
+    let p2 = link(m, vs2, fs2).unwrap();
+    assert_eq!(origin(p2), GPUSVC_LINK_ORIGIN_CACHE_HIT);
+    assert_eq!(variables(p2, GPUSVC_VARIABLE_KIND_ATTRIBUTE), attributes);
+    assert_eq!(variables(p2, GPUSVC_VARIABLE_KIND_UNIFORM), uniforms);
+    {
+        let gl = state.borrow();
+        assert_eq!((gl.compiles.len(), gl.links, gl.binaries_read), (2, 1, 1));
+        assert_eq!(gl.binaries_loaded.len(), 1);
+        assert!(gl.binaries_loaded[0].starts_with(b"BIN:vertex source"));
+    }
+
+    // The driver refuses the binary: evicted, compiled and linked from source.
+    state.borrow_mut().refuse_binaries = true;
+    let vs3 = shader(m, GPUSVC_SHADER_STAGE_VERTEX, "vertex source");
+    let fs3 = shader(m, GPUSVC_SHADER_STAGE_FRAGMENT, "fragment source");
+    assert_eq!(compile(m, vs3), GPUSVC_COMPILE_OUTCOME_DEFERRED);
+    assert_eq!(compile(m, fs3), GPUSVC_COMPILE_OUTCOME_DEFERRED);
+    let p3 = link(m, vs3, fs3).unwrap();
+    assert_eq!(origin(p3), GPUSVC_LINK_ORIGIN_RELINKED_AFTER_REJECTION);
+    assert_eq!(variables(p3, GPUSVC_VARIABLE_KIND_ATTRIBUTE), attributes);
+    {
+        let gl = state.borrow();
+        assert_eq!((gl.compiles.len(), gl.links), (4, 2));
+    }
+    assert_eq!(stats(cache).counters.driver_rejections, 1);
+
+    let mut object = 0;
+    // SAFETY: live handle and out slot.
+    assert_eq!(unsafe { gpusvc_linked_program_object(p3, &mut object) }, OK);
+    free_all(&[vs, fs, vs2, fs2, vs3, fs3], &[p1, p2, p3]);
+    // SAFETY: live handles.
+    unsafe {
+        assert_eq!(gpusvc_program_manager_free(m), OK);
+    }
+    free_cache(cache);
+    let gl = state.borrow();
+    assert!(gl.deleted_programs.contains(&object));
+    assert_eq!(gl.deleted_programs.len(), 3);
+    assert_eq!(
+        gl.deleted_shaders.len(),
+        4,
+        "every compiled shader object is deleted"
+    );
+}
+
+#[test]
+fn host_flow_failed_compile_and_bad_links() {
+    let state = RefCell::new(FakeGl::default());
+    let cache = new_cache(1 << 20);
+    let m = host_manager(&state, cache);
+    let vs = shader(m, GPUSVC_SHADER_STAGE_VERTEX, "has an error");
+    let fs = shader(m, GPUSVC_SHADER_STAGE_FRAGMENT, "fine");
+    assert_eq!(compile(m, vs), GPUSVC_COMPILE_OUTCOME_FAILED);
+    let mut h = gpusvc_sha1::default();
+    let mut n = 0;
+    let mut state_out = 99;
+    let mut buf = [0 as c_char; 64];
+    // SAFETY: live handles, buffers and out slots.
+    unsafe {
+        assert_eq!(gpusvc_shader_compiled_hash(vs, &mut h), OK);
+        assert_eq!(compile_status(cache, h), GPUSVC_COMPILE_STATUS_UNKNOWN);
+        assert_eq!(gpusvc_shader_state(vs, &mut state_out), OK);
+        assert_eq!(state_out, GPUSVC_SHADER_STATE_FAILED);
+        assert_eq!(gpusvc_shader_info_log(vs, ptr::null_mut(), 0, &mut n), OK);
+        assert_eq!(n, "0:1: error: syntax".len());
+        let mut m2 = 5;
+        assert_eq!(
+            gpusvc_shader_info_log(vs, buf.as_mut_ptr(), n, &mut m2),
+            gpusvc_result::GPUSVC_INSUFFICIENT_SIZE
+        );
+        assert_eq!(m2, 5);
+        assert_eq!(gpusvc_shader_info_log(vs, buf.as_mut_ptr(), 64, &mut n), OK);
+        assert_eq!(
+            CStr::from_ptr(buf.as_ptr()).to_str().unwrap(),
+            "0:1: error: syntax"
+        );
+    }
+    assert_eq!(
+        link(m, vs, fs).unwrap_err(),
+        gpusvc_result::GPUSVC_PROGRAM_CACHE_SHADER_NOT_COMPILED
+    );
+    assert_eq!(compile(m, fs), GPUSVC_COMPILE_OUTCOME_COMPILED);
+    assert_eq!(
+        link(m, fs, fs).unwrap_err(),
+        gpusvc_result::GPUSVC_INVALID_ARGUMENT
+    );
+    let fs_b = shader(m, GPUSVC_SHADER_STAGE_FRAGMENT, "also fine");
+    assert_eq!(compile(m, fs_b), GPUSVC_COMPILE_OUTCOME_COMPILED);
+    assert_eq!(
+        link(m, fs_b, fs).unwrap_err(),
+        gpusvc_result::GPUSVC_INVALID_ARGUMENT,
+        "a fragment shader as the vertex shader"
+    );
+    // A shader of another manager.
+    let other = host_manager(&state, cache);
+    let foreign = shader(other, GPUSVC_SHADER_STAGE_VERTEX, "v");
+    let mut outcome = 0;
+    // SAFETY: live handles.
+    unsafe {
+        assert_eq!(
+            gpusvc_program_manager_compile(m, foreign, &mut outcome),
+            gpusvc_result::GPUSVC_INVALID_ARGUMENT
+        );
+        // A missing required callback.
+        let mut gl = host_gl(&state);
+        gl.load_binary = None;
+        let mut bad = ptr::null_mut();
+        assert_eq!(
+            gpusvc_program_manager_new_host(&gl, cache, c"x".as_ptr(), &mut bad),
+            gpusvc_result::GPUSVC_NULL_ARGUMENT
+        );
+        assert!(last_detail().contains("load_binary"), "{}", last_detail());
+    }
+    free_all(&[vs, fs, fs_b, foreign], &[]);
+    // SAFETY: live handles.
+    unsafe {
+        assert_eq!(gpusvc_program_manager_free(other), OK);
+        assert_eq!(gpusvc_program_manager_free(m), OK);
+        assert_eq!(
+            gpusvc_program_manager_free(m),
+            gpusvc_result::GPUSVC_INVALID_HANDLE
+        );
+    }
+    free_cache(cache);
+}
+
+#[test]
+fn a_callback_reentering_with_a_busy_handle_gets_handle_busy() {
+    let state = RefCell::new(FakeGl::default());
+    let cache = new_cache(1 << 20);
+    let m = host_manager(&state, cache);
+    let vs = shader(m, GPUSVC_SHADER_STAGE_VERTEX, "v");
+    state.borrow_mut().reenter = Some((m as usize, vs as usize));
+    assert_eq!(compile(m, vs), GPUSVC_COMPILE_OUTCOME_COMPILED);
+    assert_eq!(
+        state.borrow().reentry_result,
+        Some(gpusvc_result::GPUSVC_HANDLE_BUSY)
+    );
+    free_all(&[vs], &[]);
+    // SAFETY: live handle.
+    assert_eq!(unsafe { gpusvc_program_manager_free(m) }, OK);
+    free_cache(cache);
+}
+
+#[test]
+fn thread_bound_handles_refuse_other_threads() {
+    let state = RefCell::new(FakeGl::default());
+    let cache = new_cache(1 << 20);
+    let m = host_manager(&state, cache);
+    let vs = shader(m, GPUSVC_SHADER_STAGE_VERTEX, "v");
+    let (m_addr, vs_addr) = (m as usize, vs as usize);
+    let (compiled, freed, detail) = std::thread::spawn(move || {
+        let mut outcome = 0;
+        // SAFETY: live handles of another thread, which the library must refuse.
+        unsafe {
+            (
+                gpusvc_program_manager_compile(
+                    m_addr as *const gpusvc_program_manager,
+                    vs_addr as *const gpusvc_shader,
+                    &mut outcome,
+                ),
+                gpusvc_program_manager_free(m_addr as *mut gpusvc_program_manager),
+                last_detail(),
+            )
+        }
+    })
+    .join()
+    .unwrap();
+    assert_eq!(compiled, gpusvc_result::GPUSVC_WRONG_THREAD);
+    assert_eq!(freed, gpusvc_result::GPUSVC_WRONG_THREAD);
+    assert!(detail.contains("another thread"), "{detail}");
+    // Still alive and usable here.
+    assert_eq!(compile(m, vs), GPUSVC_COMPILE_OUTCOME_COMPILED);
+    free_all(&[vs], &[]);
+    // SAFETY: live handle.
+    assert_eq!(unsafe { gpusvc_program_manager_free(m) }, OK);
+    free_cache(cache);
+}
+
+#[test]
+fn shader_inputs_are_validated() {
+    let state = RefCell::new(FakeGl::default());
+    let cache = new_cache(1 << 20);
+    let m = host_manager(&state, cache);
+    let mut s = ptr::null_mut();
+    let bad = [0xC3u8, 0x28];
+    // SAFETY: NULL, live buffers of the given lengths, or an absurd length the library must
+    // refuse before reading.
+    unsafe {
+        assert_eq!(
+            gpusvc_shader_new(m, 0, ptr::null(), 0, &mut s),
+            gpusvc_result::GPUSVC_NULL_ARGUMENT
+        );
+        assert_eq!(
+            gpusvc_shader_new(m, 0, c"".as_ptr(), 0, &mut s),
+            gpusvc_result::GPUSVC_INVALID_ARGUMENT
+        );
+        assert_eq!(
+            gpusvc_shader_new(m, 0, bad.as_ptr().cast(), 2, &mut s),
+            gpusvc_result::GPUSVC_INVALID_UTF8
+        );
+        assert_eq!(
+            gpusvc_shader_new(m, 0, c"x".as_ptr(), usize::MAX, &mut s),
+            gpusvc_result::GPUSVC_INVALID_ARGUMENT
+        );
+        assert_eq!(
+            gpusvc_shader_new(m, 3, c"x".as_ptr(), 1, &mut s),
+            gpusvc_result::GPUSVC_INVALID_ARGUMENT
+        );
+        assert!(s.is_null());
+        s = shader(m, GPUSVC_SHADER_STAGE_VERTEX, "v");
+        assert_eq!(
+            gpusvc_shader_set_source(s, c"".as_ptr(), 0),
+            gpusvc_result::GPUSVC_INVALID_ARGUMENT
+        );
+        let mut h = gpusvc_sha1::default();
+        assert_eq!(
+            gpusvc_shader_compiled_hash(s, &mut h),
+            gpusvc_result::GPUSVC_PROGRAM_CACHE_SHADER_NOT_COMPILED
+        );
+        let name = [b'a', 0xFF, 0];
+        let vars = [gpusvc_variable_info {
+            name: name.as_ptr().cast(),
+            mapped_name: c"a".as_ptr(),
+            gl_type: 0,
+            array_size: 1,
+            has_location: false,
+            location: 0,
+        }];
+        let v = gpusvc_shader_variables {
+            attributes: vars.as_ptr(),
+            attribute_count: 1,
+            ..no_variables()
+        };
+        assert_eq!(
+            gpusvc_shader_set_variables(s, &v),
+            gpusvc_result::GPUSVC_INVALID_UTF8
+        );
+        let mut n = 5;
+        assert_eq!(gpusvc_shader_variable_count(s, 0, &mut n), OK);
+        assert_eq!(n, 0);
+        assert_eq!(gpusvc_shader_free(s), OK);
+        let mut outcome = 0;
+        assert_eq!(
+            gpusvc_program_manager_compile(m, s, &mut outcome),
+            gpusvc_result::GPUSVC_INVALID_HANDLE
+        );
+        assert_eq!(gpusvc_program_manager_free(m), OK);
+    }
+    free_cache(cache);
+}
+
+// ---- the flow on the real driver ----
+
+fn open(test: &str) -> Option<*mut gpusvc_gl_context> {
+    isolate_shader_cache();
+    let mut ctx = ptr::null_mut();
+    // SAFETY: a live out slot.
+    let r = unsafe { gpusvc_gl_context_open(0, &mut ctx) };
+    if r == OK {
+        return Some(ctx);
+    }
+    let why = format!("{r:?}: {}", last_detail());
+    assert!(
+        !gl_required(),
+        "{test}: GPUSVC_REQUIRE_GL is set but no context: {why}"
+    );
+    eprintln!("SKIP {test}: no GL context: {why}");
+    None
+}
+
+fn glsl(ctx: *const gpusvc_gl_context, body: &str) -> String {
+    let mut api = 0;
+    // SAFETY: live context and out slot.
+    assert_eq!(unsafe { gpusvc_gl_context_api(ctx, &mut api) }, OK);
+    let prelude = if api == gpusvc_gl_api::GPUSVC_GL_API_GLES as u32 {
+        "#version 300 es\nprecision highp float;\n"
+    } else {
+        "#version 330 core\n"
+    };
+    format!("{prelude}{body}")
+}
+
+const VS: &str = "in vec2 a_position;\nin vec4 a_color;\nuniform float u_scale;\nout vec4 v_color;\n\
+void main() { v_color = a_color; gl_Position = vec4(a_position * u_scale, 0.0, 1.0); }\n";
+const FS: &str = "in vec4 v_color;\nuniform vec4 u_tint;\nout vec4 o_color;\n\
+void main() { o_color = v_color * u_tint; }\n";
+
+#[test]
+fn gl_flow_cold_link_then_cache_hit_with_the_same_reflection() {
+    let Some(ctx) = open("gl_flow_cold_link_then_cache_hit_with_the_same_reflection") else {
+        return;
+    };
+    let cache = new_cache(1 << 22);
+    let mut m = ptr::null_mut();
+    // SAFETY: live handles and out slot.
+    unsafe {
+        assert_eq!(
+            gpusvc_program_manager_new_gl(ctx, cache, c"rust gl".as_ptr(), &mut m),
+            OK,
+            "{}",
+            last_detail()
+        );
+    }
+    let (vs_src, fs_src) = (glsl(ctx, VS), glsl(ctx, FS));
+    // The manager shares the context: freeing the handle first is fine.
+    // SAFETY: a live context on its thread.
+    unsafe { gpusvc_gl_context_free(ctx) };
+
+    let vs = shader(m, GPUSVC_SHADER_STAGE_VERTEX, &vs_src);
+    let fs = shader(m, GPUSVC_SHADER_STAGE_FRAGMENT, &fs_src);
+    assert_eq!(compile(m, vs), GPUSVC_COMPILE_OUTCOME_COMPILED);
+    assert_eq!(compile(m, fs), GPUSVC_COMPILE_OUTCOME_COMPILED);
+    let cold = link(m, vs, fs).unwrap_or_else(|r| panic!("{r:?}: {}", last_detail()));
+    assert_eq!(origin(cold), GPUSVC_LINK_ORIGIN_LINKED);
+    let attributes = variables(cold, GPUSVC_VARIABLE_KIND_ATTRIBUTE);
+    let uniforms = variables(cold, GPUSVC_VARIABLE_KIND_UNIFORM);
+    let names: Vec<&str> = attributes.iter().map(|a| a.0.as_str()).collect();
+    assert_eq!(names, ["a_color", "a_position"]);
+    let names: Vec<&str> = uniforms.iter().map(|u| u.0.as_str()).collect();
+    assert_eq!(names, ["u_scale", "u_tint"]);
+    assert_eq!(stats(cache).entries, 1, "the binary was saved");
+
+    let vs2 = shader(m, GPUSVC_SHADER_STAGE_VERTEX, &vs_src);
+    let fs2 = shader(m, GPUSVC_SHADER_STAGE_FRAGMENT, &fs_src);
+    assert_eq!(compile(m, vs2), GPUSVC_COMPILE_OUTCOME_DEFERRED);
+    assert_eq!(compile(m, fs2), GPUSVC_COMPILE_OUTCOME_DEFERRED);
+    let hit = link(m, vs2, fs2).unwrap_or_else(|r| panic!("{r:?}: {}", last_detail()));
+    assert_eq!(origin(hit), GPUSVC_LINK_ORIGIN_CACHE_HIT);
+    assert_eq!(variables(hit, GPUSVC_VARIABLE_KIND_ATTRIBUTE), attributes);
+    assert_eq!(variables(hit, GPUSVC_VARIABLE_KIND_UNIFORM), uniforms);
+    let (mut a, mut b) = (0u64, 0u64);
+    // SAFETY: live handles and out slots.
+    unsafe {
+        assert_eq!(gpusvc_linked_program_object(cold, &mut a), OK);
+        assert_eq!(gpusvc_linked_program_object(hit, &mut b), OK);
+    }
+    assert!(a != 0 && b != 0 && a != b);
+    let s = stats(cache);
+    assert_eq!((s.counters.hits, s.counters.status_hits), (1, 2));
+
+    free_all(&[vs, fs, vs2, fs2], &[cold, hit]);
+    // SAFETY: live handle; the last owner of the GL context, destroyed on its thread.
+    assert_eq!(unsafe { gpusvc_program_manager_free(m) }, OK);
+    free_cache(cache);
+}
+
+#[test]
+fn gl_manager_needs_a_live_context_on_its_thread() {
+    let Some(ctx) = open("gl_manager_needs_a_live_context_on_its_thread") else {
+        return;
+    };
+    let cache = new_cache(1 << 20);
+    let ctx_addr = ctx as usize;
+    let cache_addr = cache as usize;
+    let r = std::thread::spawn(move || {
+        let mut m = ptr::null_mut();
+        // SAFETY: a live context of another thread, which the library must refuse.
+        unsafe {
+            gpusvc_program_manager_new_gl(
+                ctx_addr as *const gpusvc_gl_context,
+                cache_addr as *const gpusvc_program_cache,
+                c"x".as_ptr(),
+                &mut m,
+            )
+        }
+    })
+    .join()
+    .unwrap();
+    assert_eq!(r, gpusvc_result::GPUSVC_WRONG_THREAD);
+    let mut m = ptr::null_mut();
+    // SAFETY: a context freed before use, which the library must refuse.
+    unsafe {
+        gpusvc_gl_context_free(ctx);
+        assert_eq!(
+            gpusvc_program_manager_new_gl(ctx, cache, c"x".as_ptr(), &mut m),
+            gpusvc_result::GPUSVC_INVALID_HANDLE
+        );
+        let mut api = 0;
+        assert_eq!(
+            gpusvc_gl_context_api(ctx, &mut api),
+            gpusvc_result::GPUSVC_INVALID_HANDLE
+        );
+    }
+    assert!(m.is_null());
+    free_cache(cache);
+}
