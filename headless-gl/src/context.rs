@@ -23,8 +23,36 @@ pub enum ApiPreference {
     Auto,
     /// Desktop GL core only.
     DesktopCore,
+    /// Desktop GL *compatibility* profile only (opt-in, never picked by `Auto`). It accepts what
+    /// core does plus legacy GLSL (`#version 110` to `140`, shaders without `#version`, built-in
+    /// attributes such as `gl_Vertex`), which a core context refuses; the minimum version is
+    /// [`ContextOptions::min_desktop_version`] as for core. The context's
+    /// [`DriverInfo::api`](crate::DriverInfo::api) reads [`GlApi::DesktopCore`] (desktop GL);
+    /// [`GlContext::profile`] tells the profiles apart.
+    DesktopCompatibility,
     /// GLES 3.x only.
     Gles,
+}
+
+/// The profile a context runs, as the driver reports it (`GL_CONTEXT_PROFILE_MASK` on desktop).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ContextProfile {
+    /// Desktop GL core profile.
+    Core,
+    /// Desktop GL compatibility profile ([`ApiPreference::DesktopCompatibility`]).
+    Compatibility,
+    /// OpenGL ES (one profile).
+    Es,
+}
+
+impl std::fmt::Display for ContextProfile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            ContextProfile::Core => "core profile",
+            ContextProfile::Compatibility => "compatibility profile",
+            ContextProfile::Es => "ES",
+        })
+    }
 }
 
 /// Which EGL device to open.
@@ -187,12 +215,14 @@ impl Drop for Inner {
 pub struct GlContext {
     pub(crate) inner: Rc<Inner>,
     info: DriverInfo,
+    profile: ContextProfile,
 }
 
 impl std::fmt::Debug for GlContext {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("GlContext")
             .field("info", &self.info)
+            .field("profile", &self.profile)
             .finish_non_exhaustive()
     }
 }
@@ -238,6 +268,12 @@ impl GlContext {
     /// The driver's identity.
     pub fn info(&self) -> &DriverInfo {
         &self.info
+    }
+
+    /// The profile the driver gave: core, compatibility (only when
+    /// [`ApiPreference::DesktopCompatibility`] asked for it) or ES.
+    pub fn profile(&self) -> ContextProfile {
+        self.profile
     }
 
     /// The raw GL functions, with this context made current on the calling thread. For what this
@@ -294,18 +330,20 @@ fn open_on_device(
             device: index,
             reason: e.to_string(),
         })?;
-    let apis: &[GlApi] = match options.api {
-        ApiPreference::Auto => &[GlApi::DesktopCore, GlApi::Gles],
-        ApiPreference::DesktopCore => &[GlApi::DesktopCore],
-        ApiPreference::Gles => &[GlApi::Gles],
+    let profiles: &[ContextProfile] = match options.api {
+        ApiPreference::Auto => &[ContextProfile::Core, ContextProfile::Es],
+        ApiPreference::DesktopCore => &[ContextProfile::Core],
+        ApiPreference::DesktopCompatibility => &[ContextProfile::Compatibility],
+        ApiPreference::Gles => &[ContextProfile::Es],
     };
     let mut first_error = None;
-    for &api in apis {
+    for &profile in profiles {
+        let api = api_of(profile);
         let min = match api {
             GlApi::DesktopCore => options.min_desktop_version,
             GlApi::Gles => options.min_gles_version,
         };
-        match create_current(&display, index, api, min) {
+        match create_current(&display, index, profile, min) {
             Ok((context, gl)) => {
                 let info = read_driver_info(&gl, api, device_info(devices, index));
                 return Ok(GlContext {
@@ -315,15 +353,23 @@ fn open_on_device(
                         _display: display,
                     }),
                     info,
+                    profile,
                 });
             }
             Err(e) => {
-                tracing::debug!(device = index, %api, error = %e, "API gave no context");
+                tracing::debug!(device = index, %profile, error = %e, "API gave no context");
                 first_error.get_or_insert(e);
             }
         }
     }
     Err(first_error.expect("at least one API is tried"))
+}
+
+fn api_of(profile: ContextProfile) -> GlApi {
+    match profile {
+        ContextProfile::Core | ContextProfile::Compatibility => GlApi::DesktopCore,
+        ContextProfile::Es => GlApi::Gles,
+    }
 }
 
 fn context_api(api: GlApi, version: Option<GlVersion>) -> ContextApi {
@@ -334,13 +380,14 @@ fn context_api(api: GlApi, version: Option<GlVersion>) -> ContextApi {
     }
 }
 
-/// Creates a context of `api` with at least `min`, current and loaded.
+/// Creates a context of `profile` with at least `min`, current and loaded.
 fn create_current(
     display: &Display,
     device: usize,
-    api: GlApi,
+    profile: ContextProfile,
     min: GlVersion,
 ) -> Result<(PossiblyCurrentContext, glow::Context), ContextError> {
+    let api = api_of(profile);
     let template = ConfigTemplateBuilder::new()
         .with_surface_type(ConfigSurfaceTypes::PBUFFER)
         .with_api(match api {
@@ -357,7 +404,11 @@ fn create_current(
     let attributes = |version| {
         ContextAttributesBuilder::new()
             .with_context_api(context_api(api, version))
-            .with_profile(GlProfile::Core)
+            .with_profile(match profile {
+                ContextProfile::Compatibility => GlProfile::Compatibility,
+                // EGL ignores the profile of a GLES context.
+                ContextProfile::Core | ContextProfile::Es => GlProfile::Core,
+            })
             .build(None)
     };
     // SAFETY: the attributes carry no raw window handle; `config` belongs to `display`.
@@ -366,9 +417,10 @@ fn create_current(
         Ok(ctx) => ctx,
         Err(e) => {
             // Learn what the driver does offer, to say "too old" rather than "failed".
-            let fallback = match api {
-                GlApi::DesktopCore => GlVersion::new(3, 2),
-                GlApi::Gles => GlVersion::new(2, 0),
+            let fallback = match profile {
+                ContextProfile::Core => GlVersion::new(3, 2),
+                ContextProfile::Compatibility => GlVersion::new(3, 0),
+                ContextProfile::Es => GlVersion::new(2, 0),
             };
             // SAFETY: as above.
             let probe = unsafe { display.create_context(&config, &attributes(Some(fallback))) };
@@ -406,6 +458,18 @@ fn create_current(
             found,
             required: min,
         });
+    }
+    if profile == ContextProfile::Compatibility {
+        // SAFETY: a state query on the context that was just made current on this thread.
+        let mask = unsafe { gl.get_parameter_i32(glow::CONTEXT_PROFILE_MASK) } as u32;
+        if mask & glow::CONTEXT_COMPATIBILITY_PROFILE_BIT == 0 {
+            return Err(ContextError::ContextCreation {
+                api,
+                reason: format!(
+                    "a compatibility profile was asked for, the driver gave profile mask {mask:#x}"
+                ),
+            });
+        }
     }
     Ok((current, gl))
 }

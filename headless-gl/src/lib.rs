@@ -3,7 +3,8 @@
 //! `headless-gl` opens a GL context with no window and no display server: it enumerates EGL devices
 //! (`EGL_EXT_device_enumeration`), opens the EGL *device platform* on the chosen one, picks a
 //! PBUFFER-capable config, creates a desktop GL core (>= 4.3 by default) or GLES 3.x context and makes
-//! it current without a surface. All rendering goes to offscreen framebuffers. On a machine without a
+//! it current without a surface. A desktop *compatibility* profile context, which also accepts
+//! legacy GLSL (`#version 110` to `140`), is opt-in ([`ApiPreference::DesktopCompatibility`]). All rendering goes to offscreen framebuffers. On a machine without a
 //! GPU this is Mesa's llvmpipe; on a machine with one (NVIDIA's EGL, Mesa's hardware drivers) a
 //! hardware device is preferred over a software one.
 //!
@@ -44,7 +45,8 @@ mod program;
 pub mod testing;
 
 pub use context::{
-    ApiPreference, ContextError, ContextOptions, DeviceSelection, GlContext, NotCurrent,
+    ApiPreference, ContextError, ContextOptions, ContextProfile, DeviceSelection, GlContext,
+    NotCurrent,
 };
 pub use draw::{DrawCall, DrawError, OffscreenTarget, UniformValue, VertexAttribute};
 pub use driver::{DeviceInfo, DriverInfo, GlApi, GlVersion};

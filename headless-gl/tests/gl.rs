@@ -5,9 +5,9 @@ use std::sync::{Arc, Barrier};
 use headless_gl::testing::{context_or_skip, open_or_skip};
 use headless_gl::{
     ApiPreference, AttributeBinding, BinaryError, BuildError, ContextError, ContextOptions,
-    DeviceSelection, DrawCall, DrawError, ForeignObject, GlApi, GlContext, GlVersion, LinkError,
-    LinkOptions, Program, ProgramBinary, ShaderError, ShaderStage, UniformValue, VertexAttribute,
-    glow,
+    ContextProfile, DeviceSelection, DrawCall, DrawError, ForeignObject, GlApi, GlContext,
+    GlVersion, LinkError, LinkOptions, Program, ProgramBinary, ShaderError, ShaderStage,
+    UniformValue, VertexAttribute, glow,
 };
 
 const SIZE: u32 = 32;
@@ -402,6 +402,82 @@ fn gles_context_round_trips_binaries_too() {
         render_weighted(&ctx, &program),
         render_weighted(&ctx, &loaded)
     );
+}
+
+/// [`VS`] and [`FS`] in GLSL 1.10: `attribute` / `varying`, `gl_FragColor`, no `#version` line.
+const LEGACY_VS: &str = "
+attribute vec2 a_position;
+attribute vec4 a_color;
+uniform float u_scale;
+varying vec4 v_color;
+void main() {
+    v_color = a_color;
+    gl_Position = vec4(a_position * u_scale, 0.0, 1.0);
+}
+";
+
+const LEGACY_FS: &str = "
+varying vec4 v_color;
+uniform vec4 u_tint;
+uniform float u_weights[3];
+void main() {
+    gl_FragColor = v_color * u_tint * (u_weights[0] + u_weights[1] + u_weights[2]);
+}
+";
+
+#[test]
+fn compatibility_profile_runs_legacy_glsl_and_round_trips_its_binaries() {
+    let options = ContextOptions {
+        api: ApiPreference::DesktopCompatibility,
+        ..ContextOptions::default()
+    };
+    let Some(ctx) = open_or_skip("compatibility_profile_runs_legacy_glsl", &options) else {
+        return;
+    };
+    assert_eq!(ctx.profile(), ContextProfile::Compatibility);
+    assert_eq!(ctx.info().api, GlApi::DesktopCore);
+    assert!(ctx.info().version_numbers >= options.min_desktop_version);
+    use glow::HasContext;
+    // SAFETY: a state query on the context `ctx.gl()` just made current.
+    let mask = unsafe {
+        ctx.gl()
+            .unwrap()
+            .get_parameter_i32(glow::CONTEXT_PROFILE_MASK)
+    } as u32;
+    assert_ne!(
+        mask & glow::CONTEXT_COMPATIBILITY_PROFILE_BIT,
+        0,
+        "mask {mask:#x}"
+    );
+
+    let legacy = ctx
+        .build_program(&format!("#version 110\n{LEGACY_VS}"), LEGACY_FS)
+        .expect("a compatibility context links GLSL 1.10");
+    let binary = ctx
+        .program_binary(&legacy)
+        .expect("binary of a legacy program");
+    let loaded = ctx.load_program_binary(&binary).expect("its binary loads");
+    assert_eq!(
+        ctx.active_uniforms(&legacy).unwrap(),
+        ctx.active_uniforms(&loaded).unwrap()
+    );
+    let a = render_weighted(&ctx, &legacy);
+    assert_eq!(a, render_weighted(&ctx, &loaded));
+    let inside = pixel(&a, 4, 4);
+    assert!(
+        inside[0] > 100 && inside[3] == 255,
+        "inside pixel {inside:?}"
+    );
+    // Modern GLSL works there too, and draws the same picture.
+    assert_eq!(render_weighted(&ctx, &build(&ctx)), a);
+
+    // The default context never opens the compatibility profile.
+    let default = context_or_skip("compatibility_profile_is_opt_in").unwrap();
+    let expected = match default.info().api {
+        GlApi::DesktopCore => ContextProfile::Core,
+        GlApi::Gles => ContextProfile::Es,
+    };
+    assert_eq!(default.profile(), expected);
 }
 
 #[test]

@@ -1,0 +1,97 @@
+//! The built `gpusvc` binary, run as a user would.
+
+use std::process::{Command, Output};
+
+use headless_gl::testing::context_or_skip;
+
+fn gpusvc(args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_gpusvc"));
+    command.args(args);
+    for (k, v) in env {
+        command.env(k, v);
+    }
+    command.output().expect("gpusvc runs")
+}
+
+/// The cold and warm cells of a table row, as numbers (a trailing unit is dropped).
+fn row(table: &str, label: &str) -> (f64, f64) {
+    let line = table
+        .lines()
+        .find(|l| {
+            l.strip_prefix(label)
+                .is_some_and(|rest| rest.starts_with("  "))
+        })
+        .unwrap_or_else(|| panic!("no {label:?} row in:\n{table}"));
+    let numbers: Vec<f64> = line[label.len()..]
+        .split_whitespace()
+        .filter_map(|w| w.parse().ok())
+        .collect();
+    assert_eq!(numbers.len(), 2, "row {line:?}");
+    (numbers[0], numbers[1])
+}
+
+#[test]
+fn demo_on_the_builtin_corpus_hits_the_cache_for_every_program_warm() {
+    // The binary opens its own context; this one only decides skip versus run.
+    if context_or_skip("demo_on_the_builtin_corpus_hits_the_cache_for_every_program_warm").is_none()
+    {
+        return;
+    }
+    let output = gpusvc(&["demo"], &[]);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "gpusvc demo failed ({}):\n{stdout}\n{stderr}",
+        output.status
+    );
+    eprintln!("{stdout}");
+    assert!(stdout.starts_with("driver: "), "{stdout}");
+    assert!(stdout.contains("corpus: built-in: "), "{stdout}");
+
+    let (programs_cold, programs_warm) = row(&stdout, "programs");
+    let (linked_cold, linked_warm) = row(&stdout, "linked");
+    let (hits_cold, hits_warm) = row(&stdout, "cache hits");
+    let (rejections_cold, rejections_warm) = row(&stdout, "binary rejections");
+    let (bytes_cold, bytes_warm) = row(&stdout, "bytes cached");
+    let (entries_cold, entries_warm) = row(&stdout, "programs cached");
+    let (median_cold, median_warm) = row(&stdout, "median compile+link");
+
+    assert!(programs_cold > 0.0);
+    assert_eq!(programs_cold, programs_warm);
+    // Every built-in program links, cold and warm, and every warm link is a cache hit.
+    assert_eq!(linked_cold, programs_cold, "{stdout}");
+    assert_eq!(linked_warm, linked_cold, "{stdout}");
+    assert_eq!(hits_cold, 0.0, "{stdout}");
+    assert_eq!(hits_warm, linked_warm, "{stdout}");
+    assert_eq!((rejections_cold, rejections_warm), (0.0, 0.0));
+    assert_eq!((entries_cold, entries_warm), (linked_cold, linked_cold));
+    assert!(bytes_cold > 0.0 && bytes_cold == bytes_warm, "{stdout}");
+    assert!(median_cold > 0.0 && median_warm > 0.0, "{stdout}");
+}
+
+#[test]
+fn demo_without_a_gl_context_exits_non_zero_and_says_why() {
+    // Device 999 does not exist on any machine; without libEGL the reason differs, the exit
+    // status does not.
+    let output = gpusvc(&["demo"], &[("GPUSVC_EGL_DEVICE", "999")]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(3), "stderr: {stderr}");
+    assert!(
+        stderr.contains("no GL context could be made"),
+        "stderr: {stderr}"
+    );
+    assert!(
+        output.stdout.is_empty(),
+        "nothing on stdout without a driver"
+    );
+}
+
+#[test]
+fn demo_with_a_missing_corpus_directory_fails_before_touching_the_driver() {
+    let output = gpusvc(&["demo", "--corpus", "/nonexistent/piglit"], &[]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "stderr: {stderr}");
+    assert!(stderr.contains("/nonexistent/piglit"), "stderr: {stderr}");
+    assert!(output.stdout.is_empty());
+}
