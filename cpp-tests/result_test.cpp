@@ -14,10 +14,20 @@ TEST(Result, CodesHaveTheirAbiNumbers) {
   EXPECT_EQ(GPUSVC_INVALID_ARGUMENT, 3u);
   EXPECT_EQ(GPUSVC_INSUFFICIENT_SIZE, 4u);
   EXPECT_EQ(GPUSVC_WRONG_THREAD, 5u);
+  EXPECT_EQ(GPUSVC_INVALID_UTF8, 6u);
+  EXPECT_EQ(GPUSVC_INVALID_HANDLE, 7u);
+  EXPECT_EQ(GPUSVC_HANDLE_BUSY, 8u);
   EXPECT_EQ(GPUSVC_GL_NO_LIBEGL, 100u);
   EXPECT_EQ(GPUSVC_GL_NO_DEVICE, 101u);
   EXPECT_EQ(GPUSVC_GL_NO_MATCHING_CONFIG, 103u);
   EXPECT_EQ(GPUSVC_GL_VERSION_TOO_OLD, 104u);
+  EXPECT_EQ(GPUSVC_PROGRAM_CACHE_EMPTY_BINARY, 200u);
+  EXPECT_EQ(GPUSVC_PROGRAM_CACHE_OVER_BUDGET, 201u);
+  EXPECT_EQ(GPUSVC_PROGRAM_CACHE_CRITICAL_PRESSURE, 202u);
+  EXPECT_EQ(GPUSVC_PROGRAM_CACHE_NOT_FOUND, 203u);
+  EXPECT_EQ(GPUSVC_PROGRAM_CACHE_COMPILE_FAILED, 204u);
+  EXPECT_EQ(GPUSVC_PROGRAM_CACHE_LINK_FAILED, 205u);
+  EXPECT_EQ(GPUSVC_PROGRAM_CACHE_SHADER_NOT_COMPILED, 206u);
   EXPECT_EQ(sizeof(gpusvc_result), sizeof(uint32_t));
 }
 
@@ -28,13 +38,23 @@ TEST(Result, EveryKnownCodeHasADistinctMessage) {
                             GPUSVC_INVALID_ARGUMENT,
                             GPUSVC_INSUFFICIENT_SIZE,
                             GPUSVC_WRONG_THREAD,
+                            GPUSVC_INVALID_UTF8,
+                            GPUSVC_INVALID_HANDLE,
+                            GPUSVC_HANDLE_BUSY,
                             GPUSVC_GL_NO_LIBEGL,
                             GPUSVC_GL_NO_DEVICE,
                             GPUSVC_GL_DISPLAY_INIT_FAILED,
                             GPUSVC_GL_NO_MATCHING_CONFIG,
                             GPUSVC_GL_VERSION_TOO_OLD,
                             GPUSVC_GL_CONTEXT_FAILED,
-                            GPUSVC_GL_MAKE_CURRENT_FAILED};
+                            GPUSVC_GL_MAKE_CURRENT_FAILED,
+                            GPUSVC_PROGRAM_CACHE_EMPTY_BINARY,
+                            GPUSVC_PROGRAM_CACHE_OVER_BUDGET,
+                            GPUSVC_PROGRAM_CACHE_CRITICAL_PRESSURE,
+                            GPUSVC_PROGRAM_CACHE_NOT_FOUND,
+                            GPUSVC_PROGRAM_CACHE_COMPILE_FAILED,
+                            GPUSVC_PROGRAM_CACHE_LINK_FAILED,
+                            GPUSVC_PROGRAM_CACHE_SHADER_NOT_COMPILED};
   std::set<std::string> seen;
   for (uint32_t code : codes) {
     std::string m = gpusvc::ResultMessage(code);

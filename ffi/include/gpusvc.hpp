@@ -9,8 +9,10 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gpusvc.h"
@@ -22,6 +24,35 @@ struct GlContextDeleter {
   void operator()(gpusvc_gl_context* ctx) const noexcept { gpusvc_gl_context_free(ctx); }
 };
 using GlContextPtr = std::unique_ptr<gpusvc_gl_context, GlContextDeleter>;
+
+// Deleters for the program-cache handles. Their _free functions return a gpusvc_result (a freed
+// or foreign handle is GPUSVC_INVALID_HANDLE, a thread-bound one freed off its thread
+// GPUSVC_WRONG_THREAD); a unique_ptr frees each exactly once, on the thread that destroys it.
+struct ProgramCacheDeleter {
+  void operator()(gpusvc_program_cache* p) const noexcept { (void)gpusvc_program_cache_free(p); }
+};
+struct CachedProgramDeleter {
+  void operator()(gpusvc_cached_program* p) const noexcept { (void)gpusvc_cached_program_free(p); }
+};
+struct ProgramManagerDeleter {
+  void operator()(gpusvc_program_manager* p) const noexcept {
+    (void)gpusvc_program_manager_free(p);
+  }
+};
+struct ShaderDeleter {
+  void operator()(gpusvc_shader* p) const noexcept { (void)gpusvc_shader_free(p); }
+};
+struct LinkedProgramDeleter {
+  void operator()(gpusvc_linked_program* p) const noexcept { (void)gpusvc_linked_program_free(p); }
+};
+// Any thread; freeing it while managers still use it is fine (they share it).
+using ProgramCachePtr = std::unique_ptr<gpusvc_program_cache, ProgramCacheDeleter>;
+// A copy of one cached program; any thread.
+using CachedProgramPtr = std::unique_ptr<gpusvc_cached_program, CachedProgramDeleter>;
+// Bound to the thread that made it, like its shaders and linked programs.
+using ProgramManagerPtr = std::unique_ptr<gpusvc_program_manager, ProgramManagerDeleter>;
+using ShaderPtr = std::unique_ptr<gpusvc_shader, ShaderDeleter>;
+using LinkedProgramPtr = std::unique_ptr<gpusvc_linked_program, LinkedProgramDeleter>;
 
 // The library version, e.g. "0.1.0".
 inline std::string Version() { return gpusvc_version(); }
@@ -91,6 +122,393 @@ inline gpusvc_result ReadDriverIdentity(const gpusvc_gl_context* ctx, DriverIden
   return GPUSVC_OK;
 }
 
+// ---- program cache ----
+
+// The defaults of a GPUSVC_CACHE_PROFILE_* value into *out.
+inline gpusvc_result ProgramCacheDefaults(uint32_t profile, gpusvc_program_cache_config* out) {
+  return gpusvc_program_cache_config_defaults(profile, out);
+}
+
+// Creates a program cache into *out; `histogram` (may be null) gets every sample.
+inline gpusvc_result NewProgramCache(const gpusvc_program_cache_config& config,
+                                     ProgramCachePtr* out,
+                                     gpusvc_histogram_callback histogram = nullptr,
+                                     void* user_data = nullptr) {
+  if (out == nullptr) return GPUSVC_NULL_ARGUMENT;
+  gpusvc_program_cache* raw = nullptr;
+  gpusvc_result r = gpusvc_program_cache_new(&config, histogram, user_data, &raw);
+  if (r == GPUSVC_OK) out->reset(raw);
+  return r;
+}
+
+// Hash of a shader as compiled (stage: GPUSVC_SHADER_STAGE_*; options: opaque bytes).
+inline gpusvc_result ShaderHash(uint32_t stage, const std::string& source, gpusvc_sha1* out,
+                                const std::string& options = std::string()) {
+  return gpusvc_program_cache_shader_hash(
+      stage, source.data(), source.size(), reinterpret_cast<const uint8_t*>(options.data()),
+      options.size(), out);
+}
+
+// Link options: attribute bindings and transform feedback (part of the key), and the page.
+struct LinkOptions {
+  std::vector<std::pair<std::string, uint32_t>> attribute_bindings;
+  std::vector<std::string> transform_feedback_varyings;
+  uint32_t transform_feedback_mode = GPUSVC_TRANSFORM_FEEDBACK_INTERLEAVED;
+  bool has_page = false;
+  uint64_t page = 0;
+};
+
+// The C view of LinkOptions; valid while both objects live and are unchanged.
+class LinkOptionsView {
+ public:
+  explicit LinkOptionsView(const LinkOptions& o) {
+    for (const auto& b : o.attribute_bindings) bindings_.push_back({b.first.c_str(), b.second});
+    for (const auto& v : o.transform_feedback_varyings) varyings_.push_back(v.c_str());
+    options_.link.attribute_bindings = bindings_.empty() ? nullptr : bindings_.data();
+    options_.link.attribute_binding_count = bindings_.size();
+    options_.link.transform_feedback_varyings = varyings_.empty() ? nullptr : varyings_.data();
+    options_.link.transform_feedback_varying_count = varyings_.size();
+    options_.link.transform_feedback_mode = o.transform_feedback_mode;
+    options_.has_page = o.has_page;
+    options_.page = o.page;
+  }
+  LinkOptionsView(const LinkOptionsView&) = delete;
+  LinkOptionsView& operator=(const LinkOptionsView&) = delete;
+  const gpusvc_link_options* link() const { return &options_.link; }
+  const gpusvc_program_options* program() const { return &options_; }
+
+ private:
+  std::vector<gpusvc_attribute_binding> bindings_;
+  std::vector<const char*> varyings_;
+  gpusvc_program_options options_{};
+};
+
+// The program key of two shader hashes, a backend identity and link options.
+inline gpusvc_result ProgramKey(const gpusvc_sha1& vertex, const gpusvc_sha1& fragment,
+                                const std::string& backend_identity, const LinkOptions& options,
+                                gpusvc_sha1* out) {
+  LinkOptionsView view(options);
+  gpusvc_program_key_input input{};
+  input.vertex = vertex;
+  input.fragment = fragment;
+  input.backend_identity = backend_identity.c_str();
+  input.link = *view.link();
+  return gpusvc_program_cache_program_key(&input, out);
+}
+
+// One entry of a shader's variable map.
+struct Variable {
+  std::string name;
+  std::string mapped_name;
+  uint32_t gl_type = 0;
+  int32_t array_size = 1;
+  bool has_location = false;
+  int32_t location = -1;
+  bool operator==(const Variable& o) const {
+    return name == o.name && mapped_name == o.mapped_name && gl_type == o.gl_type &&
+           array_size == o.array_size && has_location == o.has_location &&
+           (!has_location || location == o.location);
+  }
+  bool operator!=(const Variable& o) const { return !(*this == o); }
+};
+
+// A shader's attribute and uniform maps.
+struct ShaderVariables {
+  std::vector<Variable> attributes;
+  std::vector<Variable> uniforms;
+  bool operator==(const ShaderVariables& o) const {
+    return attributes == o.attributes && uniforms == o.uniforms;
+  }
+  bool operator!=(const ShaderVariables& o) const { return !(*this == o); }
+};
+
+// The C view of ShaderVariables; valid while both objects live and are unchanged.
+class ShaderVariablesView {
+ public:
+  explicit ShaderVariablesView(const ShaderVariables& v)
+      : attributes_(Convert(v.attributes)), uniforms_(Convert(v.uniforms)) {
+    view_.attributes = attributes_.empty() ? nullptr : attributes_.data();
+    view_.attribute_count = attributes_.size();
+    view_.uniforms = uniforms_.empty() ? nullptr : uniforms_.data();
+    view_.uniform_count = uniforms_.size();
+  }
+  ShaderVariablesView(const ShaderVariablesView&) = delete;
+  ShaderVariablesView& operator=(const ShaderVariablesView&) = delete;
+  const gpusvc_shader_variables& get() const { return view_; }
+
+ private:
+  static std::vector<gpusvc_variable_info> Convert(const std::vector<Variable>& list) {
+    std::vector<gpusvc_variable_info> out;
+    for (const Variable& v : list) {
+      gpusvc_variable_info info{};
+      info.name = v.name.c_str();
+      info.mapped_name = v.mapped_name.c_str();
+      info.gl_type = v.gl_type;
+      info.array_size = v.array_size;
+      info.has_location = v.has_location;
+      info.location = v.location;
+      out.push_back(info);
+    }
+    return out;
+  }
+  std::vector<gpusvc_variable_info> attributes_;
+  std::vector<gpusvc_variable_info> uniforms_;
+  gpusvc_shader_variables view_{};
+};
+
+inline Variable ToVariable(const gpusvc_variable_info& info) {
+  Variable v;
+  v.name = info.name != nullptr ? info.name : "";
+  v.mapped_name = info.mapped_name != nullptr ? info.mapped_name : "";
+  v.gl_type = info.gl_type;
+  v.array_size = info.array_size;
+  v.has_location = info.has_location;
+  v.location = info.location;
+  return v;
+}
+
+// A cached program in C++ terms (for SaveProgram and ReadCachedProgram).
+struct CachedProgram {
+  gpusvc_sha1 vertex_shader{};
+  gpusvc_sha1 fragment_shader{};
+  ShaderVariables vertex;
+  ShaderVariables fragment;
+  uint32_t binary_format = 0;
+  std::vector<uint8_t> binary;
+  bool has_page = false;
+  uint64_t page = 0;
+};
+
+// Saves `program` under `key` (everything is copied); *report (may be null) says what it did.
+inline gpusvc_result SaveProgram(const gpusvc_program_cache* cache, const gpusvc_sha1& key,
+                                 const CachedProgram& program,
+                                 gpusvc_save_report* report = nullptr) {
+  ShaderVariablesView vertex(program.vertex);
+  ShaderVariablesView fragment(program.fragment);
+  gpusvc_cached_program_desc desc{};
+  desc.vertex_shader = program.vertex_shader;
+  desc.fragment_shader = program.fragment_shader;
+  desc.vertex = vertex.get();
+  desc.fragment = fragment.get();
+  desc.binary_format = program.binary_format;
+  desc.binary = program.binary.empty() ? nullptr : program.binary.data();
+  desc.binary_len = program.binary.size();
+  desc.has_page = program.has_page;
+  desc.page = program.page;
+  gpusvc_save_report ignored{};
+  return gpusvc_program_cache_save(cache, &key, &desc, report != nullptr ? report : &ignored);
+}
+
+// Loads (counts, promotes) a program into *out; GPUSVC_PROGRAM_CACHE_NOT_FOUND on a miss.
+inline gpusvc_result LoadProgram(const gpusvc_program_cache* cache, const gpusvc_sha1& key,
+                                 CachedProgramPtr* out, bool has_page = false,
+                                 uint64_t page = 0) {
+  if (out == nullptr) return GPUSVC_NULL_ARGUMENT;
+  gpusvc_cached_program* raw = nullptr;
+  gpusvc_result r = gpusvc_program_cache_load(cache, &key, has_page, page, &raw);
+  if (r == GPUSVC_OK) out->reset(raw);
+  return r;
+}
+
+// Like LoadProgram without touching recency or counters.
+inline gpusvc_result PeekProgram(const gpusvc_program_cache* cache, const gpusvc_sha1& key,
+                                 CachedProgramPtr* out) {
+  if (out == nullptr) return GPUSVC_NULL_ARGUMENT;
+  gpusvc_cached_program* raw = nullptr;
+  gpusvc_result r = gpusvc_program_cache_peek(cache, &key, &raw);
+  if (r == GPUSVC_OK) out->reset(raw);
+  return r;
+}
+
+inline gpusvc_result ReadCachedVariables(const gpusvc_cached_program* p, uint32_t stage,
+                                         uint32_t kind, std::vector<Variable>* out) {
+  size_t n = 0;
+  gpusvc_result r = gpusvc_cached_program_variable_count(p, stage, kind, &n);
+  if (r != GPUSVC_OK) return r;
+  std::vector<Variable> list;
+  for (size_t i = 0; i < n; ++i) {
+    gpusvc_variable_info info{};
+    if ((r = gpusvc_cached_program_variable(p, stage, kind, i, &info)) != GPUSVC_OK) return r;
+    list.push_back(ToVariable(info));
+  }
+  *out = std::move(list);
+  return GPUSVC_OK;
+}
+
+// Copies a cached program out (hashes, maps, binary) into *out.
+inline gpusvc_result ReadCachedProgram(const gpusvc_cached_program* p, CachedProgram* out) {
+  if (out == nullptr) return GPUSVC_NULL_ARGUMENT;
+  CachedProgram c;
+  gpusvc_result r = gpusvc_cached_program_shader_hashes(p, &c.vertex_shader, &c.fragment_shader);
+  if (r != GPUSVC_OK) return r;
+  size_t len = 0;
+  if ((r = gpusvc_cached_program_binary(p, &c.binary_format, nullptr, 0, &len)) != GPUSVC_OK)
+    return r;
+  c.binary.resize(len);
+  if (len > 0 && (r = gpusvc_cached_program_binary(p, &c.binary_format, c.binary.data(), len,
+                                                   &len)) != GPUSVC_OK)
+    return r;
+  const struct {
+    uint32_t stage;
+    ShaderVariables* vars;
+  } stages[] = {{GPUSVC_SHADER_STAGE_VERTEX, &c.vertex},
+                {GPUSVC_SHADER_STAGE_FRAGMENT, &c.fragment}};
+  for (const auto& s : stages) {
+    r = ReadCachedVariables(p, s.stage, GPUSVC_VARIABLE_KIND_ATTRIBUTE, &s.vars->attributes);
+    if (r != GPUSVC_OK) return r;
+    r = ReadCachedVariables(p, s.stage, GPUSVC_VARIABLE_KIND_UNIFORM, &s.vars->uniforms);
+    if (r != GPUSVC_OK) return r;
+  }
+  *out = std::move(c);
+  return GPUSVC_OK;
+}
+
+// The cached keys in eviction order (next victim first).
+inline gpusvc_result EvictionOrder(const gpusvc_program_cache* cache,
+                                   std::vector<gpusvc_sha1>* out) {
+  if (out == nullptr) return GPUSVC_NULL_ARGUMENT;
+  size_t n = 0;
+  gpusvc_result r = gpusvc_program_cache_eviction_order(cache, nullptr, 0, &n);
+  if (r != GPUSVC_OK) return r;
+  std::vector<gpusvc_sha1> keys(n);
+  if (n > 0 && (r = gpusvc_program_cache_eviction_order(cache, keys.data(), n, &n)) != GPUSVC_OK)
+    return r;
+  keys.resize(n);
+  *out = std::move(keys);
+  return GPUSVC_OK;
+}
+
+// ---- the compile/link flow ----
+
+// A program manager over a headless GL context (on the context's thread).
+inline gpusvc_result NewGlProgramManager(const gpusvc_gl_context* ctx,
+                                         const gpusvc_program_cache* cache,
+                                         const std::string& backend_identity,
+                                         ProgramManagerPtr* out) {
+  if (out == nullptr) return GPUSVC_NULL_ARGUMENT;
+  gpusvc_program_manager* raw = nullptr;
+  gpusvc_result r = gpusvc_program_manager_new_gl(ctx, cache, backend_identity.c_str(), &raw);
+  if (r == GPUSVC_OK) out->reset(raw);
+  return r;
+}
+
+// A program manager over the host's GL entry points.
+inline gpusvc_result NewHostProgramManager(const gpusvc_host_gl& gl,
+                                           const gpusvc_program_cache* cache,
+                                           const std::string& backend_identity,
+                                           ProgramManagerPtr* out) {
+  if (out == nullptr) return GPUSVC_NULL_ARGUMENT;
+  gpusvc_program_manager* raw = nullptr;
+  gpusvc_result r = gpusvc_program_manager_new_host(&gl, cache, backend_identity.c_str(), &raw);
+  if (r == GPUSVC_OK) out->reset(raw);
+  return r;
+}
+
+// A shader of `manager` (stage: GPUSVC_SHADER_STAGE_*), not compiled yet.
+inline gpusvc_result NewShader(const gpusvc_program_manager* manager, uint32_t stage,
+                               const std::string& source, ShaderPtr* out) {
+  if (out == nullptr) return GPUSVC_NULL_ARGUMENT;
+  gpusvc_shader* raw = nullptr;
+  gpusvc_result r = gpusvc_shader_new(manager, stage, source.data(), source.size(), &raw);
+  if (r == GPUSVC_OK) out->reset(raw);
+  return r;
+}
+
+// Compiles through the cache; *outcome is a GPUSVC_COMPILE_OUTCOME_* value.
+inline gpusvc_result Compile(const gpusvc_program_manager* manager, const gpusvc_shader* shader,
+                             uint32_t* outcome) {
+  return gpusvc_program_manager_compile(manager, shader, outcome);
+}
+
+// Sets the translator's variable maps of a shader.
+inline gpusvc_result SetShaderVariables(const gpusvc_shader* shader, const ShaderVariables& v) {
+  ShaderVariablesView view(v);
+  return gpusvc_shader_set_variables(shader, &view.get());
+}
+
+// The shader's variable maps (set by the host or restored by a cache hit).
+inline gpusvc_result ReadShaderVariables(const gpusvc_shader* shader, ShaderVariables* out) {
+  if (out == nullptr) return GPUSVC_NULL_ARGUMENT;
+  ShaderVariables v;
+  const struct {
+    uint32_t kind;
+    std::vector<Variable>* list;
+  } kinds[] = {{GPUSVC_VARIABLE_KIND_ATTRIBUTE, &v.attributes},
+               {GPUSVC_VARIABLE_KIND_UNIFORM, &v.uniforms}};
+  for (const auto& k : kinds) {
+    size_t n = 0;
+    gpusvc_result r = gpusvc_shader_variable_count(shader, k.kind, &n);
+    if (r != GPUSVC_OK) return r;
+    for (size_t i = 0; i < n; ++i) {
+      gpusvc_variable_info info{};
+      if ((r = gpusvc_shader_variable(shader, k.kind, i, &info)) != GPUSVC_OK) return r;
+      k.list->push_back(ToVariable(info));
+    }
+  }
+  *out = std::move(v);
+  return GPUSVC_OK;
+}
+
+// The info log of a failed compile (empty otherwise or on error).
+inline std::string ShaderInfoLog(const gpusvc_shader* shader) {
+  size_t len = 0;
+  if (gpusvc_shader_info_log(shader, nullptr, 0, &len) != GPUSVC_OK) return std::string();
+  std::vector<char> buf(len + 1);
+  if (gpusvc_shader_info_log(shader, buf.data(), buf.size(), &len) != GPUSVC_OK)
+    return std::string();
+  return std::string(buf.data(), len);
+}
+
+// Links through the cache into *out.
+inline gpusvc_result Link(const gpusvc_program_manager* manager, const gpusvc_shader* vertex,
+                          const gpusvc_shader* fragment, const LinkOptions& options,
+                          LinkedProgramPtr* out) {
+  if (out == nullptr) return GPUSVC_NULL_ARGUMENT;
+  LinkOptionsView view(options);
+  gpusvc_linked_program* raw = nullptr;
+  gpusvc_result r = gpusvc_program_manager_link(manager, vertex, fragment, view.program(), &raw);
+  if (r == GPUSVC_OK) out->reset(raw);
+  return r;
+}
+
+// One active attribute or uniform of a linked program.
+struct ActiveVariable {
+  std::string name;
+  uint32_t gl_type = 0;
+  int32_t size = 0;
+  bool has_location = false;
+  int32_t location = -1;
+  bool operator==(const ActiveVariable& o) const {
+    return name == o.name && gl_type == o.gl_type && size == o.size &&
+           has_location == o.has_location && (!has_location || location == o.location);
+  }
+  bool operator!=(const ActiveVariable& o) const { return !(*this == o); }
+};
+
+// The active variables of `kind` (GPUSVC_VARIABLE_KIND_*), sorted by name.
+inline gpusvc_result ReadActiveVariables(const gpusvc_linked_program* p, uint32_t kind,
+                                         std::vector<ActiveVariable>* out) {
+  if (out == nullptr) return GPUSVC_NULL_ARGUMENT;
+  size_t n = 0;
+  gpusvc_result r = gpusvc_linked_program_variable_count(p, kind, &n);
+  if (r != GPUSVC_OK) return r;
+  std::vector<ActiveVariable> list;
+  for (size_t i = 0; i < n; ++i) {
+    gpusvc_active_variable v{};
+    if ((r = gpusvc_linked_program_variable(p, kind, i, &v)) != GPUSVC_OK) return r;
+    list.push_back({v.name != nullptr ? v.name : "", v.gl_type, v.size, v.has_location,
+                    v.location});
+  }
+  *out = std::move(list);
+  return GPUSVC_OK;
+}
+
 }  // namespace gpusvc
+
+// Digest equality (for tests and maps keyed by digest).
+inline bool operator==(const gpusvc_sha1& a, const gpusvc_sha1& b) {
+  return std::memcmp(a.bytes, b.bytes, sizeof a.bytes) == 0;
+}
+inline bool operator!=(const gpusvc_sha1& a, const gpusvc_sha1& b) { return !(a == b); }
 
 #endif  // GPUSVC_HPP
