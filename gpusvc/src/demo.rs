@@ -173,16 +173,25 @@ fn open_context(api: Api, piglit: bool) -> Result<GlContext, ContextError> {
 /// A piglit directory's programs and a line describing them.
 fn load_piglit(dir: &Path) -> Result<(String, Vec<ProgramSource>), DemoError> {
     let loaded = load_dir(dir)?;
-    let mut programs = loaded.programs;
+    let mut programs = loaded.programs.clone();
     let duplicates = dedup_sources(&mut programs);
-    let label = format!(
+    let mut label = format!(
         "{}: {} .shader_test files, {} distinct vertex+fragment programs \
-         ({duplicates} duplicates and {} unusable files left out)",
+         ({duplicates} duplicates and {} unusable files left out",
         dir.display(),
         loaded.files,
         programs.len(),
         loaded.skipped.len()
     );
+    let reasons: Vec<String> = loaded
+        .skip_counts()
+        .into_iter()
+        .map(|(reason, n)| format!("{n} {reason}"))
+        .collect();
+    if !reasons.is_empty() {
+        label.push_str(&format!(": {}", reasons.join(", ")));
+    }
+    label.push(')');
     Ok((label, programs))
 }
 
@@ -320,9 +329,17 @@ pub(crate) fn run(args: &DemoArgs) -> Result<(), DemoError> {
         writeln!(
             out,
             "warm vs cold: median {:.1}x, total {:.1}x faster. Times are compile+link (+ reflection) \
-             only: the driver's first-draw JIT is not included.",
+             only: the driver's first-draw JIT is not included. Medians are over linked programs.",
             c / w,
             cold.total_ms / warm.total_ms
+        )?;
+    }
+    let refused = warm.compile_failures + warm.link_failures;
+    if refused > 0 {
+        writeln!(
+            out,
+            "totals include the {refused} programs the driver refuses: failures are not cached, so \
+             each pass compiles them again."
         )?;
     }
     if warm.cache_hits < cold.linked {
