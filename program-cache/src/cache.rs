@@ -4,6 +4,8 @@ use std::num::NonZeroUsize;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
+use crate::disk::{DiskConfig, DiskCounters, DiskLayer, LoadReport};
+
 use crate::key::{ProgramKey, ShaderHash};
 use crate::program::{CachedProgram, SharedProgram};
 use crate::stats::{Counters, HistogramCallback, Recorder, Stats, names};
@@ -104,6 +106,8 @@ struct State {
     store: BinaryStore,
     pressure: MemoryPressure,
     recorder: Recorder,
+    /// Disk binaries the driver refused in a row.
+    disk_rejections_in_a_row: u32,
 }
 
 impl State {
@@ -118,10 +122,12 @@ impl State {
 }
 
 /// The program cache. Thread-safe: every method takes `&self`; one mutex guards the state and
-/// is never held while the host callback runs.
+/// is never held while the host callback runs or while the disk is touched (the disk layer has
+/// its own threads).
 pub struct ProgramCache {
     state: Mutex<State>,
     callback: Option<HistogramCallback>,
+    disk: Option<DiskLayer>,
 }
 
 impl std::fmt::Debug for ProgramCache {
@@ -144,9 +150,32 @@ impl ProgramCache {
                 store: BinaryStore::new(config.policy),
                 pressure: MemoryPressure::None,
                 recorder: Recorder::default(),
+                disk_rejections_in_a_row: 0,
             }),
             callback: None,
+            disk: None,
         }
+    }
+
+    /// A cache backed by a disk store: entries already on disk start loading into memory on a
+    /// background thread (most recently used first, hot ones before them) and every save is
+    /// also written to disk by a background writer. When the folder cannot be used the cache
+    /// works in memory only and reports the condition once (stats and `disk.log`).
+    pub fn with_disk(
+        config: CacheConfig,
+        callback: Option<HistogramCallback>,
+        disk: DiskConfig,
+    ) -> Arc<Self> {
+        let (layer, dir) = DiskLayer::open(&disk, config.budget_bytes);
+        let cache = Arc::new(ProgramCache {
+            callback,
+            disk: Some(layer),
+            ..Self::new(config)
+        });
+        if let (Some(layer), Some(dir)) = (&cache.disk, dir) {
+            layer.start_loader(dir, Arc::downgrade(&cache), disk.on_loaded.clone());
+        }
+        cache
     }
 
     /// An empty cache that pushes every histogram sample to `callback`.
@@ -275,13 +304,17 @@ impl ProgramCache {
         let limit = state.config.budget_bytes - size;
         let evicted = state.store.evict_to(limit);
         state.forget(&evicted);
-        state.store.insert(key, Arc::new(program), size, page);
+        let program = Arc::new(program);
+        state.store.insert(key, program.clone(), size, page, false);
         state.recorder.counters.saves += 1;
         let after = state.store.used();
         let report = SaveReport {
             replaced: replaced.is_some(),
             evicted: evicted.len(),
         };
+        if let Some(disk) = &self.disk {
+            disk.save(key, program);
+        }
         self.emit(
             state,
             vec![
@@ -302,7 +335,41 @@ impl ProgramCache {
         } else {
             state.recorder.counters.misses += 1;
         }
+        drop(state);
+        if let (Some(disk), Some(_)) = (&self.disk, &found) {
+            disk.used(*key);
+        }
         found
+    }
+
+    /// Inserts a program read from the disk store, only if it fits in the budget without
+    /// evicting anything (the startup load never pushes out what this process made). Returns
+    /// whether it is in the cache now.
+    pub(crate) fn insert_from_disk(&self, key: ProgramKey, program: CachedProgram) -> bool {
+        let mut state = self.lock();
+        if state.store.contains(&key) {
+            return true;
+        }
+        let size = program.stored_size();
+        if state.pressure == MemoryPressure::Critical
+            || program.binary.bytes.is_empty()
+            || state.store.used() + size > state.config.budget_bytes
+        {
+            return false;
+        }
+        state.statuses.add_ref(program.vertex_shader);
+        state.statuses.add_ref(program.fragment_shader);
+        state.store.insert(key, Arc::new(program), size, None, true);
+        true
+    }
+
+    /// Tells the cache the driver accepted the binary of `key` (resets the count of disk
+    /// binaries refused in a row).
+    pub fn binary_accepted(&self, key: &ProgramKey) {
+        let mut state = self.lock();
+        if state.store.is_from_disk(key) {
+            state.disk_rejections_in_a_row = 0;
+        }
     }
 
     /// Looks a program up without changing recency or counters.
@@ -310,11 +377,27 @@ impl ProgramCache {
         self.lock().store.peek(key)
     }
 
-    /// Removes a program whose binary the driver refused, counting the rejection.
+    /// Removes a program whose binary the driver refused, counting the rejection. When the
+    /// driver has refused `max_consecutive_rejections` binaries from disk in a row, the disk
+    /// store is dropped (and every other disk-loaded entry with it): the driver changed in a
+    /// way the stamp did not capture.
     pub fn evict_rejected(&self, key: &ProgramKey) -> bool {
         let mut state = self.lock();
         state.recorder.counters.driver_rejections += 1;
-        Self::evict_locked(&mut state, key)
+        let from_disk = state.store.is_from_disk(key);
+        let removed = Self::evict_locked(&mut state, key);
+        let Some(disk) = self.disk.as_ref().filter(|_| from_disk) else {
+            return removed;
+        };
+        state.disk_rejections_in_a_row += 1;
+        if state.disk_rejections_in_a_row >= disk.max_consecutive_rejections {
+            state.disk_rejections_in_a_row = 0;
+            let evicted = state.store.remove_from_disk();
+            state.forget(&evicted);
+            drop(state);
+            disk.drop_all("the driver refused several stored binaries in a row");
+        }
+        removed
     }
 
     /// Removes one program; returns whether it was there.
@@ -367,6 +450,10 @@ impl ProgramCache {
         // Cleared entries are not counted as evictions, and all statuses go with them.
         state.store.drain();
         state.statuses.clear();
+        drop(state);
+        if let Some(disk) = &self.disk {
+            disk.drop_all("clear");
+        }
     }
 
     /// Bytes stored.
@@ -397,6 +484,47 @@ impl ProgramCache {
             histograms: state.recorder.histograms.clone(),
             size_bytes: state.store.used(),
             entries: state.store.len(),
+            disk: self.disk_counters(),
+            disk_condition: self.disk_condition(),
+        }
+    }
+
+    /// True when a disk store is in use (configured and its folder usable).
+    pub fn disk_enabled(&self) -> bool {
+        self.disk.as_ref().is_some_and(DiskLayer::enabled)
+    }
+
+    /// Disk counters, when a disk layer is configured.
+    pub fn disk_counters(&self) -> Option<DiskCounters> {
+        self.disk.as_ref().map(DiskLayer::counters)
+    }
+
+    /// The first disk condition reported (folder unusable, write failure, store dropped).
+    pub fn disk_condition(&self) -> Option<String> {
+        self.disk.as_ref().and_then(DiskLayer::condition)
+    }
+
+    /// Waits until the startup load from disk has finished (at most `timeout`); `None` on
+    /// timeout. Returns at once for a cache without a disk store.
+    pub fn wait_until_loaded(&self, timeout: Duration) -> Option<LoadReport> {
+        match &self.disk {
+            Some(disk) => disk.wait_until_loaded(timeout),
+            None => Some(LoadReport::default()),
+        }
+    }
+
+    /// Waits until the disk writer has done everything queued so far (for hosts at shutdown,
+    /// and tests).
+    pub fn flush_disk(&self) {
+        if let Some(disk) = &self.disk {
+            disk.flush();
+        }
+    }
+
+    /// Marks programs as hot: on the next start they load before the others.
+    pub fn mark_hot(&self, keys: &[ProgramKey]) {
+        if let Some(disk) = &self.disk {
+            disk.mark_hot(keys.to_vec());
         }
     }
 

@@ -28,6 +28,7 @@
 
 mod backend;
 mod cache;
+pub mod disk;
 pub mod key;
 mod manager;
 mod program;
@@ -40,6 +41,7 @@ pub use cache::{
     CacheConfig, DESKTOP_BUDGET, LOW_MEMORY_BUDGET, MOBILE_BUDGET, MemoryPressure, ProgramCache,
     SaveError, SaveReport,
 };
+pub use disk::{CompatibilityStamp, DiskConfig, DiskCounters, LoadReport};
 pub use key::{
     DigestBuildHasher, ProgramKey, ProgramKeyInput, ShaderHash, program_key, program_key_preimage,
     shader_hash, shader_hash_preimage,

@@ -309,6 +309,7 @@ impl<B: ProgramBackend> ProgramManager<B> {
         if let Some(entry) = self.cache.load(&key, options.page) {
             match self.backend.load_binary(&entry.binary) {
                 Ok(program) => {
+                    self.cache.binary_accepted(&key);
                     vertex.variables = Some(entry.vertex.clone());
                     fragment.variables = Some(entry.fragment.clone());
                     let linked = self.reflect(program, key, LinkOrigin::CacheHit);

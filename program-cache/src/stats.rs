@@ -147,6 +147,10 @@ pub struct Stats {
     pub size_bytes: usize,
     /// Programs stored now.
     pub entries: usize,
+    /// Disk counters, when a disk store is configured.
+    pub disk: Option<crate::disk::DiskCounters>,
+    /// The first disk condition reported (unusable folder, failed write, dropped store).
+    pub disk_condition: Option<String>,
 }
 
 #[derive(Default)]

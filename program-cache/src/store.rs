@@ -30,6 +30,8 @@ struct Entry {
     program: SharedProgram,
     size: usize,
     page: Option<PageId>,
+    /// Loaded from the disk store (not produced by this process's driver).
+    from_disk: bool,
 }
 
 /// Byte-budget store of programs. Not thread-safe by itself: [`crate::ProgramCache`] wraps it.
@@ -93,6 +95,7 @@ impl BinaryStore {
         program: SharedProgram,
         size: usize,
         page: Option<PageId>,
+        from_disk: bool,
     ) -> Option<SharedProgram> {
         let old = self.remove(&key);
         self.touch_page(key, None, page);
@@ -102,6 +105,7 @@ impl BinaryStore {
                 program,
                 size,
                 page,
+                from_disk,
             },
         );
         self.used += size;
@@ -117,6 +121,24 @@ impl BinaryStore {
         entry.page = new;
         self.touch_page(*key, old, new);
         Some(program)
+    }
+
+    /// True when `key` is stored and came from the disk store.
+    pub(crate) fn is_from_disk(&self, key: &ProgramKey) -> bool {
+        self.entries.peek(key).is_some_and(|e| e.from_disk)
+    }
+
+    /// Removes every entry that came from the disk store; returns what left.
+    pub(crate) fn remove_from_disk(&mut self) -> Evicted {
+        let keys: Vec<ProgramKey> = self
+            .entries
+            .iter()
+            .filter(|(_, e)| e.from_disk)
+            .map(|(k, _)| *k)
+            .collect();
+        keys.into_iter()
+            .filter_map(|k| self.remove(&k).map(|p| (k, p)))
+            .collect()
     }
 
     /// Returns `key` without changing any recency.

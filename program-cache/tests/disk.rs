@@ -1,0 +1,266 @@
+//! The disk layer: round trip, stamps, damaged entries, eviction by LRU metadata, hot entries,
+//! clear, repeated refusals, unusable folders. Programs are synthetic here; the real-driver
+//! round trip across processes is in disk_processes.rs.
+
+mod common;
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use common::{key, program};
+use program_cache::disk::{self, inspect};
+use program_cache::{CacheConfig, CompatibilityStamp, DiskConfig, ProgramCache};
+
+fn stamp(driver: &str) -> CompatibilityStamp {
+    CompatibilityStamp {
+        gl_vendor: "Test".into(),
+        gl_renderer: "fake".into(),
+        gl_version: driver.into(),
+        vendor_id: None,
+        device_id: None,
+        driver_build_id: None,
+        host_build_id: "tests".into(),
+        format_version: disk::FORMAT_VERSION,
+        pointer_width: 64,
+    }
+}
+
+fn open(dir: &std::path::Path, driver: &str, budget: usize) -> Arc<ProgramCache> {
+    let cache = ProgramCache::with_disk(
+        CacheConfig::with_budget(budget),
+        None,
+        DiskConfig::new(dir, stamp(driver)),
+    );
+    cache
+        .wait_until_loaded(Duration::from_secs(10))
+        .expect("loads");
+    cache
+}
+
+#[test]
+fn saved_programs_load_in_a_new_cache() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = open(dir.path(), "1.0", 1 << 20);
+    for n in 1..=5 {
+        a.save(key(n), program(n, n + 100, 500), None).unwrap();
+    }
+    a.flush_disk();
+    assert_eq!(a.disk_counters().unwrap().writes, 5);
+    drop(a);
+    let b = open(dir.path(), "1.0", 1 << 20);
+    assert_eq!(b.len(), 5);
+    for n in 1..=5 {
+        assert_eq!(*b.peek(&key(n)).unwrap(), program(n, n + 100, 500));
+    }
+    assert_eq!(b.disk_counters().unwrap().loaded, 5);
+    // An entry already on disk is not rewritten.
+    b.save(key(1), program(1, 101, 500), None).unwrap();
+    b.flush_disk();
+    assert_eq!(b.disk_counters().unwrap().already_present, 1);
+}
+
+#[test]
+fn a_new_stamp_starts_over_and_removes_the_old_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = open(dir.path(), "1.0", 1 << 20);
+    a.save(key(1), program(1, 2, 100), None).unwrap();
+    a.flush_disk();
+    drop(a);
+    let b = open(dir.path(), "2.0 (driver update)", 1 << 20);
+    assert!(b.is_empty());
+    let stores = inspect::scan(dir.path()).unwrap();
+    assert_eq!(stores.len(), 1, "the old stamp's store is gone");
+    assert!(stores[0].stamp_text.contains("2.0 (driver update)"));
+}
+
+#[test]
+fn a_store_in_use_by_another_stamp_is_not_removed() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = open(dir.path(), "1.0", 1 << 20);
+    a.save(key(1), program(1, 2, 100), None).unwrap();
+    a.flush_disk();
+    let _b = open(dir.path(), "2.0", 1 << 20);
+    assert_eq!(inspect::scan(dir.path()).unwrap().len(), 2);
+}
+
+#[test]
+fn damaged_entries_are_rejected_deleted_and_counted() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = open(dir.path(), "1.0", 1 << 20);
+    for n in 1..=3 {
+        a.save(key(n), program(n, n + 100, 500), None).unwrap();
+    }
+    a.flush_disk();
+    drop(a);
+    let store = &inspect::scan(dir.path()).unwrap()[0];
+    let path = |n: u8| {
+        store
+            .entries
+            .iter()
+            .find(|e| e.key == key(n))
+            .unwrap()
+            .path
+            .clone()
+    };
+    let mut bytes = std::fs::read(path(1)).unwrap();
+    let last = bytes.len() - 1;
+    bytes[last] ^= 1;
+    std::fs::write(path(1), bytes).unwrap();
+    let bytes = std::fs::read(path(2)).unwrap();
+    std::fs::write(path(2), &bytes[..bytes.len() / 2]).unwrap();
+
+    let b = open(dir.path(), "1.0", 1 << 20);
+    assert_eq!(b.len(), 1);
+    assert!(b.peek(&key(3)).is_some());
+    assert_eq!(b.disk_counters().unwrap().rejected_entries, 2);
+    assert!(!path(1).exists() && !path(2).exists());
+    assert!(
+        inspect::scan(dir.path()).unwrap()[0]
+            .corrupt()
+            .next()
+            .is_none()
+    );
+}
+
+#[test]
+fn the_store_evicts_least_recently_used_entries_to_the_low_water_mark() {
+    let dir = tempfile::tempdir().unwrap();
+    let entry_size = {
+        let p = program(1, 2, 2000);
+        disk::encode(&key(1), &p, &[0; 20], 0, true).len() as u64
+    };
+    let mut config = DiskConfig::new(dir.path(), stamp("1.0"));
+    config.budget_bytes = Some(entry_size * 10);
+    config.compress = true;
+    let cache = ProgramCache::with_disk(CacheConfig::with_budget(1 << 20), None, config);
+    cache.wait_until_loaded(Duration::from_secs(10)).unwrap();
+    for n in 1..=10 {
+        cache.save(key(n), program(n, n + 100, 2000), None).unwrap();
+        cache.flush_disk();
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    // Use 1 and 2 recently: they must survive the eviction pass.
+    cache.load(&key(1), None).unwrap();
+    cache.load(&key(2), None).unwrap();
+    cache.flush_disk();
+    cache.save(key(11), program(11, 111, 2000), None).unwrap();
+    cache.flush_disk();
+    let on_disk: Vec<_> = inspect::scan(dir.path()).unwrap()[0]
+        .entries
+        .iter()
+        .map(|e| e.key)
+        .collect();
+    assert!(on_disk.contains(&key(1)) && on_disk.contains(&key(2)) && on_disk.contains(&key(11)));
+    assert!(!on_disk.contains(&key(3)), "3 was the least recently used");
+    let bytes: u64 = inspect::scan(dir.path()).unwrap()[0].bytes();
+    assert!(
+        bytes <= entry_size * 8,
+        "{bytes} > low water {}",
+        entry_size * 8
+    );
+    assert!(cache.disk_counters().unwrap().evictions >= 3);
+}
+
+#[test]
+fn hot_entries_load_first_and_the_load_stops_at_the_memory_budget() {
+    let dir = tempfile::tempdir().unwrap();
+    let unit = program(0, 0, 1000).stored_size();
+    let a = open(dir.path(), "1.0", 1 << 20);
+    for n in 1..=6 {
+        a.save(key(n), program(n, n + 100, 1000), None).unwrap();
+        a.flush_disk();
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    a.mark_hot(&[key(1)]);
+    a.flush_disk();
+    drop(a);
+    // Room for three: hot 1 first, then the most recent 6 and 5.
+    let b = open(dir.path(), "1.0", unit * 3);
+    let mut loaded: Vec<u8> = (1..=6).filter(|&n| b.peek(&key(n)).is_some()).collect();
+    loaded.sort();
+    assert_eq!(loaded, [1, 5, 6]);
+    let report = b.wait_until_loaded(Duration::from_secs(1)).unwrap();
+    assert_eq!((report.loaded, report.skipped), (3, 3));
+}
+
+#[test]
+fn clear_deletes_the_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = open(dir.path(), "1.0", 1 << 20);
+    a.save(key(1), program(1, 2, 100), None).unwrap();
+    a.flush_disk();
+    a.clear();
+    a.flush_disk();
+    assert!(inspect::scan(dir.path()).unwrap()[0].entries.is_empty());
+    drop(a);
+    assert!(open(dir.path(), "1.0", 1 << 20).is_empty());
+}
+
+#[test]
+fn repeated_driver_refusals_of_disk_binaries_drop_the_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = open(dir.path(), "1.0", 1 << 20);
+    for n in 1..=5 {
+        a.save(key(n), program(n, n + 100, 100), None).unwrap();
+    }
+    a.flush_disk();
+    drop(a);
+    let logged = Arc::new(Mutex::new(Vec::<String>::new()));
+    let sink = logged.clone();
+    let mut config = DiskConfig::new(dir.path(), stamp("1.0"));
+    config.log = Some(Arc::new(move |line: &str| {
+        sink.lock().unwrap().push(line.into())
+    }));
+    let b = ProgramCache::with_disk(CacheConfig::desktop(), None, config);
+    b.wait_until_loaded(Duration::from_secs(10)).unwrap();
+    assert_eq!(b.len(), 5);
+    // One refusal, then an acceptance: the run is broken.
+    b.evict_rejected(&key(1));
+    b.binary_accepted(&key(2));
+    b.evict_rejected(&key(3));
+    b.evict_rejected(&key(4));
+    assert_eq!(b.len(), 2, "two refusals in a row are not enough");
+    b.evict_rejected(&key(5));
+    b.flush_disk();
+    assert!(
+        b.is_empty(),
+        "disk-loaded entries are dropped from memory too"
+    );
+    assert!(inspect::scan(dir.path()).unwrap()[0].entries.is_empty());
+    assert_eq!(b.disk_counters().unwrap().store_drops, 1);
+    assert_eq!(logged.lock().unwrap().len(), 1);
+    assert!(b.disk_condition().unwrap().contains("dropped"));
+}
+
+#[test]
+fn an_unusable_folder_degrades_to_memory_and_is_reported_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("not-a-folder");
+    std::fs::write(&file, b"x").unwrap();
+    let logged = Arc::new(Mutex::new(Vec::<String>::new()));
+    let sink = logged.clone();
+    let mut config = DiskConfig::new(file.join("cache"), stamp("1.0"));
+    config.log = Some(Arc::new(move |line: &str| {
+        sink.lock().unwrap().push(line.into())
+    }));
+    let cache = ProgramCache::with_disk(CacheConfig::desktop(), None, config);
+    assert!(!cache.disk_enabled());
+    for n in 1..=3 {
+        cache.save(key(n), program(n, n + 100, 100), None).unwrap();
+        assert!(cache.load(&key(n), None).is_some());
+    }
+    cache.flush_disk();
+    assert_eq!(
+        logged.lock().unwrap().len(),
+        1,
+        "{:?}",
+        logged.lock().unwrap()
+    );
+    assert!(
+        cache
+            .stats()
+            .disk_condition
+            .unwrap()
+            .contains("memory only")
+    );
+}
