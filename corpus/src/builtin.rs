@@ -76,7 +76,7 @@ fn glsl_type(components: usize) -> String {
 fn vertex_shader(dialect: Dialect, i: usize) -> String {
     let position = 2 + i % 3;
     let extra = i % 4;
-    let transform = i % 3 == 0;
+    let transform = i.is_multiple_of(3);
     let offsets = (i % 4 == 3).then_some(2 + i % 3);
 
     let mut s = String::from(dialect.prelude());
@@ -116,8 +116,8 @@ fn vertex_shader(dialect: Dialect, i: usize) -> String {
 }
 
 fn fragment_shader(dialect: Dialect, i: usize) -> String {
-    let weights = (i % 2 == 0).then_some(2 + i % 5);
-    let light = i % 5 == 0;
+    let weights = i.is_multiple_of(2).then_some(2 + i % 5);
+    let light = i.is_multiple_of(5);
 
     let mut s = String::from(dialect.prelude());
     s.push_str("in vec4 v_color;\nin vec2 v_uv;\nuniform vec4 u_tint;\n");

@@ -215,11 +215,11 @@ fn limit_corpus(
     args: &DemoArgs,
     (mut label, mut programs): (String, Vec<ProgramSource>),
 ) -> Result<(String, Vec<ProgramSource>), DemoError> {
-    if let Some(limit) = args.limit {
-        if limit < programs.len() {
-            programs = spread(&programs, limit);
-            label.push_str(&format!("; {} used (--limit)", programs.len()));
-        }
+    if let Some(limit) = args.limit
+        && limit < programs.len()
+    {
+        programs = spread(&programs, limit);
+        label.push_str(&format!("; {} used (--limit)", programs.len()));
     }
     if programs.is_empty() {
         let name = args

@@ -201,12 +201,11 @@ impl Drop for Inner {
         // EGL defers destroying a context that is current until it is released; a thread that
         // exits with it still current never releases it and its whole driver state leaks. So
         // release it first when it is current here.
-        if let Some(context) = self.context.take() {
-            if context.is_current() {
-                if let Err(e) = context.make_not_current() {
-                    tracing::warn!(error = %e, "releasing the GL context before destroying it failed");
-                }
-            }
+        if let Some(context) = self.context.take()
+            && context.is_current()
+            && let Err(e) = context.make_not_current()
+        {
+            tracing::warn!(error = %e, "releasing the GL context before destroying it failed");
         }
     }
 }
@@ -429,14 +428,13 @@ fn create_current(
                 .and_then(|ctx| ctx.make_current_surfaceless().ok())
                 .map(|ctx| load_gl(display, ctx).1)
                 .map(|gl| version_numbers(&gl))
+                && found < min
             {
-                if found < min {
-                    return Err(ContextError::VersionTooOld {
-                        api,
-                        found,
-                        required: min,
-                    });
-                }
+                return Err(ContextError::VersionTooOld {
+                    api,
+                    found,
+                    required: min,
+                });
             }
             return Err(ContextError::ContextCreation {
                 api,
