@@ -301,7 +301,7 @@ impl StampDir {
     /// first), then most recently used first.
     pub(crate) fn load_order(&self) -> Vec<EntryFile> {
         let mut list = self.list();
-        list.sort_by(|a, b| b.last_use_ms.cmp(&a.last_use_ms));
+        list.sort_by_key(|e| std::cmp::Reverse(e.last_use_ms));
         let hot = self.hot();
         let rank: HashMap<ProgramKey, usize> =
             hot.iter().rev().enumerate().map(|(i, k)| (*k, i)).collect();
