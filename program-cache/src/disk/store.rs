@@ -199,18 +199,22 @@ impl StampDir {
         result
     }
 
-    /// Reads and checks one entry; a damaged or foreign entry is deleted.
+    /// Reads and checks one entry; a damaged or foreign entry is deleted — only the very file
+    /// that was read (same inode), never one another process published meanwhile.
     pub(crate) fn read(&self, key: &ProgramKey) -> Result<CachedProgram, ReadError> {
+        use std::os::unix::fs::MetadataExt;
         let path = self.entry_path(key);
         let mut bytes = Vec::new();
-        File::open(&path)
-            .and_then(|mut f| f.read_to_end(&mut bytes))
-            .map_err(ReadError::Io)?;
+        let mut file = File::open(&path).map_err(ReadError::Io)?;
+        let inode = file.metadata().map_err(ReadError::Io)?.ino();
+        file.read_to_end(&mut bytes).map_err(ReadError::Io)?;
         match format::decode(&bytes, &self.stamp_hash, Some(key)) {
             Ok((_, program)) => Ok(program),
             Err(e) => {
                 tracing::warn!(path = %path.display(), error = %e, "rejected a damaged cache entry");
-                let _ = fs::remove_file(&path);
+                if fs::metadata(&path).is_ok_and(|m| m.ino() == inode) {
+                    let _ = fs::remove_file(&path);
+                }
                 Err(ReadError::Rejected(e))
             }
         }
