@@ -1,15 +1,18 @@
 //! `gpusvc demo`: a corpus through the program cache, cold then warm, on the real driver.
 
 use std::io::{IsTerminal as _, Write as _};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
-use headless_gl::{ApiPreference, ContextError, ContextOptions, GlApi, GlContext, ShaderStage};
+use headless_gl::{
+    ApiPreference, ContextError, ContextOptions, GlApi, GlContext, LinkOptions, ShaderStage,
+};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use program_cache::{
-    CacheConfig, CompileOutcome, GlBackend, LinkOrigin, ProgramCache, ProgramManager,
-    ProgramOptions, Shader,
+    CacheConfig, CompatibilityStamp, CompileOutcome, DiskConfig, DiskCounters, GlBackend,
+    LinkOrigin, LoadReport, ProgramBackend as _, ProgramCache, ProgramManager, ProgramOptions,
+    Shader,
 };
 use shader_corpus::{Dialect, LoadError, ProgramSource, builtin, dedup_sources, load_dir, spread};
 
@@ -24,8 +27,8 @@ pub(crate) enum DemoError {
          scripts/demo installs them)"
     )]
     NoContext(#[from] ContextError),
-    /// The fresh driver shader-cache directory could not be made.
-    #[error("cannot create a temporary directory for the driver's shader cache: {0}")]
+    /// The driver shader-cache directory could not be made.
+    #[error("cannot create a directory for the driver's shader cache: {0}")]
     TempDir(std::io::Error),
     /// The corpus directory could not be read.
     #[error("corpus: {0}")]
@@ -70,7 +73,33 @@ pub(crate) struct Pass {
     /// The cache's stored bytes and entries after the pass.
     pub(crate) bytes_cached: usize,
     pub(crate) entries_cached: usize,
+    /// What the disk layer did during the pass (the cold pass includes the startup load), once
+    /// its queued writes were done; `None` without a disk cache.
+    pub(crate) disk: Option<DiskCounters>,
 }
+
+/// `after - before`, counter by counter.
+pub(crate) fn disk_delta(after: DiskCounters, before: DiskCounters) -> DiskCounters {
+    DiskCounters {
+        writes: after.writes - before.writes,
+        bytes_written: after.bytes_written - before.bytes_written,
+        already_present: after.already_present - before.already_present,
+        dropped_writes: after.dropped_writes - before.dropped_writes,
+        write_errors: after.write_errors - before.write_errors,
+        loaded: after.loaded - before.loaded,
+        rejected_entries: after.rejected_entries - before.rejected_entries,
+        evictions: after.evictions - before.evictions,
+        store_drops: after.store_drops - before.store_drops,
+    }
+}
+
+/// The host build id that goes into the disk stamp.
+pub(crate) fn host_build_id() -> String {
+    format!("gpusvc {}", env!("CARGO_PKG_VERSION"))
+}
+
+/// How long the demo waits for the startup load from disk before it starts anyway.
+const LOAD_TIMEOUT: Duration = Duration::from_secs(120);
 
 pub(crate) fn median(values: &[f64]) -> Option<f64> {
     let mut sorted = values.to_vec();
@@ -89,7 +118,7 @@ fn ms(value: Option<f64>) -> String {
 
 /// The table `gpusvc demo` prints: one column per pass.
 pub(crate) fn render_table(cold: &Pass, warm: &Pass) -> String {
-    let rows: Vec<(&str, String, String)> = vec![
+    let mut rows: Vec<(&str, String, String)> = vec![
         (
             "programs",
             cold.programs.to_string(),
@@ -137,6 +166,21 @@ pub(crate) fn render_table(cold: &Pass, warm: &Pass) -> String {
             warm.entries_cached.to_string(),
         ),
     ];
+    if let (Some(c), Some(w)) = (cold.disk, warm.disk) {
+        rows.extend([
+            (
+                "loaded from disk",
+                c.loaded.to_string(),
+                w.loaded.to_string(),
+            ),
+            ("disk writes", c.writes.to_string(), w.writes.to_string()),
+            (
+                "disk bytes written",
+                c.bytes_written.to_string(),
+                w.bytes_written.to_string(),
+            ),
+        ]);
+    }
     let mut out = format!("{:<22}{:>14}{:>14}\n", "", "cold", "warm");
     for (label, c, w) in rows {
         out.push_str(&format!("{label:<22}{c:>14}{w:>14}\n"));
@@ -144,11 +188,43 @@ pub(crate) fn render_table(cold: &Pass, warm: &Pass) -> String {
     out
 }
 
+/// The driver's shader-cache folder: a fresh temporary one (removed at exit), or one given with
+/// `--driver-cache-dir` (kept, so a later run finds the driver's cache warm).
+#[derive(Debug)]
+enum DriverCache {
+    Fresh(tempfile::TempDir),
+    Kept(PathBuf),
+}
+
+impl DriverCache {
+    fn new(kept: Option<&Path>) -> Result<Self, DemoError> {
+        match kept {
+            Some(dir) => {
+                std::fs::create_dir_all(dir).map_err(DemoError::TempDir)?;
+                Ok(DriverCache::Kept(dir.to_path_buf()))
+            }
+            None => tempfile::Builder::new()
+                .prefix("gpusvc-demo-driver-cache-")
+                .tempdir()
+                .map(DriverCache::Fresh)
+                .map_err(DemoError::TempDir),
+        }
+    }
+
+    fn path(&self) -> &Path {
+        match self {
+            DriverCache::Fresh(t) => t.path(),
+            DriverCache::Kept(p) => p,
+        }
+    }
+}
+
 /// Points the driver's shader caches at `dir`, before any context exists.
-fn isolate_driver_cache(dir: &Path) {
+pub(crate) fn isolate_driver_cache(dir: &Path) {
     // SAFETY: called from `run` on the main thread before the GL context is opened and before
-    // any other thread exists (the progress bar draws from this thread, clap spawns none), so no
-    // other thread reads or writes the environment concurrently.
+    // any other thread exists (the progress bar draws from this thread, clap spawns none, and
+    // the disk cache's threads start after the context), so no other thread reads or writes the
+    // environment concurrently.
     unsafe {
         std::env::set_var("MESA_SHADER_CACHE_DIR", dir);
         std::env::set_var("__GL_SHADER_DISK_CACHE_PATH", dir);
@@ -292,40 +368,242 @@ fn pass(
     result
 }
 
-pub(crate) fn run(args: &DemoArgs) -> Result<(), DemoError> {
+/// Compiles, links and reflects every program straight on the driver, with no program cache
+/// (the `--plain-driver` probe: what the driver's own shader cache alone gives). Returns
+/// (linked, total ms).
+fn plain_pass(ctx: &GlContext, programs: &[ProgramSource]) -> (usize, f64) {
+    let mut backend = GlBackend::new(ctx);
+    let start = Instant::now();
+    let mut linked = 0;
+    for program in programs {
+        let Ok(vs) = backend.compile(ShaderStage::Vertex, &program.vertex) else {
+            continue;
+        };
+        let Ok(fs) = backend.compile(ShaderStage::Fragment, &program.fragment) else {
+            continue;
+        };
+        if let Ok(p) = backend.link(&vs, &fs, &LinkOptions::default()) {
+            std::hint::black_box((backend.active_attributes(&p), backend.active_uniforms(&p)));
+            linked += 1;
+        }
+    }
+    (linked, start.elapsed().as_secs_f64() * 1e3)
+}
+
+fn ms_since(t: Instant) -> f64 {
+    t.elapsed().as_secs_f64() * 1e3
+}
+
+/// The program cache of a run: backed by the disk store unless `--no-disk-cache`.
+struct RunCache {
+    cache: Arc<ProgramCache>,
+    /// The disk store's stamp folder, when a disk store was configured.
+    store: Option<PathBuf>,
+    /// The startup load (`None`: it did not finish within [`LOAD_TIMEOUT`]).
+    load: Option<LoadReport>,
+    /// Open + wait for the startup load, in ms.
+    load_ms: f64,
+}
+
+fn open_cache(args: &DemoArgs, ctx: &GlContext) -> RunCache {
+    let config = CacheConfig::with_budget(args.budget_mib.saturating_mul(1 << 20));
+    let start = Instant::now();
+    if args.no_disk_cache {
+        return RunCache {
+            cache: Arc::new(ProgramCache::new(config)),
+            store: None,
+            load: Some(LoadReport::default()),
+            load_ms: 0.0,
+        };
+    }
+    let dir = args
+        .cache_dir
+        .clone()
+        .unwrap_or_else(DiskConfig::default_dir);
+    let stamp = CompatibilityStamp::from_driver(ctx.info(), host_build_id());
+    let store = dir.join(stamp.dir_name());
+    let cache = ProgramCache::with_disk(config, None, DiskConfig::new(dir, stamp));
+    let load = cache.wait_until_loaded(LOAD_TIMEOUT);
+    RunCache {
+        cache,
+        store: Some(store),
+        load,
+        load_ms: ms_since(start),
+    }
+}
+
+/// The line describing the disk cache of a run.
+fn disk_line(run: &RunCache) -> String {
+    let Some(store) = &run.store else {
+        return "disk cache: off (--no-disk-cache); every run starts cold".into();
+    };
+    if !run.cache.disk_enabled() {
+        return format!(
+            "disk cache: {}",
+            run.cache
+                .disk_condition()
+                .unwrap_or_else(|| "unusable; memory only".into())
+        );
+    }
+    match run.load {
+        Some(r) => {
+            let mut line = format!(
+                "disk cache: {}: {} programs loaded at startup in {:.1} ms",
+                store.display(),
+                r.loaded,
+                run.load_ms
+            );
+            if r.rejected > 0 {
+                line.push_str(&format!(
+                    "; {} damaged or foreign entries rejected",
+                    r.rejected
+                ));
+            }
+            if r.skipped > 0 {
+                line.push_str(&format!(
+                    "; {} left on disk (memory budget full)",
+                    r.skipped
+                ));
+            }
+            if r.loaded == 0 && r.rejected == 0 {
+                line.push_str(" (empty: this run fills it)");
+            }
+            line
+        }
+        None => format!(
+            "disk cache: {}: the startup load did not finish in {} s; starting without it",
+            store.display(),
+            LOAD_TIMEOUT.as_secs()
+        ),
+    }
+}
+
+/// `--single-pass`: one pass, then the `gpusvc-startup` line the startup benchmark reads.
+fn single_pass(
+    args: &DemoArgs,
+    ctx: &GlContext,
+    programs: &[ProgramSource],
+    started: Instant,
+    context_ms: f64,
+) -> Result<(), DemoError> {
+    let mut out = std::io::stdout();
+    if args.plain_driver {
+        let (linked, pass_ms) = plain_pass(ctx, programs);
+        writeln!(
+            out,
+            "gpusvc-startup programs={} linked={linked} hits=0 loaded=0 since_start_ms={:.3} \
+             context_ms={context_ms:.3} load_ms=0 pass_ms={pass_ms:.3}",
+            programs.len(),
+            ms_since(started)
+        )?;
+        out.flush()?;
+        return Ok(());
+    }
+    let run = open_cache(args, ctx);
+    let mut manager = ProgramManager::new(GlBackend::new(ctx), run.cache.clone(), "gpusvc demo");
+    let p = pass(&mut manager, programs, "cold");
+    writeln!(
+        out,
+        "gpusvc-startup programs={} linked={} hits={} loaded={} since_start_ms={:.3} \
+         context_ms={context_ms:.3} load_ms={:.3} pass_ms={:.3}",
+        p.programs,
+        p.linked,
+        p.cache_hits,
+        run.load.map_or(0, |r| r.loaded),
+        ms_since(started),
+        run.load_ms,
+        p.total_ms
+    )?;
+    out.flush()?;
+    run.cache.flush_disk();
+    let d = run.cache.disk_counters().unwrap_or_default();
+    writeln!(
+        out,
+        "gpusvc-startup-done writes={} dropped={} write_errors={} disk={}",
+        d.writes,
+        d.dropped_writes,
+        d.write_errors,
+        run.cache.disk_enabled()
+    )?;
+    out.flush()?;
+    Ok(())
+}
+
+pub(crate) fn run(args: &DemoArgs, started: Instant) -> Result<(), DemoError> {
     // A piglit directory is read first, so a wrong path fails before the driver is touched.
     let piglit = args.corpus.as_deref().map(load_piglit).transpose()?;
     // Declared before the context, so it outlives it: the directory goes after the driver is done.
-    let driver_cache = tempfile::Builder::new()
-        .prefix("gpusvc-demo-driver-cache-")
-        .tempdir()
-        .map_err(DemoError::TempDir)?;
+    let driver_cache = DriverCache::new(args.driver_cache_dir.as_deref())?;
     isolate_driver_cache(driver_cache.path());
+    let context_start = Instant::now();
     let ctx = open_context(args.api, piglit.is_some())?;
-    let mut out = std::io::stdout();
-    writeln!(out, "driver: {} ({})", ctx.info(), ctx.profile())?;
+    let context_ms = ms_since(context_start);
     let corpus = match piglit {
         Some(corpus) => corpus,
         None => load_builtin(&ctx),
     };
     let (label, programs) = limit_corpus(args, corpus)?;
+    if args.single_pass {
+        return single_pass(args, &ctx, &programs, started, context_ms);
+    }
+    let mut out = std::io::stdout();
+    writeln!(out, "driver: {} ({})", ctx.info(), ctx.profile())?;
     writeln!(out, "corpus: {label}")?;
+    let driver_cache_text = match &driver_cache {
+        DriverCache::Fresh(_) => "starts empty (fresh directory)".to_string(),
+        DriverCache::Kept(dir) => format!("is {}", dir.display()),
+    };
     writeln!(
         out,
-        "cache: {} MiB budget; the driver's own shader cache starts empty (fresh directory)",
+        "cache: {} MiB budget; the driver's own shader cache {driver_cache_text}",
         args.budget_mib
     )?;
 
-    let cache = Arc::new(ProgramCache::new(CacheConfig::with_budget(
-        args.budget_mib.saturating_mul(1 << 20),
-    )));
-    let mut manager = ProgramManager::new(GlBackend::new(&ctx), cache, "gpusvc demo");
-    let cold = pass(&mut manager, &programs, "cold");
-    let warm = pass(&mut manager, &programs, "warm");
+    let run = open_cache(args, &ctx);
+    writeln!(out, "{}", disk_line(&run))?;
+    let mut manager = ProgramManager::new(GlBackend::new(&ctx), run.cache.clone(), "gpusvc demo");
+    let mut cold = pass(&mut manager, &programs, "cold");
+    // Queued disk writes are done outside the timed passes, so each column counts its own.
+    run.cache.flush_disk();
+    let after_cold = run.cache.disk_counters();
+    let mut warm = pass(&mut manager, &programs, "warm");
+    run.cache.flush_disk();
+    let after_warm = run.cache.disk_counters();
+    if let (Some(c), Some(w)) = (after_cold, after_warm) {
+        cold.disk = Some(c);
+        warm.disk = Some(disk_delta(w, c));
+    }
 
     writeln!(out)?;
     write!(out, "{}", render_table(&cold, &warm))?;
-    if let (Some(c), Some(w)) = (median(&cold.linked_ms), median(&warm.linked_ms)) {
+    if let Some(d) = after_warm
+        && cold.cache_hits > 0
+        && d.loaded > 0
+    {
+        writeln!(
+            out,
+            "warm start: {} of the cold pass's {} linked programs were cache hits on binaries \
+             loaded from the disk cache at startup ({} loaded in {:.1} ms, before the pass).",
+            cold.cache_hits, cold.linked, d.loaded, run.load_ms
+        )?;
+    }
+    if let Some(d) = after_warm
+        && d.dropped_writes + d.write_errors > 0
+    {
+        writeln!(
+            out,
+            "note: {} disk writes were dropped (writer queue full) and {} failed; those programs \
+             compile again next run.",
+            d.dropped_writes, d.write_errors
+        )?;
+    }
+    if cold.cache_hits > 0 {
+        writeln!(
+            out,
+            "both passes were served by the cache; for a cold pass use a new --cache-dir, \
+             --no-disk-cache, or `gpusvc cache clear`."
+        )?;
+    } else if let (Some(c), Some(w)) = (median(&cold.linked_ms), median(&warm.linked_ms)) {
         writeln!(
             out,
             "warm vs cold: median {:.1}x, total {:.1}x faster. Times are compile+link (+ reflection) \
@@ -374,12 +652,19 @@ mod tests {
             total_ms: 7.5,
             bytes_cached: 9000,
             entries_cached: 2,
+            disk: Some(DiskCounters {
+                loaded: 1,
+                writes: 1,
+                bytes_written: 700,
+                ..DiskCounters::default()
+            }),
             ..Pass::default()
         };
         let warm = Pass {
             cache_hits: 2,
             linked_ms: vec![0.25, 0.5],
             total_ms: 1.25,
+            disk: Some(DiskCounters::default()),
             ..cold.clone()
         };
         let table = render_table(&cold, &warm);
@@ -399,6 +684,39 @@ mod tests {
         assert_eq!(row("median compile+link"), ["3.000", "ms", "0.375", "ms"]);
         assert_eq!(row("total compile+link"), ["7.500", "ms", "1.250", "ms"]);
         assert_eq!(row("bytes cached"), ["9000", "9000"]);
-        assert_eq!(table.lines().count(), 11);
+        assert_eq!(row("loaded from disk"), ["1", "0"]);
+        assert_eq!(row("disk writes"), ["1", "0"]);
+        assert_eq!(row("disk bytes written"), ["700", "0"]);
+        assert_eq!(table.lines().count(), 14);
+        // Without a disk cache the disk rows are left out.
+        let memory_only = render_table(
+            &Pass {
+                disk: None,
+                ..cold.clone()
+            },
+            &Pass {
+                disk: None,
+                ..warm.clone()
+            },
+        );
+        assert_eq!(memory_only.lines().count(), 11);
+        assert!(!memory_only.contains("disk"));
+    }
+
+    #[test]
+    fn disk_deltas_subtract_each_counter() {
+        let before = DiskCounters {
+            writes: 3,
+            loaded: 5,
+            ..DiskCounters::default()
+        };
+        let after = DiskCounters {
+            writes: 10,
+            loaded: 5,
+            bytes_written: 99,
+            ..DiskCounters::default()
+        };
+        let d = disk_delta(after, before);
+        assert_eq!((d.writes, d.loaded, d.bytes_written), (7, 0, 99));
     }
 }

@@ -3,7 +3,11 @@
 //! `gpusvc demo` runs the GL program binary cache end to end on the machine's own GL driver
 //! (through a headless EGL context): it builds a corpus of vertex + fragment programs through a
 //! `ProgramManager` twice — cold, then warm with new shader objects on the same cache — and
-//! prints what the cache did and what it saved.
+//! prints what the cache did and what it saved. The cache is backed by the persistent disk store
+//! (`--cache-dir`, default `$XDG_CACHE_HOME/gpusvc`; `--no-disk-cache` turns it off), so a second
+//! run starts warm: its cold pass finds the programs the first run linked.
+//!
+//! `gpusvc cache list|verify|stats|clear` inspects that folder without opening a cache.
 //!
 //! # Guarantees
 //! * The driver's own shader cache starts empty: `MESA_SHADER_CACHE_DIR` (and NVIDIA's
@@ -14,18 +18,22 @@
 //!   piglit files sorted by path).
 //!
 //! # Errors and exit status
-//! 0 when the demo ran (driver refusals of corpus programs are reported, not errors); 3 when no
-//! GL context can be made, with EGL's reason on stderr; 1 for any other failure (an unreadable
-//! corpus directory, no usable program); 2 for command-line errors (clap).
+//! 0 when the command ran (driver refusals of corpus programs are reported, not errors); 3 when
+//! no GL context can be made, with EGL's reason on stderr; 4 when `gpusvc cache verify` found a
+//! corrupt entry; 1 for any other failure (an unreadable corpus directory, no usable program, a
+//! missing cache folder); 2 for command-line errors (clap).
 //!
 //! # Thread safety
-//! Single-threaded: the GL context lives on the main thread; the progress bar, shown only when
-//! stdout is a terminal, draws from the same thread.
+//! The GL context lives on the main thread; the progress bar, shown only when stdout is a
+//! terminal, draws from the same thread. The disk cache's writer and loader threads start after
+//! the environment is set up (see `demo::isolate_driver_cache`).
 
+mod cache;
 mod demo;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Instant;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
@@ -44,6 +52,33 @@ enum Command {
     ///
     /// Exit status: 0 when it ran, 3 when no GL context can be made, 1 on other errors.
     Demo(DemoArgs),
+    /// Inspects the program cache's disk folder: list, verify, stats, clear.
+    ///
+    /// Exit status: 0 when it ran, 4 when `verify` found a corrupt entry, 1 when the folder is
+    /// missing or unreadable.
+    Cache(CacheArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct CacheArgs {
+    /// The cache folder. Default: $XDG_CACHE_HOME/gpusvc (else ~/.cache/gpusvc).
+    #[arg(long, value_name = "DIR", global = true)]
+    dir: Option<PathBuf>,
+    #[command(subcommand)]
+    command: CacheCommand,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Subcommand)]
+enum CacheCommand {
+    /// Every entry: key, size, age and the stamp its header names; a header line per stamp store.
+    List,
+    /// Checks every entry fully (header, stamp, checksums, decode); prints each corrupt entry and
+    /// exits with status 4 if there is one.
+    Verify,
+    /// Stores, entries, bytes and temporary files.
+    Stats,
+    /// Deletes every store in the folder (every stamp).
+    Clear,
 }
 
 /// Which context the demo opens.
@@ -72,20 +107,46 @@ struct DemoArgs {
     /// Which GL context to open.
     #[arg(long, value_enum, default_value_t = Api::Auto)]
     api: Api,
-    /// The cache's byte budget, in MiB.
+    /// The cache's byte budget, in MiB (memory, and the disk store's).
     #[arg(long, value_name = "MIB", default_value_t = 64)]
     budget_mib: usize,
+    /// The disk cache folder: programs linked in one run load from it at the start of the next.
+    /// Default: $XDG_CACHE_HOME/gpusvc (else ~/.cache/gpusvc).
+    #[arg(long, value_name = "DIR")]
+    cache_dir: Option<PathBuf>,
+    /// No disk cache: the cache lives in memory only and every run starts cold.
+    #[arg(long, conflicts_with = "cache_dir")]
+    no_disk_cache: bool,
+    /// (benchmarks) One pass, then one `gpusvc-startup ...` line instead of the table.
+    #[arg(long, hide = true)]
+    single_pass: bool,
+    /// (benchmarks) The driver's shader-cache folder, kept, instead of a fresh temporary one.
+    #[arg(long, hide = true, value_name = "DIR")]
+    driver_cache_dir: Option<PathBuf>,
+    /// (benchmarks) With --single-pass: compile and link straight on the driver, no program cache.
+    #[arg(long, hide = true, requires = "single_pass")]
+    plain_driver: bool,
 }
 
 fn main() -> ExitCode {
+    let started = Instant::now();
     let cli = Cli::parse();
     match cli.command {
-        Command::Demo(args) => match demo::run(&args) {
+        Command::Demo(args) => match demo::run(&args, started) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) if e.is_broken_pipe() => ExitCode::SUCCESS,
             Err(e) => {
                 eprintln!("gpusvc demo: {e}");
                 ExitCode::from(e.exit_code())
+            }
+        },
+        Command::Cache(args) => match cache::run(&args) {
+            Ok(cache::Outcome::Ok) => ExitCode::SUCCESS,
+            Ok(cache::Outcome::Corrupt) => ExitCode::from(cache::EXIT_CORRUPT),
+            Err(e) if e.is_broken_pipe() => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("gpusvc cache: {e}");
+                ExitCode::FAILURE
             }
         },
     }
@@ -101,12 +162,43 @@ mod tests {
     fn command_line_is_consistent_and_parses() {
         Cli::command().debug_assert();
         let cli = Cli::try_parse_from(["gpusvc", "demo", "--corpus", "x", "--limit", "5"]).unwrap();
-        let Command::Demo(args) = cli.command;
+        let Command::Demo(args) = cli.command else {
+            panic!("not demo")
+        };
         assert_eq!(args.corpus, Some(PathBuf::from("x")));
         assert_eq!(args.limit, Some(5));
         assert_eq!(args.api, Api::Auto);
         assert_eq!(args.budget_mib, 64);
+        assert_eq!(args.cache_dir, None);
+        assert!(!args.no_disk_cache && !args.single_pass && !args.plain_driver);
         assert!(Cli::try_parse_from(["gpusvc", "demo", "--api", "vulkan"]).is_err());
         assert!(Cli::try_parse_from(["gpusvc"]).is_err());
+        assert!(
+            Cli::try_parse_from(["gpusvc", "demo", "--no-disk-cache", "--cache-dir", "d"]).is_err()
+        );
+        assert!(Cli::try_parse_from(["gpusvc", "demo", "--plain-driver"]).is_err());
+    }
+
+    #[test]
+    fn cache_commands_parse_with_the_folder_before_or_after() {
+        for argv in [
+            &["gpusvc", "cache", "--dir", "d", "verify"][..],
+            &["gpusvc", "cache", "verify", "--dir", "d"][..],
+        ] {
+            let Command::Cache(args) = Cli::try_parse_from(argv).unwrap().command else {
+                panic!("not cache")
+            };
+            assert_eq!(args.dir, Some(PathBuf::from("d")));
+            assert_eq!(args.command, CacheCommand::Verify);
+        }
+        let Command::Cache(args) = Cli::try_parse_from(["gpusvc", "cache", "list"])
+            .unwrap()
+            .command
+        else {
+            panic!("not cache")
+        };
+        assert_eq!((args.dir, args.command), (None, CacheCommand::List));
+        assert!(Cli::try_parse_from(["gpusvc", "cache"]).is_err());
+        assert!(Cli::try_parse_from(["gpusvc", "cache", "shred"]).is_err());
     }
 }

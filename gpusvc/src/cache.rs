@@ -1,0 +1,247 @@
+//! `gpusvc cache`: the program cache's disk folder seen from outside a cache — list, verify,
+//! stats, clear — through `program_cache::disk::inspect` (read-only except `clear`).
+
+use std::fs::File;
+use std::io::{Read as _, Write as _};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use program_cache::DiskConfig;
+use program_cache::disk::inspect::{self, EntryInfo, StoreInfo};
+use program_cache::disk::{HEADER_LEN, decode_header};
+
+use crate::{CacheArgs, CacheCommand};
+
+/// Exit status of `gpusvc cache verify` when an entry is corrupt.
+pub(crate) const EXIT_CORRUPT: u8 = 4;
+
+/// Why a `gpusvc cache` command could not run.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum CacheError {
+    /// The folder does not exist.
+    #[error(
+        "no cache folder at {0} (nothing has been cached there yet; pass --dir DIR for another)"
+    )]
+    Missing(PathBuf),
+    /// The path is not a folder.
+    #[error("{0} is not a folder")]
+    NotAFolder(PathBuf),
+    /// Reading or deleting failed.
+    #[error("{0}: {1}")]
+    Io(PathBuf, std::io::Error),
+    /// Writing to stdout failed.
+    #[error("writing the report: {0}")]
+    Output(#[from] std::io::Error),
+}
+
+impl CacheError {
+    /// True when stdout was closed by its reader (`gpusvc cache list | head`).
+    pub(crate) fn is_broken_pipe(&self) -> bool {
+        matches!(self, CacheError::Output(e) if e.kind() == std::io::ErrorKind::BrokenPipe)
+    }
+}
+
+/// What a command found: `Corrupt` makes the process exit with [`EXIT_CORRUPT`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Outcome {
+    Ok,
+    Corrupt,
+}
+
+fn scan(root: &Path) -> Result<Vec<StoreInfo>, CacheError> {
+    match std::fs::metadata(root) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(CacheError::Missing(root.to_path_buf()));
+        }
+        Err(e) => return Err(CacheError::Io(root.to_path_buf(), e)),
+        Ok(m) if !m.is_dir() => return Err(CacheError::NotAFolder(root.to_path_buf())),
+        Ok(_) => {}
+    }
+    inspect::scan(root).map_err(|e| CacheError::Io(root.to_path_buf(), e))
+}
+
+/// `5s`, `3m 20s`, `2h 5m`, `4d 3h`.
+pub(crate) fn age(d: Duration) -> String {
+    let s = d.as_secs();
+    match s {
+        0..60 => format!("{s}s"),
+        60..3600 => format!("{}m {:02}s", s / 60, s % 60),
+        3600..86400 => format!("{}h {:02}m", s / 3600, s % 3600 / 60),
+        _ => format!("{}d {:02}h", s / 86400, s % 86400 / 3600),
+    }
+}
+
+/// `1234 B`, `12.1 KiB`, `3.4 MiB`.
+pub(crate) fn bytes(n: u64) -> String {
+    match n {
+        0..1024 => format!("{n} B"),
+        1024..1_048_576 => format!("{:.1} KiB", n as f64 / 1024.0),
+        _ => format!("{:.1} MiB", n as f64 / 1_048_576.0),
+    }
+}
+
+fn stamp_field<'a>(store: &'a StoreInfo, field: &str) -> &'a str {
+    store
+        .stamp_text
+        .lines()
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(": "))
+        .unwrap_or("?")
+}
+
+fn store_name(store: &StoreInfo) -> String {
+    store.dir.file_name().map_or_else(
+        || store.dir.display().to_string(),
+        |n| n.to_string_lossy().into_owned(),
+    )
+}
+
+/// The stamp an entry's header names (first 8 bytes, the form of a store folder's name), or why
+/// the header cannot be read.
+fn entry_stamp(entry: &EntryInfo) -> String {
+    let mut header = [0u8; HEADER_LEN];
+    let read = File::open(&entry.path).and_then(|mut f| f.read_exact(&mut header));
+    match read {
+        Err(_) => "unreadable".into(),
+        Ok(()) => match decode_header(&header) {
+            Ok(h) => h.stamp_hash[..8]
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect(),
+            Err(e) => format!("bad header ({e})"),
+        },
+    }
+}
+
+fn store_header(out: &mut impl std::io::Write, store: &StoreInfo) -> std::io::Result<()> {
+    writeln!(
+        out,
+        "store {} ({}): {} entries, {}, {} temporary files; stamp: {} | {} | {} | host {}",
+        store_name(store),
+        store.dir.display(),
+        store.entries.len(),
+        bytes(store.bytes()),
+        store.temporary_files,
+        stamp_field(store, "gl_vendor"),
+        stamp_field(store, "gl_renderer"),
+        stamp_field(store, "gl_version"),
+        stamp_field(store, "host_build_id"),
+    )
+}
+
+fn list(root: &Path, out: &mut impl std::io::Write) -> Result<Outcome, CacheError> {
+    let stores = scan(root)?;
+    if stores.is_empty() {
+        writeln!(
+            out,
+            "{}: no stores (the cache folder is empty)",
+            root.display()
+        )?;
+    }
+    for store in &stores {
+        store_header(out, store)?;
+        writeln!(out, "  {:<40} {:>10} {:>9}  stamp", "key", "size", "age")?;
+        for e in &store.entries {
+            let mut stamp = entry_stamp(e);
+            if e.check.is_err() {
+                stamp.push_str(" (corrupt: run `gpusvc cache verify`)");
+            }
+            writeln!(
+                out,
+                "  {:<40} {:>10} {:>9}  {stamp}",
+                e.key.to_hex(),
+                bytes(e.size),
+                age(e.age)
+            )?;
+        }
+    }
+    Ok(Outcome::Ok)
+}
+
+fn verify(root: &Path, out: &mut impl std::io::Write) -> Result<Outcome, CacheError> {
+    let stores = scan(root)?;
+    let mut checked = 0;
+    let mut corrupt = 0;
+    for store in &stores {
+        checked += store.entries.len();
+        for e in store.corrupt() {
+            corrupt += 1;
+            let why = e.check.as_ref().err().map(ToString::to_string);
+            writeln!(
+                out,
+                "corrupt: {}: {}",
+                e.path.display(),
+                why.unwrap_or_default()
+            )?;
+        }
+    }
+    writeln!(
+        out,
+        "{}: {} stores, {checked} entries checked (header, stamp, checksums, decode), {corrupt} corrupt",
+        root.display(),
+        stores.len()
+    )?;
+    Ok(if corrupt > 0 {
+        Outcome::Corrupt
+    } else {
+        Outcome::Ok
+    })
+}
+
+fn stats(root: &Path, out: &mut impl std::io::Write) -> Result<Outcome, CacheError> {
+    let stores = scan(root)?;
+    for store in &stores {
+        store_header(out, store)?;
+    }
+    let entries: usize = stores.iter().map(|s| s.entries.len()).sum();
+    let total: u64 = stores.iter().map(StoreInfo::bytes).sum();
+    let tmp: usize = stores.iter().map(|s| s.temporary_files).sum();
+    let corrupt: usize = stores.iter().map(|s| s.corrupt().count()).sum();
+    writeln!(out, "folder:          {}", root.display())?;
+    writeln!(out, "stores:          {}", stores.len())?;
+    writeln!(out, "entries:         {entries}")?;
+    writeln!(out, "bytes:           {total} ({})", bytes(total))?;
+    writeln!(out, "temporary files: {tmp}")?;
+    writeln!(out, "corrupt entries: {corrupt}")?;
+    Ok(Outcome::Ok)
+}
+
+fn clear(root: &Path, out: &mut impl std::io::Write) -> Result<Outcome, CacheError> {
+    let stores = scan(root)?.len();
+    let removed = inspect::clear(root).map_err(|e| CacheError::Io(root.to_path_buf(), e))?;
+    writeln!(
+        out,
+        "{}: removed {stores} stores, {removed} entries",
+        root.display()
+    )?;
+    Ok(Outcome::Ok)
+}
+
+/// Runs one `gpusvc cache` command.
+pub(crate) fn run(args: &CacheArgs) -> Result<Outcome, CacheError> {
+    let root = args.dir.clone().unwrap_or_else(DiskConfig::default_dir);
+    let mut out = std::io::stdout().lock();
+    let outcome = match args.command {
+        CacheCommand::List => list(&root, &mut out),
+        CacheCommand::Verify => verify(&root, &mut out),
+        CacheCommand::Stats => stats(&root, &mut out),
+        CacheCommand::Clear => clear(&root, &mut out),
+    }?;
+    out.flush()?;
+    Ok(outcome)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ages_and_sizes_read_well() {
+        assert_eq!(age(Duration::from_secs(5)), "5s");
+        assert_eq!(age(Duration::from_secs(200)), "3m 20s");
+        assert_eq!(age(Duration::from_secs(7500)), "2h 05m");
+        assert_eq!(age(Duration::from_secs(4 * 86400 + 3 * 3600)), "4d 03h");
+        assert_eq!(bytes(1023), "1023 B");
+        assert_eq!(bytes(2048), "2.0 KiB");
+        assert_eq!(bytes(3 << 20), "3.0 MiB");
+    }
+}

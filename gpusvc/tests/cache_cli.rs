@@ -1,0 +1,254 @@
+//! `gpusvc cache list|verify|stats|clear`, run as a user would on a folder populated by a real
+//! `ProgramCache` disk store (synthetic programs: no GL needed).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::Duration;
+
+use program_cache::disk::{self, inspect};
+use program_cache::{
+    CacheConfig, CachedProgram, CompatibilityStamp, DiskConfig, ProgramBinaryData, ProgramCache,
+    ProgramKey, ShaderHash, ShaderVariables,
+};
+
+fn gpusvc(args: &[&str], env: &[(&str, &Path)]) -> Output {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_gpusvc"));
+    command.args(args);
+    for (k, v) in env {
+        command.env(k, v);
+    }
+    command.output().expect("gpusvc runs")
+}
+
+fn text(output: &Output) -> (String, String) {
+    (
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+fn stamp() -> CompatibilityStamp {
+    CompatibilityStamp {
+        gl_vendor: "Test vendor".into(),
+        gl_renderer: "test renderer".into(),
+        gl_version: "4.5 test".into(),
+        vendor_id: None,
+        device_id: None,
+        driver_build_id: None,
+        host_build_id: "gpusvc cli tests".into(),
+        format_version: disk::FORMAT_VERSION,
+        pointer_width: usize::BITS,
+    }
+}
+
+fn program(n: u8) -> CachedProgram {
+    CachedProgram {
+        vertex_shader: ShaderHash([n; 20]),
+        fragment_shader: ShaderHash([n.wrapping_add(100); 20]),
+        vertex: ShaderVariables::default(),
+        fragment: ShaderVariables::default(),
+        binary: ProgramBinaryData {
+            format: 0xB1,
+            bytes: (0..400u32).map(|i| (i as u8) ^ n).collect(),
+        },
+    }
+}
+
+/// Saves `n` programs through a disk-backed cache in `dir`; returns their keys.
+fn populate(dir: &Path, n: u8) -> Vec<ProgramKey> {
+    let cache = ProgramCache::with_disk(
+        CacheConfig::with_budget(1 << 20),
+        None,
+        DiskConfig::new(dir, stamp()),
+    );
+    cache
+        .wait_until_loaded(Duration::from_secs(10))
+        .expect("the (empty) startup load finishes");
+    let keys: Vec<ProgramKey> = (1..=n).map(|i| ProgramKey([i; 20])).collect();
+    for (i, key) in (1..=n).zip(&keys) {
+        cache.save(*key, program(i), None).expect("saved");
+    }
+    cache.flush_disk();
+    assert_eq!(cache.disk_counters().unwrap().writes, u64::from(n));
+    keys
+}
+
+fn entry_files(dir: &Path) -> Vec<PathBuf> {
+    inspect::scan(dir)
+        .unwrap()
+        .into_iter()
+        .flat_map(|s| s.entries.into_iter().map(|e| e.path))
+        .collect()
+}
+
+#[test]
+fn list_shows_every_entry_under_its_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let keys = populate(dir.path(), 5);
+    let d = dir.path().to_str().unwrap();
+    let output = gpusvc(&["cache", "list", "--dir", d], &[]);
+    let (stdout, stderr) = text(&output);
+    assert!(output.status.success(), "{stdout}\n{stderr}");
+    let store = stamp().dir_name();
+    let headers: Vec<&str> = stdout.lines().filter(|l| l.starts_with("store ")).collect();
+    assert_eq!(headers.len(), 1, "{stdout}");
+    assert!(
+        headers[0].starts_with(&format!("store {store} ")),
+        "{stdout}"
+    );
+    assert!(headers[0].contains("5 entries"), "{stdout}");
+    assert!(headers[0].contains("test renderer"), "{stdout}");
+    for key in &keys {
+        let line = stdout
+            .lines()
+            .find(|l| l.trim_start().starts_with(&key.to_hex()))
+            .unwrap_or_else(|| panic!("no line for {key} in\n{stdout}"));
+        // key, size, age, and the stamp the entry's header names: its store's.
+        assert!(line.trim_end().ends_with(&store), "{line}");
+        assert!(line.contains(" B ") || line.contains("KiB"), "{line}");
+        assert!(line.contains('s'), "age in {line}");
+    }
+}
+
+#[test]
+fn stats_counts_stores_entries_bytes_and_temporary_files() {
+    let dir = tempfile::tempdir().unwrap();
+    populate(dir.path(), 4);
+    let on_disk: u64 = entry_files(dir.path())
+        .iter()
+        .map(|p| std::fs::metadata(p).unwrap().len())
+        .sum();
+    // A left-over temporary file, as a crashed writer leaves one.
+    let tmp = dir.path().join(stamp().dir_name()).join("tmp/leftover.1.0");
+    std::fs::write(&tmp, b"partial").unwrap();
+    let output = gpusvc(
+        &["cache", "--dir", dir.path().to_str().unwrap(), "stats"],
+        &[],
+    );
+    let (stdout, stderr) = text(&output);
+    assert!(output.status.success(), "{stdout}\n{stderr}");
+    let value = |label: &str| -> String {
+        stdout
+            .lines()
+            .find_map(|l| l.strip_prefix(label))
+            .unwrap_or_else(|| panic!("no {label} in\n{stdout}"))
+            .split_whitespace()
+            .next()
+            .unwrap()
+            .to_string()
+    };
+    assert_eq!(value("stores:"), "1");
+    assert_eq!(value("entries:"), "4");
+    assert_eq!(value("bytes:"), on_disk.to_string());
+    assert_eq!(value("temporary files:"), "1");
+    assert_eq!(value("corrupt entries:"), "0");
+}
+
+#[test]
+fn verify_passes_on_a_good_folder_and_names_a_damaged_entry() {
+    let dir = tempfile::tempdir().unwrap();
+    populate(dir.path(), 3);
+    let d = dir.path().to_str().unwrap();
+    let good = gpusvc(&["cache", "verify", "--dir", d], &[]);
+    let (stdout, stderr) = text(&good);
+    assert!(good.status.success(), "{stdout}\n{stderr}");
+    assert!(stdout.contains("3 entries checked"), "{stdout}");
+    assert!(stdout.contains("0 corrupt"), "{stdout}");
+
+    // Flip one byte of one entry's payload.
+    let victim = entry_files(dir.path()).remove(1);
+    let mut bytes = std::fs::read(&victim).unwrap();
+    let last = bytes.len() - 1;
+    bytes[last] ^= 0x5a;
+    std::fs::write(&victim, &bytes).unwrap();
+
+    let bad = gpusvc(&["cache", "verify", "--dir", d], &[]);
+    let (stdout, stderr) = text(&bad);
+    assert_eq!(bad.status.code(), Some(4), "{stdout}\n{stderr}");
+    let corrupt: Vec<&str> = stdout
+        .lines()
+        .filter(|l| l.starts_with("corrupt: "))
+        .collect();
+    assert_eq!(corrupt.len(), 1, "{stdout}");
+    assert!(
+        corrupt[0].contains(victim.to_str().unwrap()),
+        "names the file: {stdout}"
+    );
+    assert!(corrupt[0].contains("checksum"), "says why: {stdout}");
+    assert!(stdout.contains("1 corrupt"), "{stdout}");
+    // Verify is read-only: the damaged entry is still there for a human to look at.
+    assert!(victim.exists());
+    // list flags it too.
+    let list = gpusvc(&["cache", "list", "--dir", d], &[]);
+    assert!(text(&list).0.contains("corrupt"), "{}", text(&list).0);
+}
+
+#[test]
+fn clear_empties_the_folder() {
+    let dir = tempfile::tempdir().unwrap();
+    populate(dir.path(), 3);
+    let d = dir.path().to_str().unwrap();
+    let output = gpusvc(&["cache", "clear", "--dir", d], &[]);
+    let (stdout, stderr) = text(&output);
+    assert!(output.status.success(), "{stdout}\n{stderr}");
+    assert!(stdout.contains("removed 1 stores, 3 entries"), "{stdout}");
+    assert!(inspect::scan(dir.path()).unwrap().is_empty());
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+    let stats = gpusvc(&["cache", "stats", "--dir", d], &[]);
+    assert!(
+        text(&stats).0.contains("entries:         0"),
+        "{}",
+        text(&stats).0
+    );
+    // A new cache on the cleared folder starts empty and works.
+    populate(dir.path(), 1);
+    assert_eq!(entry_files(dir.path()).len(), 1);
+}
+
+#[test]
+fn a_missing_folder_gets_a_clear_message_and_status_1() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("never-created");
+    for command in ["list", "verify", "stats", "clear"] {
+        let output = gpusvc(&["cache", command, "--dir", missing.to_str().unwrap()], &[]);
+        let (stdout, stderr) = text(&output);
+        assert_eq!(
+            output.status.code(),
+            Some(1),
+            "{command}: {stdout}\n{stderr}"
+        );
+        assert!(stdout.is_empty(), "{command}: {stdout}");
+        assert!(
+            stderr.contains(&format!("no cache folder at {}", missing.display())),
+            "{command}: {stderr}"
+        );
+    }
+    assert!(!missing.exists(), "nothing creates the folder");
+    // A file where the folder should be.
+    let file = dir.path().join("a-file");
+    std::fs::write(&file, b"x").unwrap();
+    let output = gpusvc(&["cache", "stats", "--dir", file.to_str().unwrap()], &[]);
+    assert_eq!(output.status.code(), Some(1));
+    assert!(
+        text(&output).1.contains("is not a folder"),
+        "{}",
+        text(&output).1
+    );
+}
+
+#[test]
+fn the_default_folder_is_under_xdg_cache_home() {
+    let home = tempfile::tempdir().unwrap();
+    populate(&home.path().join("gpusvc"), 2);
+    let output = gpusvc(&["cache", "stats"], &[("XDG_CACHE_HOME", home.path())]);
+    let (stdout, stderr) = text(&output);
+    assert!(output.status.success(), "{stdout}\n{stderr}");
+    assert!(
+        stdout.contains(&format!(
+            "folder:          {}",
+            home.path().join("gpusvc").display()
+        )),
+        "{stdout}"
+    );
+    assert!(stdout.contains("entries:         2"), "{stdout}");
+}
