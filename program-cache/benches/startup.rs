@@ -1,0 +1,592 @@
+//! Startup: a fresh GPU process linking its programs, with our disk cache versus Mesa's own
+//! shader cache; the disk loader's throughput; LZ4 on versus off.
+//!
+//! `cargo bench -p gpusvc-program-cache --bench startup`
+//!
+//! Every measured run is a fresh process: `gpusvc demo --single-pass` (a hidden mode of the
+//! demo), built first with `cargo build --release -p gpusvc` (or `GPUSVC_BIN=<path>` to use a
+//! binary you built). The time is taken by this process, from just before the spawn to the moment
+//! the child reports that every program of the corpus is linked: exec, dynamic loading, EGL and
+//! context creation, corpus parsing, the disk cache's open + startup load, and the compile/link
+//! pass. Three cases, `GPUSVC_BENCH_REPS` runs each (default 5), interleaved:
+//! * **cold**: a fresh `MESA_SHADER_CACHE_DIR`, our disk cache empty (a new folder each run);
+//! * **ours warm**: a fresh `MESA_SHADER_CACHE_DIR`, our disk cache populated by a cold run;
+//! * **Mesa warm** (the peer): no program cache at all (`--plain-driver`: compile, link, reflect
+//!   straight on the driver), `MESA_SHADER_CACHE_DIR` populated by a previous such run and
+//!   reused.
+//!
+//! Corpus: piglit (`GPUSVC_PIGLIT_DIR`, default `<workspace>/target/corpora/piglit/tests`, filled
+//! by `scripts/fetch-corpus`), every distinct vertex + fragment program (`GPUSVC_CORPUS_LIMIT`
+//! samples it down); without it, the built-in corpus, with a printed note.
+//!
+//! Then, in this process, over the entries the cold run wrote (re-stored under a synthetic stamp,
+//! so no GL is needed here): the loader's throughput (cache open + `wait_until_loaded`, MB of
+//! entry files per second) against plain sequential `std::fs::read` of the same files, and LZ4
+//! on versus off (bytes on disk, load time). Results: a table and
+//! `target/bench/program_cache_startup.json`.
+
+mod support;
+
+use std::io::{BufRead as _, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use program_cache::disk::{self, inspect};
+use program_cache::{
+    CacheConfig, CachedProgram, CompatibilityStamp, DiskConfig, ProgramCache, ProgramKey,
+};
+use support::{Row, median, report};
+
+const DEFAULT_REPS: usize = 5;
+const LOAD_REPS: usize = 9;
+
+fn fail(what: impl std::fmt::Display) -> ! {
+    eprintln!("startup bench: {what}");
+    std::process::exit(1)
+}
+
+fn env_number(name: &str, default: usize) -> usize {
+    match std::env::var(name) {
+        Ok(v) => v
+            .parse()
+            .unwrap_or_else(|_| fail(format!("{name}={v:?} is not a number"))),
+        Err(_) => default,
+    }
+}
+
+fn workspace() -> PathBuf {
+    let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    manifest.parent().map(PathBuf::from).unwrap_or(manifest)
+}
+
+fn target_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace().join("target"))
+}
+
+/// The release `gpusvc` binary: `GPUSVC_BIN`, else built now with cargo.
+fn gpusvc_binary() -> PathBuf {
+    if let Some(bin) = std::env::var_os("GPUSVC_BIN") {
+        // cargo runs benches in the package folder; a relative path is the workspace's.
+        let bin = PathBuf::from(bin);
+        return if bin.is_relative() {
+            workspace().join(bin)
+        } else {
+            bin
+        };
+    }
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    println!("building the gpusvc binary: cargo build --release -p gpusvc");
+    let status = Command::new(cargo)
+        .args(["build", "--release", "-p", "gpusvc", "--bin", "gpusvc"])
+        .current_dir(workspace())
+        .status()
+        .unwrap_or_else(|e| fail(format!("running cargo: {e}")));
+    if !status.success() {
+        fail(format!("cargo build --release -p gpusvc failed ({status})"));
+    }
+    let bin = target_dir().join("release/gpusvc");
+    if !bin.is_file() {
+        fail(format!("no binary at {}", bin.display()));
+    }
+    bin
+}
+
+/// The corpus arguments of the child, and a description.
+fn corpus_args() -> (Vec<String>, String) {
+    let dir = std::env::var_os("GPUSVC_PIGLIT_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace().join("target/corpora/piglit/tests"));
+    let mut args = Vec::new();
+    let label = if dir.is_dir() {
+        args.extend(["--corpus".to_string(), dir.display().to_string()]);
+        format!("piglit at {}", dir.display())
+    } else {
+        println!(
+            "note: no piglit corpus at {} (run scripts/fetch-corpus); using the built-in corpus",
+            dir.display()
+        );
+        "built-in".to_string()
+    };
+    if let Ok(limit) = std::env::var("GPUSVC_CORPUS_LIMIT") {
+        args.extend(["--limit".to_string(), limit]);
+    }
+    (args, label)
+}
+
+/// How the child runs its programs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Case {
+    Cold,
+    OursWarm,
+    MesaWarm,
+}
+
+impl Case {
+    fn label(self) -> &'static str {
+        match self {
+            Case::Cold => "cold (both caches empty)",
+            Case::OursWarm => "ours warm (our disk cache)",
+            Case::MesaWarm => "Mesa warm (its shader cache)",
+        }
+    }
+}
+
+/// What one child reported.
+#[derive(Debug, Clone, Default)]
+struct Probe {
+    /// Spawn to "all programs linked", measured here.
+    wall_ms: f64,
+    programs: usize,
+    linked: usize,
+    hits: usize,
+    loaded: usize,
+    context_ms: f64,
+    corpus_ms: f64,
+    /// Open + startup load of our disk cache (in the background, beside the corpus parse).
+    load_ms: f64,
+    /// How long the child was blocked waiting for that load.
+    wait_ms: f64,
+    pass_ms: f64,
+    writes: u64,
+    dropped: u64,
+}
+
+fn field<T: std::str::FromStr + Default>(line: &str, name: &str) -> T {
+    line.split_whitespace()
+        .find_map(|w| w.strip_prefix(name)?.strip_prefix('='))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_default()
+}
+
+/// Runs one fresh `gpusvc demo --single-pass` process.
+fn probe(
+    bin: &Path,
+    corpus: &[String],
+    extra: &[&str],
+    cache_dir: Option<&Path>,
+    mesa_dir: &Path,
+) -> Probe {
+    let mut command = Command::new(bin);
+    command
+        .args(["demo", "--single-pass", "--driver-cache-dir"])
+        .arg(mesa_dir)
+        .args(corpus)
+        .args(extra)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit());
+    match cache_dir {
+        Some(dir) => command.arg("--cache-dir").arg(dir),
+        None => command.arg("--no-disk-cache"),
+    };
+    let start = Instant::now();
+    let mut child = command
+        .spawn()
+        .unwrap_or_else(|e| fail(format!("spawning {}: {e}", bin.display())));
+    let stdout = child.stdout.take().expect("piped");
+    let mut probe = Probe::default();
+    let mut reported = false;
+    for line in BufReader::new(stdout).lines() {
+        let line = line.unwrap_or_else(|e| fail(format!("reading the child: {e}")));
+        if line.starts_with("gpusvc-startup ") {
+            probe.wall_ms = start.elapsed().as_secs_f64() * 1e3;
+            probe.programs = field(&line, "programs");
+            probe.linked = field(&line, "linked");
+            probe.hits = field(&line, "hits");
+            probe.loaded = field(&line, "loaded");
+            probe.context_ms = field(&line, "context_ms");
+            probe.corpus_ms = field(&line, "corpus_ms");
+            probe.load_ms = field(&line, "load_ms");
+            probe.wait_ms = field(&line, "wait_ms");
+            probe.pass_ms = field(&line, "pass_ms");
+            reported = true;
+        } else if line.starts_with("gpusvc-startup-done ") {
+            probe.writes = field(&line, "writes");
+            probe.dropped = field(&line, "dropped");
+        }
+    }
+    let status = child
+        .wait()
+        .unwrap_or_else(|e| fail(format!("waiting for the child: {e}")));
+    if !status.success() || !reported {
+        fail(format!(
+            "`{} demo --single-pass` failed ({status}); exit 3 means no GL context",
+            bin.display()
+        ));
+    }
+    probe
+}
+
+fn tempdir(prefix: &str) -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix(prefix)
+        .tempdir()
+        .unwrap_or_else(|e| fail(format!("temporary folder: {e}")))
+}
+
+fn med(probes: &[Probe], f: impl Fn(&Probe) -> f64) -> f64 {
+    median(&mut probes.iter().map(f).collect::<Vec<_>>())
+}
+
+/// Every entry of a store folder, decoded (the entries of the cold run).
+fn read_entries(root: &Path) -> Vec<(ProgramKey, CachedProgram)> {
+    let stores = inspect::scan(root).unwrap_or_else(|e| fail(format!("{}: {e}", root.display())));
+    let mut out = Vec::new();
+    for entry in stores.iter().flat_map(|s| &s.entries) {
+        let bytes = std::fs::read(&entry.path)
+            .unwrap_or_else(|e| fail(format!("{}: {e}", entry.path.display())));
+        let header = disk::decode_header(&bytes)
+            .unwrap_or_else(|e| fail(format!("{}: {e}", entry.path.display())));
+        let (_, program) = disk::decode(&bytes, &header.stamp_hash, Some(&entry.key))
+            .unwrap_or_else(|e| fail(format!("{}: {e}", entry.path.display())));
+        out.push((entry.key, program));
+    }
+    out
+}
+
+fn synthetic_stamp() -> CompatibilityStamp {
+    CompatibilityStamp {
+        gl_vendor: "startup bench".into(),
+        gl_renderer: "re-stored corpus entries".into(),
+        gl_version: "0".into(),
+        vendor_id: None,
+        device_id: None,
+        driver_build_id: None,
+        host_build_id: "startup bench".into(),
+        format_version: disk::FORMAT_VERSION,
+        pointer_width: usize::BITS,
+    }
+}
+
+const BIG_BUDGET: usize = 1 << 30;
+
+fn disk_config(root: &Path, compress: bool) -> DiskConfig {
+    DiskConfig {
+        compress,
+        write_queue: 1 << 16,
+        ..DiskConfig::new(root, synthetic_stamp())
+    }
+}
+
+/// Stores `entries` in a new folder; returns it, the entry files and their total bytes.
+fn store(
+    entries: &[(ProgramKey, CachedProgram)],
+    compress: bool,
+) -> (tempfile::TempDir, Vec<PathBuf>, u64) {
+    let root = tempdir("gpusvc-startup-bench-store-");
+    let cache = ProgramCache::with_disk(
+        CacheConfig::with_budget(BIG_BUDGET),
+        None,
+        disk_config(root.path(), compress),
+    );
+    cache.wait_until_loaded(Duration::from_secs(60));
+    for (key, program) in entries {
+        cache
+            .save(*key, program.clone(), None)
+            .unwrap_or_else(|e| fail(format!("save: {e}")));
+    }
+    cache.flush_disk();
+    let counters = cache.disk_counters().unwrap_or_default();
+    if counters.writes != entries.len() as u64 {
+        fail(format!(
+            "{} of {} entries written ({counters:?})",
+            counters.writes,
+            entries.len()
+        ));
+    }
+    drop(cache);
+    let stores = inspect::scan(root.path()).unwrap_or_else(|e| fail(e));
+    let files: Vec<PathBuf> = stores
+        .iter()
+        .flat_map(|s| s.entries.iter().map(|e| e.path.clone()))
+        .collect();
+    let bytes = stores.iter().map(inspect::StoreInfo::bytes).sum();
+    (root, files, bytes)
+}
+
+/// Opens a cache on `root` and waits for the startup load; returns the time in ms.
+fn timed_load(root: &Path, compress: bool, expect: usize) -> f64 {
+    let start = Instant::now();
+    let cache: Arc<ProgramCache> = ProgramCache::with_disk(
+        CacheConfig::with_budget(BIG_BUDGET),
+        None,
+        disk_config(root, compress),
+    );
+    let report = cache
+        .wait_until_loaded(Duration::from_secs(120))
+        .unwrap_or_else(|| fail("the startup load did not finish in 120 s"));
+    let ms = start.elapsed().as_secs_f64() * 1e3;
+    if report.loaded != expect {
+        fail(format!(
+            "loaded {} of {expect} entries ({report:?})",
+            report.loaded
+        ));
+    }
+    ms
+}
+
+/// Plain sequential reads of `files`; returns the time in ms.
+fn timed_reads(files: &[PathBuf]) -> f64 {
+    let start = Instant::now();
+    for f in files {
+        std::hint::black_box(std::fs::read(f).unwrap_or_else(|e| fail(e)));
+    }
+    start.elapsed().as_secs_f64() * 1e3
+}
+
+fn main() {
+    let reps = env_number("GPUSVC_BENCH_REPS", DEFAULT_REPS).max(1);
+    let bin = gpusvc_binary();
+    let (corpus, corpus_label) = corpus_args();
+    println!(
+        "startup bench: {} ; corpus: {corpus_label}; {reps} fresh processes per case",
+        bin.display()
+    );
+
+    // Our disk cache, populated by the first cold run; Mesa's cache, populated by a plain run.
+    let populated = tempdir("gpusvc-startup-bench-ours-");
+    let mesa_warm = tempdir("gpusvc-startup-bench-mesa-");
+    let populate_mesa = probe(&bin, &corpus, &["--plain-driver"], None, mesa_warm.path());
+    println!(
+        "populated Mesa's shader cache: {} programs linked in {:.0} ms",
+        populate_mesa.linked, populate_mesa.wall_ms
+    );
+
+    let mut runs: Vec<(Case, Probe)> = Vec::new();
+    for rep in 0..reps {
+        for case in [Case::Cold, Case::OursWarm, Case::MesaWarm] {
+            let fresh_mesa = tempdir("gpusvc-startup-bench-mesa-fresh-");
+            let p = match case {
+                Case::Cold => {
+                    let ours = tempdir("gpusvc-startup-bench-cold-");
+                    // The first cold run fills the folder the warm runs use.
+                    let dir = if rep == 0 {
+                        populated.path()
+                    } else {
+                        ours.path()
+                    };
+                    let p = probe(&bin, &corpus, &[], Some(dir), fresh_mesa.path());
+                    if rep == 0 && (p.dropped > 0 || p.writes as usize != p.linked) {
+                        fail(format!(
+                            "the populating run wrote {} of {} programs ({} dropped)",
+                            p.writes, p.linked, p.dropped
+                        ));
+                    }
+                    p
+                }
+                Case::OursWarm => {
+                    let p = probe(
+                        &bin,
+                        &corpus,
+                        &[],
+                        Some(populated.path()),
+                        fresh_mesa.path(),
+                    );
+                    if p.hits != p.linked {
+                        fail(format!(
+                            "warm run: {} cache hits of {} linked programs",
+                            p.hits, p.linked
+                        ));
+                    }
+                    p
+                }
+                Case::MesaWarm => probe(&bin, &corpus, &["--plain-driver"], None, mesa_warm.path()),
+            };
+            println!(
+                "  run {}/{reps} {:<30} {:>9.1} ms to all linked ({} of {} linked, {} hits)",
+                rep + 1,
+                case.label(),
+                p.wall_ms,
+                p.linked,
+                p.programs,
+                p.hits
+            );
+            runs.push((case, p));
+        }
+    }
+    let of = |case: Case| -> Vec<Probe> {
+        runs.iter()
+            .filter(|(c, _)| *c == case)
+            .map(|(_, p)| p.clone())
+            .collect()
+    };
+    let (cold, ours, mesa) = (of(Case::Cold), of(Case::OursWarm), of(Case::MesaWarm));
+
+    println!(
+        "\nprocess start -> all {} programs linked ({} linked), fresh process per run, medians of {reps}",
+        cold[0].programs, cold[0].linked
+    );
+    println!(
+        "{:<30} {:>9} {:>9} {:>9} {:>11} {:>9} {:>9} {:>8}",
+        "case", "total ms", "context", "corpus", "disk load*", "waited", "link", "vs cold"
+    );
+    let cold_total = med(&cold, |p| p.wall_ms);
+    for (case, probes) in [
+        (Case::Cold, &cold),
+        (Case::OursWarm, &ours),
+        (Case::MesaWarm, &mesa),
+    ] {
+        let total = med(probes, |p| p.wall_ms);
+        println!(
+            "{:<30} {:>9.1} {:>9.1} {:>9.1} {:>11.1} {:>9.1} {:>9.1} {:>7.2}x",
+            case.label(),
+            total,
+            med(probes, |p| p.context_ms),
+            med(probes, |p| p.corpus_ms),
+            med(probes, |p| p.load_ms),
+            med(probes, |p| p.wait_ms),
+            med(probes, |p| p.pass_ms),
+            cold_total / total
+        );
+    }
+    println!(
+        "* open + startup load of our disk cache, in the background beside the corpus parse; \
+         `waited` is what the child was blocked on it. The rest of `total` is exec, dynamic \
+         loading and process setup."
+    );
+    let ours_total = med(&ours, |p| p.wall_ms);
+    let mesa_total = med(&mesa, |p| p.wall_ms);
+    println!(
+        "headline: ours warm {ours_total:.1} ms vs Mesa warm {mesa_total:.1} ms: ratio {:.3} ({})",
+        ours_total / mesa_total,
+        if ours_total < mesa_total {
+            "our warm start beats Mesa's"
+        } else {
+            "our warm start does NOT beat Mesa's"
+        }
+    );
+    println!(
+        "link pass (+ the wait for our load): ours warm {:.1} ms vs Mesa warm {:.1} ms (ratio {:.3})",
+        med(&ours, |p| p.wait_ms + p.pass_ms),
+        med(&mesa, |p| p.pass_ms),
+        med(&ours, |p| p.wait_ms + p.pass_ms) / med(&mesa, |p| p.pass_ms)
+    );
+
+    // ---- the loader, in this process ----
+    let entries = read_entries(populated.path());
+    let raw_program_bytes: usize = entries.iter().map(|(_, p)| p.binary.bytes.len()).sum();
+    let (lz4_root, lz4_files, lz4_bytes) = store(&entries, true);
+    let (raw_root, raw_files, raw_bytes) = store(&entries, false);
+    let n = entries.len();
+    let (mut loads_lz4, mut loads_raw, mut reads) = (Vec::new(), Vec::new(), Vec::new());
+    // One untimed round so every file is in the page cache for both sides.
+    timed_load(lz4_root.path(), true, n);
+    timed_load(raw_root.path(), false, n);
+    timed_reads(&lz4_files);
+    for _ in 0..LOAD_REPS {
+        loads_lz4.push(timed_load(lz4_root.path(), true, n));
+        reads.push(timed_reads(&lz4_files));
+        loads_raw.push(timed_load(raw_root.path(), false, n));
+    }
+    let _ = &raw_files;
+    // Where the loader's time goes: checks + LZ4 + decode alone, on bytes already in memory.
+    let lz4_bytes_in_memory: Vec<Vec<u8>> = lz4_files
+        .iter()
+        .map(|f| std::fs::read(f).unwrap_or_else(|e| fail(e)))
+        .collect();
+    let stamp_hash = synthetic_stamp().hash();
+    let mut decodes: Vec<f64> = (0..LOAD_REPS)
+        .map(|_| {
+            let start = Instant::now();
+            for bytes in &lz4_bytes_in_memory {
+                std::hint::black_box(
+                    disk::decode(bytes, &stamp_hash, None).unwrap_or_else(|e| fail(e)),
+                );
+            }
+            start.elapsed().as_secs_f64() * 1e3
+        })
+        .collect();
+    let decode_ms = median(&mut decodes);
+    let (load_lz4, load_raw, read_lz4) = (
+        median(&mut loads_lz4),
+        median(&mut loads_raw),
+        median(&mut reads),
+    );
+    let mb = |bytes: u64, ms: f64| bytes as f64 / 1e6 / (ms / 1e3);
+    println!(
+        "\nloader over the cold run's {n} entries ({} of program binaries), page cache warm, \
+         medians of {LOAD_REPS}:",
+        raw_program_bytes
+    );
+    println!(
+        "  cache open + wait_until_loaded (LZ4): {load_lz4:.2} ms = {:.0} MB/s of entry files; \
+         plain std::fs::read of the same {} files: {read_lz4:.2} ms = {:.0} MB/s",
+        mb(lz4_bytes, load_lz4),
+        lz4_files.len(),
+        mb(lz4_bytes, read_lz4)
+    );
+    println!(
+        "  of which checks + LZ4 + postcard decode alone (bytes in memory): {decode_ms:.2} ms; \
+         the rest is listing, ordering, opening, inserting"
+    );
+    println!("LZ4 on vs off ({n} corpus entries):");
+    println!(
+        "  {:<14} {:>14} {:>12} {:>14}",
+        "", "bytes on disk", "per entry", "load ms"
+    );
+    for (label, bytes, ms) in [
+        ("LZ4 (default)", lz4_bytes, load_lz4),
+        ("uncompressed", raw_bytes, load_raw),
+    ] {
+        println!(
+            "  {label:<14} {bytes:>14} {:>12.0} {ms:>14.2}",
+            bytes as f64 / n.max(1) as f64
+        );
+    }
+    println!(
+        "  LZ4 stores {:.1}% of the uncompressed bytes and loads in {:.2}x the time",
+        100.0 * lz4_bytes as f64 / raw_bytes as f64,
+        load_lz4 / load_raw
+    );
+
+    report(
+        "program_cache_startup",
+        &[
+            Row {
+                metric: "startup_ours_warm_vs_mesa_warm".into(),
+                unit: "ms",
+                ours: ours_total,
+                baseline: mesa_total,
+                ratio_note: "ours warm / Mesa warm, process start to all linked (goal < 1)",
+            },
+            Row {
+                metric: "startup_ours_warm_vs_cold".into(),
+                unit: "ms",
+                ours: ours_total,
+                baseline: cold_total,
+                ratio_note: "ours warm / cold, process start to all linked",
+            },
+            Row {
+                metric: "startup_mesa_warm_vs_cold".into(),
+                unit: "ms",
+                ours: mesa_total,
+                baseline: cold_total,
+                ratio_note: "peer: Mesa warm / cold (for reference)",
+            },
+            Row {
+                metric: "loader_throughput".into(),
+                unit: "MB/s",
+                ours: mb(lz4_bytes, load_lz4),
+                baseline: mb(lz4_bytes, read_lz4),
+                ratio_note: "loader / plain sequential reads (higher is better)",
+            },
+            Row {
+                metric: "lz4_bytes_on_disk".into(),
+                unit: "bytes",
+                ours: lz4_bytes as f64,
+                baseline: raw_bytes as f64,
+                ratio_note: "LZ4 / uncompressed",
+            },
+            Row {
+                metric: "lz4_load_time".into(),
+                unit: "ms",
+                ours: load_lz4,
+                baseline: load_raw,
+                ratio_note: "LZ4 / uncompressed, open + wait_until_loaded",
+            },
+        ],
+    );
+}
