@@ -273,6 +273,11 @@ enum gpusvc_result
    Program cache: a shader given to a link was never compiled or failed to compile.
    */
   GPUSVC_PROGRAM_CACHE_SHADER_NOT_COMPILED = 206,
+  /*
+   Program cache: the startup load from the disk store did not finish within the timeout
+   (the cache works meanwhile; programs not loaded yet are misses).
+   */
+  GPUSVC_PROGRAM_CACHE_LOAD_TIMEOUT = 207,
 };
 #ifndef __cplusplus
 #if __STDC_VERSION__ >= 202311L
@@ -354,6 +359,81 @@ typedef struct gpusvc_program_manager gpusvc_program_manager;
 typedef struct gpusvc_shader gpusvc_shader;
 
 /*
+ Receives each disk condition (folder unusable, a write failed, the store was dropped) once,
+ as one line of UTF-8 text, with the `log_user_data` of the config. It may be called from any
+ thread (the cache's background threads included) and must not unwind.
+ */
+typedef void (*gpusvc_disk_log_callback)(const char *message, void *user_data);
+
+/*
+ Configuration of a cache's disk store (`gpusvc_program_cache_new_with_disk`). Start from
+ `gpusvc_disk_config_defaults` and set at least `dir` and `host_build_id`.
+ */
+typedef struct gpusvc_disk_config {
+  /*
+   False: no disk store at all, the cache lives in memory only (a host's kill switch).
+   */
+  bool enabled;
+  /*
+   The cache folder, `dir_len` bytes (no NUL needed; any bytes but NUL on POSIX). One
+   sub-folder per compatibility stamp is made in it.
+   */
+  const char *dir;
+  /*
+   Length of `dir` in bytes (> 0).
+   */
+  size_t dir_len;
+  /*
+   The host's build id (browser version + build number, translator version; UTF-8,
+   NUL-terminated, may be empty): part of the stamp, so a host update starts a new store.
+   */
+  const char *host_build_id;
+  /*
+   Whether `vendor_id` is known.
+   */
+  bool has_vendor_id;
+  /*
+   PCI vendor id of the GPU (part of the stamp).
+   */
+  uint32_t vendor_id;
+  /*
+   Whether `device_id` is known.
+   */
+  bool has_device_id;
+  /*
+   PCI device id of the GPU (part of the stamp).
+   */
+  uint32_t device_id;
+  /*
+   The driver's build id (UTF-8, NUL-terminated), or NULL when unknown (part of the stamp).
+   */
+  const char *driver_build_id;
+  /*
+   Byte budget of the store; 0 uses the cache's memory budget.
+   */
+  uint64_t budget_bytes;
+  /*
+   LZ4-compress entries (default on: piglit's entries take about 28 % of the bytes, for
+   about 10-20 % more CPU time per load; `cargo bench -p gpusvc-program-cache --bench
+   startup` measures it).
+   */
+  bool compress;
+  /*
+   Drop the whole store after this many disk binaries in a row were refused by the driver
+   (> 0; default 3).
+   */
+  uint32_t max_consecutive_rejections;
+  /*
+   Conditions, once each (may be NULL).
+   */
+  gpusvc_disk_log_callback log;
+  /*
+   Passed to `log`.
+   */
+  void *log_user_data;
+} gpusvc_disk_config;
+
+/*
  Configuration of a program cache.
  */
 typedef struct gpusvc_program_cache_config {
@@ -378,6 +458,48 @@ typedef struct gpusvc_program_cache_config {
 typedef void (*gpusvc_histogram_callback)(const char *name, double value, void *user_data);
 
 /*
+ The driver identity that goes into the compatibility stamp: `GL_VENDOR`, `GL_RENDERER` and
+ `GL_VERSION` (UTF-8, NUL-terminated). From a `gpusvc_gl_context` with
+ `gpusvc_gl_context_driver_identity`, or the host's own strings.
+ */
+typedef struct gpusvc_driver_identity {
+  /*
+   `GL_VENDOR`.
+   */
+  const char *gl_vendor;
+  /*
+   `GL_RENDERER`.
+   */
+  const char *gl_renderer;
+  /*
+   `GL_VERSION` (carries the driver version).
+   */
+  const char *gl_version;
+} gpusvc_driver_identity;
+
+/*
+ What the startup load did.
+ */
+typedef struct gpusvc_disk_load_report {
+  /*
+   Entries loaded into memory.
+   */
+  size_t loaded;
+  /*
+   Damaged or foreign entries rejected (and deleted).
+   */
+  size_t rejected;
+  /*
+   Entries left on disk because the memory budget was full.
+   */
+  size_t skipped;
+  /*
+   Time from the cache's creation to the end of the load, in microseconds.
+   */
+  uint64_t elapsed_us;
+} gpusvc_disk_load_report;
+
+/*
  A SHA-1 digest: a shader hash or a program key.
  */
 typedef struct gpusvc_sha1 {
@@ -386,6 +508,61 @@ typedef struct gpusvc_sha1 {
    */
   uint8_t bytes[20];
 } gpusvc_sha1;
+
+/*
+ The disk store's statistics (a snapshot; counters since the cache was made).
+ */
+typedef struct gpusvc_disk_stats {
+  /*
+   The cache was made with a disk store (`enabled` in its config).
+   */
+  bool configured;
+  /*
+   The store is in use (false: its folder was unusable, memory only; see
+   `gpusvc_program_cache_disk_condition`).
+   */
+  bool enabled;
+  /*
+   The startup load has finished.
+   */
+  bool load_finished;
+  /*
+   Entries written.
+   */
+  uint64_t writes;
+  /*
+   Bytes written.
+   */
+  uint64_t bytes_written;
+  /*
+   Saves skipped because the entry was on disk already.
+   */
+  uint64_t already_present;
+  /*
+   Saves dropped because the writer's queue was full.
+   */
+  uint64_t dropped_writes;
+  /*
+   Writes that failed (disk full, read-only).
+   */
+  uint64_t write_errors;
+  /*
+   Entries loaded into memory at startup.
+   */
+  uint64_t loaded;
+  /*
+   Damaged, truncated or foreign entries rejected and deleted.
+   */
+  uint64_t rejected_entries;
+  /*
+   Entries deleted by the store's eviction.
+   */
+  uint64_t evictions;
+  /*
+   Times the whole store was emptied (`gpusvc_program_cache_clear`, repeated refusals).
+   */
+  uint64_t store_drops;
+} gpusvc_disk_stats;
 
 /*
  `glBindAttribLocation(name, location)` before linking.
@@ -801,6 +978,113 @@ gpusvc_result gpusvc_last_error_detail(char *buf, size_t len, size_t *out_len);
 gpusvc_result gpusvc_debug_panic(void);
 
 /*
+ Writes the defaults into `*out`: enabled, LZ4 on, the memory budget, the store dropped after
+ 3 refused binaries in a row, no ids, no log. `dir` and `host_build_id` are NULL: set them.
+
+ # Safety
+ `out` is NULL or valid for one write.
+ */
+gpusvc_result gpusvc_disk_config_defaults(struct gpusvc_disk_config *out);
+
+/*
+ The default cache folder, `$XDG_CACHE_HOME/gpusvc` (else `$HOME/.cache/gpusvc`), as bytes:
+ `*out_len` gets its length; with `buf` NULL and `len` 0 nothing else happens (a size query);
+ otherwise `len` must exceed the length (else `GPUSVC_INSUFFICIENT_SIZE`, nothing written) and
+ the path is copied NUL-terminated. A browser normally passes a folder of its profile instead.
+
+ # Safety
+ `buf` is NULL or valid for `len` bytes of writes; `out_len` is NULL or valid for one write.
+ */
+gpusvc_result gpusvc_disk_config_default_dir(char *buf, size_t len, size_t *out_len);
+
+/*
+ Creates a program cache backed by a disk store in `disk->dir`, for the driver `driver`
+ (everything is copied). Entries already on disk for the same stamp (driver identity, ids,
+ host build id, format) start loading into memory on a background thread, hot ones first,
+ then the most recently used; every save is also written to disk by a background writer.
+ Other stamps' stores in the folder that no live process uses are deleted.
+
+ With `disk->enabled` false the cache is memory-only, as from `gpusvc_program_cache_new`
+ (`driver` may then be NULL). When the folder cannot be used (not creatable, read-only, not a
+ folder) the call still succeeds: the cache works in memory only, and the condition is
+ reported once, through `disk->log` and `gpusvc_program_cache_disk_condition`.
+
+ `histogram` is as for `gpusvc_program_cache_new`. `disk->log` and its user data must stay
+ valid until `gpusvc_program_cache_free` of this cache has returned.
+
+ Errors: `GPUSVC_INVALID_ARGUMENT` for a bad cache config, an empty `dir` or one with a NUL
+ byte, `max_consecutive_rejections` 0; `GPUSVC_NULL_ARGUMENT` for a NULL string the stamp
+ needs; `GPUSVC_INVALID_UTF8` for a string that is not UTF-8.
+
+ # Safety
+ `config`, `disk` and `driver` are NULL or valid for one read each, with their pointers as
+ documented on their structs; `out` is NULL or valid for one write.
+ */
+gpusvc_result gpusvc_program_cache_new_with_disk(const struct gpusvc_program_cache_config *config,
+                                                 gpusvc_histogram_callback histogram,
+                                                 void *user_data,
+                                                 const struct gpusvc_disk_config *disk,
+                                                 const struct gpusvc_driver_identity *driver,
+                                                 struct gpusvc_program_cache **out);
+
+/*
+ Waits at most `timeout_ms` until the startup load from disk has finished, and writes what it
+ did to `*out`. The cache works meanwhile (programs not loaded yet are misses), so waiting is
+ optional. A cache without a disk store (or whose folder was unusable) returns at once with
+ an empty report. On timeout: `GPUSVC_PROGRAM_CACHE_LOAD_TIMEOUT`, nothing written.
+
+ # Safety
+ `out` is NULL or valid for one write.
+ */
+gpusvc_result gpusvc_program_cache_wait_until_loaded(const struct gpusvc_program_cache *cache,
+                                                     uint32_t timeout_ms,
+                                                     struct gpusvc_disk_load_report *out);
+
+/*
+ Waits until the disk writer has done everything queued so far (saves, last-use records, hot
+ marks, a clear). For shutdown paths and tests; a no-op without a disk store.
+
+ # Safety
+ None beyond passing a value that came from gpusvc (or NULL).
+ */
+gpusvc_result gpusvc_program_cache_flush_disk(const struct gpusvc_program_cache *cache);
+
+/*
+ Marks `count` programs as hot (e.g. the ones the first frame needs): on the next start they
+ load from disk before the others. Keys are copied; a no-op without a disk store.
+
+ # Safety
+ `keys` is NULL or valid for `count` reads (NULL allowed when `count` is 0).
+ */
+gpusvc_result gpusvc_program_cache_mark_hot(const struct gpusvc_program_cache *cache,
+                                            const struct gpusvc_sha1 *keys,
+                                            size_t count);
+
+/*
+ A snapshot of the disk store's statistics (all zero and `configured` false for a cache
+ without one).
+
+ # Safety
+ `out` is NULL or valid for one write.
+ */
+gpusvc_result gpusvc_program_cache_get_disk_stats(const struct gpusvc_program_cache *cache,
+                                                  struct gpusvc_disk_stats *out);
+
+/*
+ The first condition the disk store reported (folder unusable, a write failed, the store was
+ dropped), as text; empty when there is none. `*out_len` gets its length; with `buf` NULL and
+ `len` 0 nothing else happens (a size query); otherwise `len` must exceed the length (else
+ `GPUSVC_INSUFFICIENT_SIZE`, nothing written) and the text is copied NUL-terminated.
+
+ # Safety
+ `buf` is NULL or valid for `len` bytes of writes; `out_len` is NULL or valid for one write.
+ */
+gpusvc_result gpusvc_program_cache_disk_condition(const struct gpusvc_program_cache *cache,
+                                                  char *buf,
+                                                  size_t len,
+                                                  size_t *out_len);
+
+/*
  Opens a headless GL context on the machine's EGL driver (a hardware device when there is
  one, else Mesa llvmpipe; `GPUSVC_EGL_DEVICE=software|hardware|N` overrides) and makes it
  current on the calling thread. `api` is a `gpusvc_gl_api` value.
@@ -860,6 +1144,17 @@ gpusvc_result gpusvc_gl_context_version(const struct gpusvc_gl_context *ctx, con
  `ctx` is NULL or a live context; `out` is NULL or valid for one pointer write.
  */
 gpusvc_result gpusvc_gl_context_glsl_version(const struct gpusvc_gl_context *ctx, const char **out);
+
+/*
+ The context's driver identity (`GL_VENDOR`, `GL_RENDERER`, `GL_VERSION`) for the disk
+ cache's compatibility stamp (`gpusvc_program_cache_new_with_disk`). The strings belong to the
+ context and stay valid until it is freed. May be called from any thread.
+
+ # Safety
+ `ctx` is NULL or a live context; `out` is NULL or valid for one write.
+ */
+gpusvc_result gpusvc_gl_context_driver_identity(const struct gpusvc_gl_context *ctx,
+                                                struct gpusvc_driver_identity *out);
 
 /*
  The API the context speaks, as a `gpusvc_gl_api` value (never AUTO).
@@ -924,6 +1219,10 @@ gpusvc_result gpusvc_program_cache_new(const struct gpusvc_program_cache_config 
  Frees a cache. NULL is a no-op (`GPUSVC_OK`); a freed or unknown handle is
  `GPUSVC_INVALID_HANDLE`. Program managers made over the cache keep it alive until they are
  freed.
+
+ A cache with a disk store (`gpusvc_program_cache_new_with_disk`): when this frees the last
+ reference, it waits for the writes already queued. Its log callback is never called once
+ this has returned, even while program managers keep the cache alive.
 
  # Safety
  None beyond passing a value that came from gpusvc (or NULL).
@@ -1123,7 +1422,9 @@ gpusvc_result gpusvc_program_cache_set_memory_pressure(const struct gpusvc_progr
                                                        size_t *out_freed);
 
 /*
- Drops every program and every status. Statistics are kept.
+ Drops every program and every status. Statistics are kept. With a disk store, its entries
+ are deleted too, by the disk writer after the writes already queued:
+ `gpusvc_program_cache_flush_disk` waits until they are gone.
 
  # Safety
  None beyond passing a value that came from gpusvc (or NULL).

@@ -378,6 +378,121 @@ inline gpusvc_result EvictionOrder(const gpusvc_program_cache* cache,
   return GPUSVC_OK;
 }
 
+// ---- the disk store of a program cache ----
+
+// A disk store's configuration in C++ terms (see gpusvc_disk_config); Defaults() matches
+// gpusvc_disk_config_defaults.
+struct DiskOptions {
+  bool enabled = true;
+  std::string dir;            // the cache folder (bytes; a profile folder in a browser)
+  std::string host_build_id;  // browser version + build, translator version
+  bool has_vendor_id = false;
+  uint32_t vendor_id = 0;
+  bool has_device_id = false;
+  uint32_t device_id = 0;
+  bool has_driver_build_id = false;
+  std::string driver_build_id;
+  uint64_t budget_bytes = 0;  // 0: the memory budget
+  bool compress = true;
+  uint32_t max_consecutive_rejections = 3;
+  gpusvc_disk_log_callback log = nullptr;  // any thread; must not throw
+  void* log_user_data = nullptr;
+
+  static DiskOptions Defaults() {
+    DiskOptions o;
+    gpusvc_disk_config c{};
+    if (gpusvc_disk_config_defaults(&c) == GPUSVC_OK) {
+      o.enabled = c.enabled;
+      o.budget_bytes = c.budget_bytes;
+      o.compress = c.compress;
+      o.max_consecutive_rejections = c.max_consecutive_rejections;
+    }
+    return o;
+  }
+
+  // The C view; valid while this object lives and is unchanged.
+  gpusvc_disk_config View() const {
+    gpusvc_disk_config c{};
+    c.enabled = enabled;
+    c.dir = dir.data();
+    c.dir_len = dir.size();
+    c.host_build_id = host_build_id.c_str();
+    c.has_vendor_id = has_vendor_id;
+    c.vendor_id = vendor_id;
+    c.has_device_id = has_device_id;
+    c.device_id = device_id;
+    c.driver_build_id = has_driver_build_id ? driver_build_id.c_str() : nullptr;
+    c.budget_bytes = budget_bytes;
+    c.compress = compress;
+    c.max_consecutive_rejections = max_consecutive_rejections;
+    c.log = log;
+    c.log_user_data = log_user_data;
+    return c;
+  }
+};
+
+// A driver identity for the stamp: GL_VENDOR, GL_RENDERER, GL_VERSION.
+struct DriverStrings {
+  std::string vendor;
+  std::string renderer;
+  std::string version;
+  gpusvc_driver_identity View() const {
+    return gpusvc_driver_identity{vendor.c_str(), renderer.c_str(), version.c_str()};
+  }
+};
+
+// The driver identity of a live context (any thread) into *out.
+inline gpusvc_result ContextDriverStrings(const gpusvc_gl_context* ctx, DriverStrings* out) {
+  if (out == nullptr) return GPUSVC_NULL_ARGUMENT;
+  gpusvc_driver_identity id{};
+  gpusvc_result r = gpusvc_gl_context_driver_identity(ctx, &id);
+  if (r != GPUSVC_OK) return r;
+  *out = DriverStrings{id.gl_vendor, id.gl_renderer, id.gl_version};
+  return GPUSVC_OK;
+}
+
+// A program cache backed by a disk store (or memory only when !disk.enabled) into *out.
+inline gpusvc_result NewProgramCacheWithDisk(const gpusvc_program_cache_config& config,
+                                             const DiskOptions& disk,
+                                             const DriverStrings& driver, ProgramCachePtr* out,
+                                             gpusvc_histogram_callback histogram = nullptr,
+                                             void* user_data = nullptr) {
+  if (out == nullptr) return GPUSVC_NULL_ARGUMENT;
+  const gpusvc_disk_config c = disk.View();
+  const gpusvc_driver_identity d = driver.View();
+  gpusvc_program_cache* raw = nullptr;
+  gpusvc_result r = gpusvc_program_cache_new_with_disk(&config, histogram, user_data, &c, &d, &raw);
+  if (r == GPUSVC_OK) out->reset(raw);
+  return r;
+}
+
+// Waits at most timeout_ms for the startup load; GPUSVC_PROGRAM_CACHE_LOAD_TIMEOUT on timeout.
+inline gpusvc_result WaitUntilLoaded(const gpusvc_program_cache* cache, uint32_t timeout_ms,
+                                     gpusvc_disk_load_report* out) {
+  return gpusvc_program_cache_wait_until_loaded(cache, timeout_ms, out);
+}
+
+// The disk store's first reported condition (empty when none or on error).
+inline std::string DiskCondition(const gpusvc_program_cache* cache) {
+  size_t len = 0;
+  if (gpusvc_program_cache_disk_condition(cache, nullptr, 0, &len) != GPUSVC_OK)
+    return std::string();
+  std::vector<char> buf(len + 1);
+  if (gpusvc_program_cache_disk_condition(cache, buf.data(), buf.size(), &len) != GPUSVC_OK)
+    return std::string();
+  return std::string(buf.data(), len);
+}
+
+// The default cache folder ($XDG_CACHE_HOME/gpusvc), empty on error.
+inline std::string DefaultDiskDir() {
+  size_t len = 0;
+  if (gpusvc_disk_config_default_dir(nullptr, 0, &len) != GPUSVC_OK) return std::string();
+  std::vector<char> buf(len + 1);
+  if (gpusvc_disk_config_default_dir(buf.data(), buf.size(), &len) != GPUSVC_OK)
+    return std::string();
+  return std::string(buf.data(), len);
+}
+
 // ---- the compile/link flow ----
 
 // A program manager over a headless GL context (on the context's thread).

@@ -9,6 +9,7 @@ use std::thread::ThreadId;
 use headless_gl::{ApiPreference, ContextError, ContextOptions, GlApi, GlContext};
 
 use crate::boundary::{FfiError, ffi_guard, null_argument, out_ptr};
+use crate::disk_cache::gpusvc_driver_identity;
 use crate::result::gpusvc_result;
 
 /// Which GL API to open (passed as `uint32_t`).
@@ -288,6 +289,33 @@ pub unsafe extern "C" fn gpusvc_gl_context_glsl_version(
 ) -> gpusvc_result {
     // SAFETY: forwarded from this function's contract.
     unsafe { string_out(ctx, out, |i| &i.glsl_version) }
+}
+
+/// The context's driver identity (`GL_VENDOR`, `GL_RENDERER`, `GL_VERSION`) for the disk
+/// cache's compatibility stamp (`gpusvc_program_cache_new_with_disk`). The strings belong to the
+/// context and stay valid until it is freed. May be called from any thread.
+///
+/// # Safety
+/// `ctx` is NULL or a live context; `out` is NULL or valid for one write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gpusvc_gl_context_driver_identity(
+    ctx: *const gpusvc_gl_context,
+    out: *mut gpusvc_driver_identity,
+) -> gpusvc_result {
+    ffi_guard(|| {
+        // SAFETY: forwarded from this function's contract.
+        let id = unsafe { identity(ctx) }?;
+        let out = out_ptr(out, "out")?;
+        let identity = gpusvc_driver_identity {
+            gl_vendor: id.vendor.as_ptr(),
+            gl_renderer: id.renderer.as_ptr(),
+            gl_version: id.version.as_ptr(),
+        };
+        // SAFETY: `out` is non-null (checked) and valid for a write (contract); the strings live
+        // in the context and stay valid until the context is freed.
+        unsafe { out.write(identity) };
+        Ok(())
+    })
 }
 
 /// The API the context speaks, as a `gpusvc_gl_api` value (never AUTO).

@@ -152,6 +152,11 @@ pub(crate) fn new_shared<H, T: Any + Send + Sync>(kind: Kind, value: T) -> *mut 
     }))
 }
 
+/// Registers a shared (any-thread) object that is already in an `Arc`; returns its handle.
+pub(crate) fn new_shared_arc<H, T: Any + Send + Sync>(kind: Kind, value: Arc<T>) -> *mut H {
+    to_handle(allocate(Slot::Shared { kind, value }))
+}
+
 /// The object behind a shared handle.
 pub(crate) fn shared<H, T: Any + Send + Sync>(
     handle: *const H,

@@ -12,9 +12,9 @@ use std::sync::{Arc, OnceLock};
 use headless_gl::{AttributeBinding, LinkOptions, ShaderStage, TransformFeedbackMode};
 use program_cache::stats::names;
 use program_cache::{
-    CacheConfig, CachedProgram, CompileStatus, EvictionPolicy, LinkStatus, MemoryPressure,
-    ProgramBinaryData, ProgramCache, ProgramKey, ProgramKeyInput, SaveError, ShaderHash,
-    ShaderVariables, SharedProgram, VariableInfo, program_key, shader_hash,
+    CacheConfig, CachedProgram, CompileStatus, EvictionPolicy, HistogramCallback, LinkStatus,
+    MemoryPressure, ProgramBinaryData, ProgramCache, ProgramKey, ProgramKeyInput, SaveError,
+    ShaderHash, ShaderVariables, SharedProgram, VariableInfo, program_key, shader_hash,
 };
 
 use crate::args::{cstr_in, enum_in, invalid_argument, slice_in, write};
@@ -165,7 +165,7 @@ impl From<CacheConfig> for gpusvc_program_cache_config {
     }
 }
 
-fn config_in(c: &gpusvc_program_cache_config) -> Result<CacheConfig, FfiError> {
+pub(crate) fn config_in(c: &gpusvc_program_cache_config) -> Result<CacheConfig, FfiError> {
     if c.budget_bytes > isize::MAX as usize {
         return Err(invalid_argument(format!(
             "budget_bytes {} is absurd (more than PTRDIFF_MAX)",
@@ -641,6 +641,20 @@ fn histogram_names() -> &'static [(&'static str, CString)] {
     NAMES.get_or_init(|| names::ALL.iter().map(|&n| (n, c_string(n))).collect())
 }
 
+/// The host's histogram callback as the cache takes it (`None` for a NULL callback).
+pub(crate) fn host_histogram(
+    histogram: gpusvc_histogram_callback,
+    user_data: *mut c_void,
+) -> Option<HistogramCallback> {
+    histogram.map(|callback| {
+        let host = HostHistogram {
+            callback,
+            user_data,
+        };
+        Arc::new(move |n: &str, v: f64| host.call(n, v)) as HistogramCallback
+    })
+}
+
 impl HostHistogram {
     fn call(&self, name: &str, value: f64) {
         let fallback;
@@ -705,15 +719,9 @@ pub unsafe extern "C" fn gpusvc_program_cache_new(
         let out = out_ptr(out, "out")?;
         // SAFETY: non-null and valid for a read (contract); plain integers.
         let config = config_in(&unsafe { config.read_unaligned() })?;
-        let cache = match histogram {
+        let cache = match host_histogram(histogram, user_data) {
             None => ProgramCache::new(config),
-            Some(callback) => {
-                let host = HostHistogram {
-                    callback,
-                    user_data,
-                };
-                ProgramCache::with_callback(config, Arc::new(move |n, v| host.call(n, v)))
-            }
+            Some(callback) => ProgramCache::with_callback(config, callback),
         };
         let handle = handle::new_shared(Kind::ProgramCache, cache);
         // SAFETY: non-null (checked) and valid for a write (contract).
@@ -726,13 +734,21 @@ pub unsafe extern "C" fn gpusvc_program_cache_new(
 /// `GPUSVC_INVALID_HANDLE`. Program managers made over the cache keep it alive until they are
 /// freed.
 ///
+/// A cache with a disk store (`gpusvc_program_cache_new_with_disk`): when this frees the last
+/// reference, it waits for the writes already queued. Its log callback is never called once
+/// this has returned, even while program managers keep the cache alive.
+///
 /// # Safety
 /// None beyond passing a value that came from gpusvc (or NULL).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn gpusvc_program_cache_free(
     cache: *mut gpusvc_program_cache,
 ) -> gpusvc_result {
-    ffi_guard(|| handle::free(cache, Kind::ProgramCache))
+    ffi_guard(|| {
+        handle::free(cache, Kind::ProgramCache)?;
+        crate::disk_cache::close_log(cache.addr());
+        Ok(())
+    })
 }
 
 /// The configuration the cache was made with.
@@ -1224,7 +1240,9 @@ pub unsafe extern "C" fn gpusvc_program_cache_set_memory_pressure(
     })
 }
 
-/// Drops every program and every status. Statistics are kept.
+/// Drops every program and every status. Statistics are kept. With a disk store, its entries
+/// are deleted too, by the disk writer after the writes already queued:
+/// `gpusvc_program_cache_flush_disk` waits until they are gone.
 ///
 /// # Safety
 /// None beyond passing a value that came from gpusvc (or NULL).

@@ -59,10 +59,13 @@ pub enum gpusvc_result {
     GPUSVC_PROGRAM_CACHE_LINK_FAILED = 205,
     /// Program cache: a shader given to a link was never compiled or failed to compile.
     GPUSVC_PROGRAM_CACHE_SHADER_NOT_COMPILED = 206,
+    /// Program cache: the startup load from the disk store did not finish within the timeout
+    /// (the cache works meanwhile; programs not loaded yet are misses).
+    GPUSVC_PROGRAM_CACHE_LOAD_TIMEOUT = 207,
 }
 
 /// Every code, in number order.
-const ALL_RESULTS: [gpusvc_result; 23] = [
+const ALL_RESULTS: [gpusvc_result; 24] = [
     gpusvc_result::GPUSVC_OK,
     gpusvc_result::GPUSVC_PANIC,
     gpusvc_result::GPUSVC_NULL_ARGUMENT,
@@ -86,6 +89,7 @@ const ALL_RESULTS: [gpusvc_result; 23] = [
     gpusvc_result::GPUSVC_PROGRAM_CACHE_COMPILE_FAILED,
     gpusvc_result::GPUSVC_PROGRAM_CACHE_LINK_FAILED,
     gpusvc_result::GPUSVC_PROGRAM_CACHE_SHADER_NOT_COMPILED,
+    gpusvc_result::GPUSVC_PROGRAM_CACHE_LOAD_TIMEOUT,
 ];
 
 impl gpusvc_result {
@@ -135,6 +139,9 @@ impl gpusvc_result {
             GPUSVC_PROGRAM_CACHE_LINK_FAILED => "program cache: the program failed to link",
             GPUSVC_PROGRAM_CACHE_SHADER_NOT_COMPILED => {
                 "program cache: a shader given to the link is not compiled"
+            }
+            GPUSVC_PROGRAM_CACHE_LOAD_TIMEOUT => {
+                "program cache: the startup load from disk did not finish within the timeout"
             }
         }
     }
