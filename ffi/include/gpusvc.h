@@ -361,7 +361,8 @@ typedef struct gpusvc_shader gpusvc_shader;
 /*
  Receives each disk condition (folder unusable, a write failed, the store was dropped) once,
  as one line of UTF-8 text, with the `log_user_data` of the config. It may be called from any
- thread (the cache's background threads included) and must not unwind.
+ thread (the cache's background threads included), one call at a time, and must not unwind.
+ It must not free the cache it reports for.
  */
 typedef void (*gpusvc_disk_log_callback)(const char *message, void *user_data);
 

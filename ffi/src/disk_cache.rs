@@ -29,7 +29,8 @@ use crate::result::gpusvc_result;
 
 /// Receives each disk condition (folder unusable, a write failed, the store was dropped) once,
 /// as one line of UTF-8 text, with the `log_user_data` of the config. It may be called from any
-/// thread (the cache's background threads included) and must not unwind.
+/// thread (the cache's background threads included), one call at a time, and must not unwind.
+/// It must not free the cache it reports for.
 pub type gpusvc_disk_log_callback =
     Option<unsafe extern "C" fn(message: *const c_char, user_data: *mut c_void)>;
 
@@ -172,6 +173,11 @@ impl LogGate {
     }
 
     fn call(&self, text: &str) {
+        // A condition raised by a gpusvc call made from inside the callback on this thread is
+        // dropped rather than deadlocking on `calling`.
+        if IN_LOG.with(Cell::get) {
+            return;
+        }
         let _calling = self.lock();
         if !self.open.load(Ordering::Acquire) {
             return;
