@@ -493,6 +493,41 @@ fn disk_line(run: &RunCache) -> String {
     }
 }
 
+/// Files and bytes below `dir`.
+fn tree_size(dir: &Path) -> (u64, u64) {
+    let mut total = (0, 0);
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        match entry.file_type() {
+            Ok(t) if t.is_dir() => {
+                let (f, b) = tree_size(&entry.path());
+                total = (total.0 + f, total.1 + b);
+            }
+            Ok(_) => {
+                total = (
+                    total.0 + 1,
+                    total.1 + entry.metadata().map_or(0, |m| m.len()),
+                )
+            }
+            Err(_) => {}
+        }
+    }
+    total
+}
+
+/// Waits (at most 60 s) until `dir` has not changed for a second; returns (files, bytes).
+fn settle(dir: &Path) -> (u64, u64) {
+    let start = Instant::now();
+    let mut last = tree_size(dir);
+    let mut stable = 0;
+    while stable < 5 && start.elapsed() < Duration::from_secs(60) {
+        std::thread::sleep(Duration::from_millis(200));
+        let now = tree_size(dir);
+        stable = if now == last { stable + 1 } else { 0 };
+        last = now;
+    }
+    last
+}
+
 /// Where the time of a `--single-pass` run went before the pass, in ms.
 #[derive(Debug, Clone, Copy)]
 struct Phases {
@@ -508,8 +543,26 @@ fn single_pass(
     run: &RunCache,
     programs: &[ProgramSource],
     phases: Phases,
+    driver_cache: &Path,
 ) -> Result<(), DemoError> {
     let mut out = std::io::stdout();
+    let result = single_pass_report(args, ctx, run, programs, phases, &mut out);
+    if result.is_ok() && args.settle_driver_cache {
+        let (files, bytes) = settle(driver_cache);
+        writeln!(out, "gpusvc-startup-settled files={files} bytes={bytes}")?;
+        out.flush()?;
+    }
+    result
+}
+
+fn single_pass_report(
+    args: &DemoArgs,
+    ctx: &GlContext,
+    run: &RunCache,
+    programs: &[ProgramSource],
+    phases: Phases,
+    out: &mut std::io::Stdout,
+) -> Result<(), DemoError> {
     let Phases {
         started,
         context_ms,
@@ -590,7 +643,7 @@ pub(crate) fn run(args: &DemoArgs, started: Instant) -> Result<(), DemoError> {
             context_ms,
             corpus_ms,
         };
-        return single_pass(args, &ctx, &run, &programs, phases);
+        return single_pass(args, &ctx, &run, &programs, phases, driver_cache.path());
     }
     let mut out = std::io::stdout();
     writeln!(out, "driver: {} ({})", ctx.info(), ctx.profile())?;

@@ -126,6 +126,11 @@ struct DemoArgs {
     /// (benchmarks) With --single-pass: compile and link straight on the driver, no program cache.
     #[arg(long, hide = true, requires = "single_pass")]
     plain_driver: bool,
+    /// (benchmarks) With --single-pass: before exiting, wait until the driver's shader-cache
+    /// folder stops changing (the driver writes it from a background queue that is not drained
+    /// at exit).
+    #[arg(long, hide = true, requires = "single_pass")]
+    settle_driver_cache: bool,
 }
 
 fn main() -> ExitCode {
@@ -171,6 +176,7 @@ mod tests {
         assert_eq!(args.budget_mib, 64);
         assert_eq!(args.cache_dir, None);
         assert!(!args.no_disk_cache && !args.single_pass && !args.plain_driver);
+        assert!(!args.settle_driver_cache);
         assert!(Cli::try_parse_from(["gpusvc", "demo", "--api", "vulkan"]).is_err());
         assert!(Cli::try_parse_from(["gpusvc"]).is_err());
         assert!(

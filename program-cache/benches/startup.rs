@@ -40,6 +40,8 @@ use program_cache::{
 use support::{Row, median, report};
 
 const DEFAULT_REPS: usize = 5;
+/// At most this many runs to fill Mesa's shader cache.
+const MESA_POPULATE_RUNS: usize = 6;
 const LOAD_REPS: usize = 9;
 
 fn fail(what: impl std::fmt::Display) -> ! {
@@ -220,6 +222,27 @@ fn probe(
     probe
 }
 
+/// Files and bytes below `dir`.
+fn tree_size(dir: &Path) -> (usize, u64) {
+    let mut total = (0, 0);
+    if let Ok(list) = std::fs::read_dir(dir) {
+        for entry in list.flatten() {
+            match entry.file_type() {
+                Ok(t) if t.is_dir() => {
+                    let (f, b) = tree_size(&entry.path());
+                    total = (total.0 + f, total.1 + b);
+                }
+                Ok(_) => {
+                    let len = entry.metadata().map_or(0, |m| m.len());
+                    total = (total.0 + 1, total.1 + len);
+                }
+                Err(_) => {}
+            }
+        }
+    }
+    total
+}
+
 fn tempdir(prefix: &str) -> tempfile::TempDir {
     tempfile::Builder::new()
         .prefix(prefix)
@@ -349,11 +372,30 @@ fn main() {
     // Our disk cache, populated by the first cold run; Mesa's cache, populated by a plain run.
     let populated = tempdir("gpusvc-startup-bench-ours-");
     let mesa_warm = tempdir("gpusvc-startup-bench-mesa-");
-    let populate_mesa = probe(&bin, &corpus, &["--plain-driver"], None, mesa_warm.path());
-    println!(
-        "populated Mesa's shader cache: {} programs linked in {:.0} ms",
-        populate_mesa.linked, populate_mesa.wall_ms
-    );
+    // Mesa writes its cache from a background queue that is not drained when a process exits
+    // (headless-gl never terminates the EGL display), so on a busy machine a run can lose part
+    // of what it compiled. The populating runs wait until the cache folder settles, and repeat
+    // until a run adds nothing: the peer gets its whole cache.
+    let mut mesa_bytes = 0;
+    for attempt in 1..=MESA_POPULATE_RUNS {
+        let p = probe(
+            &bin,
+            &corpus,
+            &["--plain-driver", "--settle-driver-cache"],
+            None,
+            mesa_warm.path(),
+        );
+        let (files, bytes) = tree_size(mesa_warm.path());
+        println!(
+            "populating Mesa's shader cache, run {attempt}: {} programs linked in {:.0} ms; \
+             cache now {files} files, {bytes} bytes",
+            p.linked, p.wall_ms
+        );
+        if bytes == mesa_bytes {
+            break;
+        }
+        mesa_bytes = bytes;
+    }
 
     let mut runs: Vec<(Case, Probe)> = Vec::new();
     for rep in 0..reps {
