@@ -192,8 +192,37 @@ pub(crate) fn render_table(cold: &Pass, warm: &Pass) -> String {
 /// `--driver-cache-dir` (kept, so a later run finds the driver's cache warm).
 #[derive(Debug)]
 enum DriverCache {
-    Fresh(tempfile::TempDir),
+    Fresh(PathBuf),
     Kept(PathBuf),
+}
+
+impl Drop for DriverCache {
+    /// Removes a fresh folder. The driver may still be writing into it from its own background
+    /// queue (Mesa's is not drained before exit, since the EGL display is never terminated):
+    /// removing it under the writer fails ("directory not empty") or makes Mesa complain on
+    /// stderr. So this first waits (at most 10 s) until the folder has stopped changing for
+    /// 150 ms, then removes it, retrying for a moment.
+    fn drop(&mut self) {
+        let DriverCache::Fresh(dir) = self else {
+            return;
+        };
+        let start = Instant::now();
+        let mut last = tree_size(dir);
+        let mut stable = 0;
+        while stable < 3 && start.elapsed() < Duration::from_secs(10) {
+            std::thread::sleep(Duration::from_millis(50));
+            let now = tree_size(dir);
+            stable = if now == last { stable + 1 } else { 0 };
+            last = now;
+        }
+        for _ in 0..40 {
+            match std::fs::remove_dir_all(&*dir) {
+                Ok(()) => return,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => return,
+                Err(_) => std::thread::sleep(Duration::from_millis(25)),
+            }
+        }
+    }
 }
 
 impl DriverCache {
@@ -206,15 +235,14 @@ impl DriverCache {
             None => tempfile::Builder::new()
                 .prefix("gpusvc-demo-driver-cache-")
                 .tempdir()
-                .map(DriverCache::Fresh)
+                .map(|t| DriverCache::Fresh(t.keep()))
                 .map_err(DemoError::TempDir),
         }
     }
 
     fn path(&self) -> &Path {
         match self {
-            DriverCache::Fresh(t) => t.path(),
-            DriverCache::Kept(p) => p,
+            DriverCache::Fresh(p) | DriverCache::Kept(p) => p,
         }
     }
 }
