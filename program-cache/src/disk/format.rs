@@ -15,6 +15,8 @@ pub const HEADER_LEN: usize = 96;
 pub const FLAG_LZ4: u32 = 1;
 /// Largest payload accepted (a program binary is KBs; 64 MiB is far beyond any driver's).
 pub const MAX_PAYLOAD: u64 = 64 << 20;
+/// No LZ4 block decompresses to more than this many bytes per stored byte.
+const LZ4_MAX_RATIO: u64 = 255;
 
 /// The parsed header of an entry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -190,10 +192,13 @@ pub fn decode(
     }
     let decompressed;
     let raw: &[u8] = if header.flags & FLAG_LZ4 != 0 {
-        if header.raw_len > MAX_PAYLOAD {
+        // An LZ4 block expands at most 255-fold (a match-length byte adds at most 255 bytes), so
+        // a larger declared length is damage; checking it keeps a small entry from making the
+        // decoder allocate up to MAX_PAYLOAD.
+        if header.raw_len > MAX_PAYLOAD || header.raw_len > header.payload_len * LZ4_MAX_RATIO {
             return Err(EntryError::Decompress(format!(
-                "raw length {}",
-                header.raw_len
+                "raw length {} for {} stored bytes",
+                header.raw_len, header.payload_len
             )));
         }
         decompressed = lz4_flex::block::decompress(payload, header.raw_len as usize)

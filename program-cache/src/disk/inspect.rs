@@ -75,13 +75,20 @@ pub fn scan(root: &Path) -> io::Result<Vec<StoreInfo>> {
                 let Some(key) = parse_key_hex(&e.file_name().to_string_lossy()) else {
                     continue;
                 };
-                let meta = e.metadata()?;
+                // An entry another process evicts between the listing and here is gone, not an
+                // error of the scan (nor a corrupt entry, below).
+                let meta = match e.metadata() {
+                    Ok(meta) => meta,
+                    Err(err) if err.kind() == io::ErrorKind::NotFound => continue,
+                    Err(err) => return Err(err),
+                };
                 let age = meta
                     .modified()
                     .ok()
                     .and_then(|t| SystemTime::now().duration_since(t).ok())
                     .unwrap_or_default();
                 let check = match (fs::read(e.path()), expected) {
+                    (Err(err), _) if err.kind() == io::ErrorKind::NotFound => continue,
                     (Ok(bytes), Some(stamp)) => {
                         format::decode(&bytes, &stamp, Some(&key)).map(|_| ())
                     }

@@ -70,7 +70,21 @@ pub(crate) struct StampDir {
     /// Held with a shared lock for as long as this process uses the directory, so another
     /// stamp's process never deletes it under us.
     _in_use: File,
-    nonce: AtomicU64,
+}
+
+/// Numbers temporary files. One counter for the whole process: two caches of one process on one
+/// folder must never write the same temporary file (a per-cache counter let them truncate each
+/// other's file, publish a torn entry and fail the second rename).
+static TMP_NONCE: AtomicU64 = AtomicU64::new(0);
+
+/// A temporary file name `<what>.<pid>.<n>`: the pid is always the second dot-separated part,
+/// which is how [`StampDir::remove_stale_tmp`] finds files of dead processes.
+fn tmp_name(what: &str) -> String {
+    format!(
+        "{what}.{}.{}",
+        std::process::id(),
+        TMP_NONCE.fetch_add(1, Ordering::Relaxed)
+    )
 }
 
 fn lock_file(path: &Path) -> io::Result<File> {
@@ -105,7 +119,7 @@ impl StampDir {
         in_use.lock_shared()?;
         let stamp_file = dir.join("STAMP");
         if !stamp_file.exists() {
-            let t = tmp.join(format!("STAMP.{}", std::process::id()));
+            let t = tmp.join(tmp_name("STAMP"));
             fs::write(&t, stamp.describe())?;
             fs::rename(&t, &stamp_file)?;
         }
@@ -116,7 +130,6 @@ impl StampDir {
             stamp_hash: stamp.hash(),
             compress,
             _in_use: in_use,
-            nonce: AtomicU64::new(0),
         };
         this.remove_other_stamps(root);
         this.remove_stale_tmp();
@@ -174,12 +187,7 @@ impl StampDir {
             return Ok(0);
         }
         let bytes = format::encode(key, program, &self.stamp_hash, now_ms(), self.compress);
-        let tmp = self.tmp.join(format!(
-            "{}.{}.{}",
-            key_hex(key),
-            std::process::id(),
-            self.nonce.fetch_add(1, Ordering::Relaxed)
-        ));
+        let tmp = self.tmp.join(tmp_name(&key_hex(key)));
         let result = (|| {
             let mut f = File::create(&tmp)?;
             f.write_all(&bytes)?;
@@ -344,7 +352,9 @@ impl StampDir {
             .into_iter()
             .map(|e| (e.key, e.last_use_ms))
             .collect();
-        let t = self.tmp.join(format!("lru.log.{}", std::process::id()));
+        // `lru.<pid>.<n>`: a name whose pid the next open can read (the former `lru.log.<pid>`
+        // of a writer killed mid-eviction was never removed).
+        let t = self.tmp.join(tmp_name("lru"));
         let mut buf = Vec::with_capacity(remaining.len() * LOG_RECORD);
         for (k, ms) in &remaining {
             buf.extend_from_slice(&k.0);
