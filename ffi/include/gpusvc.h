@@ -476,6 +476,11 @@ typedef struct gpusvc_driver_identity {
    `GL_VERSION` (carries the driver version).
    */
   const char *gl_version;
+  /*
+   The kind of context, e.g. "OpenGL core profile" or "OpenGL ES"; NULL for "". Stores of
+   different kinds of context on one folder are kept apart and do not replace each other.
+   */
+  const char *context;
 } gpusvc_driver_identity;
 
 /*
@@ -1147,8 +1152,8 @@ gpusvc_result gpusvc_gl_context_version(const struct gpusvc_gl_context *ctx, con
 gpusvc_result gpusvc_gl_context_glsl_version(const struct gpusvc_gl_context *ctx, const char **out);
 
 /*
- The context's driver identity (`GL_VENDOR`, `GL_RENDERER`, `GL_VERSION`) for the disk
- cache's compatibility stamp (`gpusvc_program_cache_new_with_disk`). The strings belong to the
+ The context's driver identity (`GL_VENDOR`, `GL_RENDERER`, `GL_VERSION` and the kind of
+ context) for the disk cache's compatibility stamp (`gpusvc_program_cache_new_with_disk`). The strings belong to the
  context and stay valid until it is freed. May be called from any thread.
 
  # Safety

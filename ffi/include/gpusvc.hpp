@@ -431,13 +431,15 @@ struct DiskOptions {
   }
 };
 
-// A driver identity for the stamp: GL_VENDOR, GL_RENDERER, GL_VERSION.
+// A driver identity for the stamp: GL_VENDOR, GL_RENDERER, GL_VERSION, kind of context.
 struct DriverStrings {
   std::string vendor;
   std::string renderer;
   std::string version;
+  std::string context;
   gpusvc_driver_identity View() const {
-    return gpusvc_driver_identity{vendor.c_str(), renderer.c_str(), version.c_str()};
+    return gpusvc_driver_identity{vendor.c_str(), renderer.c_str(), version.c_str(),
+                                  context.c_str()};
   }
 };
 
@@ -447,7 +449,8 @@ inline gpusvc_result ContextDriverStrings(const gpusvc_gl_context* ctx, DriverSt
   gpusvc_driver_identity id{};
   gpusvc_result r = gpusvc_gl_context_driver_identity(ctx, &id);
   if (r != GPUSVC_OK) return r;
-  *out = DriverStrings{id.gl_vendor, id.gl_renderer, id.gl_version};
+  *out = DriverStrings{id.gl_vendor, id.gl_renderer, id.gl_version,
+                      id.context != nullptr ? id.context : ""};
   return GPUSVC_OK;
 }
 

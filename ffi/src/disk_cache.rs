@@ -86,6 +86,9 @@ pub struct gpusvc_driver_identity {
     pub gl_renderer: *const c_char,
     /// `GL_VERSION` (carries the driver version).
     pub gl_version: *const c_char,
+    /// The kind of context, e.g. "OpenGL core profile" or "OpenGL ES"; NULL for "". Stores of
+    /// different kinds of context on one folder are kept apart and do not replace each other.
+    pub context: *const c_char,
 }
 
 /// What the startup load did.
@@ -258,6 +261,11 @@ unsafe fn disk_config_in(
         gl_vendor: text_field(driver.gl_vendor, "gl_vendor")?,
         gl_renderer: text_field(driver.gl_renderer, "gl_renderer")?,
         gl_version: text_field(driver.gl_version, "gl_version")?,
+        context: if driver.context.is_null() {
+            String::new()
+        } else {
+            text_field(driver.context, "context")?
+        },
         vendor_id: disk.has_vendor_id.then_some(disk.vendor_id),
         device_id: disk.has_device_id.then_some(disk.device_id),
         driver_build_id,
@@ -344,6 +352,7 @@ pub unsafe extern "C" fn gpusvc_disk_config_defaults(
             gl_vendor: String::new(),
             gl_renderer: String::new(),
             gl_version: String::new(),
+            context: String::new(),
             vendor_id: None,
             device_id: None,
             driver_build_id: None,
@@ -627,6 +636,7 @@ mod tests {
             gl_vendor: c"V".as_ptr(),
             gl_renderer: c"R".as_ptr(),
             gl_version: c"1.0".as_ptr(),
+            context: std::ptr::null(),
         }
     }
 

@@ -88,6 +88,7 @@ struct Identity {
     renderer: CString,
     version: CString,
     glsl_version: CString,
+    context: CString,
     api: gpusvc_gl_api,
     software: bool,
     program_binary_formats: Vec<u32>,
@@ -163,6 +164,7 @@ pub unsafe extern "C" fn gpusvc_gl_context_open(
             renderer: c_string(&info.renderer),
             version: c_string(&info.version),
             glsl_version: c_string(&info.glsl_version),
+            context: c_string(&info.context_description()),
             api: match info.api {
                 GlApi::DesktopCore => gpusvc_gl_api::GPUSVC_GL_API_DESKTOP_CORE,
                 GlApi::Gles => gpusvc_gl_api::GPUSVC_GL_API_GLES,
@@ -291,8 +293,8 @@ pub unsafe extern "C" fn gpusvc_gl_context_glsl_version(
     unsafe { string_out(ctx, out, |i| &i.glsl_version) }
 }
 
-/// The context's driver identity (`GL_VENDOR`, `GL_RENDERER`, `GL_VERSION`) for the disk
-/// cache's compatibility stamp (`gpusvc_program_cache_new_with_disk`). The strings belong to the
+/// The context's driver identity (`GL_VENDOR`, `GL_RENDERER`, `GL_VERSION` and the kind of
+/// context) for the disk cache's compatibility stamp (`gpusvc_program_cache_new_with_disk`). The strings belong to the
 /// context and stay valid until it is freed. May be called from any thread.
 ///
 /// # Safety
@@ -310,6 +312,7 @@ pub unsafe extern "C" fn gpusvc_gl_context_driver_identity(
             gl_vendor: id.vendor.as_ptr(),
             gl_renderer: id.renderer.as_ptr(),
             gl_version: id.version.as_ptr(),
+            context: id.context.as_ptr(),
         };
         // SAFETY: `out` is non-null (checked) and valid for a write (contract); the strings live
         // in the context and stay valid until the context is freed.

@@ -97,6 +97,7 @@ impl Driver {
             gl_vendor: self.vendor.as_ptr(),
             gl_renderer: self.renderer.as_ptr(),
             gl_version: self.version.as_ptr(),
+            context: ptr::null(),
         }
     }
 }
@@ -768,6 +769,7 @@ fn the_stamp_from_a_live_context_and_a_real_binary_round_trip() {
         gl_vendor: ptr::null(),
         gl_renderer: ptr::null(),
         gl_version: ptr::null(),
+        context: ptr::null(),
     };
     // SAFETY: live context and out slot.
     let r = unsafe { gpusvc_gl_context_driver_identity(ctx, &mut identity) };

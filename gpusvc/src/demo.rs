@@ -674,7 +674,7 @@ pub(crate) fn run(args: &DemoArgs, started: Instant) -> Result<(), DemoError> {
         return single_pass(args, &ctx, &run, &programs, phases, driver_cache.path());
     }
     let mut out = std::io::stdout();
-    writeln!(out, "driver: {} ({})", ctx.info(), ctx.profile())?;
+    writeln!(out, "driver: {}", ctx.info())?;
     writeln!(out, "corpus: {label}")?;
     let driver_cache_text = match &driver_cache {
         DriverCache::Fresh(_) => "starts empty (fresh directory)".to_string(),

@@ -32,6 +32,7 @@ fn stamp() -> CompatibilityStamp {
         gl_vendor: "Test vendor".into(),
         gl_renderer: "test renderer".into(),
         gl_version: "4.5 test".into(),
+        context: "OpenGL core profile".into(),
         vendor_id: None,
         device_id: None,
         driver_build_id: None,

@@ -214,14 +214,12 @@ impl Drop for Inner {
 pub struct GlContext {
     pub(crate) inner: Rc<Inner>,
     info: DriverInfo,
-    profile: ContextProfile,
 }
 
 impl std::fmt::Debug for GlContext {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("GlContext")
             .field("info", &self.info)
-            .field("profile", &self.profile)
             .finish_non_exhaustive()
     }
 }
@@ -272,7 +270,7 @@ impl GlContext {
     /// The profile the driver gave: core, compatibility (only when
     /// [`ApiPreference::DesktopCompatibility`] asked for it) or ES.
     pub fn profile(&self) -> ContextProfile {
-        self.profile
+        self.info.profile
     }
 
     /// The raw GL functions, with this context made current on the calling thread. For what this
@@ -344,7 +342,7 @@ fn open_on_device(
         };
         match create_current(&display, index, profile, min) {
             Ok((context, gl)) => {
-                let info = read_driver_info(&gl, api, device_info(devices, index));
+                let info = read_driver_info(&gl, api, profile, device_info(devices, index));
                 return Ok(GlContext {
                     inner: Rc::new(Inner {
                         gl,
@@ -352,7 +350,6 @@ fn open_on_device(
                         _display: display,
                     }),
                     info,
-                    profile,
                 });
             }
             Err(e) => {
@@ -517,7 +514,12 @@ fn device_info(devices: &[Device], index: usize) -> DeviceInfo {
     }
 }
 
-fn read_driver_info(gl: &glow::Context, api: GlApi, device: DeviceInfo) -> DriverInfo {
+fn read_driver_info(
+    gl: &glow::Context,
+    api: GlApi,
+    profile: ContextProfile,
+    device: DeviceInfo,
+) -> DriverInfo {
     // SAFETY: state queries on the context that was just made current on this thread; the
     // slice passed for the formats is sized by GL_NUM_PROGRAM_BINARY_FORMATS.
     unsafe {
@@ -530,6 +532,7 @@ fn read_driver_info(gl: &glow::Context, api: GlApi, device: DeviceInfo) -> Drive
         }
         DriverInfo {
             api,
+            profile,
             version_numbers: version_numbers(gl),
             vendor: gl.get_parameter_string(glow::VENDOR),
             renderer: gl.get_parameter_string(glow::RENDERER),

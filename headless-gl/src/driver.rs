@@ -2,6 +2,8 @@
 
 use std::fmt;
 
+use crate::context::ContextProfile;
+
 /// Which GL API a context speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum GlApi {
@@ -63,6 +65,8 @@ pub struct DeviceInfo {
 pub struct DriverInfo {
     /// The API of the context.
     pub api: GlApi,
+    /// The profile the driver gave (core, compatibility, ES).
+    pub profile: ContextProfile,
     /// `GL_MAJOR_VERSION`.`GL_MINOR_VERSION` of the context.
     pub version_numbers: GlVersion,
     /// `GL_VENDOR`.
@@ -89,6 +93,14 @@ impl DriverInfo {
         }
     }
 
+    /// The kind of context: "OpenGL core profile", "OpenGL compatibility profile", "OpenGL ES".
+    pub fn context_description(&self) -> String {
+        match self.profile {
+            ContextProfile::Es => "OpenGL ES".into(),
+            p => format!("OpenGL {p}"),
+        }
+    }
+
     /// True when `format` is one of the driver's program-binary formats.
     pub fn supports_binary_format(&self, format: u32) -> bool {
         self.program_binary_formats.contains(&format)
@@ -104,7 +116,7 @@ impl fmt::Display for DriverInfo {
             self.renderer,
             self.version,
             self.glsl_version,
-            self.api,
+            self.context_description(),
             self.version_numbers,
             self.device.index,
             self.device.device_count,

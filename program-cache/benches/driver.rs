@@ -213,7 +213,7 @@ fn main() {
     let ctx = open_context();
     let (label, programs) = corpus(&ctx);
     let reps = env_number("GPUSVC_BENCH_REPS", DEFAULT_REPS).max(1);
-    println!("driver: {} ({})", ctx.info(), ctx.profile());
+    println!("driver: {}", ctx.info());
     println!("corpus: {label}; {reps} runs per program and path");
 
     // One throwaway compile, so process-wide first-use costs land on no program.

@@ -275,6 +275,7 @@ fn synthetic_stamp() -> CompatibilityStamp {
         gl_vendor: "startup bench".into(),
         gl_renderer: "re-stored corpus entries".into(),
         gl_version: "0".into(),
+        context: "OpenGL core profile".into(),
         vendor_id: None,
         device_id: None,
         driver_build_id: None,

@@ -36,7 +36,9 @@ pub struct ShaderVariables {
 pub struct ProgramBinaryData {
     /// `binaryFormat` of `glGetProgramBinary`.
     pub format: u32,
-    /// The blob.
+    /// The blob. Encoded as serde bytes: in postcard the same wire format as a sequence of `u8`
+    /// (varint length, then the bytes) but decoded in one copy instead of byte by byte.
+    #[serde(with = "serde_bytes")]
     pub bytes: Vec<u8>,
 }
 

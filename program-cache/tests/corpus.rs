@@ -112,7 +112,7 @@ fn piglit_programs_restore_from_the_cache_identically() {
     let Some(ctx) = open_or_skip(TEST, &options) else {
         return;
     };
-    eprintln!("driver: {} ({})", ctx.info(), ctx.profile());
+    eprintln!("driver: {}", ctx.info());
 
     let corpus = load_dir(&dir).expect("piglit corpus loads");
     let mut programs = corpus.programs;

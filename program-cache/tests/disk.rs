@@ -16,6 +16,7 @@ fn stamp(driver: &str) -> CompatibilityStamp {
         gl_vendor: "Test".into(),
         gl_renderer: "fake".into(),
         gl_version: driver.into(),
+        context: "OpenGL core profile".into(),
         vendor_id: None,
         device_id: None,
         driver_build_id: None,
@@ -263,4 +264,47 @@ fn an_unusable_folder_degrades_to_memory_and_is_reported_once() {
             .unwrap()
             .contains("memory only")
     );
+}
+
+#[test]
+fn stores_of_other_contexts_are_kept_until_unused_for_a_month() {
+    let dir = tempfile::tempdir().unwrap();
+    let with_context = |context: &str| {
+        let mut s = stamp("1.0");
+        s.context = context.into();
+        s
+    };
+    let open_ctx = |context: &str| {
+        let c = ProgramCache::with_disk(
+            CacheConfig::desktop(),
+            None,
+            DiskConfig::new(dir.path(), with_context(context)),
+        );
+        c.wait_until_loaded(Duration::from_secs(10)).unwrap();
+        c
+    };
+    let core = open_ctx("OpenGL core profile");
+    core.save(key(1), program(1, 2, 100), None).unwrap();
+    core.flush_disk();
+    drop(core);
+    // Another kind of context on the same folder keeps the first one's store.
+    let compat = open_ctx("OpenGL compatibility profile");
+    drop(compat);
+    assert_eq!(inspect::scan(dir.path()).unwrap().len(), 2);
+    assert_eq!(open_ctx("OpenGL core profile").len(), 1);
+    // Unused for more than 30 days, it goes.
+    let core_dir = dir
+        .path()
+        .join(with_context("OpenGL core profile").dir_name());
+    let month_ago = std::time::SystemTime::now() - Duration::from_secs(31 * 24 * 3600);
+    std::fs::File::options()
+        .write(true)
+        .open(core_dir.join("in-use.lock"))
+        .unwrap()
+        .set_modified(month_ago)
+        .unwrap();
+    drop(open_ctx("OpenGL compatibility profile"));
+    let left = inspect::scan(dir.path()).unwrap();
+    assert_eq!(left.len(), 1);
+    assert!(left[0].stamp_text.contains("compatibility"));
 }

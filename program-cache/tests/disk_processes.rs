@@ -113,6 +113,7 @@ fn test_stamp() -> CompatibilityStamp {
         gl_vendor: "Test".into(),
         gl_renderer: "disk_processes".into(),
         gl_version: "1.0".into(),
+        context: "OpenGL core profile".into(),
         vendor_id: Some(0x1234),
         device_id: Some(0x5678),
         driver_build_id: None,

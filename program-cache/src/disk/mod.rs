@@ -280,9 +280,20 @@ impl DiskLayer {
             let dir = dir.clone();
             let counters = counters.clone();
             let conditions = conditions.clone();
+            let loaded = loaded.clone();
             std::thread::Builder::new()
                 .name("gpusvc-cache-writer".into())
-                .spawn(move || writer_loop(&dir, &rx, &counters, &conditions, budget, low_water))
+                .spawn(move || {
+                    writer_loop(
+                        &dir,
+                        &rx,
+                        &counters,
+                        &conditions,
+                        &loaded,
+                        budget,
+                        low_water,
+                    )
+                })
                 .ok()
         };
         (
@@ -456,6 +467,7 @@ fn writer_loop(
     rx: &Receiver<Job>,
     counters: &AtomicCounters,
     conditions: &Conditions,
+    loaded: &(Mutex<Option<LoadReport>>, Condvar),
     budget: u64,
     low_water: u64,
 ) {
@@ -469,11 +481,24 @@ fn writer_loop(
         }
         Err(e) => conditions.report("evict", format!("program cache: disk eviction failed: {e}")),
     };
-    if size > budget {
-        evict(&mut size, low_water);
-    }
+    // A store already over budget at open (a smaller budget than last time) is trimmed only
+    // once the startup load is done, so the loader's order (hot first, most recent first) is
+    // not raced by an LRU pass deleting what it is about to read.
+    let mut pending_trim = size > budget;
+    let load_done = || loaded.0.lock().map_or(true, |r| r.is_some());
     let mut uses = Vec::new();
-    while let Ok(job) = rx.recv() {
+    loop {
+        if pending_trim && load_done() {
+            pending_trim = false;
+            if size > budget {
+                evict(&mut size, low_water);
+            }
+        }
+        let job = match rx.recv_timeout(Duration::from_millis(100)) {
+            Ok(job) => job,
+            Err(crossbeam_channel::RecvTimeoutError::Timeout) => continue,
+            Err(crossbeam_channel::RecvTimeoutError::Disconnected) => break,
+        };
         let mut next = Some(job);
         // Drain what is queued, batching last-use records into one append.
         while let Some(job) = next.take() {
@@ -484,7 +509,7 @@ fn writer_loop(
                         bump(&counters.writes, 1);
                         bump(&counters.bytes_written, n);
                         size += n;
-                        if size > budget {
+                        if size > budget && !pending_trim {
                             evict(&mut size, low_water);
                         }
                     }

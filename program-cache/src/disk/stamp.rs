@@ -16,6 +16,9 @@ pub struct CompatibilityStamp {
     pub gl_renderer: String,
     /// `GL_VERSION` (carries the driver version).
     pub gl_version: String,
+    /// The kind of context ("OpenGL core profile", "OpenGL ES", ...): binaries of one profile are
+    /// not offered to another.
+    pub context: String,
     /// PCI vendor id, when the host knows it.
     pub vendor_id: Option<u32>,
     /// PCI device id, when the host knows it.
@@ -37,6 +40,7 @@ impl CompatibilityStamp {
             gl_vendor: info.vendor.clone(),
             gl_renderer: info.renderer.clone(),
             gl_version: info.version.clone(),
+            context: info.context_description(),
             vendor_id: None,
             device_id: None,
             driver_build_id: None,
@@ -54,18 +58,33 @@ impl CompatibilityStamp {
             sha.update(s.as_bytes());
         };
         text("gpusvc.stamp.v1");
+        text(&hex(&self.device_hash()));
+        text(&self.gl_version);
+        text(self.driver_build_id.as_deref().map_or("none", |s| s));
+        text(&self.host_build_id);
+        sha.update(self.format_version.to_le_bytes());
+        sha.finalize().into()
+    }
+
+    /// SHA-1 over what names the device and the kind of context, but not the versions: two
+    /// stamps with the same device hash and different stamp hashes are the same GPU and context
+    /// before and after a driver or host update, so the older store is stale.
+    pub fn device_hash(&self) -> [u8; 20] {
+        let mut sha = Sha1::new();
+        let mut text = |s: &str| {
+            sha.update((s.len() as u64).to_le_bytes());
+            sha.update(s.as_bytes());
+        };
+        text("gpusvc.device.v1");
         text(&self.gl_vendor);
         text(&self.gl_renderer);
-        text(&self.gl_version);
+        text(&self.context);
         let opt = |v: Option<u32>| match v {
             Some(v) => format!("some:{v}"),
             None => "none".into(),
         };
         text(&opt(self.vendor_id));
         text(&opt(self.device_id));
-        text(self.driver_build_id.as_deref().map_or("none", |s| s));
-        text(&self.host_build_id);
-        sha.update(self.format_version.to_le_bytes());
         sha.update(self.pointer_width.to_le_bytes());
         sha.finalize().into()
     }
@@ -80,23 +99,24 @@ impl CompatibilityStamp {
 
     /// A human-readable description (the directory's STAMP file).
     pub fn describe(&self) -> String {
-        format!(
-            "format_version: {}\npointer_width: {}\ngl_vendor: {}\ngl_renderer: {}\n\
-             gl_version: {}\nvendor_id: {:?}\ndevice_id: {:?}\ndriver_build_id: {:?}\n\
-             host_build_id: {}\nstamp_hash: {}\n",
-            self.format_version,
-            self.pointer_width,
-            self.gl_vendor,
-            self.gl_renderer,
-            self.gl_version,
-            self.vendor_id,
-            self.device_id,
-            self.driver_build_id,
-            self.host_build_id,
-            self.hash()
-                .iter()
-                .map(|b| format!("{b:02x}"))
-                .collect::<String>()
-        )
+        let lines = [
+            format!("format_version: {}", self.format_version),
+            format!("pointer_width: {}", self.pointer_width),
+            format!("gl_vendor: {}", self.gl_vendor),
+            format!("gl_renderer: {}", self.gl_renderer),
+            format!("gl_version: {}", self.gl_version),
+            format!("context: {}", self.context),
+            format!("vendor_id: {:?}", self.vendor_id),
+            format!("device_id: {:?}", self.device_id),
+            format!("driver_build_id: {:?}", self.driver_build_id),
+            format!("host_build_id: {}", self.host_build_id),
+            format!("device_hash: {}", hex(&self.device_hash())),
+            format!("stamp_hash: {}", hex(&self.hash())),
+        ];
+        lines.join("\n") + "\n"
     }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }

@@ -14,10 +14,43 @@ use crate::program::CachedProgram;
 use super::format::{self, EntryError};
 use super::stamp::CompatibilityStamp;
 
-/// One record of `lru.log`: key + last-use time in ms.
-const LOG_RECORD: usize = 28;
+/// One record of `lru.log`: key (20) + last-use time in ms (8) + CRC32C of those 28 bytes (4).
+const LOG_RECORD: usize = 32;
+/// One record of `hot.list`: key (20) + CRC32C of it (4).
+const HOT_RECORD: usize = 24;
+
+/// Appends `body` and its CRC32C.
+fn put_record(out: &mut Vec<u8>, body: &[u8]) {
+    out.extend_from_slice(body);
+    out.extend_from_slice(&crc32c::crc32c(body).to_le_bytes());
+}
+
+/// The valid records of `len` bytes in `bytes`. A short or damaged record (a failed append on a
+/// full disk, a torn write) is skipped by resynchronizing on the next offset whose checksum
+/// holds, so one bad record never misaligns the ones after it.
+fn records(bytes: &[u8], len: usize) -> Vec<&[u8]> {
+    let body = len - 4;
+    let mut out = Vec::with_capacity(bytes.len() / len);
+    let mut i = 0;
+    while i + len <= bytes.len() {
+        let r = &bytes[i..i + len];
+        if crc32c::crc32c(&r[..body]).to_le_bytes() == r[body..] {
+            out.push(&r[..body]);
+            i += len;
+        } else {
+            i += 1;
+        }
+    }
+    out
+}
 /// Temporary files older than this are left-overs of a crashed writer.
 const STALE_TMP: Duration = Duration::from_secs(600);
+/// Another stamp's store unused this long is deleted.
+pub(crate) const UNUSED_STORE_AGE: Duration = Duration::from_secs(30 * 24 * 3600);
+
+fn hex20(b: &[u8; 20]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
 
 pub(crate) fn now_ms() -> u64 {
     SystemTime::now()
@@ -110,13 +143,30 @@ impl StampDir {
         stamp: &CompatibilityStamp,
         compress: bool,
     ) -> io::Result<Self> {
+        use std::os::unix::fs::MetadataExt;
         let dir = root.join(stamp.dir_name());
         let entries = dir.join("entries");
         let tmp = dir.join("tmp");
-        fs::create_dir_all(&entries)?;
-        fs::create_dir_all(&tmp)?;
-        let in_use = lock_file(&dir.join("in-use.lock"))?;
-        in_use.lock_shared()?;
+        // Another stamp's process may delete this folder between our create and our lock (it
+        // took the lock exclusively first): then the locked file is no longer the one at the
+        // path, and we start again.
+        let mut attempts = 0;
+        let in_use = loop {
+            fs::create_dir_all(&entries)?;
+            fs::create_dir_all(&tmp)?;
+            let lock_path = dir.join("in-use.lock");
+            let in_use = lock_file(&lock_path)?;
+            in_use.lock_shared()?;
+            let same = fs::metadata(&lock_path)
+                .is_ok_and(|m| m.ino() == in_use.metadata().map_or(0, |l| l.ino()));
+            attempts += 1;
+            if same || attempts >= 5 {
+                break in_use;
+            }
+        };
+        // The lock file's mtime is the store's last use, for the age rule in
+        // `remove_other_stamps`.
+        let _ = in_use.set_modified(SystemTime::now());
         let stamp_file = dir.join("STAMP");
         if !stamp_file.exists() {
             let t = tmp.join(tmp_name("STAMP"));
@@ -131,25 +181,45 @@ impl StampDir {
             compress,
             _in_use: in_use,
         };
-        this.remove_other_stamps(root);
+        this.remove_other_stamps(root, &hex20(&stamp.device_hash()));
         this.remove_stale_tmp();
         Ok(this)
     }
 
-    /// A driver or host update leaves the old stamp's directory behind: delete it unless a live
-    /// process still holds it (its `in-use.lock` cannot be taken exclusively then).
-    fn remove_other_stamps(&self, root: &Path) {
+    /// Garbage-collects other stamps' folders that no live process holds (their `in-use.lock`
+    /// cannot be taken exclusively then):
+    /// * the same device and kind of context under another stamp (same `device_hash`): a driver
+    ///   or host update made it stale — deleted now;
+    /// * any other stamp (another GPU, another profile, another host) unused for
+    ///   [`UNUSED_STORE_AGE`] — deleted; recently used ones are kept, so two kinds of context on
+    ///   one folder do not wipe each other.
+    fn remove_other_stamps(&self, root: &Path, device_hash: &str) {
         let Ok(list) = fs::read_dir(root) else { return };
         for entry in list.flatten() {
             let path = entry.path();
-            if path == self.dir || !path.join("STAMP").exists() {
+            if path == self.dir {
                 continue;
             }
-            let Ok(lock) = lock_file(&path.join("in-use.lock")) else {
+            let Ok(stamp_text) = fs::read_to_string(path.join("STAMP")) else {
+                continue;
+            };
+            let same_device = stamp_text
+                .lines()
+                .any(|l| l.strip_prefix("device_hash: ") == Some(device_hash));
+            let lock_path = path.join("in-use.lock");
+            let unused_for = fs::metadata(&lock_path)
+                .and_then(|m| m.modified())
+                .ok()
+                .and_then(|t| t.elapsed().ok())
+                .unwrap_or(UNUSED_STORE_AGE);
+            if !same_device && unused_for < UNUSED_STORE_AGE {
+                continue;
+            }
+            let Ok(lock) = lock_file(&lock_path) else {
                 continue;
             };
             if lock.try_lock().is_ok() {
-                tracing::info!(dir = %path.display(), "removing the store of another stamp");
+                tracing::info!(dir = %path.display(), same_device, "removing a stale store");
                 let _ = fs::remove_dir_all(&path);
             }
         }
@@ -195,15 +265,15 @@ impl StampDir {
             // Shared: many publishers at once; an evictor (exclusive) never runs in between.
             let evict = lock_file(&self.dir.join("evict.lock"))?;
             evict.lock_shared()?;
-            if self.entry_path(key).exists() {
-                return Ok(0);
+            // A hard link publishes atomically and never replaces: when another process
+            // published the key first, it fails with EEXIST and its entry stays as it is.
+            match fs::hard_link(&tmp, &target) {
+                Ok(()) => Ok(bytes.len() as u64),
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(0),
+                Err(e) => Err(e),
             }
-            fs::rename(&tmp, &target)?;
-            Ok(bytes.len() as u64)
         })();
-        if !matches!(result, Ok(n) if n > 0) {
-            let _ = fs::remove_file(&tmp);
-        }
+        let _ = fs::remove_file(&tmp);
         result
     }
 
@@ -235,8 +305,7 @@ impl StampDir {
         }
         let mut buf = Vec::with_capacity(uses.len() * LOG_RECORD);
         for (key, ms) in uses {
-            buf.extend_from_slice(&key.0);
-            buf.extend_from_slice(&ms.to_le_bytes());
+            put_record(&mut buf, &[&key.0[..], &ms.to_le_bytes()].concat());
         }
         let mut f = OpenOptions::new()
             .create(true)
@@ -252,7 +321,7 @@ impl StampDir {
     fn read_uses(&self) -> HashMap<ProgramKey, u64> {
         let mut uses = HashMap::new();
         if let Ok(bytes) = fs::read(self.dir.join("lru.log")) {
-            for r in bytes.chunks_exact(LOG_RECORD) {
+            for r in records(&bytes, LOG_RECORD) {
                 let key = ProgramKey(r[..20].try_into().expect("20 bytes"));
                 let ms = u64::from_le_bytes(r[20..].try_into().expect("8 bytes"));
                 let e = uses.entry(key).or_insert(0);
@@ -269,7 +338,9 @@ impl StampDir {
             .append(true)
             .open(self.dir.join("hot.list"))?;
         for k in keys {
-            f.write_all(&k.0)?;
+            let mut record = Vec::with_capacity(HOT_RECORD);
+            put_record(&mut record, &k.0);
+            f.write_all(&record)?;
         }
         Ok(())
     }
@@ -277,7 +348,8 @@ impl StampDir {
     fn hot(&self) -> Vec<ProgramKey> {
         fs::read(self.dir.join("hot.list"))
             .map(|b| {
-                b.chunks_exact(20)
+                records(&b, HOT_RECORD)
+                    .into_iter()
                     .map(|c| ProgramKey(c.try_into().expect("20 bytes")))
                     .collect()
             })
@@ -357,13 +429,30 @@ impl StampDir {
         let t = self.tmp.join(tmp_name("lru"));
         let mut buf = Vec::with_capacity(remaining.len() * LOG_RECORD);
         for (k, ms) in &remaining {
-            buf.extend_from_slice(&k.0);
-            buf.extend_from_slice(&ms.to_le_bytes());
+            put_record(&mut buf, &[&k.0[..], &ms.to_le_bytes()].concat());
         }
         fs::write(&t, &buf).and_then(|()| fs::rename(&t, self.dir.join("lru.log")))?;
         if limit == 0 {
             let _ = fs::remove_file(self.dir.join("hot.list"));
         }
         Ok((deleted, freed))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_torn_record_does_not_misalign_the_ones_after_it() {
+        let mut log = Vec::new();
+        put_record(&mut log, &[1u8; 28]);
+        let mut torn = Vec::new();
+        put_record(&mut torn, &[2u8; 28]);
+        log.extend_from_slice(&torn[..13]); // a short append
+        put_record(&mut log, &[3u8; 28]);
+        log.extend_from_slice(&[0xFF; 7]); // garbage tail
+        let got: Vec<u8> = records(&log, LOG_RECORD).iter().map(|r| r[0]).collect();
+        assert_eq!(got, [1, 3]);
     }
 }
