@@ -57,7 +57,7 @@ gpusvc::DiskOptions Disk(const fs::path& dir) {
 }
 
 gpusvc::DriverStrings Driver(const std::string& version) {
-  return gpusvc::DriverStrings{"Test vendor", "test renderer", version};
+  return gpusvc::DriverStrings{"Test vendor", "test renderer", version, "OpenGL core profile"};
 }
 
 gpusvc::ProgramCachePtr Open(const gpusvc::DiskOptions& disk, const gpusvc::DriverStrings& driver,
