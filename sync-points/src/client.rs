@@ -1,0 +1,150 @@
+//! Per-command-buffer release state and its waiters.
+
+use crate::order::OrderData;
+use crate::sync::{Arc, Mutex, lock};
+use crate::token::ClientId;
+
+/// A callback run when a wait ends (released, retired or the releaser destroyed).
+pub type WaitCallback = Box<dyn FnOnce() + Send + 'static>;
+
+pub(crate) struct Waiter {
+    pub(crate) release: u64,
+    pub(crate) id: u64,
+    pub(crate) callback: WaitCallback,
+}
+
+#[derive(Default)]
+pub(crate) struct ClientInner {
+    pub(crate) released: u64,
+    pub(crate) destroyed: bool,
+    pub(crate) waiters: Vec<Waiter>,
+}
+
+/// What a release did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReleaseOutcome {
+    /// The count advanced; this many waiters ran.
+    Released {
+        /// Callbacks run.
+        callbacks: usize,
+    },
+    /// The count was not above the released one: nothing happened.
+    Ignored {
+        /// The count already released.
+        released: u64,
+    },
+}
+
+/// Why a release was refused. Nothing changed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ReleaseError {
+    /// Releases happen only while the client's sequence is processing an order number.
+    #[error("release outside processing: the client's sequence is not processing")]
+    NotProcessing,
+    /// The client was destroyed.
+    #[error("the client was destroyed")]
+    Destroyed,
+}
+
+/// The release state of one command buffer, bound to the order data of its sequence.
+pub struct ClientState {
+    id: ClientId,
+    pub(crate) order_data: Arc<OrderData>,
+    pub(crate) inner: Mutex<ClientInner>,
+}
+
+impl std::fmt::Debug for ClientState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClientState")
+            .field("id", &self.id)
+            .field("sequence", &self.order_data.id())
+            .finish_non_exhaustive()
+    }
+}
+
+fn run(waiters: Vec<Waiter>) -> usize {
+    let n = waiters.len();
+    for w in waiters {
+        (w.callback)();
+    }
+    n
+}
+
+impl ClientState {
+    pub(crate) fn new(id: ClientId, order_data: Arc<OrderData>) -> Self {
+        ClientState {
+            id,
+            order_data,
+            inner: Mutex::new(ClientInner::default()),
+        }
+    }
+
+    /// The client's id.
+    pub fn id(&self) -> ClientId {
+        self.id
+    }
+
+    /// The highest count released.
+    pub fn released(&self) -> u64 {
+        lock(&self.inner).released
+    }
+
+    /// Releases `count`: every waiter for a count `<= count` runs, on this thread, after the
+    /// locks are released. Only while the client's sequence is processing; a count not above
+    /// the released one is ignored and reported.
+    pub fn release(&self, count: u64) -> Result<ReleaseOutcome, ReleaseError> {
+        let ready = {
+            let mut inner = lock(&self.inner);
+            if inner.destroyed {
+                return Err(ReleaseError::Destroyed);
+            }
+            // Lock order: client, then order data.
+            if !lock(&self.order_data.state).is_processing() {
+                return Err(ReleaseError::NotProcessing);
+            }
+            if count <= inner.released {
+                return Ok(ReleaseOutcome::Ignored {
+                    released: inner.released,
+                });
+            }
+            inner.released = count;
+            let (ready, keep): (Vec<Waiter>, Vec<Waiter>) = std::mem::take(&mut inner.waiters)
+                .into_iter()
+                .partition(|w| w.release <= count);
+            inner.waiters = keep;
+            ready
+        };
+        Ok(ReleaseOutcome::Released {
+            callbacks: run(ready),
+        })
+    }
+
+    /// Runs one waiter without releasing (its fence was passed); no-op if it already ran.
+    pub(crate) fn retire_waiter(&self, id: u64) {
+        let waiter = {
+            let mut inner = lock(&self.inner);
+            let at = inner.waiters.iter().position(|w| w.id == id);
+            at.map(|i| inner.waiters.swap_remove(i))
+        };
+        if let Some(w) = waiter {
+            (w.callback)();
+        }
+    }
+
+    /// Removes a waiter without running it (a timed-out blocking wait).
+    pub(crate) fn cancel_waiter(&self, id: u64) -> bool {
+        let mut inner = lock(&self.inner);
+        let at = inner.waiters.iter().position(|w| w.id == id);
+        at.map(|i| inner.waiters.swap_remove(i)).is_some()
+    }
+
+    /// Marks it destroyed and runs every pending waiter.
+    pub(crate) fn destroy(&self) -> usize {
+        let waiters = {
+            let mut inner = lock(&self.inner);
+            inner.destroyed = true;
+            std::mem::take(&mut inner.waiters)
+        };
+        run(waiters)
+    }
+}

@@ -1,0 +1,419 @@
+//! One test per behaviour listed in the sync-points issue.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use sync_points::{
+    ClientId, OrderError, ReleaseError, ReleaseOutcome, SyncPointManager, SyncToken, reduce,
+};
+
+fn id(n: u64) -> ClientId {
+    ClientId {
+        namespace: 0,
+        command_buffer_id: n,
+    }
+}
+
+fn token(n: u64, count: u64) -> SyncToken {
+    SyncToken::new(0, n, count)
+}
+
+/// A counter and a callback that bumps it.
+fn counter() -> (Arc<AtomicUsize>, impl Fn() -> Box<dyn FnOnce() + Send>) {
+    let c = Arc::new(AtomicUsize::new(0));
+    let c2 = c.clone();
+    (c, move || {
+        let c = c2.clone();
+        Box::new(move || {
+            c.fetch_add(1, Ordering::SeqCst);
+        })
+    })
+}
+
+#[test]
+fn order_data_transitions() {
+    let m = SyncPointManager::new();
+    let s = m.create_sequence();
+    let a = s.generate().unwrap();
+    let b = s.generate().unwrap();
+    assert!(a >= 1 && b > a);
+    assert_eq!(s.unprocessed(), [a, b]);
+    assert!(matches!(
+        s.begin_processing(b + 100),
+        Err(OrderError::Begin { .. })
+    ));
+    assert_eq!(
+        s.finish_processing(a),
+        Err(OrderError::Finish {
+            n: a,
+            front: Some(a),
+            current: 0
+        })
+    );
+    s.begin_processing(a).unwrap();
+    assert!(s.is_processing());
+    s.pause_processing().unwrap();
+    assert!(!s.is_processing());
+    assert_eq!(s.pause_processing(), Err(OrderError::NotProcessing));
+    s.begin_processing(a).unwrap(); // resume
+    assert!(s.is_processing());
+    assert!(matches!(
+        s.finish_processing(b),
+        Err(OrderError::Finish { .. })
+    ));
+    s.finish_processing(a).unwrap();
+    assert_eq!((s.processed(), s.unprocessed()), (a, vec![b]));
+    assert!(matches!(
+        s.begin_processing(a),
+        Err(OrderError::Begin { .. })
+    ));
+    assert_eq!(s.begin_processing(0), Err(OrderError::Zero));
+    s.begin_processing(b).unwrap();
+    s.finish_processing(b).unwrap();
+    assert!(s.unprocessed().is_empty());
+    // Numbers come from one global counter across sequences.
+    let t = m.create_sequence();
+    assert!(t.generate().unwrap() > b);
+}
+
+#[test]
+fn unknown_client_reads_as_released() {
+    let m = SyncPointManager::new();
+    assert!(m.is_released(&token(42, 7)));
+}
+
+#[test]
+fn release_2_then_1_the_second_is_a_no_op() {
+    let m = SyncPointManager::new();
+    let s = m.create_sequence();
+    let c = m.create_client(id(1), s.id()).unwrap();
+    s.begin_processing(s.generate().unwrap()).unwrap();
+    assert_eq!(c.release(2), Ok(ReleaseOutcome::Released { callbacks: 0 }));
+    assert_eq!(c.release(1), Ok(ReleaseOutcome::Ignored { released: 2 }));
+    assert_eq!(c.released(), 2);
+}
+
+#[test]
+fn release_outside_processing_is_refused() {
+    let m = SyncPointManager::new();
+    let s = m.create_sequence();
+    let c = m.create_client(id(1), s.id()).unwrap();
+    assert_eq!(c.release(1), Err(ReleaseError::NotProcessing));
+    let n = s.generate().unwrap();
+    s.begin_processing(n).unwrap();
+    s.pause_processing().unwrap();
+    assert_eq!(c.release(1), Err(ReleaseError::NotProcessing));
+    assert_eq!(c.released(), 0);
+}
+
+#[test]
+fn two_clients_on_one_order_data_are_independent() {
+    let m = SyncPointManager::new();
+    let s = m.create_sequence();
+    let a = m.create_client(id(1), s.id()).unwrap();
+    let b = m.create_client(id(2), s.id()).unwrap();
+    s.begin_processing(s.generate().unwrap()).unwrap();
+    a.release(5).unwrap();
+    assert!(m.is_released(&token(1, 5)));
+    assert!(!m.is_released(&token(2, 1)));
+    b.release(1).unwrap();
+    assert_eq!((a.released(), b.released()), (5, 1));
+}
+
+/// Releaser sequence `r` with one pending order number, waiter sequence `w` with a later one.
+fn setup() -> (
+    SyncPointManager,
+    Arc<sync_points::OrderData>,
+    Arc<sync_points::OrderData>,
+    u64,
+    u64,
+) {
+    let m = SyncPointManager::new();
+    let r = m.create_sequence();
+    let w = m.create_sequence();
+    m.create_client(id(1), r.id()).unwrap();
+    let rn = r.generate().unwrap();
+    let wn = w.generate().unwrap();
+    (m, r, w, rn, wn)
+}
+
+#[test]
+fn wait_then_release_runs_the_callback_exactly_once() {
+    let (m, r, w, rn, wn) = setup();
+    let (count, cb) = counter();
+    assert!(m.wait(&token(1, 1), w.id(), wn, cb()));
+    assert_eq!(count.load(Ordering::SeqCst), 0);
+    r.begin_processing(rn).unwrap();
+    assert_eq!(
+        m.release(id(1), 1).unwrap(),
+        ReleaseOutcome::Released { callbacks: 1 }
+    );
+    m.release(id(1), 2).unwrap();
+    r.finish_processing(rn).unwrap();
+    assert_eq!(count.load(Ordering::SeqCst), 1);
+}
+
+#[test]
+fn waits_on_2_1_and_3_release_2_runs_2_and_1_not_3() {
+    let (m, r, w, rn, wn) = setup();
+    let ran = Arc::new(std::sync::Mutex::new(Vec::new()));
+    for k in [2u64, 1, 3] {
+        let ran = ran.clone();
+        assert!(m.wait(&token(1, k), w.id(), wn, move || {
+            ran.lock().unwrap().push(k)
+        }));
+    }
+    r.begin_processing(rn).unwrap();
+    m.release(id(1), 2).unwrap();
+    let mut got = ran.lock().unwrap().clone();
+    got.sort();
+    assert_eq!(got, [1, 2]);
+}
+
+#[test]
+fn wait_on_self_fails() {
+    let (m, r, _w, _rn, _wn) = setup();
+    let later = r.generate().unwrap();
+    let (count, cb) = counter();
+    assert!(!m.wait(&token(1, 1), r.id(), later, cb()));
+    assert_eq!(count.load(Ordering::SeqCst), 0);
+}
+
+#[test]
+fn a_wait_ordered_before_the_releasers_only_order_number_is_invalid() {
+    let m = SyncPointManager::new();
+    let r = m.create_sequence();
+    let w = m.create_sequence();
+    m.create_client(id(1), r.id()).unwrap();
+    let wn = w.generate().unwrap();
+    let _rn = r.generate().unwrap(); // after wn
+    let (count, cb) = counter();
+    assert!(!m.wait(&token(1, 1), w.id(), wn, cb()));
+    assert_eq!(count.load(Ordering::SeqCst), 0);
+}
+
+#[test]
+fn a_wait_on_an_already_released_token_returns_false_and_never_runs() {
+    let (m, r, w, rn, wn) = setup();
+    r.begin_processing(rn).unwrap();
+    m.release(id(1), 3).unwrap();
+    let (count, cb) = counter();
+    assert!(!m.wait(&token(1, 2), w.id(), wn, cb()));
+    r.finish_processing(rn).unwrap();
+    assert_eq!(count.load(Ordering::SeqCst), 0);
+}
+
+#[test]
+fn destroying_the_releaser_runs_its_waits_and_its_tokens_read_released() {
+    let (m, _r, w, _rn, wn) = setup();
+    let (count, cb) = counter();
+    assert!(m.wait(&token(1, 5), w.id(), wn, cb()));
+    assert!(!m.is_released(&token(1, 5)));
+    assert!(m.destroy_client(id(1)));
+    assert_eq!(count.load(Ordering::SeqCst), 1);
+    assert!(m.is_released(&token(1, 5)));
+    assert!(!m.destroy_client(id(1)));
+}
+
+#[test]
+fn a_release_that_never_comes_is_retired_when_the_releaser_finishes_and_the_token_stays_unreleased()
+{
+    let (m, r, w, rn, wn) = setup();
+    let (count, cb) = counter();
+    assert!(m.wait(&token(1, 1), w.id(), wn, cb()));
+    r.begin_processing(rn).unwrap();
+    assert_eq!(count.load(Ordering::SeqCst), 0);
+    r.finish_processing(rn).unwrap();
+    assert_eq!(count.load(Ordering::SeqCst), 1);
+    assert!(!m.is_released(&token(1, 1)));
+}
+
+#[test]
+fn the_same_when_the_waiter_has_several_order_numbers_and_a_later_release_does_not_run_it_twice() {
+    let (m, r, w, rn, wn) = setup();
+    let wn2 = w.generate().unwrap();
+    let rn2 = r.generate().unwrap();
+    let (count, cb) = counter();
+    // Fenced at min(releaser's last unprocessed = rn2, wn) = wn.
+    assert!(m.wait(&token(1, 1), w.id(), wn, cb()));
+    assert!(wn2 > wn);
+    r.begin_processing(rn).unwrap();
+    r.finish_processing(rn).unwrap();
+    assert_eq!(
+        count.load(Ordering::SeqCst),
+        0,
+        "the fence is at wn, not passed yet"
+    );
+    r.begin_processing(rn2).unwrap(); // rn2 > wn: past the fence
+    assert_eq!(count.load(Ordering::SeqCst), 1);
+    m.release(id(1), 1).unwrap();
+    r.finish_processing(rn2).unwrap();
+    assert_eq!(count.load(Ordering::SeqCst), 1);
+}
+
+#[test]
+fn a_fence_at_an_order_number_the_releaser_never_had_retires_once_its_next_number_is_past_it() {
+    let m = SyncPointManager::new();
+    let r = m.create_sequence();
+    let w = m.create_sequence();
+    m.create_client(id(1), r.id()).unwrap();
+    let r1 = r.generate().unwrap();
+    let wn = w.generate().unwrap(); // between r1 and r2: never one of r's numbers
+    let r2 = r.generate().unwrap();
+    let (count, cb) = counter();
+    assert!(m.wait(&token(1, 1), w.id(), wn, cb()));
+    r.begin_processing(r1).unwrap();
+    r.finish_processing(r1).unwrap();
+    assert_eq!(count.load(Ordering::SeqCst), 0);
+    r.begin_processing(r2).unwrap();
+    assert_eq!(count.load(Ordering::SeqCst), 1);
+}
+
+#[test]
+fn a_wait_from_the_releasing_sequence_fails() {
+    let m = SyncPointManager::new();
+    let r = m.create_sequence();
+    m.create_client(id(1), r.id()).unwrap();
+    m.create_client(id(2), r.id()).unwrap();
+    let n1 = r.generate().unwrap();
+    let n2 = r.generate().unwrap();
+    assert!(n2 > n1);
+    // Client 2's sequence is the releaser's: waiting there would wait on itself.
+    let (count, cb) = counter();
+    assert!(!m.wait(&token(1, 1), r.id(), n2, cb()));
+    assert_eq!(count.load(Ordering::SeqCst), 0);
+}
+
+#[test]
+fn an_invalid_wait_order_number_is_rejected() {
+    let (m, _r, w, _rn, _wn) = setup();
+    let (count, cb) = counter();
+    assert!(!m.wait(&token(1, 1), w.id(), 0, cb()));
+    assert_eq!(count.load(Ordering::SeqCst), 0);
+}
+
+#[test]
+fn a_fence_retires_only_once_the_releaser_passes_it_not_before() {
+    let m = SyncPointManager::new();
+    let r = m.create_sequence();
+    let w = m.create_sequence();
+    m.create_client(id(1), r.id()).unwrap();
+    let r1 = r.generate().unwrap();
+    let r2 = r.generate().unwrap();
+    let wn = w.generate().unwrap(); // after r2: fence at r2
+    let (count, cb) = counter();
+    assert!(m.wait(&token(1, 1), w.id(), wn, cb()));
+    r.begin_processing(r1).unwrap();
+    r.finish_processing(r1).unwrap();
+    r.begin_processing(r2).unwrap();
+    r.pause_processing().unwrap();
+    r.begin_processing(r2).unwrap();
+    assert_eq!(
+        count.load(Ordering::SeqCst),
+        0,
+        "not before the fence is passed"
+    );
+    r.finish_processing(r2).unwrap();
+    assert_eq!(count.load(Ordering::SeqCst), 1);
+}
+
+#[test]
+fn cyclic_waits_between_two_sequences_are_both_retired() {
+    let m = SyncPointManager::new();
+    let a = m.create_sequence();
+    let b = m.create_sequence();
+    m.create_client(id(1), a.id()).unwrap();
+    m.create_client(id(2), b.id()).unwrap();
+    let a1 = a.generate().unwrap();
+    let b1 = b.generate().unwrap();
+    let a2 = a.generate().unwrap();
+    let b2 = b.generate().unwrap();
+    let (count, cb) = counter();
+    // a (at a2) waits for b's release 1; b (at b2) waits for a's release 1: a cycle.
+    assert!(m.wait(&token(2, 1), a.id(), a2, cb()));
+    assert!(m.wait(&token(1, 1), b.id(), b2, cb()));
+    for (s, n) in [(&a, a1), (&b, b1)] {
+        s.begin_processing(n).unwrap();
+        s.finish_processing(n).unwrap();
+    }
+    // Each releaser passed its fenced number (b's fence for a's wait is min(b2, a2) = a2 < b2,
+    // a's fence for b's wait is min(a2, b2) = a2): beginning the next numbers retires both.
+    a.begin_processing(a2).unwrap();
+    b.begin_processing(b2).unwrap();
+    a.finish_processing(a2).unwrap();
+    b.finish_processing(b2).unwrap();
+    assert_eq!(count.load(Ordering::SeqCst), 2);
+    assert!(!m.is_released(&token(1, 1)) && !m.is_released(&token(2, 1)));
+}
+
+#[test]
+fn destroying_an_order_data_retires_its_fences() {
+    let (m, r, w, _rn, wn) = setup();
+    let (count, cb) = counter();
+    assert!(m.wait(&token(1, 1), w.id(), wn, cb()));
+    assert!(m.destroy_sequence(r.id()));
+    assert_eq!(count.load(Ordering::SeqCst), 1);
+    assert!(!m.destroy_sequence(r.id()));
+}
+
+#[test]
+fn reduce_keeps_the_highest_release_per_client() {
+    let t = |ns: i8, id: u64, c: u64| SyncToken::new(ns, id, c);
+    let mut verified = t(0, 1, 5);
+    verified.verified = true;
+    let out = reduce(&[
+        t(0, 1, 3),
+        t(0, 1, 5),
+        t(1, 1, 2),
+        verified,
+        t(0, 2, 0),
+        t(0, 2, 1),
+    ]);
+    assert_eq!(out, [verified, t(0, 2, 1), t(1, 1, 2)]);
+}
+
+#[test]
+fn wait_blocking_wakes_on_release_and_times_out_otherwise() {
+    let m = Arc::new(SyncPointManager::new());
+    let r = m.create_sequence();
+    m.create_client(id(1), r.id()).unwrap();
+    let n = r.generate().unwrap();
+    r.begin_processing(n).unwrap();
+    assert!(!m.wait_blocking(&token(1, 1), Duration::from_millis(20)));
+    let m2 = m.clone();
+    let t = std::thread::spawn(move || m2.wait_blocking(&token(1, 1), Duration::from_secs(10)));
+    std::thread::sleep(Duration::from_millis(20));
+    m.release(id(1), 1).unwrap();
+    assert!(t.join().unwrap());
+    assert!(m.wait_blocking(&token(1, 1), Duration::ZERO));
+    assert!(
+        m.wait_blocking(&token(9, 1), Duration::ZERO),
+        "unknown client reads released"
+    );
+}
+
+#[test]
+fn wait_async_resolves_on_release() {
+    use std::future::Future;
+    use std::task::{Context, Poll, Wake, Waker};
+    struct Flag(AtomicUsize);
+    impl Wake for Flag {
+        fn wake(self: Arc<Self>) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+    let m = SyncPointManager::new();
+    let r = m.create_sequence();
+    m.create_client(id(1), r.id()).unwrap();
+    let n = r.generate().unwrap();
+    r.begin_processing(n).unwrap();
+    let flag = Arc::new(Flag(AtomicUsize::new(0)));
+    let waker = Waker::from(flag.clone());
+    let mut cx = Context::from_waker(&waker);
+    let mut fut = Box::pin(m.wait_async(&token(1, 1)));
+    assert_eq!(fut.as_mut().poll(&mut cx), Poll::Pending);
+    m.release(id(1), 1).unwrap();
+    assert_eq!(flag.0.load(Ordering::SeqCst), 1);
+    assert_eq!(fut.as_mut().poll(&mut cx), Poll::Ready(()));
+}
