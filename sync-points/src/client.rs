@@ -138,11 +138,20 @@ impl ClientState {
         at.map(|i| inner.waiters.swap_remove(i)).is_some()
     }
 
-    /// Marks it destroyed and runs every pending waiter.
+    /// Marks it destroyed, drops its fences from its sequence and runs every pending waiter.
+    ///
+    /// The fences must go: each holds an `Arc` of this client, which holds its sequence's order
+    /// data, which holds the fences — a cycle that otherwise outlives the client and, if the
+    /// sequence is dropped without finishing or destroying, is never freed.
     pub(crate) fn destroy(&self) -> usize {
         let waiters = {
             let mut inner = lock(&self.inner);
             inner.destroyed = true;
+            // Lock order: client, then order data. No fence is dropped to its last reference
+            // here: the caller holds this client.
+            lock(&self.order_data.state)
+                .fences
+                .retain(|f| !std::ptr::eq(Arc::as_ptr(&f.client), self));
             std::mem::take(&mut inner.waiters)
         };
         run(waiters)
