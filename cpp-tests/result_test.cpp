@@ -28,6 +28,12 @@ TEST(Result, CodesHaveTheirAbiNumbers) {
   EXPECT_EQ(GPUSVC_PROGRAM_CACHE_COMPILE_FAILED, 204u);
   EXPECT_EQ(GPUSVC_PROGRAM_CACHE_LINK_FAILED, 205u);
   EXPECT_EQ(GPUSVC_PROGRAM_CACHE_SHADER_NOT_COMPILED, 206u);
+  EXPECT_EQ(GPUSVC_PROGRAM_CACHE_LOAD_TIMEOUT, 207u);
+  EXPECT_EQ(GPUSVC_SYNC_ORDER_VIOLATION, 300u);
+  EXPECT_EQ(GPUSVC_SYNC_RELEASE_OUTSIDE_PROCESSING, 301u);
+  EXPECT_EQ(GPUSVC_SYNC_CLIENT_EXISTS, 302u);
+  EXPECT_EQ(GPUSVC_SYNC_UNKNOWN_CLIENT, 303u);
+  EXPECT_EQ(GPUSVC_SYNC_UNKNOWN_SEQUENCE, 304u);
   EXPECT_EQ(sizeof(gpusvc_result), sizeof(uint32_t));
 }
 
@@ -54,7 +60,13 @@ TEST(Result, EveryKnownCodeHasADistinctMessage) {
                             GPUSVC_PROGRAM_CACHE_NOT_FOUND,
                             GPUSVC_PROGRAM_CACHE_COMPILE_FAILED,
                             GPUSVC_PROGRAM_CACHE_LINK_FAILED,
-                            GPUSVC_PROGRAM_CACHE_SHADER_NOT_COMPILED};
+                            GPUSVC_PROGRAM_CACHE_SHADER_NOT_COMPILED,
+                            GPUSVC_PROGRAM_CACHE_LOAD_TIMEOUT,
+                            GPUSVC_SYNC_ORDER_VIOLATION,
+                            GPUSVC_SYNC_RELEASE_OUTSIDE_PROCESSING,
+                            GPUSVC_SYNC_CLIENT_EXISTS,
+                            GPUSVC_SYNC_UNKNOWN_CLIENT,
+                            GPUSVC_SYNC_UNKNOWN_SEQUENCE};
   std::set<std::string> seen;
   for (uint32_t code : codes) {
     std::string m = gpusvc::ResultMessage(code);

@@ -278,6 +278,27 @@ enum gpusvc_result
    (the cache works meanwhile; programs not loaded yet are misses).
    */
   GPUSVC_PROGRAM_CACHE_LOAD_TIMEOUT = 207,
+  /*
+   Sync: an order-number transition that is not allowed (begin, pause or finish out of
+   order, or order number 0); nothing changed.
+   */
+  GPUSVC_SYNC_ORDER_VIOLATION = 300,
+  /*
+   Sync: a release while the client's sequence is not processing an order number.
+   */
+  GPUSVC_SYNC_RELEASE_OUTSIDE_PROCESSING = 301,
+  /*
+   Sync: a client with this (namespace, command buffer id) exists.
+   */
+  GPUSVC_SYNC_CLIENT_EXISTS = 302,
+  /*
+   Sync: no client with this (namespace, command buffer id): destroyed or never created.
+   */
+  GPUSVC_SYNC_UNKNOWN_CLIENT = 303,
+  /*
+   Sync: no sequence with this id: destroyed or never created.
+   */
+  GPUSVC_SYNC_UNKNOWN_SEQUENCE = 304,
 };
 #ifndef __cplusplus
 #if __STDC_VERSION__ >= 202311L
@@ -357,6 +378,12 @@ typedef struct gpusvc_program_manager gpusvc_program_manager;
  compile state. Bound to its manager's thread.
  */
 typedef struct gpusvc_shader gpusvc_shader;
+
+/*
+ An opaque sync manager. Thread-safe: any thread may use it, and free it once no other thread
+ is still calling with it (a call in flight finishes on a live manager either way).
+ */
+typedef struct gpusvc_sync_manager gpusvc_sync_manager;
 
 /*
  Receives each disk condition (folder unusable, a write failed, the store was dropped) once,
@@ -957,6 +984,34 @@ typedef struct gpusvc_program_options {
    */
   uint64_t page;
 } gpusvc_program_options;
+
+/*
+ A release to wait for: command buffer `(namespace_id, command_buffer_id)` releasing
+ `release_count`. A token with `release_count` 0 names nothing and is always released.
+ */
+typedef struct gpusvc_sync_token {
+  /*
+   Namespace of the releasing command buffer.
+   */
+  int8_t namespace_id;
+  /*
+   The releasing command buffer.
+   */
+  uint64_t command_buffer_id;
+  /*
+   The release count to reach.
+   */
+  uint64_t release_count;
+  /*
+   Whether the producer verified (flushed) the token.
+   */
+  bool verified;
+} gpusvc_sync_token;
+
+/*
+ Called once when a wait ends, with the `user_data` given to `gpusvc_sync_token_wait`.
+ */
+typedef void (*gpusvc_sync_callback)(void *user_data);
 
 #ifdef __cplusplus
 extern "C" {
@@ -1798,6 +1853,224 @@ gpusvc_result gpusvc_linked_program_variable(const struct gpusvc_linked_program 
  `buf` must be valid for `len` bytes of writes and `out_len` for one `size_t`.
  */
 gpusvc_result gpusvc_result_message(uint32_t code, char *buf, size_t len, size_t *out_len);
+
+/*
+ Creates a sync manager into `*out`; order numbers start at 1.
+
+ # Safety
+ `out` is NULL or valid for one write.
+ */
+gpusvc_result gpusvc_sync_manager_new(struct gpusvc_sync_manager **out);
+
+/*
+ Frees a sync manager; NULL is a no-op. Every wait still pending ends: its callback runs (on
+ this thread, or on the thread of a call still in flight with the manager, when it returns).
+
+ # Safety
+ `manager` is NULL or a handle value (a freed or foreign one is `GPUSVC_INVALID_HANDLE`).
+ */
+gpusvc_result gpusvc_sync_manager_free(struct gpusvc_sync_manager *manager);
+
+/*
+ Creates a sequence (a stream of command buffers run in order); its id into `*out_sequence`.
+
+ # Safety
+ `out_sequence` is NULL or valid for one write.
+ */
+gpusvc_result gpusvc_sync_sequence_create(const struct gpusvc_sync_manager *manager,
+                                          uint64_t *out_sequence);
+
+/*
+ Destroys a sequence: every wait fenced on it ends (its callback runs).
+ `GPUSVC_SYNC_UNKNOWN_SEQUENCE` when there is no such sequence (already destroyed included).
+
+ # Safety
+ No pointer is dereferenced but the handle, which is checked.
+ */
+gpusvc_result gpusvc_sync_sequence_destroy(const struct gpusvc_sync_manager *manager,
+                                           uint64_t sequence);
+
+/*
+ Takes the next order number of the manager's global counter and queues it as unprocessed on
+ `sequence`; the number into `*out_order_num`.
+
+ # Safety
+ `out_order_num` is NULL or valid for one write.
+ */
+gpusvc_result gpusvc_sync_sequence_generate(const struct gpusvc_sync_manager *manager,
+                                            uint64_t sequence,
+                                            uint64_t *out_order_num);
+
+/*
+ Begins processing `order_num` on `sequence`, or resumes it after a pause. Waits fenced before
+ it end. `GPUSVC_SYNC_ORDER_VIOLATION` when the number is 0, not pending here, not after the
+ processed one, or another number is being processed.
+
+ # Safety
+ No pointer is dereferenced but the handle, which is checked.
+ */
+gpusvc_result gpusvc_sync_sequence_begin(const struct gpusvc_sync_manager *manager,
+                                         uint64_t sequence,
+                                         uint64_t order_num);
+
+/*
+ Pauses the number being processed on `sequence`; `GPUSVC_SYNC_ORDER_VIOLATION` when none is.
+
+ # Safety
+ No pointer is dereferenced but the handle, which is checked.
+ */
+gpusvc_result gpusvc_sync_sequence_pause(const struct gpusvc_sync_manager *manager,
+                                         uint64_t sequence);
+
+/*
+ Finishes `order_num`, which must be the front of the queue and being processed (else
+ `GPUSVC_SYNC_ORDER_VIOLATION`). Waits fenced at or before it end without a release.
+
+ # Safety
+ No pointer is dereferenced but the handle, which is checked.
+ */
+gpusvc_result gpusvc_sync_sequence_finish(const struct gpusvc_sync_manager *manager,
+                                          uint64_t sequence,
+                                          uint64_t order_num);
+
+/*
+ The last processed order number of `sequence` (0 before any) into `*out_order_num`.
+
+ # Safety
+ `out_order_num` is NULL or valid for one write.
+ */
+gpusvc_result gpusvc_sync_sequence_processed(const struct gpusvc_sync_manager *manager,
+                                             uint64_t sequence,
+                                             uint64_t *out_order_num);
+
+/*
+ Whether `sequence` is processing a number (begun and not paused) into `*out_processing`.
+
+ # Safety
+ `out_processing` is NULL or valid for one write.
+ */
+gpusvc_result gpusvc_sync_sequence_is_processing(const struct gpusvc_sync_manager *manager,
+                                                 uint64_t sequence,
+                                                 bool *out_processing);
+
+/*
+ The unprocessed order numbers of `sequence`, front first, into `buf`; `*out_count` receives
+ how many there are. With `buf` NULL and `len` 0 this only counts; otherwise `len` must be at
+ least the count (else `GPUSVC_INSUFFICIENT_SIZE`, nothing written).
+
+ # Safety
+ `buf` is NULL or valid for `len` writes; `out_count` is NULL or valid for one write.
+ */
+gpusvc_result gpusvc_sync_sequence_unprocessed(const struct gpusvc_sync_manager *manager,
+                                               uint64_t sequence,
+                                               uint64_t *buf,
+                                               size_t len,
+                                               size_t *out_count);
+
+/*
+ Creates the client (command buffer) `(namespace_id, command_buffer_id)` bound to `sequence`.
+ `GPUSVC_SYNC_CLIENT_EXISTS` when it exists, `GPUSVC_SYNC_UNKNOWN_SEQUENCE` when the sequence
+ does not.
+
+ # Safety
+ No pointer is dereferenced but the handle, which is checked.
+ */
+gpusvc_result gpusvc_sync_client_create(const struct gpusvc_sync_manager *manager,
+                                        int8_t namespace_id,
+                                        uint64_t command_buffer_id,
+                                        uint64_t sequence);
+
+/*
+ Destroys a client: its pending waits end (their callbacks run) and its tokens read as
+ released from now on. `GPUSVC_SYNC_UNKNOWN_CLIENT` when there is no such client.
+
+ # Safety
+ No pointer is dereferenced but the handle, which is checked.
+ */
+gpusvc_result gpusvc_sync_client_destroy(const struct gpusvc_sync_manager *manager,
+                                         int8_t namespace_id,
+                                         uint64_t command_buffer_id);
+
+/*
+ Releases `release_count` on a client; only while its sequence is processing (else
+ `GPUSVC_SYNC_RELEASE_OUTSIDE_PROCESSING`). Every wait for a count up to it ends, its callback
+ running on this thread before the call returns. `*out_released` is true when the count
+ advanced, false when it was not above the released one (ignored: nothing happened);
+ `*out_callbacks` receives how many callbacks ran.
+
+ # Safety
+ `out_released` and `out_callbacks` are NULL or valid for one write.
+ */
+gpusvc_result gpusvc_sync_client_release(const struct gpusvc_sync_manager *manager,
+                                         int8_t namespace_id,
+                                         uint64_t command_buffer_id,
+                                         uint64_t release_count,
+                                         bool *out_released,
+                                         size_t *out_callbacks);
+
+/*
+ Whether `token` reads as released into `*out_released`: its client is unknown (destroyed or
+ never created) or has released at least the token's count.
+
+ # Safety
+ `token` is NULL or valid for one read; `out_released` is NULL or valid for one write.
+ */
+gpusvc_result gpusvc_sync_token_is_released(const struct gpusvc_sync_manager *manager,
+                                            const struct gpusvc_sync_token *token,
+                                            bool *out_released);
+
+/*
+ Makes `callback(user_data)` run once when `token` is released — or when the wait is retired
+ because it could never be satisfied in order (the releaser finished the fenced order number
+ without releasing; the token stays unreleased), or the releaser is destroyed, or the manager
+ freed. `waiting_sequence` (which must exist, else `GPUSVC_SYNC_UNKNOWN_SEQUENCE`) waits at
+ `wait_order_num`.
+
+ `*out_registered` is false — and the callback never runs — when the token already reads as
+ released, `waiting_sequence` is the releaser's own, `wait_order_num` is 0, or the releaser has
+ no unprocessed number before `wait_order_num`.
+
+ # Safety
+ `token` is NULL or valid for one read; `out_registered` is NULL or valid for one write;
+ `callback` may be called with `user_data` once, from any thread, with no gpusvc lock held.
+ */
+gpusvc_result gpusvc_sync_token_wait(const struct gpusvc_sync_manager *manager,
+                                     const struct gpusvc_sync_token *token,
+                                     uint64_t waiting_sequence,
+                                     uint64_t wait_order_num,
+                                     gpusvc_sync_callback callback,
+                                     void *user_data,
+                                     bool *out_registered);
+
+/*
+ Blocks this thread until `token` reads as released, at most `timeout_ms` milliseconds;
+ whether it is released into `*out_released`. Not for a sequence's own thread (it has no
+ order fence): a release that never comes is only ended by the timeout.
+
+ # Safety
+ `token` is NULL or valid for one read; `out_released` is NULL or valid for one write.
+ */
+gpusvc_result gpusvc_sync_token_wait_blocking(const struct gpusvc_sync_manager *manager,
+                                              const struct gpusvc_sync_token *token,
+                                              uint64_t timeout_ms,
+                                              bool *out_released);
+
+/*
+ Keeps, per `(namespace_id, command_buffer_id)`, only the token with the highest release count
+ (a verified one wins a tie), dropping tokens with count 0; the result is sorted. `tokens` may
+ be NULL when `count` is 0. The result goes to `out` with the count-query pattern: `*out_count`
+ receives how many; with `out` NULL and `len` 0 this only counts; otherwise `len` must be at
+ least the count (else `GPUSVC_INSUFFICIENT_SIZE`, nothing written).
+
+ # Safety
+ `tokens` is NULL or valid for `count` reads; `out` is NULL or valid for `len` writes;
+ `out_count` is NULL or valid for one write.
+ */
+gpusvc_result gpusvc_sync_token_reduce(const struct gpusvc_sync_token *tokens,
+                                       size_t count,
+                                       struct gpusvc_sync_token *out,
+                                       size_t len,
+                                       size_t *out_count);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -621,6 +621,93 @@ inline gpusvc_result ReadActiveVariables(const gpusvc_linked_program* p, uint32_
   return GPUSVC_OK;
 }
 
+// ---- sync points ----
+
+// Deleter for gpusvc_sync_manager; freeing it ends every wait still pending (callbacks run).
+struct SyncManagerDeleter {
+  void operator()(gpusvc_sync_manager* p) const noexcept { (void)gpusvc_sync_manager_free(p); }
+};
+// Any thread.
+using SyncManagerPtr = std::unique_ptr<gpusvc_sync_manager, SyncManagerDeleter>;
+
+// Creates a sync manager into *out.
+inline gpusvc_result NewSyncManager(SyncManagerPtr* out) {
+  if (out == nullptr) return GPUSVC_NULL_ARGUMENT;
+  gpusvc_sync_manager* raw = nullptr;
+  gpusvc_result r = gpusvc_sync_manager_new(&raw);
+  if (r == GPUSVC_OK) out->reset(raw);
+  return r;
+}
+
+// A token: command buffer (namespace_id, command_buffer_id) releasing release_count.
+inline gpusvc_sync_token SyncToken(int8_t namespace_id, uint64_t command_buffer_id,
+                                   uint64_t release_count, bool verified = false) {
+  gpusvc_sync_token t{};
+  t.namespace_id = namespace_id;
+  t.command_buffer_id = command_buffer_id;
+  t.release_count = release_count;
+  t.verified = verified;
+  return t;
+}
+
+// The unprocessed order numbers of a sequence into *out.
+inline gpusvc_result SyncUnprocessed(const gpusvc_sync_manager* m, uint64_t sequence,
+                                     std::vector<uint64_t>* out) {
+  if (out == nullptr) return GPUSVC_NULL_ARGUMENT;
+  size_t count = 0;
+  gpusvc_result r = gpusvc_sync_sequence_unprocessed(m, sequence, nullptr, 0, &count);
+  if (r != GPUSVC_OK) return r;
+  std::vector<uint64_t> list(count);
+  if (count > 0) {
+    r = gpusvc_sync_sequence_unprocessed(m, sequence, list.data(), count, &count);
+    if (r != GPUSVC_OK) return r;
+  }
+  list.resize(count);
+  *out = std::move(list);
+  return GPUSVC_OK;
+}
+
+// Keeps the highest release per client (gpusvc_sync_token_reduce) into *out.
+inline gpusvc_result ReduceSyncTokens(const std::vector<gpusvc_sync_token>& tokens,
+                                      std::vector<gpusvc_sync_token>* out) {
+  if (out == nullptr) return GPUSVC_NULL_ARGUMENT;
+  const gpusvc_sync_token* in = tokens.empty() ? nullptr : tokens.data();
+  size_t count = 0;
+  gpusvc_result r = gpusvc_sync_token_reduce(in, tokens.size(), nullptr, 0, &count);
+  if (r != GPUSVC_OK) return r;
+  std::vector<gpusvc_sync_token> list(count);
+  if (count > 0) {
+    r = gpusvc_sync_token_reduce(in, tokens.size(), list.data(), count, &count);
+    if (r != GPUSVC_OK) return r;
+  }
+  list.resize(count);
+  *out = std::move(list);
+  return GPUSVC_OK;
+}
+
+// gpusvc_sync_token_wait with a C++ callable (copied in, owned by the wait): it runs exactly once
+// when the wait ends (on the thread that ends it, possibly another) and is destroyed then; when
+// the wait is not registered (*registered false, or an error) it never runs and is destroyed
+// before this returns.
+template <typename F>
+inline gpusvc_result SyncWait(const gpusvc_sync_manager* m, const gpusvc_sync_token& token,
+                              uint64_t waiting_sequence, uint64_t wait_order_num, F callback,
+                              bool* registered) {
+  if (registered == nullptr) return GPUSVC_NULL_ARGUMENT;
+  F* boxed = new F(std::move(callback));
+  void (*trampoline)(void*) = [](void* user_data) {
+    F* f = static_cast<F*>(user_data);
+    (*f)();
+    delete f;
+  };
+  bool ok = false;
+  gpusvc_result r =
+      gpusvc_sync_token_wait(m, &token, waiting_sequence, wait_order_num, trampoline, boxed, &ok);
+  if (r != GPUSVC_OK || !ok) delete boxed;
+  if (r == GPUSVC_OK) *registered = ok;
+  return r;
+}
+
 }  // namespace gpusvc
 
 // Digest equality (for tests and maps keyed by digest).
@@ -628,5 +715,14 @@ inline bool operator==(const gpusvc_sha1& a, const gpusvc_sha1& b) {
   return std::memcmp(a.bytes, b.bytes, sizeof a.bytes) == 0;
 }
 inline bool operator!=(const gpusvc_sha1& a, const gpusvc_sha1& b) { return !(a == b); }
+
+// Token equality, field by field.
+inline bool operator==(const gpusvc_sync_token& a, const gpusvc_sync_token& b) {
+  return a.namespace_id == b.namespace_id && a.command_buffer_id == b.command_buffer_id &&
+         a.release_count == b.release_count && a.verified == b.verified;
+}
+inline bool operator!=(const gpusvc_sync_token& a, const gpusvc_sync_token& b) {
+  return !(a == b);
+}
 
 #endif  // GPUSVC_HPP

@@ -32,6 +32,7 @@ pub(crate) enum Kind {
     Shader,
     LinkedProgram,
     HostSink,
+    SyncManager,
 }
 
 impl Kind {
@@ -43,6 +44,7 @@ impl Kind {
             Kind::Shader => "gpusvc_shader",
             Kind::LinkedProgram => "gpusvc_linked_program",
             Kind::HostSink => "gpusvc_host_sink",
+            Kind::SyncManager => "gpusvc_sync_manager",
         }
     }
 }

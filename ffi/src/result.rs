@@ -62,10 +62,21 @@ pub enum gpusvc_result {
     /// Program cache: the startup load from the disk store did not finish within the timeout
     /// (the cache works meanwhile; programs not loaded yet are misses).
     GPUSVC_PROGRAM_CACHE_LOAD_TIMEOUT = 207,
+    /// Sync: an order-number transition that is not allowed (begin, pause or finish out of
+    /// order, or order number 0); nothing changed.
+    GPUSVC_SYNC_ORDER_VIOLATION = 300,
+    /// Sync: a release while the client's sequence is not processing an order number.
+    GPUSVC_SYNC_RELEASE_OUTSIDE_PROCESSING = 301,
+    /// Sync: a client with this (namespace, command buffer id) exists.
+    GPUSVC_SYNC_CLIENT_EXISTS = 302,
+    /// Sync: no client with this (namespace, command buffer id): destroyed or never created.
+    GPUSVC_SYNC_UNKNOWN_CLIENT = 303,
+    /// Sync: no sequence with this id: destroyed or never created.
+    GPUSVC_SYNC_UNKNOWN_SEQUENCE = 304,
 }
 
 /// Every code, in number order.
-const ALL_RESULTS: [gpusvc_result; 24] = [
+const ALL_RESULTS: [gpusvc_result; 29] = [
     gpusvc_result::GPUSVC_OK,
     gpusvc_result::GPUSVC_PANIC,
     gpusvc_result::GPUSVC_NULL_ARGUMENT,
@@ -90,6 +101,11 @@ const ALL_RESULTS: [gpusvc_result; 24] = [
     gpusvc_result::GPUSVC_PROGRAM_CACHE_LINK_FAILED,
     gpusvc_result::GPUSVC_PROGRAM_CACHE_SHADER_NOT_COMPILED,
     gpusvc_result::GPUSVC_PROGRAM_CACHE_LOAD_TIMEOUT,
+    gpusvc_result::GPUSVC_SYNC_ORDER_VIOLATION,
+    gpusvc_result::GPUSVC_SYNC_RELEASE_OUTSIDE_PROCESSING,
+    gpusvc_result::GPUSVC_SYNC_CLIENT_EXISTS,
+    gpusvc_result::GPUSVC_SYNC_UNKNOWN_CLIENT,
+    gpusvc_result::GPUSVC_SYNC_UNKNOWN_SEQUENCE,
 ];
 
 impl gpusvc_result {
@@ -143,6 +159,13 @@ impl gpusvc_result {
             GPUSVC_PROGRAM_CACHE_LOAD_TIMEOUT => {
                 "program cache: the startup load from disk did not finish within the timeout"
             }
+            GPUSVC_SYNC_ORDER_VIOLATION => "sync: the order-number transition is not allowed",
+            GPUSVC_SYNC_RELEASE_OUTSIDE_PROCESSING => {
+                "sync: release outside processing (the client's sequence is not processing)"
+            }
+            GPUSVC_SYNC_CLIENT_EXISTS => "sync: a client with this id exists",
+            GPUSVC_SYNC_UNKNOWN_CLIENT => "sync: no such client (destroyed or never created)",
+            GPUSVC_SYNC_UNKNOWN_SEQUENCE => "sync: no such sequence (destroyed or never created)",
         }
     }
 }

@@ -41,7 +41,7 @@ fn result_codes_have_stable_numbers_and_messages() {
         numbers,
         [
             0, 1, 2, 3, 4, 5, 6, 7, 8, 100, 101, 102, 103, 104, 105, 106, 200, 201, 202, 203, 204,
-            205, 206, 207
+            205, 206, 207, 300, 301, 302, 303, 304
         ]
     );
     for &code in gpusvc_result::all() {
