@@ -49,6 +49,21 @@ impl std::fmt::Debug for SyncPointManager {
     }
 }
 
+impl Drop for SyncPointManager {
+    /// Destroys every client and sequence: pending waiters run (every registered callback runs
+    /// exactly once, even at shutdown) and the fence ↔ client ↔ order-data references are broken
+    /// so nothing leaks.
+    fn drop(&mut self) {
+        let registry = std::mem::take(&mut *lock(&self.registry));
+        for client in registry.clients.into_values() {
+            client.destroy();
+        }
+        for sequence in registry.sequences.into_values() {
+            sequence.destroy();
+        }
+    }
+}
+
 impl Default for SyncPointManager {
     fn default() -> Self {
         Self::new()

@@ -417,3 +417,15 @@ fn wait_async_resolves_on_release() {
     assert_eq!(flag.0.load(Ordering::SeqCst), 1);
     assert_eq!(fut.as_mut().poll(&mut cx), Poll::Ready(()));
 }
+
+#[test]
+fn dropping_the_manager_runs_pending_waits_and_frees_everything() {
+    let (m, r, w, _rn, wn) = setup();
+    let (count, cb) = counter();
+    assert!(m.wait(&token(1, 1), w.id(), wn, cb()));
+    let client = Arc::downgrade(&m.client(id(1)).unwrap());
+    drop((r, w));
+    drop(m);
+    assert_eq!(count.load(Ordering::SeqCst), 1);
+    assert!(client.upgrade().is_none(), "the client was freed");
+}
