@@ -4,7 +4,7 @@
 //! Baseline: `Sha1::digest` over the exact preimage those functions hash (built beforehand), so
 //! the ratio is the cost of the framing. Goal: ours / baseline throughput >= 0.9.
 
-mod support;
+use bench_support as support;
 
 use std::hint::black_box;
 

@@ -25,7 +25,7 @@
 //! on versus off (bytes on disk, load time). Results: a table and
 //! `target/bench/program_cache_startup.json`.
 
-mod support;
+use bench_support as support;
 
 use std::io::{BufRead as _, BufReader};
 use std::path::{Path, PathBuf};

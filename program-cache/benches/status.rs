@@ -6,7 +6,7 @@
 //! with its default hasher, same number of entries, same keys, same lookup order.
 //! Goal: ours / baseline time <= 1.5.
 
-mod support;
+use bench_support as support;
 
 use std::hint::black_box;
 use std::num::NonZeroUsize;

@@ -13,7 +13,7 @@
 //! `target/bench/sync_points.json`.
 
 #[path = "support/mod.rs"]
-mod support;
+use bench_support as support;
 
 use std::hint::black_box;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};

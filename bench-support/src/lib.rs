@@ -1,13 +1,12 @@
-//! Side-by-side benchmark support: medians of timed samples, a table with the ratio, and
+//! Side-by-side benchmark support for the workspace's benches: medians of timed samples, a table with the ratio, and
 //! `target/bench/<suite>.json` as `{"metric": {"ours", "baseline", "ratio", "unit"}}`.
-
-#![allow(dead_code, unreachable_pub)]
 
 use std::hint::black_box;
 use std::path::PathBuf;
 use std::time::Instant;
 
 /// One metric measured for ours and the baseline.
+#[derive(Debug, Clone)]
 pub struct Row {
     pub metric: String,
     pub unit: &'static str,
