@@ -1,5 +1,9 @@
-//! Side-by-side benchmark support for the workspace's benches: medians of timed samples, a table with the ratio, and
-//! `target/bench/<suite>.json` as `{"metric": {"ours", "baseline", "ratio", "unit"}}`.
+//! Side-by-side benchmark support for the workspace's benches: medians of timed samples, a table
+//! with the ratio, and `target/bench/<suite>.json` as
+//! `{"metric": {"ours", "baseline", "ratio", "unit"}}`.
+//!
+//! Not thread-safe concerns here: plain functions over caller data; errors writing the JSON are
+//! printed, not fatal.
 
 use std::hint::black_box;
 use std::path::PathBuf;
@@ -8,9 +12,13 @@ use std::time::Instant;
 /// One metric measured for ours and the baseline.
 #[derive(Debug, Clone)]
 pub struct Row {
+    /// Metric name (a JSON key).
     pub metric: String,
+    /// Unit of `ours` and `baseline`.
     pub unit: &'static str,
+    /// Our value.
     pub ours: f64,
+    /// The baseline's value.
     pub baseline: f64,
     /// What the ratio means, e.g. "ours/baseline time (goal <= 1.5)".
     pub ratio_note: &'static str,

@@ -12,7 +12,6 @@
 //! `cargo bench -p gpusvc-sync-points --bench handoff`; prints the table and writes
 //! `target/bench/sync_points.json`.
 
-#[path = "support/mod.rs"]
 use bench_support as support;
 
 use std::hint::black_box;
