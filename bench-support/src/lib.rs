@@ -2,7 +2,7 @@
 //! with the ratio, and `target/bench/<suite>.json` as
 //! `{"metric": {"ours", "baseline", "ratio", "unit"}}`.
 //!
-//! Not thread-safe concerns here: plain functions over caller data; errors writing the JSON are
+//! Thread safety: plain functions over the caller's data. Errors writing the JSON are
 //! printed, not fatal.
 
 use std::hint::black_box;
