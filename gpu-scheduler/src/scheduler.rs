@@ -1,0 +1,762 @@
+//! The scheduler: streams, run queues, waits and priority inheritance.
+
+use std::collections::{HashMap, VecDeque};
+use std::time::{Duration, Instant};
+
+use sync_points::{
+    ClientError, ClientId, ClientState, OrderData, OrderError, SyncPointManager, SyncToken,
+};
+
+use crate::clock::{Clock, SystemClock};
+use crate::metrics::{Level, Metrics, TaskSample};
+use crate::sync::{Arc, AtomicBool, AtomicU64, Mutex, Ordering, Weak, lock};
+
+/// Stream priority, lowest first (so `Ord` compares urgency).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Priority {
+    /// Background work (async raster).
+    Low,
+    /// Ordinary clients (renderers).
+    Normal,
+    /// Urgent clients (the browser's compositor).
+    High,
+    /// Presentation; never downgraded by time slices.
+    RealTime,
+}
+
+impl Priority {
+    /// All priorities, lowest first.
+    pub const ALL: [Priority; 4] = [
+        Priority::Low,
+        Priority::Normal,
+        Priority::High,
+        Priority::RealTime,
+    ];
+
+    /// 0 (Low) to 3 (RealTime).
+    pub fn index(self) -> usize {
+        self as usize
+    }
+
+    /// One level lower, except RealTime (never downgraded) and Low (the floor).
+    pub fn downgraded(self) -> Priority {
+        match self {
+            Priority::RealTime => Priority::RealTime,
+            Priority::High => Priority::Normal,
+            Priority::Normal | Priority::Low => Priority::Low,
+        }
+    }
+}
+
+/// Identifies a stream of this scheduler.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct StreamId(pub u64);
+
+/// What a task closure returns.
+pub enum TaskResult {
+    /// The task is complete.
+    Done,
+    /// The task yielded: this closure is the rest, run first in its stream with the same order
+    /// number.
+    ContinueLater(TaskFn),
+}
+
+impl std::fmt::Debug for TaskResult {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            TaskResult::Done => f.write_str("Done"),
+            TaskResult::ContinueLater(_) => f.write_str("ContinueLater(..)"),
+        }
+    }
+}
+
+impl TaskResult {
+    /// `ContinueLater` with a boxed closure.
+    pub fn continue_later(f: impl FnOnce(&TaskContext<'_>) -> TaskResult + Send + 'static) -> Self {
+        TaskResult::ContinueLater(Box::new(f))
+    }
+}
+
+/// A task body.
+pub type TaskFn = Box<dyn FnOnce(&TaskContext<'_>) -> TaskResult + Send + 'static>;
+/// A per-task start callback.
+pub type StartFn = Box<dyn FnOnce() + Send + 'static>;
+/// The metrics callback: called after every task, on the driving thread, with no lock held.
+pub type MetricsCallback = Arc<dyn Fn(&TaskSample) + Send + Sync + 'static>;
+
+/// A unit of work: a closure, the sync tokens it waits for, an optional start callback.
+pub struct Task {
+    f: TaskFn,
+    tokens: Vec<SyncToken>,
+    on_start: Option<StartFn>,
+}
+
+impl std::fmt::Debug for Task {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Task")
+            .field("tokens", &self.tokens)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Task {
+    /// A task running `f`.
+    pub fn new(f: impl FnOnce(&TaskContext<'_>) -> TaskResult + Send + 'static) -> Self {
+        Task {
+            f: Box::new(f),
+            tokens: Vec::new(),
+            on_start: None,
+        }
+    }
+
+    /// A task running `f` to completion.
+    pub fn simple(f: impl FnOnce() + Send + 'static) -> Self {
+        Task::new(move |_| {
+            f();
+            TaskResult::Done
+        })
+    }
+
+    /// Waits for these tokens before running (tasks behind it in the stream wait too).
+    pub fn wait_for(mut self, tokens: impl IntoIterator<Item = SyncToken>) -> Self {
+        self.tokens.extend(tokens);
+        self
+    }
+
+    /// Runs `f` just before the task first starts.
+    pub fn on_start(mut self, f: impl FnOnce() + Send + 'static) -> Self {
+        self.on_start = Some(Box::new(f));
+        self
+    }
+}
+
+/// What a running task sees.
+#[derive(Debug)]
+pub struct TaskContext<'a> {
+    scheduler: &'a Scheduler,
+    stream: StreamId,
+    order_num: u64,
+}
+
+impl<'a> TaskContext<'a> {
+    /// The scheduler (a task may enqueue, enable streams, ... : no lock is held).
+    pub fn scheduler(&self) -> &'a Scheduler {
+        self.scheduler
+    }
+
+    /// The running stream.
+    pub fn stream(&self) -> StreamId {
+        self.stream
+    }
+
+    /// The task's order number.
+    pub fn order_num(&self) -> u64 {
+        self.order_num
+    }
+
+    /// [`Scheduler::should_yield`].
+    pub fn should_yield(&self) -> bool {
+        self.scheduler.should_yield()
+    }
+}
+
+/// Errors of the scheduler API. Nothing changed when one is returned.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SchedulerError {
+    /// No such stream (never added, or removed).
+    #[error("stream {0:?} does not exist")]
+    UnknownStream(StreamId),
+    /// The stream's sequence refused an order number.
+    #[error(transparent)]
+    Order(#[from] OrderError),
+    /// A client could not be created.
+    #[error(transparent)]
+    Client(#[from] ClientError),
+}
+
+/// What [`Scheduler::remove_stream`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RemovedStream {
+    /// Pending tasks dropped without running.
+    pub dropped_tasks: usize,
+    /// The highest priority the stream was lending to a releaser (through pending waits) when
+    /// it was removed; that loan ends with the removal.
+    pub lent_priority: Option<Priority>,
+}
+
+/// Scheduler settings.
+#[derive(Clone)]
+pub struct SchedulerConfig {
+    /// A stream's time slice (default 5 ms).
+    pub time_slice: Duration,
+    /// When higher priority arrives, the running stream still gets this much run time since it
+    /// was picked (default 1 ms).
+    pub granularity: Duration,
+    /// The time source.
+    pub clock: Arc<dyn Clock>,
+    /// Called after every task with its sample.
+    pub metrics_callback: Option<MetricsCallback>,
+}
+
+impl std::fmt::Debug for SchedulerConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SchedulerConfig")
+            .field("time_slice", &self.time_slice)
+            .field("granularity", &self.granularity)
+            .field("clock", &self.clock)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for SchedulerConfig {
+    fn default() -> Self {
+        SchedulerConfig {
+            time_slice: Duration::from_millis(5),
+            granularity: Duration::from_millis(1),
+            clock: Arc::new(SystemClock),
+            metrics_callback: None,
+        }
+    }
+}
+
+struct QueuedTask {
+    f: TaskFn,
+    order_num: u64,
+    tokens: Vec<SyncToken>,
+    on_start: Option<StartFn>,
+    enqueued_at: Instant,
+    continuation: bool,
+}
+
+struct Stream {
+    base: Priority,
+    /// Base, or lower after time-slice downgrades.
+    own: Priority,
+    /// `own` raised by inheritance.
+    scheduled: Priority,
+    enabled: bool,
+    sequence: Arc<OrderData>,
+    tasks: VecDeque<QueuedTask>,
+    /// The level it is queued at, if queued.
+    queued: Option<Priority>,
+    /// Pending waits of the front task: wait id -> releasing stream (if a stream of ours).
+    waits: HashMap<u64, Option<StreamId>>,
+}
+
+struct Running {
+    id: StreamId,
+    started: Instant,
+    slice_end: Instant,
+}
+
+#[derive(Default)]
+struct State {
+    streams: HashMap<StreamId, Stream>,
+    levels: [VecDeque<StreamId>; 4],
+    clients: HashMap<ClientId, StreamId>,
+    running: Option<Running>,
+    metrics: [Level; 4],
+}
+
+/// The GPU stream scheduler. See the crate docs.
+pub struct Scheduler {
+    me: Weak<Scheduler>,
+    sync: Arc<SyncPointManager>,
+    config: SchedulerConfig,
+    state: Mutex<State>,
+    preempt: AtomicBool,
+    driving: AtomicBool,
+    next_stream: AtomicU64,
+    next_wait: AtomicU64,
+}
+
+impl std::fmt::Debug for Scheduler {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Scheduler")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Drop for Scheduler {
+    /// Destroys the streams' sequences: waits on them are retired (their callbacks find the
+    /// scheduler gone and do nothing) and no fence outlives the scheduler.
+    fn drop(&mut self) {
+        let streams = std::mem::take(&mut lock(&self.state).streams);
+        for s in streams.into_values() {
+            self.sync.destroy_sequence(s.sequence.id());
+        }
+    }
+}
+
+impl Scheduler {
+    /// A scheduler over `sync` with default settings.
+    pub fn new(sync: Arc<SyncPointManager>) -> Arc<Self> {
+        Self::with_config(sync, SchedulerConfig::default())
+    }
+
+    /// A scheduler over `sync`.
+    pub fn with_config(sync: Arc<SyncPointManager>, config: SchedulerConfig) -> Arc<Self> {
+        Arc::new_cyclic(|me| Scheduler {
+            me: me.clone(),
+            sync,
+            config,
+            state: Mutex::new(State::default()),
+            preempt: AtomicBool::new(false),
+            driving: AtomicBool::new(false),
+            next_stream: AtomicU64::new(1),
+            next_wait: AtomicU64::new(1),
+        })
+    }
+
+    /// The sync-point manager.
+    pub fn sync_points(&self) -> &Arc<SyncPointManager> {
+        &self.sync
+    }
+
+    /// Adds an enabled, empty stream with its own sync-points sequence.
+    pub fn add_stream(&self, priority: Priority) -> StreamId {
+        // Relaxed: ids only need to be unique.
+        let id = StreamId(self.next_stream.fetch_add(1, Ordering::Relaxed));
+        let sequence = self.sync.create_sequence();
+        lock(&self.state).streams.insert(
+            id,
+            Stream {
+                base: priority,
+                own: priority,
+                scheduled: priority,
+                enabled: true,
+                sequence,
+                tasks: VecDeque::new(),
+                queued: None,
+                waits: HashMap::new(),
+            },
+        );
+        id
+    }
+
+    /// The stream's sync-points sequence.
+    pub fn sequence(&self, id: StreamId) -> Result<Arc<OrderData>, SchedulerError> {
+        let st = lock(&self.state);
+        Ok(get(&st, id)?.sequence.clone())
+    }
+
+    /// Creates a sync-points client bound to the stream's sequence. Its tokens are "released by
+    /// the stream": a stream waiting on them lends its priority to this one.
+    pub fn create_client(
+        &self,
+        stream: StreamId,
+        client: ClientId,
+    ) -> Result<Arc<ClientState>, SchedulerError> {
+        let mut st = lock(&self.state);
+        let seq = get(&st, stream)?.sequence.id();
+        // Lock order: scheduler state, then sync-points.
+        let c = self.sync.create_client(client, seq)?;
+        st.clients.insert(client, stream);
+        Ok(c)
+    }
+
+    /// Removes a stream: its pending tasks are dropped (returned count), its sequence destroyed
+    /// (waits on it are retired) and the priority it lent through its waits is taken back.
+    pub fn remove_stream(&self, id: StreamId) -> Result<RemovedStream, SchedulerError> {
+        let (stream, lent) = {
+            let mut st = lock(&self.state);
+            let stream = st
+                .streams
+                .remove(&id)
+                .ok_or(SchedulerError::UnknownStream(id))?;
+            if let Some(level) = stream.queued {
+                st.levels[level.index()].retain(|s| *s != id);
+            }
+            st.clients.retain(|_, s| *s != id);
+            let lent = stream
+                .waits
+                .values()
+                .any(|r| r.is_some())
+                .then_some(stream.scheduled);
+            self.recompute(&mut st);
+            (stream, lent)
+        };
+        let dropped_tasks = stream.tasks.len();
+        // Outside the lock: this retires waits on the stream, whose callbacks take the lock,
+        // and dropping the closures may run arbitrary code.
+        self.sync.destroy_sequence(stream.sequence.id());
+        drop(stream);
+        Ok(RemovedStream {
+            dropped_tasks,
+            lent_priority: lent,
+        })
+    }
+
+    /// Enables or disables a stream. A disabled stream keeps its tasks and never runs; a
+    /// running one stops after its current task.
+    pub fn set_enabled(&self, id: StreamId, enabled: bool) -> Result<(), SchedulerError> {
+        let mut st = lock(&self.state);
+        let s = get_mut(&mut st, id)?;
+        s.enabled = enabled;
+        if !enabled {
+            if let Some(level) = s.queued.take() {
+                st.levels[level.index()].retain(|x| *x != id);
+            }
+        } else {
+            self.activate(&mut st, id);
+        }
+        Ok(())
+    }
+
+    /// Sets the base priority (and resets any time-slice downgrade).
+    pub fn set_base_priority(
+        &self,
+        id: StreamId,
+        priority: Priority,
+    ) -> Result<(), SchedulerError> {
+        let mut st = lock(&self.state);
+        let s = get_mut(&mut st, id)?;
+        s.base = priority;
+        s.own = priority;
+        self.recompute(&mut st);
+        Ok(())
+    }
+
+    /// The base priority.
+    pub fn base_priority(&self, id: StreamId) -> Result<Priority, SchedulerError> {
+        Ok(get(&lock(&self.state), id)?.base)
+    }
+
+    /// The dynamic priority: base, downgraded by time slices, raised by inheritance.
+    pub fn scheduled_priority(&self, id: StreamId) -> Result<Priority, SchedulerError> {
+        Ok(get(&lock(&self.state), id)?.scheduled)
+    }
+
+    /// Pending tasks of a stream.
+    pub fn pending_tasks(&self, id: StreamId) -> Result<usize, SchedulerError> {
+        Ok(get(&lock(&self.state), id)?.tasks.len())
+    }
+
+    /// Enqueues a task at the back of a stream (from any thread); returns its order number.
+    pub fn enqueue(&self, id: StreamId, task: Task) -> Result<u64, SchedulerError> {
+        let now = self.config.clock.now();
+        let mut st = lock(&self.state);
+        let s = get_mut(&mut st, id)?;
+        // Under the state lock so that FIFO order and order-number order agree.
+        let order_num = s.sequence.generate()?;
+        s.tasks.push_back(QueuedTask {
+            f: task.f,
+            order_num,
+            tokens: task.tokens,
+            on_start: task.on_start,
+            enqueued_at: now,
+            continuation: false,
+        });
+        self.activate(&mut st, id);
+        Ok(order_num)
+    }
+
+    /// True when runnable work of higher priority than the running stream exists (the
+    /// preemption flag). Work blocked on the running stream does not count.
+    pub fn should_yield(&self) -> bool {
+        // Acquire pairs with the Release store that raises it; the flag is advisory.
+        self.preempt.load(Ordering::Acquire)
+    }
+
+    /// Per-priority metrics.
+    pub fn metrics(&self) -> Metrics {
+        let st = lock(&self.state);
+        Metrics {
+            levels: std::array::from_fn(|i| st.metrics[i].snapshot()),
+        }
+    }
+
+    /// Runs until nothing is runnable; returns how many task runs (continuations included)
+    /// there were.
+    pub fn run_until_idle(&self) -> usize {
+        let mut n = 0;
+        while let Some(k) = self.run_next() {
+            n += k;
+        }
+        n
+    }
+
+    /// Picks the next stream and runs its turn: the tasks enqueued when it was picked, until
+    /// one yields, blocks, the slice ends or preemption is raised. Returns the number of task
+    /// runs, or `None` when nothing was runnable (or another thread is driving).
+    pub fn run_next(&self) -> Option<usize> {
+        if self.driving.swap(true, Ordering::Acquire) {
+            return None;
+        }
+        // Cleared even if a task panics, so the scheduler stays drivable.
+        let _guard = DrivingGuard(&self.driving);
+        self.run_turn()
+    }
+
+    fn run_turn(&self) -> Option<usize> {
+        let (id, budget) = {
+            let mut st = lock(&self.state);
+            let id = loop {
+                let level = (0..4).rev().find(|l| !st.levels[*l].is_empty())?;
+                let id = st.levels[level].pop_front()?;
+                if let Some(s) = st.streams.get_mut(&id) {
+                    s.queued = None;
+                    break id;
+                }
+            };
+            let now = self.config.clock.now();
+            st.running = Some(Running {
+                id,
+                started: now,
+                slice_end: now + self.config.time_slice,
+            });
+            self.preempt.store(false, Ordering::Release);
+            (id, st.streams[&id].tasks.len())
+        };
+        let mut ran = 0;
+        while ran < budget {
+            let task = {
+                let mut st = lock(&self.state);
+                // The slice (possibly cut by higher-priority work) is over; the first task
+                // always runs.
+                let now = self.config.clock.now();
+                if ran > 0 && st.running.as_ref().is_some_and(|r| now >= r.slice_end) {
+                    break;
+                }
+                match st.streams.get(&id) {
+                    Some(s) if s.enabled && !s.tasks.is_empty() => {}
+                    _ => break,
+                }
+                if !self.front_ready(&mut st, id) {
+                    break;
+                }
+                let s = st.streams.get_mut(&id).expect("checked above");
+                let t = s.tasks.pop_front().expect("checked above");
+                (t, s.sequence.clone(), s.scheduled)
+            };
+            let (mut t, sequence, priority) = task;
+            ran += 1;
+            if let Some(cb) = t.on_start.take() {
+                cb();
+            }
+            // Errors mean the stream was removed meanwhile (sequence destroyed): run anyway,
+            // the task was already taken.
+            let _ = sequence.begin_processing(t.order_num);
+            let start = self.config.clock.now();
+            let ctx = TaskContext {
+                scheduler: self,
+                stream: id,
+                order_num: t.order_num,
+            };
+            let result = (t.f)(&ctx);
+            let end = self.config.clock.now();
+            let continued = match result {
+                TaskResult::Done => {
+                    let _ = sequence.finish_processing(t.order_num);
+                    false
+                }
+                TaskResult::ContinueLater(f) => {
+                    let _ = sequence.pause_processing();
+                    let mut st = lock(&self.state);
+                    if let Some(s) = st.streams.get_mut(&id) {
+                        s.tasks.push_front(QueuedTask {
+                            f,
+                            order_num: t.order_num,
+                            tokens: Vec::new(),
+                            on_start: None,
+                            enqueued_at: t.enqueued_at,
+                            continuation: true,
+                        });
+                    }
+                    true
+                }
+            };
+            let sample = TaskSample {
+                priority,
+                delay: if t.continuation {
+                    Duration::ZERO
+                } else {
+                    start.saturating_duration_since(t.enqueued_at)
+                },
+                run: end.saturating_duration_since(start),
+                continuation: t.continuation,
+            };
+            lock(&self.state).metrics[priority.index()].record(&sample);
+            if let Some(cb) = &self.config.metrics_callback {
+                cb(&sample);
+            }
+            if continued {
+                break;
+            }
+        }
+        let mut st = lock(&self.state);
+        let now = self.config.clock.now();
+        let running = st.running.take();
+        if let (Some(r), Some(s)) = (running, st.streams.get_mut(&id)) {
+            s.own = if now.saturating_duration_since(r.started) > self.config.time_slice {
+                s.own.downgraded()
+            } else {
+                s.base
+            };
+        }
+        self.recompute(&mut st);
+        self.activate(&mut st, id);
+        Some(ran)
+    }
+
+    /// Whether the stream's front task may run; registers its waits when it first becomes the
+    /// front. Called with the state lock held (lock order: state, then sync-points).
+    fn front_ready(&self, st: &mut State, id: StreamId) -> bool {
+        let Some(s) = st.streams.get_mut(&id) else {
+            return false;
+        };
+        if !s.waits.is_empty() {
+            return false;
+        }
+        let seq = s.sequence.id();
+        let Some(front) = s.tasks.front_mut() else {
+            return false;
+        };
+        if front.tokens.is_empty() {
+            return true;
+        }
+        let tokens = sync_points::reduce(&std::mem::take(&mut front.tokens));
+        let order_num = front.order_num;
+        let mut waits = HashMap::new();
+        for t in tokens {
+            if self.sync.is_released(&t) {
+                continue;
+            }
+            // Relaxed: ids only need to be unique.
+            let wid = self.next_wait.fetch_add(1, Ordering::Relaxed);
+            let me = self.me.clone();
+            // `wait` never runs the callback synchronously; when it runs later (on a release,
+            // retirement or destruction) it takes the state lock with no sync-points lock held.
+            if self.sync.wait(&t, seq, order_num, move || {
+                if let Some(sched) = me.upgrade() {
+                    sched.wait_done(id, wid);
+                }
+            }) {
+                waits.insert(wid, st.clients.get(&t.client()).copied());
+            }
+        }
+        if waits.is_empty() {
+            return true;
+        }
+        st.streams.get_mut(&id).expect("checked above").waits = waits;
+        self.recompute(st);
+        false
+    }
+
+    /// A wait of `id`'s front task ended (released, retired or releaser destroyed).
+    fn wait_done(&self, id: StreamId, wid: u64) {
+        let mut st = lock(&self.state);
+        let Some(s) = st.streams.get_mut(&id) else {
+            return;
+        };
+        if s.waits.remove(&wid).is_none() {
+            return;
+        }
+        self.recompute(&mut st);
+        self.activate(&mut st, id);
+    }
+
+    /// Queues the stream at the back of its level if it is runnable and not queued or running.
+    fn activate(&self, st: &mut State, id: StreamId) {
+        if st.running.as_ref().is_some_and(|r| r.id == id) {
+            return;
+        }
+        match st.streams.get(&id) {
+            Some(s) if s.enabled && s.queued.is_none() && !s.tasks.is_empty() => {}
+            _ => return,
+        }
+        if !self.front_ready(st, id) {
+            return;
+        }
+        let s = st.streams.get_mut(&id).expect("checked above");
+        s.queued = Some(s.scheduled);
+        let level = s.scheduled;
+        st.levels[level.index()].push_back(id);
+        self.check_preempt(st);
+    }
+
+    /// Priority inheritance: every stream's scheduled priority is its own, raised to the
+    /// scheduled priority of every enabled stream waiting on it, transitively. A fixed point of a
+    /// monotone raise over 4 levels: terminates on cycles. Queued streams move to their new
+    /// level (at the back).
+    fn recompute(&self, st: &mut State) {
+        let mut sched: HashMap<StreamId, Priority> =
+            st.streams.iter().map(|(id, s)| (*id, s.own)).collect();
+        let edges: Vec<(StreamId, StreamId)> = st
+            .streams
+            .iter()
+            .filter(|(_, s)| s.enabled)
+            .flat_map(|(w, s)| s.waits.values().flatten().map(move |r| (*w, *r)))
+            .filter(|(w, r)| w != r)
+            .collect();
+        loop {
+            let mut changed = false;
+            for (w, r) in &edges {
+                let (Some(&pw), Some(&pr)) = (sched.get(w), sched.get(r)) else {
+                    continue;
+                };
+                if pr < pw {
+                    sched.insert(*r, pw);
+                    changed = true;
+                }
+            }
+            if !changed {
+                break;
+            }
+        }
+        let mut moved = Vec::new();
+        for (id, s) in st.streams.iter_mut() {
+            s.scheduled = sched[id];
+            if let Some(level) = s.queued
+                && level != s.scheduled
+            {
+                moved.push((*id, level, s.scheduled));
+                s.queued = Some(s.scheduled);
+            }
+        }
+        moved.sort();
+        for (id, from, to) in moved {
+            st.levels[from.index()].retain(|x| *x != id);
+            st.levels[to.index()].push_back(id);
+        }
+        self.check_preempt(st);
+    }
+
+    /// Raises the preemption flag and cuts the running stream's slice (it keeps at least the
+    /// granularity since it was picked) when a higher level than its own has runnable work.
+    fn check_preempt(&self, st: &mut State) {
+        let Some(running) = st.running.as_ref() else {
+            return;
+        };
+        let Some(p) = st.streams.get(&running.id).map(|s| s.scheduled) else {
+            return;
+        };
+        let higher = (p.index() + 1..4).any(|l| !st.levels[l].is_empty());
+        if higher {
+            let now = self.config.clock.now();
+            let r = st.running.as_mut().expect("checked above");
+            let floor = (r.started + self.config.granularity).max(now);
+            r.slice_end = r.slice_end.min(floor);
+            self.preempt.store(true, Ordering::Release);
+        }
+    }
+}
+
+struct DrivingGuard<'a>(&'a AtomicBool);
+
+impl Drop for DrivingGuard<'_> {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::Release);
+    }
+}
+
+fn get(st: &State, id: StreamId) -> Result<&Stream, SchedulerError> {
+    st.streams.get(&id).ok_or(SchedulerError::UnknownStream(id))
+}
+
+fn get_mut(st: &mut State, id: StreamId) -> Result<&mut Stream, SchedulerError> {
+    st.streams
+        .get_mut(&id)
+        .ok_or(SchedulerError::UnknownStream(id))
+}
