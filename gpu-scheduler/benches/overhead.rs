@@ -1,0 +1,96 @@
+//! Scheduling overhead per task vs a bare crossbeam channel, side by side in one process, on one
+//! thread:
+//!
+//! * ours: enqueue a trivial boxed task on one stream ([`Scheduler::enqueue`]) and run it
+//!   ([`Scheduler::run_next`]), in batches of `BATCH` (enqueue the batch, then drive until it
+//!   ran) and one at a time;
+//! * baseline: `send` a boxed closure on an unbounded crossbeam channel, `try_recv` it and call
+//!   it, in the same batches.
+//!
+//! Goal: ratio <= 2. `cargo bench -p gpusvc-gpu-scheduler --bench overhead`; prints the table and
+//! writes `target/bench/gpu_scheduler.json`.
+
+use bench_support as support;
+
+use std::hint::black_box;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use gpu_scheduler::{Priority, Scheduler, Task};
+use support::Row;
+use sync_points::SyncPointManager;
+
+const BATCH: usize = 256;
+const SAMPLES: usize = 21;
+const SAMPLE_MS: f64 = 40.0;
+
+type Job = Box<dyn FnOnce() + Send>;
+
+/// Per-task ns of (ours, baseline) with `batch` tasks per round.
+fn measure(batch: usize) -> (f64, f64) {
+    let counter = Arc::new(AtomicU64::new(0));
+
+    let sched = Scheduler::new(Arc::new(SyncPointManager::new()));
+    let stream = sched.add_stream(Priority::Normal);
+    let ours = |c: &Arc<AtomicU64>| {
+        for _ in 0..batch {
+            let c = c.clone();
+            sched
+                .enqueue(
+                    stream,
+                    Task::simple(move || {
+                        c.fetch_add(1, Ordering::Relaxed);
+                    }),
+                )
+                .unwrap();
+        }
+        let mut ran = 0;
+        while ran < batch {
+            ran += sched.run_next().expect("work is queued");
+        }
+        black_box(ran);
+    };
+
+    let (tx, rx) = crossbeam_channel::unbounded::<Job>();
+    let baseline = |c: &Arc<AtomicU64>| {
+        for _ in 0..batch {
+            let c = c.clone();
+            tx.send(Box::new(move || {
+                c.fetch_add(1, Ordering::Relaxed);
+            }))
+            .unwrap();
+        }
+        for _ in 0..batch {
+            let job = rx.try_recv().expect("work is queued");
+            job();
+        }
+    };
+
+    // Interleaved: ours, baseline, ours, baseline; the median of each pair of medians.
+    let mut o = Vec::new();
+    let mut b = Vec::new();
+    for _ in 0..2 {
+        o.push(support::median_ns(SAMPLES, SAMPLE_MS, || ours(&counter)) / batch as f64);
+        b.push(support::median_ns(SAMPLES, SAMPLE_MS, || baseline(&counter)) / batch as f64);
+    }
+    black_box(counter.load(Ordering::Relaxed));
+    (support::median(&mut o), support::median(&mut b))
+}
+
+fn main() {
+    let mut rows = Vec::new();
+    for (metric, batch) in [
+        ("enqueue_run_per_task_batch256", BATCH),
+        ("enqueue_run_per_task_batch1", 1),
+    ] {
+        let (ours, baseline) = measure(batch);
+        rows.push(Row {
+            metric: metric.to_string(),
+            unit: "ns/task",
+            ours,
+            baseline,
+            ratio_note: "scheduler / crossbeam send+recv+call (goal <= 2)",
+        });
+    }
+    support::report("gpu_scheduler", &rows);
+}
