@@ -299,6 +299,10 @@ enum gpusvc_result
    Sync: no sequence with this id: destroyed or never created.
    */
   GPUSVC_SYNC_UNKNOWN_SEQUENCE = 304,
+  /*
+   Scheduler: no stream with this id: removed or never added.
+   */
+  GPUSVC_SCHEDULER_UNKNOWN_STREAM = 400,
 };
 #ifndef __cplusplus
 #if __STDC_VERSION__ >= 202311L
@@ -338,6 +342,65 @@ typedef uint32_t gpusvc_gl_api;
 #endif // __cplusplus
 
 /*
+ A stream priority (passed as `uint32_t`), lowest first.
+ */
+enum gpusvc_scheduler_priority
+#if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+  : uint32_t
+#endif // defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+ {
+  /*
+   Background work.
+   */
+  GPUSVC_SCHEDULER_PRIORITY_LOW = 0,
+  /*
+   Ordinary clients.
+   */
+  GPUSVC_SCHEDULER_PRIORITY_NORMAL = 1,
+  /*
+   Urgent clients.
+   */
+  GPUSVC_SCHEDULER_PRIORITY_HIGH = 2,
+  /*
+   Presentation; never downgraded by time slices.
+   */
+  GPUSVC_SCHEDULER_PRIORITY_REAL_TIME = 3,
+};
+#ifndef __cplusplus
+#if __STDC_VERSION__ >= 202311L
+typedef enum gpusvc_scheduler_priority gpusvc_scheduler_priority;
+#else
+typedef uint32_t gpusvc_scheduler_priority;
+#endif // __STDC_VERSION__ >= 202311L
+#endif // __cplusplus
+
+/*
+ What a task callback returns (as `uint32_t`).
+ */
+enum gpusvc_scheduler_task_result
+#if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+  : uint32_t
+#endif // defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+ {
+  /*
+   The task is complete.
+   */
+  GPUSVC_SCHEDULER_TASK_DONE = 0,
+  /*
+   The task yielded: the same callback runs again later, first in its stream, with the same
+   order number.
+   */
+  GPUSVC_SCHEDULER_TASK_CONTINUE_LATER = 1,
+};
+#ifndef __cplusplus
+#if __STDC_VERSION__ >= 202311L
+typedef enum gpusvc_scheduler_task_result gpusvc_scheduler_task_result;
+#else
+typedef uint32_t gpusvc_scheduler_task_result;
+#endif // __STDC_VERSION__ >= 202311L
+#endif // __cplusplus
+
+/*
  A copy of one cached program, taken out by `gpusvc_program_cache_load` / `_peek`. Immutable
  and usable from any thread.
  */
@@ -372,6 +435,12 @@ typedef struct gpusvc_program_cache gpusvc_program_cache;
  thread that made it.
  */
 typedef struct gpusvc_program_manager gpusvc_program_manager;
+
+/*
+ An opaque scheduler. Thread-safe: any thread may use it, and free it once no other thread is
+ still calling with it.
+ */
+typedef struct gpusvc_scheduler gpusvc_scheduler;
 
 /*
  An opaque shader of one program manager: stage, source, compile options, variable maps and
@@ -984,6 +1053,17 @@ typedef struct gpusvc_program_options {
    */
   uint64_t page;
 } gpusvc_program_options;
+
+/*
+ A task body: returns a `gpusvc_scheduler_task_result` value (any value other than
+ `GPUSVC_SCHEDULER_TASK_CONTINUE_LATER` means done).
+ */
+typedef uint32_t (*gpusvc_scheduler_task_fn)(void *user_data);
+
+/*
+ A start callback, run just before its task first starts.
+ */
+typedef void (*gpusvc_scheduler_start_fn)(void *user_data);
 
 /*
  A release to wait for: command buffer `(namespace_id, command_buffer_id)` releasing
@@ -1853,6 +1933,155 @@ gpusvc_result gpusvc_linked_program_variable(const struct gpusvc_linked_program 
  `buf` must be valid for `len` bytes of writes and `out_len` for one `size_t`.
  */
 gpusvc_result gpusvc_result_message(uint32_t code, char *buf, size_t len, size_t *out_len);
+
+/*
+ Creates a scheduler into `*out`. With `manager` non-NULL its streams' sequences and clients
+ live in that sync manager (so `gpusvc_sync_*` calls see them, and tokens can be released with
+ `gpusvc_sync_client_release`); with NULL the scheduler has its own.
+
+ # Safety
+ `out` is NULL or valid for one write; `manager` is NULL or a handle value.
+ */
+gpusvc_result gpusvc_scheduler_new(const struct gpusvc_sync_manager *manager,
+                                   struct gpusvc_scheduler **out);
+
+/*
+ Frees a scheduler; NULL is a no-op. Pending tasks are dropped without running, its streams'
+ sequences and the clients made through it are destroyed.
+
+ # Safety
+ `scheduler` is NULL or a handle value (a freed or foreign one is `GPUSVC_INVALID_HANDLE`).
+ */
+gpusvc_result gpusvc_scheduler_free(struct gpusvc_scheduler *scheduler);
+
+/*
+ Adds a stream of `priority` (a `gpusvc_scheduler_priority` value); its id into `*out_stream`.
+
+ # Safety
+ `out_stream` is NULL or valid for one write.
+ */
+gpusvc_result gpusvc_scheduler_add_stream(const struct gpusvc_scheduler *scheduler,
+                                          uint32_t priority,
+                                          uint64_t *out_stream);
+
+/*
+ Removes a stream: its pending tasks are dropped without running (their count into
+ `*out_dropped`) and its sequence destroyed.
+
+ # Safety
+ `out_dropped` is NULL or valid for one write.
+ */
+gpusvc_result gpusvc_scheduler_remove_stream(const struct gpusvc_scheduler *scheduler,
+                                             uint64_t stream,
+                                             size_t *out_dropped);
+
+/*
+ Enables or disables a stream. A disabled stream keeps its tasks and never runs.
+
+ # Safety
+ No pointer is dereferenced but the handle, which is checked.
+ */
+gpusvc_result gpusvc_scheduler_set_enabled(const struct gpusvc_scheduler *scheduler,
+                                           uint64_t stream,
+                                           bool enabled);
+
+/*
+ Sets a stream's base priority (a `gpusvc_scheduler_priority` value).
+
+ # Safety
+ No pointer is dereferenced but the handle, which is checked.
+ */
+gpusvc_result gpusvc_scheduler_set_base_priority(const struct gpusvc_scheduler *scheduler,
+                                                 uint64_t stream,
+                                                 uint32_t priority);
+
+/*
+ The stream's scheduled priority (base, downgraded by time slices, raised by priority
+ inheritance) as a `gpusvc_scheduler_priority` value into `*out_priority`.
+
+ # Safety
+ `out_priority` is NULL or valid for one write.
+ */
+gpusvc_result gpusvc_scheduler_scheduled_priority(const struct gpusvc_scheduler *scheduler,
+                                                  uint64_t stream,
+                                                  uint32_t *out_priority);
+
+/*
+ Enqueues a task at the back of `stream`: `task(task_user_data)` runs on the driving thread,
+ after `start(start_user_data)` when `start` is non-NULL, once every token of `tokens` (`count`
+ of them; NULL when 0) is released or can never be. The task's order number goes to
+ `*out_order_num`.
+
+ # Safety
+ `tokens` is NULL or valid for `count` reads; `out_order_num` is NULL or valid for one write;
+ the callbacks and their user data may be used from the driving thread until the task runs to
+ completion or is dropped.
+ */
+gpusvc_result gpusvc_scheduler_enqueue(const struct gpusvc_scheduler *scheduler,
+                                       uint64_t stream,
+                                       gpusvc_scheduler_task_fn task,
+                                       void *task_user_data,
+                                       gpusvc_scheduler_start_fn start,
+                                       void *start_user_data,
+                                       const struct gpusvc_sync_token *tokens,
+                                       size_t count,
+                                       uint64_t *out_order_num);
+
+/*
+ Runs the next stream's turn; the number of task runs into `*out_ran` (0 when nothing was
+ runnable, or another call is driving).
+
+ # Safety
+ `out_ran` is NULL or valid for one write.
+ */
+gpusvc_result gpusvc_scheduler_run_next(const struct gpusvc_scheduler *scheduler, size_t *out_ran);
+
+/*
+ Runs until nothing is runnable; the number of task runs (continuations included) into
+ `*out_ran`.
+
+ # Safety
+ `out_ran` is NULL or valid for one write.
+ */
+gpusvc_result gpusvc_scheduler_run_until_idle(const struct gpusvc_scheduler *scheduler,
+                                              size_t *out_ran);
+
+/*
+ Whether the running task should yield (runnable work of higher priority exists) into
+ `*out_yield`. Advisory.
+
+ # Safety
+ `out_yield` is NULL or valid for one write.
+ */
+gpusvc_result gpusvc_scheduler_should_yield(const struct gpusvc_scheduler *scheduler,
+                                            bool *out_yield);
+
+/*
+ Creates the sync client `(namespace_id, command_buffer_id)` bound to `stream`'s sequence: a
+ stream waiting on its tokens lends its priority to `stream`. Its tokens are released from a
+ task of `stream` with `gpusvc_scheduler_release` (or `gpusvc_sync_client_release` when the
+ scheduler was made over that sync manager).
+
+ # Safety
+ No pointer is dereferenced but the handle, which is checked.
+ */
+gpusvc_result gpusvc_scheduler_create_client(const struct gpusvc_scheduler *scheduler,
+                                             uint64_t stream,
+                                             int8_t namespace_id,
+                                             uint64_t command_buffer_id);
+
+/*
+ Releases `release_count` on a client of the scheduler's sync manager; only while its stream
+ runs a task (else `GPUSVC_SYNC_RELEASE_OUTSIDE_PROCESSING`). A count not above the released
+ one is ignored.
+
+ # Safety
+ No pointer is dereferenced but the handle, which is checked.
+ */
+gpusvc_result gpusvc_scheduler_release(const struct gpusvc_scheduler *scheduler,
+                                       int8_t namespace_id,
+                                       uint64_t command_buffer_id,
+                                       uint64_t release_count);
 
 /*
  Creates a sync manager into `*out`; order numbers start at 1.

@@ -33,6 +33,7 @@ pub(crate) enum Kind {
     LinkedProgram,
     HostSink,
     SyncManager,
+    Scheduler,
 }
 
 impl Kind {
@@ -45,6 +46,7 @@ impl Kind {
             Kind::LinkedProgram => "gpusvc_linked_program",
             Kind::HostSink => "gpusvc_host_sink",
             Kind::SyncManager => "gpusvc_sync_manager",
+            Kind::Scheduler => "gpusvc_scheduler",
         }
     }
 }

@@ -31,6 +31,7 @@ mod handle;
 mod program_cache;
 mod program_manager;
 mod result;
+mod scheduler;
 mod sync;
 
 pub use boundary::{gpusvc_debug_panic, gpusvc_last_error_detail};
@@ -44,6 +45,7 @@ pub use gl::{
 pub use program_cache::*;
 pub use program_manager::*;
 pub use result::{gpusvc_result, gpusvc_result_message};
+pub use scheduler::*;
 pub use sync::*;
 
 use std::ffi::c_char;

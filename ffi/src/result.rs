@@ -73,10 +73,12 @@ pub enum gpusvc_result {
     GPUSVC_SYNC_UNKNOWN_CLIENT = 303,
     /// Sync: no sequence with this id: destroyed or never created.
     GPUSVC_SYNC_UNKNOWN_SEQUENCE = 304,
+    /// Scheduler: no stream with this id: removed or never added.
+    GPUSVC_SCHEDULER_UNKNOWN_STREAM = 400,
 }
 
 /// Every code, in number order.
-const ALL_RESULTS: [gpusvc_result; 29] = [
+const ALL_RESULTS: [gpusvc_result; 30] = [
     gpusvc_result::GPUSVC_OK,
     gpusvc_result::GPUSVC_PANIC,
     gpusvc_result::GPUSVC_NULL_ARGUMENT,
@@ -106,6 +108,7 @@ const ALL_RESULTS: [gpusvc_result; 29] = [
     gpusvc_result::GPUSVC_SYNC_CLIENT_EXISTS,
     gpusvc_result::GPUSVC_SYNC_UNKNOWN_CLIENT,
     gpusvc_result::GPUSVC_SYNC_UNKNOWN_SEQUENCE,
+    gpusvc_result::GPUSVC_SCHEDULER_UNKNOWN_STREAM,
 ];
 
 impl gpusvc_result {
@@ -166,6 +169,7 @@ impl gpusvc_result {
             GPUSVC_SYNC_CLIENT_EXISTS => "sync: a client with this id exists",
             GPUSVC_SYNC_UNKNOWN_CLIENT => "sync: no such client (destroyed or never created)",
             GPUSVC_SYNC_UNKNOWN_SEQUENCE => "sync: no such sequence (destroyed or never created)",
+            GPUSVC_SCHEDULER_UNKNOWN_STREAM => "scheduler: no such stream (removed or never added)",
         }
     }
 }

@@ -64,7 +64,7 @@ pub type gpusvc_sync_callback = Option<unsafe extern "C" fn(user_data: *mut c_vo
 ///
 /// # Safety
 /// `ptr` is non-NULL and valid for reading one `gpusvc_sync_token`.
-unsafe fn read_token(ptr: *const gpusvc_sync_token) -> SyncToken {
+pub(crate) unsafe fn read_token(ptr: *const gpusvc_sync_token) -> SyncToken {
     // SAFETY: `ptr` is valid for one token (contract); every field read is in bounds, reads are
     // unaligned-safe, and the integer fields accept any bit pattern.
     unsafe {
@@ -98,7 +98,7 @@ unsafe fn token_in(ptr: *const gpusvc_sync_token, name: &str) -> Result<SyncToke
 /// and never run the host's callback.)
 #[derive(Debug, Default)]
 struct Manager {
-    inner: SyncPointManager,
+    inner: Arc<SyncPointManager>,
     sequences: Mutex<HashSet<u64>>,
     clients: Mutex<HashSet<ClientId>>,
 }
@@ -128,6 +128,13 @@ impl Drop for Manager {
     }
 }
 
+/// The `sync-points` manager behind a sync manager handle (for the scheduler).
+pub(crate) fn sync_points_of(
+    m: *const gpusvc_sync_manager,
+) -> Result<Arc<SyncPointManager>, FfiError> {
+    Ok(manager(m)?.inner.clone())
+}
+
 fn manager(m: *const gpusvc_sync_manager) -> Result<Arc<Manager>, FfiError> {
     handle::shared(m, "manager", Kind::SyncManager)
 }
@@ -154,7 +161,7 @@ fn sequence(m: &Manager, id: u64) -> Result<Arc<OrderData>, FfiError> {
         .ok_or_else(|| unknown_sequence(id))
 }
 
-fn order_error(id: u64, e: OrderError) -> FfiError {
+pub(crate) fn order_error(id: u64, e: OrderError) -> FfiError {
     match e {
         OrderError::Destroyed => unknown_sequence(id),
         e => FfiError::new(
@@ -164,7 +171,7 @@ fn order_error(id: u64, e: OrderError) -> FfiError {
     }
 }
 
-fn client_error(e: ClientError) -> FfiError {
+pub(crate) fn client_error(e: ClientError) -> FfiError {
     match e {
         ClientError::Exists(id) => FfiError::new(
             gpusvc_result::GPUSVC_SYNC_CLIENT_EXISTS,
@@ -186,7 +193,7 @@ fn client_error(e: ClientError) -> FfiError {
     }
 }
 
-fn client_id(namespace_id: i8, command_buffer_id: u64) -> ClientId {
+pub(crate) fn client_id(namespace_id: i8, command_buffer_id: u64) -> ClientId {
     ClientId {
         namespace: namespace_id,
         command_buffer_id,
