@@ -17,7 +17,7 @@ use program_cache::{
     ShaderHash, ShaderVariables, SharedProgram, VariableInfo, program_key, shader_hash,
 };
 
-use crate::args::{cstr_in, enum_in, invalid_argument, slice_in, write};
+use crate::args::{copy_list_out, cstr_in, enum_in, invalid_argument, slice_in, write};
 use crate::boundary::{FfiError, ffi_guard, null_argument, out_ptr};
 use crate::handle::{self, Kind};
 use crate::result::gpusvc_result;
@@ -540,37 +540,6 @@ impl CShaderVariables {
         unsafe { write(out, v.info()) };
         Ok(())
     }
-}
-
-/// Copies `items` into a caller buffer with the count-query pattern: with `buf` NULL and `len`
-/// 0 only `*out_count` is written; otherwise `len` must be at least the count
-/// (`GPUSVC_INSUFFICIENT_SIZE`, nothing written).
-///
-/// # Safety
-/// `buf` is NULL or valid for `len` writes; `out_count` is NULL or valid for one write.
-pub(crate) unsafe fn copy_list_out<T: Copy>(
-    items: &[T],
-    buf: *mut T,
-    len: usize,
-    out_count: *mut usize,
-    what: &str,
-) -> Result<(), FfiError> {
-    let out_count = out_ptr(out_count, "out_count")?;
-    if !(buf.is_null() && len == 0) {
-        let buf = out_ptr(buf, "buf")?;
-        if len < items.len() {
-            return Err(FfiError::new(
-                gpusvc_result::GPUSVC_INSUFFICIENT_SIZE,
-                format!("{} {what}, room for {len}", items.len()),
-            ));
-        }
-        // SAFETY: `buf` is non-null and valid for `len >= items.len()` writes (contract); the
-        // source is our own slice, which cannot overlap a caller buffer we only write to.
-        unsafe { std::ptr::copy_nonoverlapping(items.as_ptr(), buf, items.len()) };
-    }
-    // SAFETY: non-null (checked) and valid for a write (contract).
-    unsafe { write(out_count, items.len()) };
-    Ok(())
 }
 
 // ---- the cache handle ----

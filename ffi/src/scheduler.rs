@@ -14,6 +14,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use gpu_scheduler::{Priority, Scheduler, SchedulerError, StreamId, Task, TaskFn, TaskResult};
 use sync_points::{ClientId, SyncPointManager, SyncToken};
 
+use crate::args::write;
 use crate::boundary::{FfiError, ffi_guard, null_argument, out_ptr};
 use crate::handle::{self, Kind};
 use crate::result::gpusvc_result;
@@ -134,15 +135,6 @@ fn host_task(f: unsafe extern "C" fn(*mut c_void) -> u32, user_data: UserData) -
     })
 }
 
-/// Writes `value` to an output pointer checked non-NULL.
-///
-/// # Safety
-/// `out` is non-NULL and valid for one write.
-unsafe fn put<T>(out: *mut T, value: T) {
-    // SAFETY: forwarded from this function's contract.
-    unsafe { out.write(value) }
-}
-
 /// Creates a scheduler into `*out`. With `manager` non-NULL its streams' sequences and clients
 /// live in that sync manager (so `gpusvc_sync_*` calls see them, and tokens can be released with
 /// `gpusvc_sync_client_release`); with NULL the scheduler has its own.
@@ -169,7 +161,7 @@ pub unsafe extern "C" fn gpusvc_scheduler_new(
             },
         );
         // SAFETY: non-null (checked) and valid for a write (contract).
-        unsafe { put(out, h) };
+        unsafe { write(out, h) };
         Ok(())
     })
 }
@@ -200,7 +192,7 @@ pub unsafe extern "C" fn gpusvc_scheduler_add_stream(
         let p = self::priority(priority)?;
         let id = s.inner.add_stream(p).0;
         // SAFETY: non-null (checked) and valid for a write (contract).
-        unsafe { put(out, id) };
+        unsafe { write(out, id) };
         Ok(())
     })
 }
@@ -224,7 +216,7 @@ pub unsafe extern "C" fn gpusvc_scheduler_remove_stream(
             .remove_stream(StreamId(stream))
             .map_err(scheduler_error)?;
         // SAFETY: non-null (checked) and valid for a write (contract).
-        unsafe { put(out, removed.dropped_tasks) };
+        unsafe { write(out, removed.dropped_tasks) };
         Ok(())
     })
 }
@@ -285,7 +277,7 @@ pub unsafe extern "C" fn gpusvc_scheduler_scheduled_priority(
             .scheduled_priority(StreamId(stream))
             .map_err(scheduler_error)?;
         // SAFETY: non-null (checked) and valid for a write (contract).
-        unsafe { put(out, priority_out(p)) };
+        unsafe { write(out, priority_out(p)) };
         Ok(())
     })
 }
@@ -343,7 +335,7 @@ pub unsafe extern "C" fn gpusvc_scheduler_enqueue(
             .enqueue(StreamId(stream), t)
             .map_err(scheduler_error)?;
         // SAFETY: non-null (checked) and valid for a write (contract).
-        unsafe { put(out, n) };
+        unsafe { write(out, n) };
         Ok(())
     })
 }
@@ -363,7 +355,7 @@ pub unsafe extern "C" fn gpusvc_scheduler_run_next(
         let out = out_ptr(out_ran, "out_ran")?;
         let n = s.inner.run_next().unwrap_or(0);
         // SAFETY: non-null (checked) and valid for a write (contract).
-        unsafe { put(out, n) };
+        unsafe { write(out, n) };
         Ok(())
     })
 }
@@ -383,7 +375,7 @@ pub unsafe extern "C" fn gpusvc_scheduler_run_until_idle(
         let out = out_ptr(out_ran, "out_ran")?;
         let n = s.inner.run_until_idle();
         // SAFETY: non-null (checked) and valid for a write (contract).
-        unsafe { put(out, n) };
+        unsafe { write(out, n) };
         Ok(())
     })
 }
@@ -403,7 +395,7 @@ pub unsafe extern "C" fn gpusvc_scheduler_should_yield(
         let out = out_ptr(out_yield, "out_yield")?;
         let y = s.inner.should_yield();
         // SAFETY: non-null (checked) and valid for a write (contract).
-        unsafe { put(out, y) };
+        unsafe { write(out, y) };
         Ok(())
     })
 }

@@ -19,6 +19,7 @@ use sync_points::{
     SyncPointManager, SyncToken,
 };
 
+use crate::args::{copy_list_out, write};
 use crate::boundary::{FfiError, ffi_guard, null_argument, out_ptr};
 use crate::handle::{self, Kind};
 use crate::result::gpusvc_result;
@@ -200,15 +201,6 @@ pub(crate) fn client_id(namespace_id: i8, command_buffer_id: u64) -> ClientId {
     }
 }
 
-/// Writes `value` to an output pointer checked non-NULL.
-///
-/// # Safety
-/// `out` is non-NULL and valid for one write.
-unsafe fn put<T>(out: *mut T, value: T) {
-    // SAFETY: forwarded from this function's contract.
-    unsafe { out.write(value) }
-}
-
 /// The host's wait callback. It runs at most once: when the wait ends, or, once the wait was
 /// registered (`armed`), when it is dropped without ending (the manager was freed). A refused
 /// wait drops it unarmed: the callback never runs.
@@ -256,7 +248,7 @@ pub unsafe extern "C" fn gpusvc_sync_manager_new(
         let out = out_ptr(out, "out")?;
         let h = handle::new_shared(Kind::SyncManager, Manager::default());
         // SAFETY: non-null (checked) and valid for a write (contract).
-        unsafe { put(out, h) };
+        unsafe { write(out, h) };
         Ok(())
     })
 }
@@ -290,7 +282,7 @@ pub unsafe extern "C" fn gpusvc_sync_sequence_create(
         let id = m.create_sequence().id().0;
         ids(&m.sequences).insert(id);
         // SAFETY: non-null (checked) and valid for a write (contract).
-        unsafe { put(out, id) };
+        unsafe { write(out, id) };
         Ok(())
     })
 }
@@ -333,7 +325,7 @@ pub unsafe extern "C" fn gpusvc_sync_sequence_generate(
         let s = self::sequence(&m, sequence)?;
         let n = s.generate().map_err(|e| order_error(sequence, e))?;
         // SAFETY: non-null (checked) and valid for a write (contract).
-        unsafe { put(out, n) };
+        unsafe { write(out, n) };
         Ok(())
     })
 }
@@ -408,7 +400,7 @@ pub unsafe extern "C" fn gpusvc_sync_sequence_processed(
         let out = out_ptr(out_order_num, "out_order_num")?;
         let n = self::sequence(&m, sequence)?.processed();
         // SAFETY: non-null (checked) and valid for a write (contract).
-        unsafe { put(out, n) };
+        unsafe { write(out, n) };
         Ok(())
     })
 }
@@ -428,40 +420,9 @@ pub unsafe extern "C" fn gpusvc_sync_sequence_is_processing(
         let out = out_ptr(out_processing, "out_processing")?;
         let p = self::sequence(&m, sequence)?.is_processing();
         // SAFETY: non-null (checked) and valid for a write (contract).
-        unsafe { put(out, p) };
+        unsafe { write(out, p) };
         Ok(())
     })
-}
-
-/// Copies `list` to `buf` with the count-query pattern: `*out_count` receives the count; with
-/// `buf` NULL and `len` 0 this only counts; otherwise `len` must be at least the count (else
-/// `GPUSVC_INSUFFICIENT_SIZE`, nothing written).
-///
-/// # Safety
-/// `buf` is NULL or valid for `len` writes; `out_count` is NULL or valid for one write.
-unsafe fn list_out<T: Copy>(
-    list: &[T],
-    buf: *mut T,
-    len: usize,
-    out_count: *mut usize,
-    what: &str,
-) -> Result<(), FfiError> {
-    let out_count = out_ptr(out_count, "out_count")?;
-    if !(buf.is_null() && len == 0) {
-        let buf = out_ptr(buf, "buf")?;
-        if len < list.len() {
-            return Err(FfiError::new(
-                gpusvc_result::GPUSVC_INSUFFICIENT_SIZE,
-                format!("{} {what}, room for {len}", list.len()),
-            ));
-        }
-        // SAFETY: `buf` is non-null and valid for `len >= list.len()` writes (contract); `list` is
-        // Rust memory that cannot overlap it.
-        unsafe { std::ptr::copy_nonoverlapping(list.as_ptr(), buf, list.len()) };
-    }
-    // SAFETY: non-null (checked) and valid for a write (contract).
-    unsafe { put(out_count, list.len()) };
-    Ok(())
 }
 
 /// The unprocessed order numbers of `sequence`, front first, into `buf`; `*out_count` receives
@@ -482,7 +443,7 @@ pub unsafe extern "C" fn gpusvc_sync_sequence_unprocessed(
         let m = self::manager(manager)?;
         let list = self::sequence(&m, sequence)?.unprocessed();
         // SAFETY: forwarded from this function's contract.
-        unsafe { list_out(&list, buf, len, out_count, "order numbers") }
+        unsafe { copy_list_out(&list, buf, len, out_count, "order numbers") }
     })
 }
 
@@ -564,8 +525,8 @@ pub unsafe extern "C" fn gpusvc_sync_client_release(
         };
         // SAFETY: both non-null (checked) and valid for a write (contract).
         unsafe {
-            put(out_released, released);
-            put(out_callbacks, callbacks);
+            write(out_released, released);
+            write(out_callbacks, callbacks);
         }
         Ok(())
     })
@@ -591,7 +552,7 @@ pub unsafe extern "C" fn gpusvc_sync_token_is_released(
         let out = out_ptr(out_released, "out_released")?;
         let released = m.is_released(&token);
         // SAFETY: non-null (checked) and valid for a write (contract).
-        unsafe { put(out, released) };
+        unsafe { write(out, released) };
         Ok(())
     })
 }
@@ -640,7 +601,7 @@ pub unsafe extern "C" fn gpusvc_sync_token_wait(
             armed.store(true, Ordering::Release);
         }
         // SAFETY: non-null (checked) and valid for a write (contract).
-        unsafe { put(out, registered) };
+        unsafe { write(out, registered) };
         Ok(())
     })
 }
@@ -665,7 +626,7 @@ pub unsafe extern "C" fn gpusvc_sync_token_wait_blocking(
         let out = out_ptr(out_released, "out_released")?;
         let released = m.wait_blocking(&token, Duration::from_millis(timeout_ms));
         // SAFETY: non-null (checked) and valid for a write (contract).
-        unsafe { put(out, released) };
+        unsafe { write(out, released) };
         Ok(())
     })
 }
@@ -705,6 +666,6 @@ pub unsafe extern "C" fn gpusvc_sync_token_reduce(
             .map(gpusvc_sync_token::from)
             .collect();
         // SAFETY: forwarded from this function's contract.
-        unsafe { list_out(&reduced, out, len, out_count, "tokens") }
+        unsafe { copy_list_out(&reduced, out, len, out_count, "tokens") }
     })
 }
