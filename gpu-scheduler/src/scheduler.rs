@@ -9,7 +9,7 @@ use sync_points::{
 
 use crate::clock::{Clock, SystemClock};
 use crate::metrics::{Level, Metrics, TaskSample};
-use crate::sync::{Arc, AtomicBool, AtomicU64, Mutex, Ordering, Weak, lock};
+use crate::sync::{Arc, AtomicBool, AtomicU64, Mutex, Ordering, OwnArc, OwnWeak, lock};
 
 /// Stream priority, lowest first (so `Ord` compares urgency).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -82,7 +82,7 @@ pub type TaskFn = Box<dyn FnOnce(&TaskContext<'_>) -> TaskResult + Send + 'stati
 /// A per-task start callback.
 pub type StartFn = Box<dyn FnOnce() + Send + 'static>;
 /// The metrics callback: called after every task, on the driving thread, with no lock held.
-pub type MetricsCallback = Arc<dyn Fn(&TaskSample) + Send + Sync + 'static>;
+pub type MetricsCallback = OwnArc<dyn Fn(&TaskSample) + Send + Sync + 'static>;
 
 /// A unit of work: a closure, the sync tokens it waits for, an optional start callback.
 pub struct Task {
@@ -193,7 +193,7 @@ pub struct SchedulerConfig {
     /// was picked (default 1 ms).
     pub granularity: Duration,
     /// The time source.
-    pub clock: Arc<dyn Clock>,
+    pub clock: OwnArc<dyn Clock>,
     /// Called after every task with its sample.
     pub metrics_callback: Option<MetricsCallback>,
 }
@@ -213,7 +213,7 @@ impl Default for SchedulerConfig {
         SchedulerConfig {
             time_slice: Duration::from_millis(5),
             granularity: Duration::from_millis(1),
-            clock: Arc::new(SystemClock),
+            clock: OwnArc::new(SystemClock),
             metrics_callback: None,
         }
     }
@@ -260,7 +260,7 @@ struct State {
 
 /// The GPU stream scheduler. See the crate docs.
 pub struct Scheduler {
-    me: Weak<Scheduler>,
+    me: OwnWeak<Scheduler>,
     sync: Arc<SyncPointManager>,
     config: SchedulerConfig,
     state: Mutex<State>,
@@ -291,13 +291,13 @@ impl Drop for Scheduler {
 
 impl Scheduler {
     /// A scheduler over `sync` with default settings.
-    pub fn new(sync: Arc<SyncPointManager>) -> Arc<Self> {
+    pub fn new(sync: Arc<SyncPointManager>) -> OwnArc<Self> {
         Self::with_config(sync, SchedulerConfig::default())
     }
 
     /// A scheduler over `sync`.
-    pub fn with_config(sync: Arc<SyncPointManager>, config: SchedulerConfig) -> Arc<Self> {
-        Arc::new_cyclic(|me| Scheduler {
+    pub fn with_config(sync: Arc<SyncPointManager>, config: SchedulerConfig) -> OwnArc<Self> {
+        OwnArc::new_cyclic(|me| Scheduler {
             me: me.clone(),
             sync,
             config,
