@@ -4,7 +4,11 @@
 //! `--cfg loom`), and so does `sync-points`. Shuttle only controls its own primitives, so under
 //! it every lock of the scheduler would be invisible: the only interleavings explored would be
 //! those at the test's own shuttle calls, i.e. whole API calls, never the races inside them.
-//! Real threads with random timing exercise those races instead.
+//! Exhaustive exploration is done by loom instead: `tests/loom.rs` (built only under
+//! `--cfg loom`, run by `scripts/test`) checks the core properties below on tiny two-thread
+//! models (enqueue, remove, enable/disable, a token release and a `ContinueLater`, each racing a
+//! driver) over every interleaving, up to two preemptions, of both crates' locks and atomics.
+//! This test complements them at scale: many threads, streams and tasks, with real timing.
 //!
 //! Threads: several enqueuers (random streams, random batch sizes, random sleeps), one driver
 //! calling `run_next` in a loop, and a "churn" thread adding, removing, disabling and
