@@ -44,7 +44,13 @@
 //! `finish_processing` and `destroy_sequence` (which run sync-points callbacks, which take the
 //! state lock) are called without it. `run_next` is driven by one thread at a time (a
 //! concurrent or re-entrant call returns `None`). The preemption flag is an atomic
-//! (Release/Acquire) and advisory. All concurrency goes through `crate::sync` (std, or `loom`
+//! (Release/Acquire) and advisory. The driver takes the tasks of a turn out of their stream in
+//! batches under the state lock and runs them reading only atomics in between: the running
+//! slice's length (Relaxed, advisory timing) and the batch word, whose per-task `fetch_sub`
+//! claims race `remove_stream` / `set_enabled(false)`'s `fetch_or` of a stop flag (AcqRel), so
+//! a removal counts exactly the tasks the driver will not run (see `BATCH_REMOVED` in
+//! `scheduler.rs`; modelled by `tests/loom.rs`). Time is [`Clock::now_ns`]: [`SystemClock`]
+//! reads the TSC through `quanta`. All concurrency goes through `crate::sync` (std, or `loom`
 //! under `--cfg loom`).
 
 mod clock;

@@ -1,6 +1,5 @@
 //! Per-priority metrics: enqueue-to-start delay samples and time run.
 
-use std::collections::VecDeque;
 use std::time::Duration;
 
 use crate::Priority;
@@ -21,31 +20,63 @@ pub struct TaskSample {
     pub continuation: bool,
 }
 
+/// One task run as the driver records it: nanosecond counts, turned into [`TaskSample`]
+/// `Duration`s only for the callback.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct RunSample {
+    pub(crate) priority: Priority,
+    pub(crate) delay_ns: u64,
+    pub(crate) run_ns: u64,
+    pub(crate) continuation: bool,
+}
+
+impl RunSample {
+    pub(crate) fn task_sample(&self) -> TaskSample {
+        TaskSample {
+            priority: self.priority,
+            delay: std::time::Duration::from_nanos(self.delay_ns),
+            run: std::time::Duration::from_nanos(self.run_ns),
+            continuation: self.continuation,
+        }
+    }
+}
+
+/// One priority's running totals. Delay samples live in a ring of nanosecond counts (a store
+/// and an add per task; sorting is left to the reader's snapshot).
 #[derive(Debug, Default, Clone)]
 pub(crate) struct Level {
-    pub(crate) delays: VecDeque<Duration>,
-    pub(crate) tasks: u64,
-    pub(crate) time_run: Duration,
+    /// Delay samples in ns; once full, `next` is the oldest, overwritten next.
+    delays_ns: Vec<u64>,
+    next: usize,
+    tasks: u64,
+    time_run_ns: u64,
 }
 
 impl Level {
-    pub(crate) fn record(&mut self, s: &TaskSample) {
+    pub(crate) fn record(&mut self, s: &RunSample) {
         if !s.continuation {
-            if self.delays.len() == MAX_SAMPLES {
-                self.delays.pop_front();
+            let d = s.delay_ns;
+            if self.delays_ns.len() < MAX_SAMPLES {
+                self.delays_ns.push(d);
+            } else {
+                self.delays_ns[self.next] = d;
+                self.next = (self.next + 1) % MAX_SAMPLES;
             }
-            self.delays.push_back(s.delay);
             self.tasks += 1;
         }
-        self.time_run += s.run;
+        self.time_run_ns = self.time_run_ns.saturating_add(s.run_ns);
     }
 
     pub(crate) fn snapshot(&self) -> PriorityMetrics {
-        let mut sorted: Vec<Duration> = self.delays.iter().copied().collect();
+        let mut sorted: Vec<Duration> = self
+            .delays_ns
+            .iter()
+            .map(|ns| Duration::from_nanos(*ns))
+            .collect();
         sorted.sort_unstable();
         PriorityMetrics {
             tasks: self.tasks,
-            time_run: self.time_run,
+            time_run: Duration::from_nanos(self.time_run_ns),
             delay_p50: percentile(&sorted, 50.0),
             delay_p99: percentile(&sorted, 99.0),
             delays: sorted,

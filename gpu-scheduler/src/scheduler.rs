@@ -1,14 +1,18 @@
 //! The scheduler: streams, run queues, waits and priority inheritance.
 
-use std::collections::{HashMap, VecDeque};
-use std::time::{Duration, Instant};
+use std::collections::VecDeque;
+use std::time::Duration;
 
 use sync_points::{
     ClientError, ClientId, ClientState, OrderData, OrderError, SyncPointManager, SyncToken,
 };
 
 use crate::clock::{Clock, SystemClock};
-use crate::metrics::{Level, Metrics, TaskSample};
+use crate::metrics::{Level, Metrics, RunSample, TaskSample};
+/// Maps keyed by small ids: `foldhash` (a few ns a lookup against ~13 ns for SipHash; the keys
+/// are ids this crate or the host assigns, so HashDoS resistance buys nothing here).
+type HashMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
+
 use crate::sync::{Arc, AtomicBool, AtomicU64, Mutex, Ordering, OwnArc, OwnWeak, lock};
 
 /// Stream priority, lowest first (so `Ord` compares urgency).
@@ -219,13 +223,26 @@ impl Default for SchedulerConfig {
     }
 }
 
+/// A task in a stream: 48 bytes, moved in and out of the driver's batches; what most tasks
+/// lack (tokens, a start callback) is boxed.
 struct QueuedTask {
     f: TaskFn,
     order_num: u64,
+    /// Clock reading at enqueue (ns).
+    enqueued_at: u64,
+    extra: Option<Box<TaskExtra>>,
+    continuation: bool,
+}
+
+struct TaskExtra {
     tokens: Vec<SyncToken>,
     on_start: Option<StartFn>,
-    enqueued_at: Instant,
-    continuation: bool,
+}
+
+impl QueuedTask {
+    fn has_tokens(&self) -> bool {
+        self.extra.as_ref().is_some_and(|e| !e.tokens.is_empty())
+    }
 }
 
 struct Stream {
@@ -243,11 +260,27 @@ struct Stream {
     waits: HashMap<u64, Option<StreamId>>,
 }
 
+/// Clock readings in ns.
 struct Running {
     id: StreamId,
-    started: Instant,
-    slice_end: Instant,
+    started: u64,
+    slice_end: u64,
 }
+
+/// The batch word ([`Scheduler::batch`]): the number of tasks of the running stream's current
+/// batch not yet claimed by the driver, and flags telling the driver to stop.
+///
+/// Protocol: the driver moves a batch of `k` tasks out of its stream under the state lock and
+/// stores `k` (no flags). Before running each task it claims it with `fetch_sub(1)`; if the
+/// value it replaced carries a flag, it runs nothing more of the batch. `remove_stream` and
+/// `set_enabled(false)` of the running stream `fetch_or` their flag under the state lock: the
+/// count they replace is exactly the number of tasks the driver will not run (the word is one
+/// atomic location, so every claim is ordered before or after the flag, never both). AcqRel on
+/// both sides: a claim that sees the flag also sees the state written before it, and the
+/// remover's read of the count sees every claim ordered before its `fetch_or`.
+const BATCH_REMOVED: u64 = 1 << 63;
+const BATCH_DISABLED: u64 = 1 << 62;
+const BATCH_COUNT: u64 = BATCH_DISABLED - 1;
 
 #[derive(Default)]
 struct State {
@@ -256,6 +289,9 @@ struct State {
     clients: HashMap<ClientId, StreamId>,
     running: Option<Running>,
     metrics: [Level; 4],
+    /// The driver's batch buffer and samples, kept here between turns to reuse their memory.
+    batch: VecDeque<QueuedTask>,
+    samples: Vec<RunSample>,
 }
 
 /// The GPU stream scheduler. See the crate docs.
@@ -265,6 +301,12 @@ pub struct Scheduler {
     config: SchedulerConfig,
     state: Mutex<State>,
     preempt: AtomicBool,
+    /// The running stream's slice length in ns since its pick (cut by higher-priority work);
+    /// read by the driver between tasks without the state lock. Relaxed: the value is advisory
+    /// timing, and every store is also made under the state lock.
+    slice_ns: AtomicU64,
+    /// The batch word: see [`BATCH_REMOVED`].
+    batch: AtomicU64,
     driving: AtomicBool,
     next_stream: AtomicU64,
     next_wait: AtomicU64,
@@ -303,6 +345,8 @@ impl Scheduler {
             config,
             state: Mutex::new(State::default()),
             preempt: AtomicBool::new(false),
+            slice_ns: AtomicU64::new(0),
+            batch: AtomicU64::new(0),
             driving: AtomicBool::new(false),
             next_stream: AtomicU64::new(1),
             next_wait: AtomicU64::new(1),
@@ -329,7 +373,7 @@ impl Scheduler {
                 sequence,
                 tasks: VecDeque::new(),
                 queued: None,
-                waits: HashMap::new(),
+                waits: HashMap::default(),
             },
         );
         id
@@ -359,12 +403,18 @@ impl Scheduler {
     /// Removes a stream: its pending tasks are dropped (returned count), its sequence destroyed
     /// (waits on it are retired) and the priority it lent through its waits is taken back.
     pub fn remove_stream(&self, id: StreamId) -> Result<RemovedStream, SchedulerError> {
-        let (stream, lent) = {
+        let (stream, lent, unclaimed) = {
             let mut st = lock(&self.state);
             let stream = st
                 .streams
                 .remove(&id)
                 .ok_or(SchedulerError::UnknownStream(id))?;
+            // Tasks of the driver's batch it has not claimed are dropped too (see BATCH_REMOVED).
+            let unclaimed = if st.running.as_ref().is_some_and(|r| r.id == id) {
+                self.batch.fetch_or(BATCH_REMOVED, Ordering::AcqRel) & BATCH_COUNT
+            } else {
+                0
+            };
             if let Some(level) = stream.queued {
                 st.levels[level.index()].retain(|s| *s != id);
             }
@@ -375,9 +425,9 @@ impl Scheduler {
                 .any(|r| r.is_some())
                 .then_some(stream.scheduled);
             self.recompute(&mut st);
-            (stream, lent)
+            (stream, lent, unclaimed)
         };
-        let dropped_tasks = stream.tasks.len();
+        let dropped_tasks = stream.tasks.len() + unclaimed as usize;
         // Outside the lock: this retires waits on the stream, whose callbacks take the lock,
         // and dropping the closures may run arbitrary code.
         self.sync.destroy_sequence(stream.sequence.id());
@@ -392,13 +442,21 @@ impl Scheduler {
     /// running one stops after its current task.
     pub fn set_enabled(&self, id: StreamId, enabled: bool) -> Result<(), SchedulerError> {
         let mut st = lock(&self.state);
+        let running = st.running.as_ref().is_some_and(|r| r.id == id);
         let s = get_mut(&mut st, id)?;
         s.enabled = enabled;
         if !enabled {
             if let Some(level) = s.queued.take() {
                 st.levels[level.index()].retain(|x| *x != id);
             }
+            if running {
+                // The driver stops after its current task (see BATCH_REMOVED).
+                self.batch.fetch_or(BATCH_DISABLED, Ordering::AcqRel);
+            }
         } else {
+            if running {
+                self.batch.fetch_and(!BATCH_DISABLED, Ordering::AcqRel);
+            }
             self.activate(&mut st, id);
         }
         Ok(())
@@ -430,12 +488,32 @@ impl Scheduler {
 
     /// Pending tasks of a stream.
     pub fn pending_tasks(&self, id: StreamId) -> Result<usize, SchedulerError> {
-        Ok(get(&lock(&self.state), id)?.tasks.len())
+        let st = lock(&self.state);
+        let s = get(&st, id)?;
+        let in_batch = if st.running.as_ref().is_some_and(|r| r.id == id) {
+            // Relaxed: read under the lock the batch was stored under; claims since are racy
+            // by nature (the count is a snapshot).
+            let b = self.batch.load(Ordering::Relaxed);
+            if b & BATCH_REMOVED == 0 {
+                (b & BATCH_COUNT) as usize
+            } else {
+                0
+            }
+        } else {
+            0
+        };
+        Ok(s.tasks.len() + in_batch)
     }
 
     /// Enqueues a task at the back of a stream (from any thread); returns its order number.
     pub fn enqueue(&self, id: StreamId, task: Task) -> Result<u64, SchedulerError> {
-        let now = self.config.clock.now();
+        let now = self.config.clock.now_ns();
+        let extra = (!task.tokens.is_empty() || task.on_start.is_some()).then(|| {
+            Box::new(TaskExtra {
+                tokens: task.tokens,
+                on_start: task.on_start,
+            })
+        });
         let mut st = lock(&self.state);
         let s = get_mut(&mut st, id)?;
         // Under the state lock so that FIFO order and order-number order agree.
@@ -443,9 +521,8 @@ impl Scheduler {
         s.tasks.push_back(QueuedTask {
             f: task.f,
             order_num,
-            tokens: task.tokens,
-            on_start: task.on_start,
             enqueued_at: now,
+            extra,
             continuation: false,
         });
         self.activate(&mut st, id);
@@ -489,114 +566,171 @@ impl Scheduler {
         self.run_turn()
     }
 
+    /// One turn. The state lock is taken once per batch: it records the previous batch's
+    /// metrics, checks the slice and moves the next batch out of the stream (the front tasks
+    /// whose waits are settled, up to the turn's budget). Between tasks of a batch the driver
+    /// reads only atomics: the batch word (removal, disabling) and the slice length. The clock
+    /// is read once per task: the end of one task is the slice check and start of the next.
     fn run_turn(&self) -> Option<usize> {
-        let (id, budget) = {
-            let mut st = lock(&self.state);
-            let id = loop {
-                let level = (0..4).rev().find(|l| !st.levels[*l].is_empty())?;
-                let id = st.levels[level].pop_front()?;
-                if let Some(s) = st.streams.get_mut(&id) {
-                    s.queued = None;
-                    break id;
-                }
-            };
-            let now = self.config.clock.now();
-            st.running = Some(Running {
-                id,
-                started: now,
-                slice_end: now + self.config.time_slice,
-            });
-            self.preempt.store(false, Ordering::Release);
-            (id, st.streams[&id].tasks.len())
+        let mut now = self.config.clock.now_ns();
+        let slice_ns = nanos(self.config.time_slice);
+        let mut st = lock(&self.state);
+        let id = loop {
+            let level = (0..4).rev().find(|l| !st.levels[*l].is_empty())?;
+            let id = st.levels[level].pop_front()?;
+            if let Some(s) = st.streams.get_mut(&id) {
+                s.queued = None;
+                break id;
+            }
         };
+        let started = now;
+        st.running = Some(Running {
+            id,
+            started,
+            slice_end: now.saturating_add(slice_ns),
+        });
+        self.slice_ns.store(slice_ns, Ordering::Relaxed);
+        self.preempt.store(false, Ordering::Release);
+        let (budget, sequence) = {
+            let s = &st.streams[&id];
+            (s.tasks.len(), s.sequence.clone())
+        };
+        let mut batch = std::mem::take(&mut st.batch);
+        let mut samples = std::mem::take(&mut st.samples);
+        // Closures to drop once the lock is released (the rest of a removed stream's batch).
+        let mut dropped = VecDeque::new();
         let mut ran = 0;
-        while ran < budget {
-            let task = {
-                let mut st = lock(&self.state);
-                // The slice (possibly cut by higher-priority work) is over; the first task
-                // always runs.
-                let now = self.config.clock.now();
-                if ran > 0 && st.running.as_ref().is_some_and(|r| now >= r.slice_end) {
-                    break;
-                }
-                match st.streams.get(&id) {
-                    Some(s) if s.enabled && !s.tasks.is_empty() => {}
-                    _ => break,
-                }
-                if !self.front_ready(&mut st, id) {
-                    break;
-                }
-                let s = st.streams.get_mut(&id).expect("checked above");
-                let t = s.tasks.pop_front().expect("checked above");
-                (t, s.sequence.clone(), s.scheduled)
-            };
-            let (mut t, sequence, priority) = task;
-            ran += 1;
-            if let Some(cb) = t.on_start.take() {
-                cb();
+        loop {
+            // Under the lock: settle the previous batch, then take the next one.
+            for sample in samples.drain(..) {
+                st.metrics[sample.priority.index()].record(&sample);
             }
-            // Errors mean the stream was removed meanwhile (sequence destroyed): run anyway,
-            // the task was already taken.
-            let _ = sequence.begin_processing(t.order_num);
-            let start = self.config.clock.now();
-            let ctx = TaskContext {
-                scheduler: self,
-                stream: id,
-                order_num: t.order_num,
-            };
-            let result = (t.f)(&ctx);
-            let end = self.config.clock.now();
-            let continued = match result {
-                TaskResult::Done => {
-                    let _ = sequence.finish_processing(t.order_num);
-                    false
-                }
-                TaskResult::ContinueLater(f) => {
-                    let _ = sequence.pause_processing();
-                    let mut st = lock(&self.state);
-                    if let Some(s) = st.streams.get_mut(&id) {
-                        s.tasks.push_front(QueuedTask {
-                            f,
-                            order_num: t.order_num,
-                            tokens: Vec::new(),
-                            on_start: None,
-                            enqueued_at: t.enqueued_at,
-                            continuation: true,
-                        });
+            let word = self.batch.swap(0, Ordering::AcqRel);
+            if !batch.is_empty() {
+                match st.streams.get_mut(&id) {
+                    // Not run, and still the stream's: back to its front, in order.
+                    Some(s) if word & BATCH_REMOVED == 0 => {
+                        while let Some(t) = batch.pop_back() {
+                            s.tasks.push_front(t);
+                        }
                     }
-                    true
+                    // Removed: `remove_stream` counted the unclaimed ones.
+                    _ => dropped.extend(batch.drain(..)),
                 }
-            };
-            let sample = TaskSample {
-                priority,
-                delay: if t.continuation {
-                    Duration::ZERO
-                } else {
-                    start.saturating_duration_since(t.enqueued_at)
-                },
-                run: end.saturating_duration_since(start),
-                continuation: t.continuation,
-            };
-            lock(&self.state).metrics[priority.index()].record(&sample);
-            if let Some(cb) = &self.config.metrics_callback {
-                cb(&sample);
-            }
-            if continued {
                 break;
             }
+            if word & (BATCH_REMOVED | BATCH_DISABLED) != 0 || ran >= budget {
+                break;
+            }
+            if ran > 0 && now.saturating_sub(started) >= self.slice_ns.load(Ordering::Relaxed) {
+                break;
+            }
+            match st.streams.get(&id) {
+                Some(s) if s.enabled && !s.tasks.is_empty() => {}
+                _ => break,
+            }
+            if !self.front_ready(&mut st, id) {
+                break;
+            }
+            let s = st.streams.get_mut(&id).expect("checked above");
+            let priority = s.scheduled;
+            // The front's waits are settled; it and the token-free tasks behind it form the
+            // batch.
+            if s.tasks.len() <= budget - ran && s.tasks.iter().skip(1).all(|t| !t.has_tokens()) {
+                // The whole stream: swap the buffers instead of moving tasks one by one.
+                std::mem::swap(&mut batch, &mut s.tasks);
+            } else {
+                batch.extend(s.tasks.pop_front());
+                while batch.len() < budget - ran && s.tasks.front().is_some_and(|t| !t.has_tokens())
+                {
+                    batch.extend(s.tasks.pop_front());
+                }
+            }
+            // Relaxed: stored under the lock that `remove_stream` / `set_enabled` take before
+            // their read-modify-writes.
+            self.batch.store(batch.len() as u64, Ordering::Relaxed);
+            drop(st);
+
+            while !batch.is_empty() {
+                // The first task of the turn always runs; later ones only within the slice.
+                if ran > 0 && now.saturating_sub(started) >= self.slice_ns.load(Ordering::Relaxed) {
+                    break;
+                }
+                if self.batch.fetch_sub(1, Ordering::AcqRel) & (BATCH_REMOVED | BATCH_DISABLED) != 0
+                {
+                    break;
+                }
+                let mut t = batch.pop_front().expect("checked above");
+                ran += 1;
+                let start = now;
+                if let Some(cb) = t.extra.as_mut().and_then(|e| e.on_start.take()) {
+                    cb();
+                }
+                // Errors mean the stream was removed meanwhile (sequence destroyed): run
+                // anyway, the task was claimed before the removal.
+                let _ = sequence.begin_processing(t.order_num);
+                let ctx = TaskContext {
+                    scheduler: self,
+                    stream: id,
+                    order_num: t.order_num,
+                };
+                let rest = match (t.f)(&ctx) {
+                    TaskResult::Done => {
+                        let _ = sequence.finish_processing(t.order_num);
+                        None
+                    }
+                    TaskResult::ContinueLater(f) => {
+                        let _ = sequence.pause_processing();
+                        Some(QueuedTask {
+                            f,
+                            order_num: t.order_num,
+                            enqueued_at: t.enqueued_at,
+                            extra: None,
+                            continuation: true,
+                        })
+                    }
+                };
+                now = self.config.clock.now_ns();
+                let sample = RunSample {
+                    priority,
+                    delay_ns: if t.continuation {
+                        0
+                    } else {
+                        start.saturating_sub(t.enqueued_at)
+                    },
+                    run_ns: now.saturating_sub(start),
+                    continuation: t.continuation,
+                };
+                if let Some(cb) = &self.config.metrics_callback {
+                    cb(&sample.task_sample());
+                }
+                samples.push(sample);
+                if let Some(rest) = rest {
+                    // The rest of a yielded task goes first in its stream and ends the turn:
+                    // it leads what is left of the batch.
+                    batch.push_front(rest);
+                    break;
+                }
+            }
+            st = lock(&self.state);
         }
-        let mut st = lock(&self.state);
-        let now = self.config.clock.now();
         let running = st.running.take();
         if let (Some(r), Some(s)) = (running, st.streams.get_mut(&id)) {
-            s.own = if now.saturating_duration_since(r.started) > self.config.time_slice {
+            let own = if now.saturating_sub(r.started) > slice_ns {
                 s.own.downgraded()
             } else {
                 s.base
             };
+            if own != s.own {
+                s.own = own;
+                self.recompute(&mut st);
+            }
         }
-        self.recompute(&mut st);
+        st.batch = batch;
+        st.samples = samples;
         self.activate(&mut st, id);
+        drop(st);
+        drop(dropped);
         Some(ran)
     }
 
@@ -613,12 +747,12 @@ impl Scheduler {
         let Some(front) = s.tasks.front_mut() else {
             return false;
         };
-        if front.tokens.is_empty() {
+        let Some(extra) = front.extra.as_mut().filter(|e| !e.tokens.is_empty()) else {
             return true;
-        }
-        let tokens = sync_points::reduce(&std::mem::take(&mut front.tokens));
+        };
+        let tokens = sync_points::reduce(&std::mem::take(&mut extra.tokens));
         let order_num = front.order_num;
-        let mut waits = HashMap::new();
+        let mut waits = HashMap::default();
         for t in tokens {
             if self.sync.is_released(&t) {
                 continue;
@@ -681,8 +815,6 @@ impl Scheduler {
     /// monotone raise over 4 levels: terminates on cycles. Queued streams move to their new
     /// level (at the back).
     fn recompute(&self, st: &mut State) {
-        let mut sched: HashMap<StreamId, Priority> =
-            st.streams.iter().map(|(id, s)| (*id, s.own)).collect();
         let edges: Vec<(StreamId, StreamId)> = st
             .streams
             .iter()
@@ -690,24 +822,29 @@ impl Scheduler {
             .flat_map(|(w, s)| s.waits.values().flatten().map(move |r| (*w, *r)))
             .filter(|(w, r)| w != r)
             .collect();
-        loop {
-            let mut changed = false;
-            for (w, r) in &edges {
-                let (Some(&pw), Some(&pr)) = (sched.get(w), sched.get(r)) else {
-                    continue;
-                };
-                if pr < pw {
-                    sched.insert(*r, pw);
-                    changed = true;
+        // No stream lends priority (the common case): every stream is at its own priority.
+        let sched = (!edges.is_empty()).then(|| {
+            let mut sched: HashMap<StreamId, Priority> =
+                st.streams.iter().map(|(id, s)| (*id, s.own)).collect();
+            loop {
+                let mut changed = false;
+                for (w, r) in &edges {
+                    let (Some(&pw), Some(&pr)) = (sched.get(w), sched.get(r)) else {
+                        continue;
+                    };
+                    if pr < pw {
+                        sched.insert(*r, pw);
+                        changed = true;
+                    }
+                }
+                if !changed {
+                    break sched;
                 }
             }
-            if !changed {
-                break;
-            }
-        }
+        });
         let mut moved = Vec::new();
         for (id, s) in st.streams.iter_mut() {
-            s.scheduled = sched[id];
+            s.scheduled = sched.as_ref().map_or(s.own, |m| m[id]);
             if let Some(level) = s.queued
                 && level != s.scheduled
             {
@@ -734,10 +871,15 @@ impl Scheduler {
         };
         let higher = (p.index() + 1..4).any(|l| !st.levels[l].is_empty());
         if higher {
-            let now = self.config.clock.now();
+            let now = self.config.clock.now_ns();
             let r = st.running.as_mut().expect("checked above");
-            let floor = (r.started + self.config.granularity).max(now);
+            let floor = r
+                .started
+                .saturating_add(nanos(self.config.granularity))
+                .max(now);
             r.slice_end = r.slice_end.min(floor);
+            self.slice_ns
+                .store(r.slice_end.saturating_sub(r.started), Ordering::Relaxed);
             self.preempt.store(true, Ordering::Release);
         }
     }
@@ -749,6 +891,11 @@ impl Drop for DrivingGuard<'_> {
     fn drop(&mut self) {
         self.0.store(false, Ordering::Release);
     }
+}
+
+/// A duration in ns, saturating.
+fn nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
 
 fn get(st: &State, id: StreamId) -> Result<&Stream, SchedulerError> {

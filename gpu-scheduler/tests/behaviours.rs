@@ -1,4 +1,5 @@
 //! One test per behaviour listed in the gpu-scheduler issue.
+#![cfg(not(loom))] // std threads and Arcs; the loom models are tests/loom.rs
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};

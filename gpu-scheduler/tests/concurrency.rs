@@ -25,6 +25,7 @@
 //!   the counts returned by `remove_stream`.
 //!
 //! `GPUSVC_STRESS_SEED` and `GPUSVC_STRESS_MS` override the seed and the run time.
+#![cfg(not(loom))] // std threads and Arcs; the loom models are tests/loom.rs
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

@@ -90,6 +90,7 @@ impl OrderState {
     }
 
     /// Takes the fences whose order number is `<= limit`.
+    #[inline]
     fn take_fences_through(&mut self, limit: u64) -> Vec<Fence> {
         let mut out = Vec::new();
         while self.fences.peek().is_some_and(|f| f.order_num <= limit) {
@@ -108,7 +109,12 @@ pub struct OrderData {
 }
 
 /// Retires fences: runs the one waiter each fence names, unless a release already ran it.
+#[inline]
 pub(crate) fn retire(fences: Vec<Fence>) {
+    if fences.is_empty() {
+        // The common case (no waits on this sequence): not even an iterator to drop.
+        return;
+    }
     for fence in fences {
         fence.client.retire_waiter(fence.waiter);
     }
@@ -154,7 +160,9 @@ impl OrderData {
             }
             let resume = st.paused && st.current == n;
             let busy = st.current > st.processed && !st.paused;
-            if !resume && (busy || n <= st.processed || !st.unprocessed.contains(&n)) {
+            // The front is the usual `n`; search the rest only when it is not.
+            let pending = st.unprocessed.front() == Some(&n) || st.unprocessed.contains(&n);
+            if !resume && (busy || n <= st.processed || !pending) {
                 return Err(OrderError::Begin {
                     n,
                     processed: st.processed,
