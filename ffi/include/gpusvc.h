@@ -1055,6 +1055,121 @@ typedef struct gpusvc_program_options {
 } gpusvc_program_options;
 
 /*
+ A host clock: monotonic nanoseconds from any origin. Called from any thread that uses the
+ scheduler, possibly with scheduler locks held: it must not call `gpusvc_scheduler_*`.
+ */
+typedef uint64_t (*gpusvc_scheduler_clock_fn)(void *user_data);
+
+/*
+ One task run, as given to a `gpusvc_scheduler_task_sample_fn`.
+ */
+typedef struct gpusvc_scheduler_task_sample {
+  /*
+   The stream's scheduled priority when the task ran (a `gpusvc_scheduler_priority` value).
+   */
+  uint32_t priority;
+  /*
+   Enqueue to first start, in nanoseconds (0 for a continuation).
+   */
+  uint64_t delay_ns;
+  /*
+   Time the task callback ran, in nanoseconds.
+   */
+  uint64_t run_ns;
+  /*
+   Whether this run continued a task that returned `GPUSVC_SCHEDULER_TASK_CONTINUE_LATER`.
+   */
+  bool continuation;
+} gpusvc_scheduler_task_sample;
+
+/*
+ A metrics callback: called on the driving thread after every task run, with no gpusvc lock
+ held; `sample` is valid for the call only.
+ */
+typedef void (*gpusvc_scheduler_task_sample_fn)(const struct gpusvc_scheduler_task_sample *sample,
+                                                void *user_data);
+
+/*
+ Settings of `gpusvc_scheduler_new_with_config`. Zero-initialized, it gives the defaults (5 ms
+ slices, 1 ms granularity, the system monotonic clock, no metrics callback).
+ */
+typedef struct gpusvc_scheduler_config {
+  /*
+   A stream's time slice in nanoseconds; 0: the default (5 ms).
+   */
+  uint64_t time_slice_ns;
+  /*
+   When higher priority arrives, the running stream still gets this much run time since it
+   was picked, in nanoseconds; 0: the default (1 ms). At most the time slice.
+   */
+  uint64_t granularity_ns;
+  /*
+   The time source; NULL: the system monotonic clock. Its first reading (made by
+   `gpusvc_scheduler_new_with_config`) is the scheduler's origin; a reading below the
+   highest one so far counts as that one (time never goes backwards).
+   */
+  gpusvc_scheduler_clock_fn now_ns;
+  /*
+   Passed to `now_ns`.
+   */
+  void *clock_user_data;
+  /*
+   Called after every task run; NULL: none.
+   */
+  gpusvc_scheduler_task_sample_fn on_task;
+  /*
+   Passed to `on_task`.
+   */
+  void *on_task_user_data;
+} gpusvc_scheduler_config;
+
+/*
+ What `gpusvc_scheduler_remove_stream` did.
+ */
+typedef struct gpusvc_scheduler_removed_stream {
+  /*
+   Pending tasks dropped without running.
+   */
+  uint64_t dropped_tasks;
+  /*
+   Whether the stream was lending its priority to a releaser (through pending waits); that
+   loan ends with the removal.
+   */
+  bool lent;
+  /*
+   The highest priority it lent (a `gpusvc_scheduler_priority` value); 0 when `!lent`.
+   */
+  uint32_t lent_priority;
+} gpusvc_scheduler_removed_stream;
+
+/*
+ Metrics of one priority level (`gpusvc_scheduler_metrics`).
+ */
+typedef struct gpusvc_scheduler_priority_metrics {
+  /*
+   Tasks started (continuations not counted).
+   */
+  uint64_t tasks;
+  /*
+   Total time run by task callbacks, continuations included, in nanoseconds.
+   */
+  uint64_t run_ns;
+  /*
+   How many enqueue-to-start delay samples are kept (the most recent ones); 0: the
+   percentiles below are 0 and mean nothing.
+   */
+  uint64_t sample_count;
+  /*
+   Median enqueue-to-start delay, in nanoseconds.
+   */
+  uint64_t delay_p50_ns;
+  /*
+   99th percentile enqueue-to-start delay, in nanoseconds.
+   */
+  uint64_t delay_p99_ns;
+} gpusvc_scheduler_priority_metrics;
+
+/*
  A task body: returns a `gpusvc_scheduler_task_result` value (any value other than
  `GPUSVC_SCHEDULER_TASK_CONTINUE_LATER` means done).
  */
@@ -1946,6 +2061,22 @@ gpusvc_result gpusvc_scheduler_new(const struct gpusvc_sync_manager *manager,
                                    struct gpusvc_scheduler **out);
 
 /*
+ Like `gpusvc_scheduler_new`, with settings: `*config` is read during the call (its first
+ clock reading included) and not kept. A time slice shorter than the granularity (after
+ defaults) is `GPUSVC_INVALID_ARGUMENT`.
+
+ # Safety
+ `config` is NULL or valid for one read; `out` is NULL or valid for one write; `manager` is
+ NULL or a handle value. `config->now_ns` (when non-NULL) may be called with
+ `config->clock_user_data` from any thread that uses the scheduler, concurrently, until it is
+ freed; `config->on_task` (when non-NULL) with `config->on_task_user_data` from the driving
+ thread until it is freed.
+ */
+gpusvc_result gpusvc_scheduler_new_with_config(const struct gpusvc_sync_manager *manager,
+                                               const struct gpusvc_scheduler_config *config,
+                                               struct gpusvc_scheduler **out);
+
+/*
  Frees a scheduler; NULL is a no-op. Pending tasks are dropped without running, its streams'
  sequences and the clients made through it are destroyed.
 
@@ -1965,15 +2096,15 @@ gpusvc_result gpusvc_scheduler_add_stream(const struct gpusvc_scheduler *schedul
                                           uint64_t *out_stream);
 
 /*
- Removes a stream: its pending tasks are dropped without running (their count into
- `*out_dropped`) and its sequence destroyed.
+ Removes a stream: its pending tasks are dropped without running, its sequence destroyed and
+ the priority it lent through its waits taken back; what it did into `*out_removed`.
 
  # Safety
- `out_dropped` is NULL or valid for one write.
+ `out_removed` is NULL or valid for one write.
  */
 gpusvc_result gpusvc_scheduler_remove_stream(const struct gpusvc_scheduler *scheduler,
                                              uint64_t stream,
-                                             size_t *out_dropped);
+                                             struct gpusvc_scheduler_removed_stream *out_removed);
 
 /*
  Enables or disables a stream. A disabled stream keeps its tasks and never runs.
@@ -1994,6 +2125,40 @@ gpusvc_result gpusvc_scheduler_set_enabled(const struct gpusvc_scheduler *schedu
 gpusvc_result gpusvc_scheduler_set_base_priority(const struct gpusvc_scheduler *scheduler,
                                                  uint64_t stream,
                                                  uint32_t priority);
+
+/*
+ The stream's base priority (as set by `gpusvc_scheduler_add_stream` or
+ `gpusvc_scheduler_set_base_priority`) as a `gpusvc_scheduler_priority` value into
+ `*out_priority`.
+
+ # Safety
+ `out_priority` is NULL or valid for one write.
+ */
+gpusvc_result gpusvc_scheduler_base_priority(const struct gpusvc_scheduler *scheduler,
+                                             uint64_t stream,
+                                             uint32_t *out_priority);
+
+/*
+ The number of tasks pending in `stream` (not yet run, or the rest of a continued one) into
+ `*out_count`.
+
+ # Safety
+ `out_count` is NULL or valid for one write.
+ */
+gpusvc_result gpusvc_scheduler_pending_tasks(const struct gpusvc_scheduler *scheduler,
+                                             uint64_t stream,
+                                             size_t *out_count);
+
+/*
+ The metrics of `priority` (a `gpusvc_scheduler_priority` value) since the scheduler was made
+ into `*out_metrics`.
+
+ # Safety
+ `out_metrics` is NULL or valid for one write.
+ */
+gpusvc_result gpusvc_scheduler_metrics(const struct gpusvc_scheduler *scheduler,
+                                       uint32_t priority,
+                                       struct gpusvc_scheduler_priority_metrics *out_metrics);
 
 /*
  The stream's scheduled priority (base, downgraded by time slices, raised by priority

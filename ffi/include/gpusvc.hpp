@@ -708,6 +708,180 @@ inline gpusvc_result SyncWait(const gpusvc_sync_manager* m, const gpusvc_sync_to
   return r;
 }
 
+// Thin wrappers over the sync sequence and client calls (same codes, outputs written on OK).
+inline gpusvc_result SyncSequenceCreate(const gpusvc_sync_manager* m, uint64_t* out_sequence) {
+  return gpusvc_sync_sequence_create(m, out_sequence);
+}
+inline gpusvc_result SyncSequenceGenerate(const gpusvc_sync_manager* m, uint64_t sequence,
+                                          uint64_t* out_order_num) {
+  return gpusvc_sync_sequence_generate(m, sequence, out_order_num);
+}
+inline gpusvc_result SyncSequenceBegin(const gpusvc_sync_manager* m, uint64_t sequence,
+                                       uint64_t order_num) {
+  return gpusvc_sync_sequence_begin(m, sequence, order_num);
+}
+inline gpusvc_result SyncSequenceFinish(const gpusvc_sync_manager* m, uint64_t sequence,
+                                        uint64_t order_num) {
+  return gpusvc_sync_sequence_finish(m, sequence, order_num);
+}
+inline gpusvc_result SyncClientCreate(const gpusvc_sync_manager* m, int8_t namespace_id,
+                                      uint64_t command_buffer_id, uint64_t sequence) {
+  return gpusvc_sync_client_create(m, namespace_id, command_buffer_id, sequence);
+}
+// Releases release_count on a client; *released (may be null) says whether it moved.
+inline gpusvc_result SyncClientRelease(const gpusvc_sync_manager* m, int8_t namespace_id,
+                                       uint64_t command_buffer_id, uint64_t release_count,
+                                       bool* released = nullptr) {
+  bool moved = false;
+  size_t callbacks = 0;
+  gpusvc_result r =
+      gpusvc_sync_client_release(m, namespace_id, command_buffer_id, release_count, &moved,
+                                 &callbacks);
+  if (r == GPUSVC_OK && released != nullptr) *released = moved;
+  return r;
+}
+
+// ---- scheduler ----
+
+// Deleter for gpusvc_scheduler; pending tasks are dropped without running (their callbacks and
+// user data are never used again once it returns), and the clients made through it destroyed.
+struct SchedulerDeleter {
+  void operator()(gpusvc_scheduler* p) const noexcept { (void)gpusvc_scheduler_free(p); }
+};
+// Any thread; one thread at a time drives it (RunSchedulerNext / RunSchedulerUntilIdle).
+using SchedulerPtr = std::unique_ptr<gpusvc_scheduler, SchedulerDeleter>;
+
+// The defaults of gpusvc_scheduler_new_with_config (a zeroed config: 5 ms slices, 1 ms
+// granularity, the system clock, no metrics callback).
+inline gpusvc_scheduler_config SchedulerConfigDefaults() { return gpusvc_scheduler_config{}; }
+
+// Creates a scheduler into *out; over `manager`'s sync points when non-null, else its own.
+inline gpusvc_result NewScheduler(SchedulerPtr* out,
+                                  const gpusvc_sync_manager* manager = nullptr) {
+  if (out == nullptr) return GPUSVC_NULL_ARGUMENT;
+  gpusvc_scheduler* raw = nullptr;
+  gpusvc_result r = gpusvc_scheduler_new(manager, &raw);
+  if (r == GPUSVC_OK) out->reset(raw);
+  return r;
+}
+
+// Creates a scheduler with settings into *out (the config is read during the call; its
+// callbacks and user data must outlive the scheduler).
+inline gpusvc_result NewScheduler(const gpusvc_scheduler_config& config, SchedulerPtr* out,
+                                  const gpusvc_sync_manager* manager = nullptr) {
+  if (out == nullptr) return GPUSVC_NULL_ARGUMENT;
+  gpusvc_scheduler* raw = nullptr;
+  gpusvc_result r = gpusvc_scheduler_new_with_config(manager, &config, &raw);
+  if (r == GPUSVC_OK) out->reset(raw);
+  return r;
+}
+
+// Adds a stream of `priority` (a gpusvc_scheduler_priority value); its id into *out_stream.
+inline gpusvc_result AddSchedulerStream(const gpusvc_scheduler* s, uint32_t priority,
+                                        uint64_t* out_stream) {
+  return gpusvc_scheduler_add_stream(s, priority, out_stream);
+}
+
+// Removes a stream (its tasks are dropped, its loan of priority ends); *out (may be null) says
+// what it did.
+inline gpusvc_result RemoveSchedulerStream(const gpusvc_scheduler* s, uint64_t stream,
+                                           gpusvc_scheduler_removed_stream* out = nullptr) {
+  gpusvc_scheduler_removed_stream removed{};
+  gpusvc_result r = gpusvc_scheduler_remove_stream(s, stream, &removed);
+  if (r == GPUSVC_OK && out != nullptr) *out = removed;
+  return r;
+}
+
+inline gpusvc_result SetSchedulerStreamEnabled(const gpusvc_scheduler* s, uint64_t stream,
+                                               bool enabled) {
+  return gpusvc_scheduler_set_enabled(s, stream, enabled);
+}
+
+inline gpusvc_result SetSchedulerStreamBasePriority(const gpusvc_scheduler* s, uint64_t stream,
+                                                    uint32_t priority) {
+  return gpusvc_scheduler_set_base_priority(s, stream, priority);
+}
+
+// The base priority (a gpusvc_scheduler_priority value) into *out.
+inline gpusvc_result SchedulerStreamBasePriority(const gpusvc_scheduler* s, uint64_t stream,
+                                                 uint32_t* out) {
+  return gpusvc_scheduler_base_priority(s, stream, out);
+}
+
+// The scheduled priority (base, downgraded by slices, raised by inheritance) into *out.
+inline gpusvc_result SchedulerStreamScheduledPriority(const gpusvc_scheduler* s, uint64_t stream,
+                                                      uint32_t* out) {
+  return gpusvc_scheduler_scheduled_priority(s, stream, out);
+}
+
+// The number of pending tasks of a stream into *out.
+inline gpusvc_result SchedulerStreamPendingTasks(const gpusvc_scheduler* s, uint64_t stream,
+                                                 size_t* out) {
+  return gpusvc_scheduler_pending_tasks(s, stream, out);
+}
+
+// A task of SchedulerEnqueue: the C callbacks and their user data, which must stay valid (and
+// usable from the driving thread) until the task runs to completion, its stream is removed or
+// the scheduler freed; the scheduler never frees user data.
+struct SchedulerTask {
+  gpusvc_scheduler_task_fn run = nullptr;
+  void* user_data = nullptr;
+  gpusvc_scheduler_start_fn start = nullptr;  // may be null
+  void* start_user_data = nullptr;
+  std::vector<gpusvc_sync_token> waits;  // tokens to wait for before the first start
+};
+
+// Enqueues a task at the back of `stream`; its order number into *out_order_num (may be null).
+inline gpusvc_result SchedulerEnqueue(const gpusvc_scheduler* s, uint64_t stream,
+                                      const SchedulerTask& task,
+                                      uint64_t* out_order_num = nullptr) {
+  uint64_t order = 0;
+  gpusvc_result r = gpusvc_scheduler_enqueue(
+      s, stream, task.run, task.user_data, task.start, task.start_user_data,
+      task.waits.empty() ? nullptr : task.waits.data(), task.waits.size(), &order);
+  if (r == GPUSVC_OK && out_order_num != nullptr) *out_order_num = order;
+  return r;
+}
+
+// Runs the next stream's turn; the number of task runs into *out_ran (may be null).
+inline gpusvc_result RunSchedulerNext(const gpusvc_scheduler* s, size_t* out_ran = nullptr) {
+  size_t ran = 0;
+  gpusvc_result r = gpusvc_scheduler_run_next(s, &ran);
+  if (r == GPUSVC_OK && out_ran != nullptr) *out_ran = ran;
+  return r;
+}
+
+// Runs until nothing is runnable; the number of task runs into *out_ran (may be null).
+inline gpusvc_result RunSchedulerUntilIdle(const gpusvc_scheduler* s, size_t* out_ran = nullptr) {
+  size_t ran = 0;
+  gpusvc_result r = gpusvc_scheduler_run_until_idle(s, &ran);
+  if (r == GPUSVC_OK && out_ran != nullptr) *out_ran = ran;
+  return r;
+}
+
+// Whether the running task should yield (advisory) into *out.
+inline gpusvc_result SchedulerShouldYield(const gpusvc_scheduler* s, bool* out) {
+  return gpusvc_scheduler_should_yield(s, out);
+}
+
+// Creates the sync client (namespace_id, command_buffer_id) bound to `stream`.
+inline gpusvc_result CreateSchedulerClient(const gpusvc_scheduler* s, uint64_t stream,
+                                           int8_t namespace_id, uint64_t command_buffer_id) {
+  return gpusvc_scheduler_create_client(s, stream, namespace_id, command_buffer_id);
+}
+
+// Releases release_count on a client, from a task of its stream.
+inline gpusvc_result SchedulerRelease(const gpusvc_scheduler* s, int8_t namespace_id,
+                                      uint64_t command_buffer_id, uint64_t release_count) {
+  return gpusvc_scheduler_release(s, namespace_id, command_buffer_id, release_count);
+}
+
+// The metrics of `priority` (a gpusvc_scheduler_priority value) into *out.
+inline gpusvc_result SchedulerMetrics(const gpusvc_scheduler* s, uint32_t priority,
+                                      gpusvc_scheduler_priority_metrics* out) {
+  return gpusvc_scheduler_metrics(s, priority, out);
+}
+
 }  // namespace gpusvc
 
 // Digest equality (for tests and maps keyed by digest).

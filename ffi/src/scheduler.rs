@@ -6,12 +6,21 @@
 //! drive runs nothing). Streams are named by the `uint64_t` id `gpusvc_scheduler_add_stream`
 //! gives. Task and start callbacks run on the driving thread with no gpusvc lock held: they may
 //! call back into the library (enqueue, enable streams, release tokens, ...).
+//!
+//! `gpusvc_scheduler_new_with_config` sets the time slice and granularity, a host clock (for
+//! deterministic tests or a host time base) and a per-task metrics callback;
+//! `gpusvc_scheduler_metrics` reads the per-priority metrics at any time.
 
 use std::collections::HashSet;
 use std::ffi::c_void;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
 
-use gpu_scheduler::{Priority, Scheduler, SchedulerError, StreamId, Task, TaskFn, TaskResult};
+use gpu_scheduler::{
+    Clock, MetricsCallback, Priority, PriorityMetrics, Scheduler, SchedulerConfig, SchedulerError,
+    StreamId, Task, TaskFn, TaskResult, TaskSample,
+};
 use sync_points::{ClientId, SyncPointManager, SyncToken};
 
 use crate::args::write;
@@ -62,6 +71,82 @@ pub type gpusvc_scheduler_task_fn = Option<unsafe extern "C" fn(user_data: *mut 
 /// A start callback, run just before its task first starts.
 pub type gpusvc_scheduler_start_fn = Option<unsafe extern "C" fn(user_data: *mut c_void)>;
 
+/// A host clock: monotonic nanoseconds from any origin. Called from any thread that uses the
+/// scheduler, possibly with scheduler locks held: it must not call `gpusvc_scheduler_*`.
+pub type gpusvc_scheduler_clock_fn = Option<unsafe extern "C" fn(user_data: *mut c_void) -> u64>;
+
+/// One task run, as given to a `gpusvc_scheduler_task_sample_fn`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct gpusvc_scheduler_task_sample {
+    /// The stream's scheduled priority when the task ran (a `gpusvc_scheduler_priority` value).
+    pub priority: u32,
+    /// Enqueue to first start, in nanoseconds (0 for a continuation).
+    pub delay_ns: u64,
+    /// Time the task callback ran, in nanoseconds.
+    pub run_ns: u64,
+    /// Whether this run continued a task that returned `GPUSVC_SCHEDULER_TASK_CONTINUE_LATER`.
+    pub continuation: bool,
+}
+
+/// A metrics callback: called on the driving thread after every task run, with no gpusvc lock
+/// held; `sample` is valid for the call only.
+pub type gpusvc_scheduler_task_sample_fn = Option<
+    unsafe extern "C" fn(sample: *const gpusvc_scheduler_task_sample, user_data: *mut c_void),
+>;
+
+/// Settings of `gpusvc_scheduler_new_with_config`. Zero-initialized, it gives the defaults (5 ms
+/// slices, 1 ms granularity, the system monotonic clock, no metrics callback).
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct gpusvc_scheduler_config {
+    /// A stream's time slice in nanoseconds; 0: the default (5 ms).
+    pub time_slice_ns: u64,
+    /// When higher priority arrives, the running stream still gets this much run time since it
+    /// was picked, in nanoseconds; 0: the default (1 ms). At most the time slice.
+    pub granularity_ns: u64,
+    /// The time source; NULL: the system monotonic clock. Its first reading (made by
+    /// `gpusvc_scheduler_new_with_config`) is the scheduler's origin; a reading below the
+    /// highest one so far counts as that one (time never goes backwards).
+    pub now_ns: gpusvc_scheduler_clock_fn,
+    /// Passed to `now_ns`.
+    pub clock_user_data: *mut c_void,
+    /// Called after every task run; NULL: none.
+    pub on_task: gpusvc_scheduler_task_sample_fn,
+    /// Passed to `on_task`.
+    pub on_task_user_data: *mut c_void,
+}
+
+/// Metrics of one priority level (`gpusvc_scheduler_metrics`).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct gpusvc_scheduler_priority_metrics {
+    /// Tasks started (continuations not counted).
+    pub tasks: u64,
+    /// Total time run by task callbacks, continuations included, in nanoseconds.
+    pub run_ns: u64,
+    /// How many enqueue-to-start delay samples are kept (the most recent ones); 0: the
+    /// percentiles below are 0 and mean nothing.
+    pub sample_count: u64,
+    /// Median enqueue-to-start delay, in nanoseconds.
+    pub delay_p50_ns: u64,
+    /// 99th percentile enqueue-to-start delay, in nanoseconds.
+    pub delay_p99_ns: u64,
+}
+
+/// What `gpusvc_scheduler_remove_stream` did.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct gpusvc_scheduler_removed_stream {
+    /// Pending tasks dropped without running.
+    pub dropped_tasks: u64,
+    /// Whether the stream was lending its priority to a releaser (through pending waits); that
+    /// loan ends with the removal.
+    pub lent: bool,
+    /// The highest priority it lent (a `gpusvc_scheduler_priority` value); 0 when `!lent`.
+    pub lent_priority: u32,
+}
+
 /// The object behind a handle: the scheduler, and the clients made through it (destroyed with
 /// it, so no wait outlives it).
 #[derive(Debug)]
@@ -101,6 +186,120 @@ fn priority(value: u32) -> Result<Priority, FfiError> {
 
 fn priority_out(p: Priority) -> u32 {
     p.index() as u32
+}
+
+fn nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
+/// The host's clock: ns since its first reading, never backwards.
+struct HostClock {
+    now_ns: unsafe extern "C" fn(*mut c_void) -> u64,
+    user_data: *mut c_void,
+    first: u64,
+    /// The highest offset from `first` reported so far.
+    latest: AtomicU64,
+}
+
+// SAFETY: `gpusvc_scheduler_new_with_config`'s contract: `now_ns` and its user_data may be used
+// from any thread that uses the scheduler, at the same time.
+unsafe impl Send for HostClock {}
+// SAFETY: as above.
+unsafe impl Sync for HostClock {}
+
+impl std::fmt::Debug for HostClock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HostClock")
+            .field("first", &self.first)
+            .field("latest", &self.latest)
+            .finish_non_exhaustive()
+    }
+}
+
+impl HostClock {
+    fn new(now_ns: unsafe extern "C" fn(*mut c_void) -> u64, user_data: *mut c_void) -> Self {
+        // SAFETY: a host function taking its own user_data (contract).
+        let first = unsafe { now_ns(user_data) };
+        HostClock {
+            now_ns,
+            user_data,
+            first,
+            latest: AtomicU64::new(0),
+        }
+    }
+}
+
+impl Clock for HostClock {
+    fn now_ns(&self) -> u64 {
+        // SAFETY: a host function taking its own user_data (contract).
+        let offset = unsafe { (self.now_ns)(self.user_data) }.saturating_sub(self.first);
+        // Relaxed: a max over readings; the scheduler orders its own uses of time.
+        self.latest.fetch_max(offset, Ordering::Relaxed).max(offset)
+    }
+}
+
+/// The host's metrics callback.
+struct HostMetrics {
+    on_task: unsafe extern "C" fn(*const gpusvc_scheduler_task_sample, *mut c_void),
+    user_data: *mut c_void,
+}
+
+// SAFETY: `gpusvc_scheduler_new_with_config`'s contract: `on_task` and its user_data may be used
+// from the driving thread (whichever thread that is).
+unsafe impl Send for HostMetrics {}
+// SAFETY: as above; the scheduler calls it from one driving thread at a time.
+unsafe impl Sync for HostMetrics {}
+
+impl HostMetrics {
+    fn call(&self, s: &TaskSample) {
+        let sample = gpusvc_scheduler_task_sample {
+            priority: priority_out(s.priority),
+            delay_ns: nanos(s.delay),
+            run_ns: nanos(s.run),
+            continuation: s.continuation,
+        };
+        // SAFETY: a host function taking its own user_data (contract); the sample outlives the
+        // call.
+        unsafe { (self.on_task)(&sample, self.user_data) };
+    }
+}
+
+fn config_in(c: &gpusvc_scheduler_config) -> Result<SchedulerConfig, FfiError> {
+    let mut config = SchedulerConfig::default();
+    if c.time_slice_ns != 0 {
+        config.time_slice = Duration::from_nanos(c.time_slice_ns);
+    }
+    if c.granularity_ns != 0 {
+        config.granularity = Duration::from_nanos(c.granularity_ns);
+    }
+    if config.time_slice < config.granularity {
+        return Err(crate::args::invalid_argument(format!(
+            "time slice {:?} is shorter than the granularity {:?}",
+            config.time_slice, config.granularity
+        )));
+    }
+    if let Some(now_ns) = c.now_ns {
+        config.clock = Arc::new(HostClock::new(now_ns, c.clock_user_data));
+    }
+    if let Some(on_task) = c.on_task {
+        let host = HostMetrics {
+            on_task,
+            user_data: c.on_task_user_data,
+        };
+        config.metrics_callback =
+            Some(Arc::new(move |s: &TaskSample| host.call(s)) as MetricsCallback);
+    }
+    Ok(config)
+}
+
+fn metrics_out(m: &PriorityMetrics) -> gpusvc_scheduler_priority_metrics {
+    gpusvc_scheduler_priority_metrics {
+        tasks: m.tasks,
+        run_ns: nanos(m.time_run),
+        sample_count: m.delays.len() as u64,
+        delay_p50_ns: m.delay_p50.map_or(0, nanos),
+        delay_p99_ns: m.delay_p99.map_or(0, nanos),
+    }
 }
 
 fn scheduler_error(e: SchedulerError) -> FfiError {
@@ -148,18 +347,57 @@ pub unsafe extern "C" fn gpusvc_scheduler_new(
 ) -> gpusvc_result {
     ffi_guard(|| {
         let out = out_ptr(out, "out")?;
-        let sync = if manager.is_null() {
-            Arc::new(SyncPointManager::new())
-        } else {
-            sync_points_of(manager)?
-        };
-        let h = handle::new_shared(
-            Kind::Scheduler,
-            SchedulerHandle {
-                inner: Scheduler::new(sync),
-                clients: Mutex::new(HashSet::new()),
-            },
-        );
+        let h = new_handle(manager, SchedulerConfig::default())?;
+        // SAFETY: non-null (checked) and valid for a write (contract).
+        unsafe { write(out, h) };
+        Ok(())
+    })
+}
+
+fn new_handle(
+    manager: *const gpusvc_sync_manager,
+    config: SchedulerConfig,
+) -> Result<*mut gpusvc_scheduler, FfiError> {
+    let sync = if manager.is_null() {
+        Arc::new(SyncPointManager::new())
+    } else {
+        sync_points_of(manager)?
+    };
+    Ok(handle::new_shared(
+        Kind::Scheduler,
+        SchedulerHandle {
+            inner: Scheduler::with_config(sync, config),
+            clients: Mutex::new(HashSet::new()),
+        },
+    ))
+}
+
+/// Like `gpusvc_scheduler_new`, with settings: `*config` is read during the call (its first
+/// clock reading included) and not kept. A time slice shorter than the granularity (after
+/// defaults) is `GPUSVC_INVALID_ARGUMENT`.
+///
+/// # Safety
+/// `config` is NULL or valid for one read; `out` is NULL or valid for one write; `manager` is
+/// NULL or a handle value. `config->now_ns` (when non-NULL) may be called with
+/// `config->clock_user_data` from any thread that uses the scheduler, concurrently, until it is
+/// freed; `config->on_task` (when non-NULL) with `config->on_task_user_data` from the driving
+/// thread until it is freed.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gpusvc_scheduler_new_with_config(
+    manager: *const gpusvc_sync_manager,
+    config: *const gpusvc_scheduler_config,
+    out: *mut *mut gpusvc_scheduler,
+) -> gpusvc_result {
+    ffi_guard(|| {
+        if config.is_null() {
+            return Err(null_argument("config"));
+        }
+        let out = out_ptr(out, "out")?;
+        // SAFETY: non-null (checked) and valid for one read (contract). The integer and pointer
+        // fields accept any bit pattern, and the callbacks are `Option`s of function pointers
+        // (NULL is `None`; what a non-NULL one may do is the host's contract).
+        let c = unsafe { config.read_unaligned() };
+        let h = new_handle(manager, config_in(&c)?)?;
         // SAFETY: non-null (checked) and valid for a write (contract).
         unsafe { write(out, h) };
         Ok(())
@@ -197,26 +435,31 @@ pub unsafe extern "C" fn gpusvc_scheduler_add_stream(
     })
 }
 
-/// Removes a stream: its pending tasks are dropped without running (their count into
-/// `*out_dropped`) and its sequence destroyed.
+/// Removes a stream: its pending tasks are dropped without running, its sequence destroyed and
+/// the priority it lent through its waits taken back; what it did into `*out_removed`.
 ///
 /// # Safety
-/// `out_dropped` is NULL or valid for one write.
+/// `out_removed` is NULL or valid for one write.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn gpusvc_scheduler_remove_stream(
     scheduler: *const gpusvc_scheduler,
     stream: u64,
-    out_dropped: *mut usize,
+    out_removed: *mut gpusvc_scheduler_removed_stream,
 ) -> gpusvc_result {
     ffi_guard(|| {
         let s = self::scheduler(scheduler)?;
-        let out = out_ptr(out_dropped, "out_dropped")?;
+        let out = out_ptr(out_removed, "out_removed")?;
         let removed = s
             .inner
             .remove_stream(StreamId(stream))
             .map_err(scheduler_error)?;
+        let r = gpusvc_scheduler_removed_stream {
+            dropped_tasks: removed.dropped_tasks as u64,
+            lent: removed.lent_priority.is_some(),
+            lent_priority: removed.lent_priority.map_or(0, priority_out),
+        };
         // SAFETY: non-null (checked) and valid for a write (contract).
-        unsafe { write(out, removed.dropped_tasks) };
+        unsafe { write(out, r) };
         Ok(())
     })
 }
@@ -255,6 +498,77 @@ pub unsafe extern "C" fn gpusvc_scheduler_set_base_priority(
         s.inner
             .set_base_priority(StreamId(stream), p)
             .map_err(scheduler_error)
+    })
+}
+
+/// The stream's base priority (as set by `gpusvc_scheduler_add_stream` or
+/// `gpusvc_scheduler_set_base_priority`) as a `gpusvc_scheduler_priority` value into
+/// `*out_priority`.
+///
+/// # Safety
+/// `out_priority` is NULL or valid for one write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gpusvc_scheduler_base_priority(
+    scheduler: *const gpusvc_scheduler,
+    stream: u64,
+    out_priority: *mut u32,
+) -> gpusvc_result {
+    ffi_guard(|| {
+        let s = self::scheduler(scheduler)?;
+        let out = out_ptr(out_priority, "out_priority")?;
+        let p = s
+            .inner
+            .base_priority(StreamId(stream))
+            .map_err(scheduler_error)?;
+        // SAFETY: non-null (checked) and valid for a write (contract).
+        unsafe { write(out, priority_out(p)) };
+        Ok(())
+    })
+}
+
+/// The number of tasks pending in `stream` (not yet run, or the rest of a continued one) into
+/// `*out_count`.
+///
+/// # Safety
+/// `out_count` is NULL or valid for one write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gpusvc_scheduler_pending_tasks(
+    scheduler: *const gpusvc_scheduler,
+    stream: u64,
+    out_count: *mut usize,
+) -> gpusvc_result {
+    ffi_guard(|| {
+        let s = self::scheduler(scheduler)?;
+        let out = out_ptr(out_count, "out_count")?;
+        let n = s
+            .inner
+            .pending_tasks(StreamId(stream))
+            .map_err(scheduler_error)?;
+        // SAFETY: non-null (checked) and valid for a write (contract).
+        unsafe { write(out, n) };
+        Ok(())
+    })
+}
+
+/// The metrics of `priority` (a `gpusvc_scheduler_priority` value) since the scheduler was made
+/// into `*out_metrics`.
+///
+/// # Safety
+/// `out_metrics` is NULL or valid for one write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gpusvc_scheduler_metrics(
+    scheduler: *const gpusvc_scheduler,
+    priority: u32,
+    out_metrics: *mut gpusvc_scheduler_priority_metrics,
+) -> gpusvc_result {
+    ffi_guard(|| {
+        let s = self::scheduler(scheduler)?;
+        let out = out_ptr(out_metrics, "out_metrics")?;
+        let p = self::priority(priority)?;
+        let m = metrics_out(s.inner.metrics().get(p));
+        // SAFETY: non-null (checked) and valid for a write (contract).
+        unsafe { write(out, m) };
+        Ok(())
     })
 }
 

@@ -5,6 +5,7 @@
 use std::ffi::c_void;
 use std::ptr;
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use gpusvc::*;
 
@@ -29,6 +30,39 @@ struct Spec {
     enable: Option<u64>,
     /// Return CONTINUE_LATER this many times first.
     continues: u32,
+    /// Advance the manual clock (`Sched::with_clock`) by this many ns while running.
+    advance_ns: u64,
+    clock: *const AtomicU64,
+    /// Log `yield <should_yield>` before the release (if any) and again after it.
+    log_yield: bool,
+    /// Enqueue this spec (owned by the same `Sched`) on this stream while running.
+    spawn: Option<(u64, *mut Spec)>,
+}
+
+const MS: u64 = 1_000_000;
+
+unsafe extern "C" fn manual_now(ud: *mut c_void) -> u64 {
+    // SAFETY: the `Sched`'s clock, which outlives its scheduler.
+    unsafe { &*ud.cast::<AtomicU64>() }.load(Ordering::SeqCst)
+}
+
+unsafe extern "C" fn count_sample(sample: *const gpusvc_scheduler_task_sample, ud: *mut c_void) {
+    // SAFETY: the test's sample log, which outlives the scheduler; the sample is valid for the
+    // call.
+    let (log, sample) = unsafe {
+        (
+            &*ud.cast::<Mutex<Vec<gpusvc_scheduler_task_sample>>>(),
+            *sample,
+        )
+    };
+    log.lock().unwrap().push(sample);
+}
+
+fn should_yield(sched: *mut gpusvc_scheduler) -> bool {
+    let mut y = false;
+    // SAFETY: a live handle and out pointer.
+    assert_eq!(unsafe { gpusvc_scheduler_should_yield(sched, &mut y) }, OK);
+    y
 }
 
 unsafe extern "C" fn run_spec(ud: *mut c_void) -> u32 {
@@ -37,12 +71,42 @@ unsafe extern "C" fn run_spec(ud: *mut c_void) -> u32 {
     // SAFETY: the log outlives the scheduler.
     let log = unsafe { &*spec.log };
     log.lock().unwrap().push(spec.name.clone());
+    if spec.advance_ns > 0 {
+        // SAFETY: the `Sched`'s clock outlives the scheduler.
+        unsafe { &*spec.clock }.fetch_add(spec.advance_ns, Ordering::SeqCst);
+    }
+    if let Some((stream, other)) = spec.spawn {
+        let mut n = 0;
+        // SAFETY: a live handle; the spec lives until the scheduler is freed.
+        let r = unsafe {
+            gpusvc_scheduler_enqueue(
+                spec.sched,
+                stream,
+                Some(run_spec),
+                other.cast(),
+                None,
+                ptr::null_mut(),
+                ptr::null(),
+                0,
+                &mut n,
+            )
+        };
+        assert_eq!(r, OK);
+    }
+    if spec.log_yield {
+        let y = should_yield(spec.sched);
+        log.lock().unwrap().push(format!("yield {y}"));
+    }
     if let Some((client, count)) = spec.release {
         assert_eq!(
             // SAFETY: a live handle.
             unsafe { gpusvc_scheduler_release(spec.sched, 0, client, count) },
             OK
         );
+        if spec.log_yield {
+            let y = should_yield(spec.sched);
+            log.lock().unwrap().push(format!("yield {y}"));
+        }
     }
     if let Some(stream) = spec.enable {
         assert_eq!(
@@ -71,6 +135,8 @@ struct Sched {
     h: *mut gpusvc_scheduler,
     specs: Vec<std::pin::Pin<Box<Spec>>>,
     log: Box<Log>,
+    /// The manual clock of `with_clock` (ns).
+    clock: Box<AtomicU64>,
 }
 
 impl Drop for Sched {
@@ -98,6 +164,32 @@ impl Sched {
             h,
             specs: Vec::new(),
             log: Box::new(Mutex::new(Vec::new())),
+            clock: Box::new(AtomicU64::new(0)),
+        }
+    }
+
+    /// Default slices (5 ms, 1 ms granularity) on a manual clock that only tasks advance
+    /// (`Spec::advance_ns`), starting at an arbitrary reading.
+    fn with_clock() -> Self {
+        let clock = Box::new(AtomicU64::new(1_000 * MS));
+        let config = gpusvc_scheduler_config {
+            time_slice_ns: 0,
+            granularity_ns: 0,
+            now_ns: Some(manual_now),
+            clock_user_data: ptr::from_ref::<AtomicU64>(&clock).cast_mut().cast(),
+            on_task: None,
+            on_task_user_data: ptr::null_mut(),
+        };
+        let mut h = ptr::null_mut();
+        // SAFETY: live config and out pointer; the clock outlives the scheduler (dropped after
+        // `Drop::drop` frees it).
+        let r = unsafe { gpusvc_scheduler_new_with_config(ptr::null(), &config, &mut h) };
+        assert_eq!(r, OK);
+        Sched {
+            h,
+            specs: Vec::new(),
+            log: Box::new(Mutex::new(Vec::new())),
+            clock,
         }
     }
 
@@ -127,7 +219,25 @@ impl Sched {
             release: None,
             enable: None,
             continues: 0,
+            advance_ns: 0,
+            clock: &*self.clock,
+            log_yield: false,
+            spawn: None,
         })
+    }
+
+    /// A spec kept alive by this `Sched` but not enqueued (for `Spec::spawn`).
+    fn keep(&mut self, spec: Box<Spec>) -> *mut Spec {
+        let mut pinned = Box::into_pin(spec);
+        let p: *mut Spec = &mut *pinned;
+        self.specs.push(pinned);
+        p
+    }
+
+    fn advancing(&mut self, stream: u64, name: &str, ms: u64) {
+        let mut spec = self.spec(name);
+        spec.advance_ns = ms * MS;
+        self.enqueue_spec(stream, spec, false, &[]);
     }
 
     fn enqueue_spec(
@@ -176,6 +286,46 @@ impl Sched {
             OK
         );
         n
+    }
+
+    fn run_next(&self) -> usize {
+        let mut n = 0;
+        assert_eq!(
+            // SAFETY: a live handle and out pointer.
+            unsafe { gpusvc_scheduler_run_next(self.h, &mut n) },
+            OK
+        );
+        n
+    }
+
+    fn set_enabled(&self, stream: u64, enabled: bool) {
+        // SAFETY: a live handle.
+        let r = unsafe { gpusvc_scheduler_set_enabled(self.h, stream, enabled) };
+        assert_eq!(r, OK);
+    }
+
+    fn base(&self, stream: u64) -> u32 {
+        let mut p = 99;
+        // SAFETY: a live handle and out pointer.
+        let r = unsafe { gpusvc_scheduler_base_priority(self.h, stream, &mut p) };
+        assert_eq!(r, OK);
+        p
+    }
+
+    fn pending(&self, stream: u64) -> usize {
+        let mut n = 99;
+        // SAFETY: a live handle and out pointer.
+        let r = unsafe { gpusvc_scheduler_pending_tasks(self.h, stream, &mut n) };
+        assert_eq!(r, OK);
+        n
+    }
+
+    fn remove(&self, stream: u64) -> gpusvc_scheduler_removed_stream {
+        let mut removed = gpusvc_scheduler_removed_stream::default();
+        // SAFETY: a live handle and out pointer.
+        let r = unsafe { gpusvc_scheduler_remove_stream(self.h, stream, &mut removed) };
+        assert_eq!(r, OK);
+        removed
     }
 
     fn scheduled(&self, stream: u64) -> u32 {
@@ -306,23 +456,46 @@ fn disabled_streams_never_run() {
 }
 
 #[test]
-fn removing_a_stream_drops_its_tasks() {
+fn removing_a_stream_drops_its_tasks_and_the_priority_it_lent() {
     let mut s = Sched::new();
-    let a = s.stream(NORMAL);
-    s.push(a, "1");
-    s.push(a, "2");
-    let mut dropped = 0;
+    let r = s.stream(LOW);
+    let w = s.stream(HIGH);
+    s.client(r, 1);
+    s.push(r, "r");
+    for name in ["w1", "w2", "w3"] {
+        let spec = s.spec(name);
+        s.enqueue_spec(w, spec, false, &[token(1, 1)]);
+    }
+    assert_eq!(s.scheduled(r), HIGH);
+    assert_eq!(s.pending(w), 3);
+    let removed = s.remove(w);
     assert_eq!(
-        // SAFETY: a live handle and out pointer.
-        unsafe { gpusvc_scheduler_remove_stream(s.h, a, &mut dropped) },
-        OK
+        removed,
+        gpusvc_scheduler_removed_stream {
+            dropped_tasks: 3,
+            lent: true,
+            lent_priority: HIGH,
+        }
     );
-    assert_eq!(dropped, 2);
-    assert_eq!(s.run_until_idle(), 0);
-    assert!(s.entries().is_empty());
+    assert_eq!(s.scheduled(r), LOW, "the loan ended");
+    // A stream that lent nothing says so.
+    let idle = s.stream(NORMAL);
+    s.push(idle, "never");
+    assert_eq!(
+        s.remove(idle),
+        gpusvc_scheduler_removed_stream {
+            dropped_tasks: 1,
+            lent: false,
+            lent_priority: 0,
+        }
+    );
+    assert_eq!(s.run_until_idle(), 1);
+    assert_eq!(s.entries(), ["r"]);
+    let mut removed = gpusvc_scheduler_removed_stream::default();
     // SAFETY: a live handle and out pointer.
-    let r = unsafe { gpusvc_scheduler_remove_stream(s.h, a, &mut dropped) };
-    assert_eq!(r, gpusvc_result::GPUSVC_SCHEDULER_UNKNOWN_STREAM);
+    let code = unsafe { gpusvc_scheduler_remove_stream(s.h, w, &mut removed) };
+    assert_eq!(code, gpusvc_result::GPUSVC_SCHEDULER_UNKNOWN_STREAM);
+    assert_eq!(removed, gpusvc_scheduler_removed_stream::default());
 }
 
 #[test]
@@ -399,6 +572,273 @@ fn a_scheduler_over_a_sync_manager_releases_through_it() {
         assert_eq!(gpusvc_scheduler_free(h), OK);
         assert_eq!(gpusvc_sync_manager_free(m), OK);
     }
+}
+
+#[test]
+fn a_releaser_outside_the_scheduler_is_honoured() {
+    let mut m = ptr::null_mut();
+    // SAFETY: a live out pointer.
+    assert_eq!(unsafe { gpusvc_sync_manager_new(&mut m) }, OK);
+    let mut h = ptr::null_mut();
+    // SAFETY: a live manager and out pointer.
+    assert_eq!(unsafe { gpusvc_scheduler_new(m, &mut h) }, OK);
+    let (mut host, mut n, mut w) = (0, 0, 0);
+    let mut ran = 0;
+    let log: Log = Mutex::new(Vec::new());
+    let mut spec = Spec {
+        log: &log,
+        name: "wait".to_string(),
+        sched: h,
+        release: None,
+        enable: None,
+        continues: 0,
+        advance_ns: 0,
+        clock: ptr::null(),
+        log_yield: false,
+        spawn: None,
+    };
+    // SAFETY: live handles and out pointers; the spec and log outlive the scheduler.
+    unsafe {
+        assert_eq!(gpusvc_sync_sequence_create(m, &mut host), OK);
+        assert_eq!(gpusvc_sync_client_create(m, 0, 9, host), OK);
+        assert_eq!(gpusvc_sync_sequence_generate(m, host, &mut n), OK);
+        assert_eq!(gpusvc_scheduler_add_stream(h, NORMAL, &mut w), OK);
+        let t = token(9, 1);
+        let mut order = 0;
+        let r = gpusvc_scheduler_enqueue(
+            h,
+            w,
+            Some(run_spec),
+            ptr::from_mut(&mut spec).cast(),
+            None,
+            ptr::null_mut(),
+            &t,
+            1,
+            &mut order,
+        );
+        assert_eq!(r, OK);
+        assert_eq!(gpusvc_scheduler_run_until_idle(h, &mut ran), OK);
+    }
+    assert_eq!(ran, 0, "blocked until the host releases");
+    // The host's own sequence releases from another thread, outside any scheduler task.
+    let manager = m as usize;
+    std::thread::spawn(move || {
+        let m = manager as *const gpusvc_sync_manager;
+        let (mut released, mut callbacks) = (false, 0);
+        // SAFETY: a live manager (freed after the join).
+        unsafe {
+            assert_eq!(gpusvc_sync_sequence_begin(m, host, n), OK);
+            let r = gpusvc_sync_client_release(m, 0, 9, 1, &mut released, &mut callbacks);
+            assert_eq!(r, OK);
+            assert_eq!(gpusvc_sync_sequence_finish(m, host, n), OK);
+        }
+        assert!(released);
+    })
+    .join()
+    .unwrap();
+    // SAFETY: live handles and out pointer; handle values freed once.
+    unsafe {
+        assert_eq!(gpusvc_scheduler_run_until_idle(h, &mut ran), OK);
+        assert_eq!(gpusvc_scheduler_free(h), OK);
+        assert_eq!(gpusvc_sync_manager_free(m), OK);
+    }
+    assert_eq!(ran, 1);
+    assert_eq!(*log.lock().unwrap(), ["wait"]);
+}
+
+#[test]
+fn the_raise_reverts_when_the_waiter_is_destroyed() {
+    let mut s = Sched::new();
+    let r = s.stream(LOW);
+    let w = s.stream(REAL_TIME);
+    s.client(r, 1);
+    s.push(r, "r");
+    let spec = s.spec("w");
+    s.enqueue_spec(w, spec, false, &[token(1, 1)]);
+    assert_eq!(s.scheduled(r), REAL_TIME);
+    assert_eq!(s.base(r), LOW);
+    s.remove(w);
+    assert_eq!(s.scheduled(r), LOW);
+}
+
+#[test]
+fn a_circular_release_chain_across_3_streams_completes() {
+    let mut s = Sched::new();
+    let prios = [HIGH, NORMAL, LOW];
+    let ids: Vec<u64> = prios.iter().map(|p| s.stream(*p)).collect();
+    for (i, id) in ids.iter().enumerate() {
+        s.client(*id, i as u64);
+        s.set_enabled(*id, false);
+    }
+    // Stream i waits on stream i+1's release, then releases its own: A -> B -> C -> A.
+    for (i, id) in ids.iter().enumerate() {
+        let next = ((i + 1) % 3) as u64;
+        let spec = s.spec(&format!("wait{i}"));
+        s.enqueue_spec(*id, spec, false, &[token(next, 1)]);
+        let mut spec = s.spec(&format!("release{i}"));
+        spec.release = Some((i as u64, 1));
+        s.enqueue_spec(*id, spec, false, &[]);
+    }
+    for id in ids.iter().rev() {
+        s.set_enabled(*id, true);
+    }
+    assert_eq!(s.run_until_idle(), 6);
+    let mut got = s.entries();
+    got.sort();
+    assert_eq!(
+        got,
+        [
+            "release0", "release1", "release2", "wait0", "wait1", "wait2"
+        ]
+    );
+    for (id, p) in ids.iter().zip(prios) {
+        assert_eq!(s.scheduled(*id), p);
+        assert_eq!(s.pending(*id), 0);
+    }
+}
+
+#[test]
+fn should_yield_is_false_for_dependent_work_and_true_after_the_release() {
+    let mut s = Sched::new();
+    let l = s.stream(LOW);
+    let h = s.stream(HIGH);
+    s.client(l, 1);
+    let mut spec = s.spec("l");
+    spec.release = Some((1, 1));
+    spec.log_yield = true;
+    s.enqueue_spec(l, spec, false, &[]);
+    let spec = s.spec("h");
+    s.enqueue_spec(h, spec, false, &[token(1, 1)]);
+    assert_eq!(s.run_until_idle(), 2);
+    assert_eq!(s.entries(), ["l", "yield false", "yield true", "h"]);
+}
+
+#[test]
+fn time_slice_downgrade_and_reset() {
+    let mut s = Sched::with_clock();
+    let a = s.stream(HIGH);
+    let other = s.stream(NORMAL);
+    s.push(other, "other");
+    s.advancing(a, "a1", 6);
+    s.advancing(a, "a2", 6);
+    assert_eq!(s.run_next(), 1, "the slice ends the turn");
+    assert_eq!(s.scheduled(a), NORMAL);
+    assert_eq!(s.base(a), HIGH);
+    // Requeued at the back of Normal, behind the Normal stream that was already waiting.
+    s.run_next();
+    assert_eq!(s.entries(), ["a1", "other"]);
+    s.run_next();
+    assert_eq!(s.scheduled(a), LOW);
+    s.advancing(a, "a3", 1);
+    s.run_next();
+    assert_eq!(s.scheduled(a), HIGH, "reset");
+    assert_eq!(s.entries(), ["a1", "other", "a2", "a3"]);
+}
+
+#[test]
+fn real_time_is_never_downgraded() {
+    let mut s = Sched::with_clock();
+    let a = s.stream(REAL_TIME);
+    for name in ["1", "2", "3"] {
+        s.advancing(a, name, 50);
+    }
+    assert_eq!(s.run_until_idle(), 3);
+    assert_eq!(s.scheduled(a), REAL_TIME);
+}
+
+#[test]
+fn the_slice_is_cut_when_higher_priority_arrives() {
+    let mut s = Sched::with_clock();
+    let low = s.stream(LOW);
+    let high = s.stream(HIGH);
+    // Control: 2 ms of a 5 ms slice leaves room for the next task in the same turn.
+    s.advancing(low, "c1", 2);
+    s.push(low, "c2");
+    assert_eq!(s.run_next(), 2);
+    // Now the first task makes High work arrive, then runs 2 ms > the 1 ms granularity.
+    let spec = s.spec("high");
+    let high_task = s.keep(spec);
+    let mut t1 = s.spec("t1");
+    t1.spawn = Some((high, high_task));
+    t1.log_yield = true;
+    t1.advance_ns = 2 * MS;
+    s.enqueue_spec(low, t1, false, &[]);
+    s.push(low, "t2");
+    assert_eq!(s.run_next(), 1, "cut after t1");
+    assert_eq!(s.run_until_idle(), 2);
+    assert_eq!(s.entries(), ["c1", "c2", "t1", "yield true", "high", "t2"]);
+}
+
+#[test]
+fn metrics_per_priority_are_readable_and_pushed() {
+    let samples: Mutex<Vec<gpusvc_scheduler_task_sample>> = Mutex::new(Vec::new());
+    let clock = AtomicU64::new(7 * MS);
+    let config = gpusvc_scheduler_config {
+        time_slice_ns: 0,
+        granularity_ns: 0,
+        now_ns: Some(manual_now),
+        clock_user_data: ptr::from_ref(&clock).cast_mut().cast(),
+        on_task: Some(count_sample),
+        on_task_user_data: ptr::from_ref(&samples).cast_mut().cast(),
+    };
+    let log: Log = Mutex::new(Vec::new());
+    let mut h = ptr::null_mut();
+    // SAFETY: live config and out pointer; the clock and sample log outlive the scheduler.
+    let r = unsafe { gpusvc_scheduler_new_with_config(ptr::null(), &config, &mut h) };
+    assert_eq!(r, OK);
+    let mut specs: Vec<Box<Spec>> = (0..10)
+        .map(|i| {
+            Box::new(Spec {
+                log: &log,
+                name: i.to_string(),
+                sched: h,
+                release: None,
+                enable: None,
+                continues: u32::from(i == 0),
+                advance_ns: MS,
+                clock: &clock,
+                log_yield: false,
+                spawn: None,
+            })
+        })
+        .collect();
+    let (mut a, mut n, mut ran) = (0, 0, 0);
+    let mut high = gpusvc_scheduler_priority_metrics::default();
+    let mut low = high;
+    // SAFETY: live handle, out pointers and specs (freed after the scheduler).
+    unsafe {
+        assert_eq!(gpusvc_scheduler_add_stream(h, HIGH, &mut a), OK);
+        for spec in &mut specs {
+            let ud: *mut Spec = &mut **spec;
+            let r = gpusvc_scheduler_enqueue(
+                h,
+                a,
+                Some(run_spec),
+                ud.cast(),
+                None,
+                ptr::null_mut(),
+                ptr::null(),
+                0,
+                &mut n,
+            );
+            assert_eq!(r, OK);
+        }
+        assert_eq!(gpusvc_scheduler_run_until_idle(h, &mut ran), OK);
+        assert_eq!(gpusvc_scheduler_metrics(h, HIGH, &mut high), OK);
+        assert_eq!(gpusvc_scheduler_metrics(h, LOW, &mut low), OK);
+        assert_eq!(gpusvc_scheduler_free(h), OK);
+    }
+    assert_eq!(ran, 11, "10 tasks, one of them continued once");
+    assert_eq!(high.tasks, 10);
+    assert_eq!(high.sample_count, 10);
+    assert_eq!(high.run_ns, 11 * MS, "every run advanced the clock 1 ms");
+    assert!(high.delay_p50_ns > 0, "tasks waited behind 1 ms runs");
+    assert!(high.delay_p99_ns >= high.delay_p50_ns);
+    assert_eq!(low, gpusvc_scheduler_priority_metrics::default());
+    let samples = samples.into_inner().unwrap();
+    assert_eq!(samples.len(), 11);
+    assert_eq!(samples.iter().filter(|s| s.continuation).count(), 1);
+    assert!(samples.iter().all(|s| s.priority == HIGH && s.run_ns == MS));
 }
 
 #[test]
@@ -479,6 +919,70 @@ fn bad_input_is_a_code() {
             gpusvc_scheduler_release(s.h, 0, 42, 1),
             gpusvc_result::GPUSVC_SYNC_UNKNOWN_CLIENT
         );
+        let config = gpusvc_scheduler_config {
+            time_slice_ns: 0,
+            granularity_ns: 0,
+            now_ns: None,
+            clock_user_data: ptr::null_mut(),
+            on_task: None,
+            on_task_user_data: ptr::null_mut(),
+        };
+        let mut made = ptr::null_mut();
+        assert_eq!(
+            gpusvc_scheduler_new_with_config(ptr::null(), ptr::null(), &mut made),
+            gpusvc_result::GPUSVC_NULL_ARGUMENT
+        );
+        assert_eq!(
+            gpusvc_scheduler_new_with_config(ptr::null(), &config, ptr::null_mut()),
+            gpusvc_result::GPUSVC_NULL_ARGUMENT
+        );
+        // A slice shorter than the granularity, explicit or default (1 ms).
+        for (time_slice_ns, granularity_ns) in [(MS, 2 * MS), (MS / 2, 0)] {
+            let bad = gpusvc_scheduler_config {
+                time_slice_ns,
+                granularity_ns,
+                ..config
+            };
+            assert_eq!(
+                gpusvc_scheduler_new_with_config(ptr::null(), &bad, &mut made),
+                gpusvc_result::GPUSVC_INVALID_ARGUMENT
+            );
+        }
+        assert!(made.is_null(), "outputs are written only on OK");
+        let mut metrics = gpusvc_scheduler_priority_metrics {
+            tasks: 5,
+            ..Default::default()
+        };
+        assert_eq!(
+            gpusvc_scheduler_metrics(s.h, 4, &mut metrics),
+            gpusvc_result::GPUSVC_INVALID_ARGUMENT
+        );
+        assert_eq!(
+            gpusvc_scheduler_metrics(s.h, NORMAL, ptr::null_mut()),
+            gpusvc_result::GPUSVC_NULL_ARGUMENT
+        );
+        assert_eq!(metrics.tasks, 5, "outputs are written only on OK");
+        let mut p = 99;
+        assert_eq!(
+            gpusvc_scheduler_base_priority(s.h, a + 1000, &mut p),
+            gpusvc_result::GPUSVC_SCHEDULER_UNKNOWN_STREAM
+        );
+        assert_eq!(
+            gpusvc_scheduler_base_priority(s.h, a, ptr::null_mut()),
+            gpusvc_result::GPUSVC_NULL_ARGUMENT
+        );
+        assert_eq!(p, 99, "outputs are written only on OK");
+        let mut pending = 99;
+        assert_eq!(
+            gpusvc_scheduler_pending_tasks(s.h, a + 1000, &mut pending),
+            gpusvc_result::GPUSVC_SCHEDULER_UNKNOWN_STREAM
+        );
+        assert_eq!(pending, 99, "outputs are written only on OK");
+        assert_eq!(
+            gpusvc_scheduler_remove_stream(s.h, a, ptr::null_mut()),
+            gpusvc_result::GPUSVC_NULL_ARGUMENT
+        );
+        assert_eq!(s.pending(a), 0, "the stream is still there");
         let mut yield_ = true;
         assert_eq!(gpusvc_scheduler_should_yield(s.h, &mut yield_), OK);
         assert!(!yield_);
