@@ -7,6 +7,11 @@
 //! * baseline: `send` a boxed closure on an unbounded crossbeam channel, `try_recv` it and call
 //!   it, in the same batches.
 //!
+//! A third row measures the floor under ours: what every task costs before any queueing — two
+//! clock reads ([`SystemClock`]: enqueue time, and the end of the task, which is also the start
+//! of the next) and its sync-points order number (`generate`, `begin_processing`,
+//! `finish_processing`) — against the same baseline.
+//!
 //! Goal: ratio <= 2. `cargo bench -p gpusvc-gpu-scheduler --bench overhead`; prints the table and
 //! writes `target/bench/gpu_scheduler.json`.
 
@@ -16,7 +21,7 @@ use std::hint::black_box;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use gpu_scheduler::{Priority, Scheduler, Task};
+use gpu_scheduler::{Clock, Priority, Scheduler, SystemClock, Task};
 use support::Row;
 use sync_points::SyncPointManager;
 
@@ -77,6 +82,47 @@ fn measure(batch: usize) -> (f64, f64) {
     (support::median(&mut o), support::median(&mut b))
 }
 
+/// Per-task ns of (floor, baseline): see the module docs.
+fn measure_floor() -> (f64, f64) {
+    let sync = SyncPointManager::new();
+    let seq = sync.create_sequence();
+    let clock = SystemClock;
+    let mut numbers = Vec::with_capacity(BATCH);
+    let floor = |numbers: &mut Vec<u64>| {
+        for _ in 0..BATCH {
+            black_box(clock.now_ns());
+            numbers.push(seq.generate().expect("live sequence"));
+        }
+        for n in numbers.drain(..) {
+            seq.begin_processing(n).expect("in order");
+            seq.finish_processing(n).expect("in order");
+            black_box(clock.now_ns());
+        }
+    };
+    let (tx, rx) = crossbeam_channel::unbounded::<Job>();
+    let counter = Arc::new(AtomicU64::new(0));
+    let baseline = || {
+        for _ in 0..BATCH {
+            let c = counter.clone();
+            tx.send(Box::new(move || {
+                c.fetch_add(1, Ordering::Relaxed);
+            }))
+            .unwrap();
+        }
+        for _ in 0..BATCH {
+            let job = rx.try_recv().expect("work is queued");
+            job();
+        }
+    };
+    let mut o = Vec::new();
+    let mut b = Vec::new();
+    for _ in 0..2 {
+        o.push(support::median_ns(SAMPLES, SAMPLE_MS, || floor(&mut numbers)) / BATCH as f64);
+        b.push(support::median_ns(SAMPLES, SAMPLE_MS, baseline) / BATCH as f64);
+    }
+    (support::median(&mut o), support::median(&mut b))
+}
+
 fn main() {
     let mut rows = Vec::new();
     for (metric, batch) in [
@@ -92,5 +138,13 @@ fn main() {
             ratio_note: "scheduler / crossbeam send+recv+call (goal <= 2)",
         });
     }
+    let (ours, baseline) = measure_floor();
+    rows.push(Row {
+        metric: "floor_clock_x2_order_number_per_task".to_string(),
+        unit: "ns/task",
+        ours,
+        baseline,
+        ratio_note: "2 clock reads + generate/begin/finish alone / crossbeam (no goal)",
+    });
     support::report("gpu_scheduler", &rows);
 }
