@@ -181,7 +181,9 @@ pub enum SchedulerError {
 /// What [`Scheduler::remove_stream`] did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RemovedStream {
-    /// Pending tasks dropped without running.
+    /// Pending tasks dropped without running: those in the stream and those of the driver's
+    /// current batch it had not claimed yet. Not counted: a task the driver already started
+    /// (it runs to the end), and the rest of a task that returned `ContinueLater` (it ran once).
     pub dropped_tasks: usize,
     /// The highest priority the stream was lending to a releaser (through pending waits) when
     /// it was removed; that loan ends with the removal.
