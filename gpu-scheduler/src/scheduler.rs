@@ -294,6 +294,9 @@ struct State {
     /// The driver's batch buffer and samples, kept here between turns to reuse their memory.
     batch: VecDeque<QueuedTask>,
     samples: Vec<RunSample>,
+    /// The sequence of the stream the driver ran last, so that a stream running turn after
+    /// turn costs no reference-count traffic.
+    last_sequence: Option<(StreamId, Arc<OrderData>)>,
 }
 
 /// The GPU stream scheduler. See the crate docs.
@@ -593,9 +596,14 @@ impl Scheduler {
         });
         self.slice_ns.store(slice_ns, Ordering::Relaxed);
         self.preempt.store(false, Ordering::Release);
+        let last = st.last_sequence.take();
         let (budget, sequence) = {
             let s = &st.streams[&id];
-            (s.tasks.len(), s.sequence.clone())
+            let sequence = match last {
+                Some((last, seq)) if last == id => seq,
+                _ => s.sequence.clone(),
+            };
+            (s.tasks.len(), sequence)
         };
         let mut batch = std::mem::take(&mut st.batch);
         let mut samples = std::mem::take(&mut st.samples);
@@ -607,7 +615,13 @@ impl Scheduler {
             for sample in samples.drain(..) {
                 st.metrics[sample.priority.index()].record(&sample);
             }
-            let word = self.batch.swap(0, Ordering::AcqRel);
+            // Under the lock every writer of the stop flags holds, and after the driver's own
+            // claims: a load and a store do what a swap would, without the read-modify-write.
+            // Acquire pairs with the flag's AcqRel `fetch_or`.
+            let word = self.batch.load(Ordering::Acquire);
+            if word != 0 {
+                self.batch.store(0, Ordering::Relaxed);
+            }
             if !batch.is_empty() {
                 match st.streams.get_mut(&id) {
                     // Not run, and still the stream's: back to its front, in order.
@@ -730,6 +744,7 @@ impl Scheduler {
         }
         st.batch = batch;
         st.samples = samples;
+        st.last_sequence = Some((id, sequence));
         self.activate(&mut st, id);
         drop(st);
         drop(dropped);
