@@ -87,10 +87,7 @@ gpusvc::SchedulerTask TaskOf(Spec* spec, bool with_start, std::vector<gpusvc_syn
   gpusvc::SchedulerTask t;
   t.run = RunSpec;
   t.user_data = spec;
-  if (with_start) {
-    t.start = StartSpec;
-    t.start_user_data = spec;
-  }
+  if (with_start) t.start = StartSpec;
   t.waits = std::move(waits);
   return t;
 }
@@ -583,11 +580,14 @@ TEST(Scheduler, BadInputIsACode) {
   uint64_t n = 0;
   uint64_t out = 0;
   EXPECT_EQ(gpusvc_scheduler_new(nullptr, nullptr), GPUSVC_NULL_ARGUMENT);
-  EXPECT_EQ(gpusvc_scheduler_enqueue(h, a, nullptr, nullptr, nullptr, nullptr, nullptr, 0, &n),
-            GPUSVC_NULL_ARGUMENT);
-  EXPECT_EQ(
-      gpusvc_scheduler_enqueue(h, a + 1000, RunSpec, nullptr, nullptr, nullptr, nullptr, 0, &n),
-      GPUSVC_SCHEDULER_UNKNOWN_STREAM);
+  gpusvc_scheduler_task task{};
+  EXPECT_EQ(gpusvc_scheduler_enqueue(h, a, nullptr, &n), GPUSVC_NULL_ARGUMENT);
+  EXPECT_EQ(gpusvc_scheduler_enqueue(h, a, &task, &n), GPUSVC_NULL_ARGUMENT);  // no run
+  task.run = RunSpec;
+  task.wait_count = 1;  // but no waits
+  EXPECT_EQ(gpusvc_scheduler_enqueue(h, a, &task, &n), GPUSVC_NULL_ARGUMENT);
+  task.wait_count = 0;
+  EXPECT_EQ(gpusvc_scheduler_enqueue(h, a + 1000, &task, &n), GPUSVC_SCHEDULER_UNKNOWN_STREAM);
   EXPECT_EQ(gpusvc_scheduler_add_stream(h, 4, &out), GPUSVC_INVALID_ARGUMENT);
   EXPECT_EQ(gpusvc_scheduler_set_base_priority(h, a, 7), GPUSVC_INVALID_ARGUMENT);
 
@@ -626,4 +626,61 @@ TEST(Scheduler, BadInputIsACode) {
   EXPECT_EQ(gpusvc_scheduler_free(nullptr), GPUSVC_OK);
   EXPECT_EQ(out, 0u);
   EXPECT_EQ(n, 0u);
+}
+
+// The scheduler owns what a C++ callable captured: it is destroyed once the task completes, or
+// unrun when the stream is removed or the scheduler freed (ASan's leak check sees the rest).
+TEST(Scheduler, AnEnqueuedCallableIsDestroyedOnceWhenTheSchedulerIsDoneWithIt) {
+  auto alive = std::make_shared<int>(0);
+  std::vector<std::string> log;
+  {
+    Sched s;
+    uint64_t a = s.Stream(kHigh);
+    uint64_t b = s.Stream(kNormal);
+    int continues = 2;
+    ASSERT_EQ(gpusvc::SchedulerEnqueueCallable(s.get(), a,
+                                               [alive, &log, &continues]() -> uint32_t {
+                                                 log.push_back("run");
+                                                 if (continues-- > 0) {
+                                                   return GPUSVC_SCHEDULER_TASK_CONTINUE_LATER;
+                                                 }
+                                                 return GPUSVC_SCHEDULER_TASK_DONE;
+                                               }),
+              GPUSVC_OK);
+    EXPECT_EQ(alive.use_count(), 2);
+    EXPECT_EQ(gpusvc::SchedulerEnqueueCallable(s.get(), a + 1000,
+                                               [alive]() -> uint32_t {
+                                                 return GPUSVC_SCHEDULER_TASK_DONE;
+                                               }),
+              GPUSVC_SCHEDULER_UNKNOWN_STREAM);
+    EXPECT_EQ(alive.use_count(), 2) << "a refused callable is destroyed by the wrapper";
+    size_t ran = 0;
+    ASSERT_EQ(gpusvc::RunSchedulerUntilIdle(s.get(), &ran), GPUSVC_OK);
+    EXPECT_EQ(ran, 3u);
+    EXPECT_EQ(log, (std::vector<std::string>{"run", "run", "run"}));
+    EXPECT_EQ(alive.use_count(), 1) << "destroyed after the completing run";
+
+    for (int i = 0; i < 2; ++i) {
+      ASSERT_EQ(gpusvc::SchedulerEnqueueCallable(s.get(), b,
+                                                 [alive, &log]() -> uint32_t {
+                                                   log.push_back("never");
+                                                   return GPUSVC_SCHEDULER_TASK_DONE;
+                                                 }),
+                GPUSVC_OK);
+    }
+    EXPECT_EQ(alive.use_count(), 3);
+    gpusvc_scheduler_removed_stream removed{};
+    ASSERT_EQ(gpusvc::RemoveSchedulerStream(s.get(), b, &removed), GPUSVC_OK);
+    EXPECT_EQ(removed.dropped_tasks, 2u);
+    EXPECT_EQ(alive.use_count(), 1) << "destroyed unrun by the removal";
+
+    ASSERT_EQ(gpusvc::SchedulerEnqueueCallable(s.get(), a,
+                                               [alive]() -> uint32_t {
+                                                 return GPUSVC_SCHEDULER_TASK_DONE;
+                                               }),
+              GPUSVC_OK);
+    EXPECT_EQ(alive.use_count(), 2);
+  }
+  EXPECT_EQ(alive.use_count(), 1) << "destroyed unrun by the scheduler's free";
+  EXPECT_EQ(log.size(), 3u);
 }

@@ -1181,6 +1181,11 @@ typedef uint32_t (*gpusvc_scheduler_task_fn)(void *user_data);
 typedef void (*gpusvc_scheduler_start_fn)(void *user_data);
 
 /*
+ Releases a task's user data: called exactly once, when the scheduler is done with the task.
+ */
+typedef void (*gpusvc_scheduler_destroy_fn)(void *user_data);
+
+/*
  A release to wait for: command buffer `(namespace_id, command_buffer_id)` releasing
  `release_count`. A token with `release_count` 0 names nothing and is always released.
  */
@@ -1202,6 +1207,41 @@ typedef struct gpusvc_sync_token {
    */
   bool verified;
 } gpusvc_sync_token;
+
+/*
+ A task for `gpusvc_scheduler_enqueue`. The struct is read during the call; `user_data` is
+ passed to each callback.
+ */
+typedef struct gpusvc_scheduler_task {
+  /*
+   The body (required); runs on the driving thread, again after each
+   `GPUSVC_SCHEDULER_TASK_CONTINUE_LATER`.
+   */
+  gpusvc_scheduler_task_fn run;
+  /*
+   Runs just before the first `run` (may be NULL).
+   */
+  gpusvc_scheduler_start_fn start;
+  /*
+   Called exactly once when the scheduler is done with the task (may be NULL): after the
+   `run` that completes it, or when it is dropped unrun or between continuations (its
+   stream removed, the scheduler freed), on the thread that drops it. Not called when the
+   enqueue fails: the user data stays the caller's.
+   */
+  gpusvc_scheduler_destroy_fn destroy;
+  /*
+   Passed to `run`, `start` and `destroy`.
+   */
+  void *user_data;
+  /*
+   Tokens to wait for before the first start (NULL when `wait_count` is 0).
+   */
+  const struct gpusvc_sync_token *waits;
+  /*
+   Number of `waits`.
+   */
+  size_t wait_count;
+} gpusvc_scheduler_task;
 
 /*
  Called once when a wait ends, with the `user_data` given to `gpusvc_sync_token_wait`.
@@ -2172,24 +2212,19 @@ gpusvc_result gpusvc_scheduler_scheduled_priority(const struct gpusvc_scheduler 
                                                   uint32_t *out_priority);
 
 /*
- Enqueues a task at the back of `stream`: `task(task_user_data)` runs on the driving thread,
- after `start(start_user_data)` when `start` is non-NULL, once every token of `tokens` (`count`
- of them; NULL when 0) is released or can never be. The task's order number goes to
- `*out_order_num`.
+ Enqueues `task` at the back of `stream`: `run` runs on the driving thread, after `start`,
+ once every token of `waits` is released or can never be. The order number goes to
+ `*out_order_num`. On success the scheduler owns the task's user data until it calls
+ `destroy`; on failure nothing is kept and nothing is called.
 
  # Safety
- `tokens` is NULL or valid for `count` reads; `out_order_num` is NULL or valid for one write;
- the callbacks and their user data may be used from the driving thread until the task runs to
- completion or is dropped.
+ `task` is NULL or valid for one read; its `waits` is NULL or valid for `wait_count` reads;
+ `out_order_num` is NULL or valid for one write; the callbacks and user data may be used from
+ the driving thread (and `destroy` from the thread that drops the task) until `destroy`.
  */
 gpusvc_result gpusvc_scheduler_enqueue(const struct gpusvc_scheduler *scheduler,
                                        uint64_t stream,
-                                       gpusvc_scheduler_task_fn task,
-                                       void *task_user_data,
-                                       gpusvc_scheduler_start_fn start,
-                                       void *start_user_data,
-                                       const struct gpusvc_sync_token *tokens,
-                                       size_t count,
+                                       const struct gpusvc_scheduler_task *task,
                                        uint64_t *out_order_num);
 
 /*

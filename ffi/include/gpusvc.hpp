@@ -820,14 +820,15 @@ inline gpusvc_result SchedulerStreamPendingTasks(const gpusvc_scheduler* s, uint
   return gpusvc_scheduler_pending_tasks(s, stream, out);
 }
 
-// A task of SchedulerEnqueue: the C callbacks and their user data, which must stay valid (and
-// usable from the driving thread) until the task runs to completion, its stream is removed or
-// the scheduler freed; the scheduler never frees user data.
+// A task of SchedulerEnqueue: C callbacks sharing one user_data. Without `destroy` the user
+// data must stay valid (and usable from the driving thread) until the task runs to completion,
+// its stream is removed or the scheduler freed; with it, the scheduler calls destroy(user_data)
+// exactly once when it is done with the task (never when the enqueue fails).
 struct SchedulerTask {
   gpusvc_scheduler_task_fn run = nullptr;
+  gpusvc_scheduler_start_fn start = nullptr;      // may be null
+  gpusvc_scheduler_destroy_fn destroy = nullptr;  // may be null
   void* user_data = nullptr;
-  gpusvc_scheduler_start_fn start = nullptr;  // may be null
-  void* start_user_data = nullptr;
   std::vector<gpusvc_sync_token> waits;  // tokens to wait for before the first start
 };
 
@@ -835,11 +836,46 @@ struct SchedulerTask {
 inline gpusvc_result SchedulerEnqueue(const gpusvc_scheduler* s, uint64_t stream,
                                       const SchedulerTask& task,
                                       uint64_t* out_order_num = nullptr) {
+  gpusvc_scheduler_task t{};
+  t.run = task.run;
+  t.start = task.start;
+  t.destroy = task.destroy;
+  t.user_data = task.user_data;
+  t.waits = task.waits.empty() ? nullptr : task.waits.data();
+  t.wait_count = task.waits.size();
   uint64_t order = 0;
-  gpusvc_result r = gpusvc_scheduler_enqueue(
-      s, stream, task.run, task.user_data, task.start, task.start_user_data,
-      task.waits.empty() ? nullptr : task.waits.data(), task.waits.size(), &order);
+  gpusvc_result r = gpusvc_scheduler_enqueue(s, stream, &t, &order);
   if (r == GPUSVC_OK && out_order_num != nullptr) *out_order_num = order;
+  return r;
+}
+
+namespace detail {
+template <typename F>
+uint32_t RunCallable(void* ud) {
+  return static_cast<uint32_t>((*static_cast<F*>(ud))());
+}
+template <typename F>
+void DestroyCallable(void* ud) {
+  delete static_cast<F*>(ud);
+}
+}  // namespace detail
+
+// Enqueues a C++ callable returning a gpusvc_scheduler_task_result value (called again after
+// GPUSVC_SCHEDULER_TASK_CONTINUE_LATER). The scheduler owns it: it is destroyed (with what it
+// captured) on the thread that drops the task, once the task completed, or unrun when its
+// stream is removed or the scheduler freed.
+template <typename F>
+inline gpusvc_result SchedulerEnqueueCallable(const gpusvc_scheduler* s, uint64_t stream, F f,
+                                              std::vector<gpusvc_sync_token> waits = {},
+                                              uint64_t* out_order_num = nullptr) {
+  F* owned = new F(std::move(f));
+  SchedulerTask t;
+  t.run = &detail::RunCallable<F>;
+  t.destroy = &detail::DestroyCallable<F>;
+  t.user_data = owned;
+  t.waits = std::move(waits);
+  gpusvc_result r = SchedulerEnqueue(s, stream, t, out_order_num);
+  if (r != GPUSVC_OK) delete owned;  // not taken: still ours
   return r;
 }
 

@@ -13,7 +13,7 @@
 
 use std::collections::HashSet;
 use std::ffi::c_void;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -70,6 +70,32 @@ pub type gpusvc_scheduler_task_fn = Option<unsafe extern "C" fn(user_data: *mut 
 
 /// A start callback, run just before its task first starts.
 pub type gpusvc_scheduler_start_fn = Option<unsafe extern "C" fn(user_data: *mut c_void)>;
+
+/// Releases a task's user data: called exactly once, when the scheduler is done with the task.
+pub type gpusvc_scheduler_destroy_fn = Option<unsafe extern "C" fn(user_data: *mut c_void)>;
+
+/// A task for `gpusvc_scheduler_enqueue`. The struct is read during the call; `user_data` is
+/// passed to each callback.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct gpusvc_scheduler_task {
+    /// The body (required); runs on the driving thread, again after each
+    /// `GPUSVC_SCHEDULER_TASK_CONTINUE_LATER`.
+    pub run: gpusvc_scheduler_task_fn,
+    /// Runs just before the first `run` (may be NULL).
+    pub start: gpusvc_scheduler_start_fn,
+    /// Called exactly once when the scheduler is done with the task (may be NULL): after the
+    /// `run` that completes it, or when it is dropped unrun or between continuations (its
+    /// stream removed, the scheduler freed), on the thread that drops it. Not called when the
+    /// enqueue fails: the user data stays the caller's.
+    pub destroy: gpusvc_scheduler_destroy_fn,
+    /// Passed to `run`, `start` and `destroy`.
+    pub user_data: *mut c_void,
+    /// Tokens to wait for before the first start (NULL when `wait_count` is 0).
+    pub waits: *const gpusvc_sync_token,
+    /// Number of `waits`.
+    pub wait_count: usize,
+}
 
 /// A host clock: monotonic nanoseconds from any origin. Called from any thread that uses the
 /// scheduler, possibly with scheduler locks held: it must not call `gpusvc_scheduler_*`.
@@ -318,17 +344,39 @@ fn scheduler_error(e: SchedulerError) -> FfiError {
 struct UserData(*mut c_void);
 
 // SAFETY: `gpusvc_scheduler_enqueue`'s contract: callbacks and their user_data may be used from
-// the driving thread.
+// the driving thread (and `destroy` from whichever thread drops the task).
 unsafe impl Send for UserData {}
 
-fn host_task(f: unsafe extern "C" fn(*mut c_void) -> u32, user_data: UserData) -> TaskFn {
+/// A host task owned by its closure: dropping it (after the completing run, or unrun) calls
+/// `destroy` once, unless the enqueue failed (`disarmed`: the user data stays the host's).
+struct HostTask {
+    run: unsafe extern "C" fn(*mut c_void) -> u32,
+    destroy: Option<(unsafe extern "C" fn(*mut c_void), Arc<AtomicBool>)>,
+    user_data: UserData,
+}
+
+impl Drop for HostTask {
+    fn drop(&mut self) {
+        if let Some((destroy, disarmed)) = &self.destroy {
+            // Relaxed: set and read on the enqueueing thread before it returns an error; a task
+            // that was enqueued is never disarmed.
+            if !disarmed.load(Ordering::Relaxed) {
+                // SAFETY: a host function taking its own user_data (contract of the enqueue);
+                // called once, as this drop runs once.
+                unsafe { destroy(self.user_data.0) }
+            }
+        }
+    }
+}
+
+fn host_task(host: HostTask) -> TaskFn {
     Box::new(move |_| {
-        let ud = user_data;
         // SAFETY: a host function taking its own user_data (contract of the enqueue).
-        let r = unsafe { f(ud.0) };
+        let r = unsafe { (host.run)(host.user_data.0) };
         if r == gpusvc_scheduler_task_result::GPUSVC_SCHEDULER_TASK_CONTINUE_LATER as u32 {
-            TaskResult::ContinueLater(host_task(f, ud))
+            TaskResult::ContinueLater(host_task(host))
         } else {
+            // `host` drops here: `destroy` after the completing run.
             TaskResult::Done
         }
     })
@@ -596,58 +644,72 @@ pub unsafe extern "C" fn gpusvc_scheduler_scheduled_priority(
     })
 }
 
-/// Enqueues a task at the back of `stream`: `task(task_user_data)` runs on the driving thread,
-/// after `start(start_user_data)` when `start` is non-NULL, once every token of `tokens` (`count`
-/// of them; NULL when 0) is released or can never be. The task's order number goes to
-/// `*out_order_num`.
+/// Enqueues `task` at the back of `stream`: `run` runs on the driving thread, after `start`,
+/// once every token of `waits` is released or can never be. The order number goes to
+/// `*out_order_num`. On success the scheduler owns the task's user data until it calls
+/// `destroy`; on failure nothing is kept and nothing is called.
 ///
 /// # Safety
-/// `tokens` is NULL or valid for `count` reads; `out_order_num` is NULL or valid for one write;
-/// the callbacks and their user data may be used from the driving thread until the task runs to
-/// completion or is dropped.
+/// `task` is NULL or valid for one read; its `waits` is NULL or valid for `wait_count` reads;
+/// `out_order_num` is NULL or valid for one write; the callbacks and user data may be used from
+/// the driving thread (and `destroy` from the thread that drops the task) until `destroy`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn gpusvc_scheduler_enqueue(
     scheduler: *const gpusvc_scheduler,
     stream: u64,
-    task: gpusvc_scheduler_task_fn,
-    task_user_data: *mut c_void,
-    start: gpusvc_scheduler_start_fn,
-    start_user_data: *mut c_void,
-    tokens: *const gpusvc_sync_token,
-    count: usize,
+    task: *const gpusvc_scheduler_task,
     out_order_num: *mut u64,
 ) -> gpusvc_result {
     ffi_guard(|| {
         let s = self::scheduler(scheduler)?;
-        let Some(task) = task else {
+        if task.is_null() {
             return Err(null_argument("task"));
+        }
+        // SAFETY: non-null (checked) and valid for one read (contract).
+        let task = unsafe { *task };
+        let Some(run) = task.run else {
+            return Err(null_argument("task->run"));
         };
-        if count > 0 && tokens.is_null() {
-            return Err(null_argument("tokens"));
+        let count = task.wait_count;
+        if count > 0 && task.waits.is_null() {
+            return Err(null_argument("task->waits"));
         }
         if count > isize::MAX as usize / size_of::<gpusvc_sync_token>() {
             return Err(crate::args::invalid_argument(format!(
-                "`tokens` count {count} is absurd"
+                "`task->wait_count` {count} is absurd"
             )));
         }
         let out = out_ptr(out_order_num, "out_order_num")?;
         let waits: Vec<SyncToken> = (0..count)
-            // SAFETY: `tokens` is non-null and valid for `count` reads (contract); `i < count`.
-            .map(|i| unsafe { read_token(tokens.add(i)) })
+            // SAFETY: `waits` is non-null and valid for `count` reads (contract); `i < count`.
+            .map(|i| unsafe { read_token(task.waits.add(i)) })
             .collect();
-        let mut t = Task::new(host_task(task, UserData(task_user_data))).wait_for(waits);
-        if let Some(start) = start {
-            let ud = UserData(start_user_data);
+        let ud = UserData(task.user_data);
+        let disarmed = task.destroy.map(|d| (d, Arc::new(AtomicBool::new(false))));
+        let disarm = disarmed.as_ref().map(|(_, flag)| flag.clone());
+        let mut t = Task::new(host_task(HostTask {
+            run,
+            destroy: disarmed,
+            user_data: ud,
+        }))
+        .wait_for(waits);
+        if let Some(start) = task.start {
             t = t.on_start(move || {
                 let ud = ud;
                 // SAFETY: a host function taking its own user_data (contract).
                 unsafe { start(ud.0) }
             });
         }
-        let n = s
-            .inner
-            .enqueue(StreamId(stream), t)
-            .map_err(scheduler_error)?;
+        let n = match s.inner.try_enqueue(StreamId(stream), t) {
+            Ok(n) => n,
+            Err((e, t)) => {
+                if let Some(flag) = disarm {
+                    flag.store(true, Ordering::Relaxed);
+                }
+                drop(t);
+                return Err(scheduler_error(e));
+            }
+        };
         // SAFETY: non-null (checked) and valid for a write (contract).
         unsafe { write(out, n) };
         Ok(())

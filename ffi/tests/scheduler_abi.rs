@@ -82,12 +82,7 @@ unsafe extern "C" fn run_spec(ud: *mut c_void) -> u32 {
             gpusvc_scheduler_enqueue(
                 spec.sched,
                 stream,
-                Some(run_spec),
-                other.cast(),
-                None,
-                ptr::null_mut(),
-                ptr::null(),
-                0,
+                &task_of(Some(run_spec), None, other.cast(), ptr::null(), 0),
                 &mut n,
             )
         };
@@ -143,6 +138,24 @@ impl Drop for Sched {
     fn drop(&mut self) {
         // SAFETY: a handle value; the registry checks it.
         assert_eq!(unsafe { gpusvc_scheduler_free(self.h) }, OK);
+    }
+}
+
+/// A `gpusvc_scheduler_task` without `destroy`.
+fn task_of(
+    run: gpusvc_scheduler_task_fn,
+    start: gpusvc_scheduler_start_fn,
+    user_data: *mut c_void,
+    waits: *const gpusvc_sync_token,
+    wait_count: usize,
+) -> gpusvc_scheduler_task {
+    gpusvc_scheduler_task {
+        run,
+        start,
+        destroy: None,
+        user_data,
+        waits,
+        wait_count,
     }
 }
 
@@ -256,16 +269,17 @@ impl Sched {
             gpusvc_scheduler_enqueue(
                 self.h,
                 stream,
-                Some(run_spec),
-                ud.cast(),
-                start,
-                ud.cast(),
-                if tokens.is_empty() {
-                    ptr::null()
-                } else {
-                    tokens.as_ptr()
-                },
-                tokens.len(),
+                &task_of(
+                    Some(run_spec),
+                    start,
+                    ud.cast(),
+                    if tokens.is_empty() {
+                        ptr::null()
+                    } else {
+                        tokens.as_ptr()
+                    },
+                    tokens.len(),
+                ),
                 &mut n,
             )
         };
@@ -608,12 +622,7 @@ fn a_releaser_outside_the_scheduler_is_honoured() {
         let r = gpusvc_scheduler_enqueue(
             h,
             w,
-            Some(run_spec),
-            ptr::from_mut(&mut spec).cast(),
-            None,
-            ptr::null_mut(),
-            &t,
-            1,
+            &task_of(Some(run_spec), None, ptr::from_mut(&mut spec).cast(), &t, 1),
             &mut order,
         );
         assert_eq!(r, OK);
@@ -813,12 +822,7 @@ fn metrics_per_priority_are_readable_and_pushed() {
             let r = gpusvc_scheduler_enqueue(
                 h,
                 a,
-                Some(run_spec),
-                ud.cast(),
-                None,
-                ptr::null_mut(),
-                ptr::null(),
-                0,
+                &task_of(Some(run_spec), None, ud.cast(), ptr::null(), 0),
                 &mut n,
             );
             assert_eq!(r, OK);
@@ -857,12 +861,7 @@ fn bad_input_is_a_code() {
             gpusvc_scheduler_enqueue(
                 s.h,
                 a,
-                None,
-                ptr::null_mut(),
-                None,
-                ptr::null_mut(),
-                ptr::null(),
-                0,
+                &task_of(None, None, ptr::null_mut(), ptr::null(), 0),
                 &mut n
             ),
             gpusvc_result::GPUSVC_NULL_ARGUMENT
@@ -871,12 +870,7 @@ fn bad_input_is_a_code() {
             gpusvc_scheduler_enqueue(
                 s.h,
                 a,
-                Some(run_spec),
-                ptr::null_mut(),
-                None,
-                ptr::null_mut(),
-                ptr::null(),
-                1,
+                &task_of(Some(run_spec), None, ptr::null_mut(), ptr::null(), 1),
                 &mut n
             ),
             gpusvc_result::GPUSVC_NULL_ARGUMENT
@@ -885,12 +879,7 @@ fn bad_input_is_a_code() {
             gpusvc_scheduler_enqueue(
                 s.h,
                 a + 1000,
-                Some(run_spec),
-                ptr::null_mut(),
-                None,
-                ptr::null_mut(),
-                ptr::null(),
-                0,
+                &task_of(Some(run_spec), None, ptr::null_mut(), ptr::null(), 0),
                 &mut n
             ),
             gpusvc_result::GPUSVC_SCHEDULER_UNKNOWN_STREAM
@@ -1001,4 +990,122 @@ fn bad_input_is_a_code() {
     }
     assert_eq!(out, 0, "outputs are written only on OK");
     assert_eq!(n, 0, "outputs are written only on OK");
+}
+
+/// A host task that owns heap user data: `run` logs and continues `continues` times, `destroy`
+/// logs and frees the box.
+struct Owned {
+    log: *const Mutex<Vec<String>>,
+    name: &'static str,
+    continues: u32,
+}
+
+unsafe extern "C" fn run_owned(ud: *mut c_void) -> u32 {
+    // SAFETY: a live `Owned` until `destroy_owned` frees it.
+    let o = unsafe { &mut *ud.cast::<Owned>() };
+    // SAFETY: the log outlives every task.
+    unsafe { &*o.log }
+        .lock()
+        .unwrap()
+        .push(format!("run {}", o.name));
+    if o.continues > 0 {
+        o.continues -= 1;
+        gpusvc_scheduler_task_result::GPUSVC_SCHEDULER_TASK_CONTINUE_LATER as u32
+    } else {
+        gpusvc_scheduler_task_result::GPUSVC_SCHEDULER_TASK_DONE as u32
+    }
+}
+
+unsafe extern "C" fn destroy_owned(ud: *mut c_void) {
+    // SAFETY: made by `Box::into_raw` in `enqueue_owned`; destroy runs once.
+    let o = unsafe { Box::from_raw(ud.cast::<Owned>()) };
+    // SAFETY: the log outlives every task.
+    unsafe { &*o.log }
+        .lock()
+        .unwrap()
+        .push(format!("destroy {}", o.name));
+}
+
+fn enqueue_owned(
+    h: *mut gpusvc_scheduler,
+    stream: u64,
+    log: &Mutex<Vec<String>>,
+    name: &'static str,
+    continues: u32,
+) -> gpusvc_result {
+    let ud = Box::into_raw(Box::new(Owned {
+        log,
+        name,
+        continues,
+    }));
+    let task = gpusvc_scheduler_task {
+        run: Some(run_owned),
+        start: None,
+        destroy: Some(destroy_owned),
+        user_data: ud.cast(),
+        waits: ptr::null(),
+        wait_count: 0,
+    };
+    let mut n = 0;
+    // SAFETY: a live handle, task and out pointer.
+    let r = unsafe { gpusvc_scheduler_enqueue(h, stream, &task, &mut n) };
+    if r != OK {
+        // Not taken: still ours.
+        // SAFETY: made by `Box::into_raw` above and not handed over.
+        drop(unsafe { Box::from_raw(ud) });
+    }
+    r
+}
+
+#[test]
+fn destroy_runs_once_when_the_scheduler_is_done_with_a_task() {
+    let log = Mutex::new(Vec::new());
+    let mut h = ptr::null_mut();
+    let (mut a, mut b, mut ran) = (0, 0, 0);
+    let mut removed = gpusvc_scheduler_removed_stream::default();
+    // SAFETY: live handle and out pointers.
+    unsafe {
+        assert_eq!(gpusvc_scheduler_new(ptr::null(), &mut h), OK);
+        assert_eq!(gpusvc_scheduler_add_stream(h, HIGH, &mut a), OK);
+        assert_eq!(gpusvc_scheduler_add_stream(h, NORMAL, &mut b), OK);
+    }
+    assert_eq!(enqueue_owned(h, a, &log, "done", 0), OK);
+    assert_eq!(enqueue_owned(h, a, &log, "continued", 2), OK);
+    assert_eq!(
+        enqueue_owned(h, a + 1000, &log, "refused", 0),
+        gpusvc_result::GPUSVC_SCHEDULER_UNKNOWN_STREAM
+    );
+    // SAFETY: live handle and out pointer.
+    unsafe { assert_eq!(gpusvc_scheduler_run_until_idle(h, &mut ran), OK) };
+    assert_eq!(ran, 4);
+    assert_eq!(
+        std::mem::take(&mut *log.lock().unwrap()),
+        [
+            "run done",
+            "destroy done",
+            "run continued",
+            "run continued",
+            "run continued",
+            "destroy continued"
+        ],
+        "destroy right after the completing run, once; never for a refused enqueue"
+    );
+    assert_eq!(enqueue_owned(h, b, &log, "removed 1", 0), OK);
+    assert_eq!(enqueue_owned(h, b, &log, "removed 2", 0), OK);
+    // SAFETY: live handle and out pointer.
+    unsafe { assert_eq!(gpusvc_scheduler_remove_stream(h, b, &mut removed), OK) };
+    assert_eq!(removed.dropped_tasks, 2);
+    assert_eq!(
+        std::mem::take(&mut *log.lock().unwrap()),
+        ["destroy removed 1", "destroy removed 2"],
+        "dropped unrun by the removal"
+    );
+    assert_eq!(enqueue_owned(h, a, &log, "pending at free", 0), OK);
+    // SAFETY: a live handle, freed once.
+    unsafe { assert_eq!(gpusvc_scheduler_free(h), OK) };
+    assert_eq!(
+        std::mem::take(&mut *log.lock().unwrap()),
+        ["destroy pending at free"],
+        "dropped unrun by the free"
+    );
 }

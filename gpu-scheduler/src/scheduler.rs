@@ -512,19 +512,46 @@ impl Scheduler {
 
     /// Enqueues a task at the back of a stream (from any thread); returns its order number.
     pub fn enqueue(&self, id: StreamId, task: Task) -> Result<u64, SchedulerError> {
+        self.try_enqueue(id, task).map_err(|(e, _)| e)
+    }
+
+    /// [`Scheduler::enqueue`], giving the task back with the error (for callers that own
+    /// resources the task would release when dropped, e.g. a host's user data).
+    pub fn try_enqueue(&self, id: StreamId, task: Task) -> Result<u64, (SchedulerError, Task)> {
         let now = self.config.clock.now_ns();
-        let extra = (!task.tokens.is_empty() || task.on_start.is_some()).then(|| {
-            Box::new(TaskExtra {
-                tokens: task.tokens,
-                on_start: task.on_start,
-            })
-        });
+        let Task {
+            f,
+            tokens,
+            on_start,
+        } = task;
+        let extra = (!tokens.is_empty() || on_start.is_some())
+            .then(|| Box::new(TaskExtra { tokens, on_start }));
+        let give_back = |e: SchedulerError, f: TaskFn, extra: Option<Box<TaskExtra>>| {
+            let (tokens, on_start) = extra.map_or((Vec::new(), None), |x| (x.tokens, x.on_start));
+            Err((
+                e,
+                Task {
+                    f,
+                    tokens,
+                    on_start,
+                },
+            ))
+        };
         let mut st = lock(&self.state);
-        let s = get_mut(&mut st, id)?;
+        let Some(s) = st.streams.get_mut(&id) else {
+            drop(st);
+            return give_back(SchedulerError::UnknownStream(id), f, extra);
+        };
         // Under the state lock so that FIFO order and order-number order agree.
-        let order_num = s.sequence.generate()?;
+        let order_num = match s.sequence.generate() {
+            Ok(n) => n,
+            Err(e) => {
+                drop(st);
+                return give_back(e.into(), f, extra);
+            }
+        };
         s.tasks.push_back(QueuedTask {
-            f: task.f,
+            f,
             order_num,
             enqueued_at: now,
             extra,

@@ -494,3 +494,20 @@ fn metrics_per_priority_are_readable_and_pushed() {
     assert_eq!(m.get(Priority::Low).tasks, 0);
     assert_eq!(pushed.load(Ordering::SeqCst), 10);
 }
+
+#[test]
+fn a_refused_enqueue_gives_the_task_back() {
+    let (_sync, s) = setup();
+    let a = s.add_stream(Priority::Normal);
+    let log = new_log();
+    let (err, task) = s
+        .try_enqueue(StreamId(a.0 + 1000), push(&log, "given back"))
+        .expect_err("unknown stream");
+    assert_eq!(
+        err,
+        gpu_scheduler::SchedulerError::UnknownStream(StreamId(a.0 + 1000))
+    );
+    s.enqueue(a, task).unwrap();
+    s.run_until_idle();
+    assert_eq!(entries(&log), ["given back"]);
+}
