@@ -556,6 +556,7 @@ TEST(Scheduler, MetricsPerPriorityAreReadableAndPushed) {
   }
   EXPECT_EQ(ran, 11u) << "10 tasks, one of them continued once";
   EXPECT_EQ(high.tasks, 10u);
+  EXPECT_EQ(high.continuations, 1u);
   EXPECT_EQ(high.sample_count, 10u);
   EXPECT_EQ(high.run_ns, 11 * kMs) << "every run advanced the clock 1 ms";
   EXPECT_GT(high.delay_p50_ns, 0u) << "tasks waited behind 1 ms runs";

@@ -1151,6 +1151,10 @@ typedef struct gpusvc_scheduler_priority_metrics {
    */
   uint64_t tasks;
   /*
+   Continuation runs (a task run again after `GPUSVC_SCHEDULER_TASK_CONTINUE_LATER`).
+   */
+  uint64_t continuations;
+  /*
    Total time run by task callbacks, continuations included, in nanoseconds.
    */
   uint64_t run_ns;

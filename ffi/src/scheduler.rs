@@ -149,6 +149,8 @@ pub struct gpusvc_scheduler_config {
 pub struct gpusvc_scheduler_priority_metrics {
     /// Tasks started (continuations not counted).
     pub tasks: u64,
+    /// Continuation runs (a task run again after `GPUSVC_SCHEDULER_TASK_CONTINUE_LATER`).
+    pub continuations: u64,
     /// Total time run by task callbacks, continuations included, in nanoseconds.
     pub run_ns: u64,
     /// How many enqueue-to-start delay samples are kept (the most recent ones); 0: the
@@ -321,6 +323,7 @@ fn config_in(c: &gpusvc_scheduler_config) -> Result<SchedulerConfig, FfiError> {
 fn metrics_out(m: &PriorityMetrics) -> gpusvc_scheduler_priority_metrics {
     gpusvc_scheduler_priority_metrics {
         tasks: m.tasks,
+        continuations: m.continuations,
         run_ns: nanos(m.time_run),
         sample_count: m.delays.len() as u64,
         delay_p50_ns: m.delay_p50.map_or(0, nanos),

@@ -834,6 +834,7 @@ fn metrics_per_priority_are_readable_and_pushed() {
     }
     assert_eq!(ran, 11, "10 tasks, one of them continued once");
     assert_eq!(high.tasks, 10);
+    assert_eq!(high.continuations, 1);
     assert_eq!(high.sample_count, 10);
     assert_eq!(high.run_ns, 11 * MS, "every run advanced the clock 1 ms");
     assert!(high.delay_p50_ns > 0, "tasks waited behind 1 ms runs");

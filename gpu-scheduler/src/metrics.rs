@@ -49,6 +49,7 @@ pub(crate) struct Level {
     delays_ns: Vec<u64>,
     next: usize,
     tasks: u64,
+    continuations: u64,
     time_run_ns: u64,
 }
 
@@ -63,6 +64,8 @@ impl Level {
                 self.next = (self.next + 1) % MAX_SAMPLES;
             }
             self.tasks += 1;
+        } else {
+            self.continuations += 1;
         }
         self.time_run_ns = self.time_run_ns.saturating_add(s.run_ns);
     }
@@ -76,6 +79,7 @@ impl Level {
         sorted.sort_unstable();
         PriorityMetrics {
             tasks: self.tasks,
+            continuations: self.continuations,
             time_run: Duration::from_nanos(self.time_run_ns),
             delay_p50: percentile(&sorted, 50.0),
             delay_p99: percentile(&sorted, 99.0),
@@ -98,6 +102,8 @@ pub fn percentile(sorted: &[Duration], p: f64) -> Option<Duration> {
 pub struct PriorityMetrics {
     /// Tasks started (continuations not counted).
     pub tasks: u64,
+    /// Continuation runs: the rest of a task that returned `ContinueLater`, run again.
+    pub continuations: u64,
     /// Total time run by closures, continuations included.
     pub time_run: Duration,
     /// Median enqueue-to-start delay.

@@ -483,16 +483,22 @@ fn metrics_per_priority_are_readable_and_pushed() {
     };
     let s = Scheduler::with_config(Arc::new(SyncPointManager::new()), config);
     let a = s.add_stream(Priority::High);
-    for _ in 0..10 {
+    for _ in 0..9 {
         s.enqueue(a, Task::simple(|| {})).unwrap();
     }
-    s.run_until_idle();
+    s.enqueue(
+        a,
+        Task::new(|_| TaskResult::continue_later(|_| TaskResult::Done)),
+    )
+    .unwrap();
+    assert_eq!(s.run_until_idle(), 11);
     let m = s.metrics();
     assert_eq!(m.get(Priority::High).tasks, 10);
+    assert_eq!(m.get(Priority::High).continuations, 1);
     assert!(m.get(Priority::High).delay_p50.is_some());
     assert!(m.get(Priority::High).delay_p99 >= m.get(Priority::High).delay_p50);
     assert_eq!(m.get(Priority::Low).tasks, 0);
-    assert_eq!(pushed.load(Ordering::SeqCst), 10);
+    assert_eq!(pushed.load(Ordering::SeqCst), 11, "one sample per run");
 }
 
 #[test]
