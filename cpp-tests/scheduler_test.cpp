@@ -109,6 +109,10 @@ struct ManualClock {};
 class Sched {
  public:
   Sched() { EXPECT_EQ(gpusvc::NewScheduler(&s_), GPUSVC_OK); }
+  // Over a shared sync manager.
+  explicit Sched(const gpusvc_sync_manager* m) {
+    EXPECT_EQ(gpusvc::NewScheduler(&s_, m), GPUSVC_OK);
+  }
   // Default slices (5 ms, 1 ms granularity) on a manual clock only tasks advance.
   explicit Sched(ManualClock /*tag*/) {
     gpusvc_scheduler_config config = gpusvc::SchedulerConfigDefaults();
@@ -350,6 +354,34 @@ TEST(Scheduler, TheReleaserIsRaisedToItsWaitersPriorityAndNoHigher) {
   s.RunUntilIdle();
   EXPECT_EQ(s.log(), (Log{"r", "w", "n"}));
   EXPECT_EQ(s.Scheduled(r), kLow);
+}
+
+// A client the host creates through the sync manager on a stream's sequence lends priority like
+// one from gpusvc_scheduler_create_client.
+TEST(Scheduler, AHostClientOnAStreamsSequenceLendsPriorityToo) {
+  gpusvc::SyncManagerPtr m;
+  ASSERT_EQ(gpusvc::NewSyncManager(&m), GPUSVC_OK);
+  {
+    Sched s(m.get());
+    uint64_t r = s.Stream(kLow);
+    uint64_t n = s.Stream(kNormal);
+    uint64_t w = s.Stream(kHigh);
+    uint64_t seq = 0;
+    ASSERT_EQ(gpusvc::SchedulerStreamSequence(s.get(), r, &seq), GPUSVC_OK);
+    ASSERT_EQ(gpusvc::SyncClientCreate(m.get(), 0, 1, seq), GPUSVC_OK);
+    Spec& rel = s.NewSpec("r");
+    rel.release_client = 1;
+    rel.release_count = 1;
+    s.Enqueue(r, rel);
+    s.Push(n, "n");
+    s.Enqueue(w, s.NewSpec("w"), false, {Token(1, 1)});
+    EXPECT_EQ(s.Scheduled(r), kHigh);
+    s.RunUntilIdle();
+    EXPECT_EQ(s.log(), (Log{"r", "w", "n"}));
+    EXPECT_EQ(s.Scheduled(r), kLow);
+    EXPECT_EQ(gpusvc::SchedulerStreamSequence(s.get(), r + 1000, &seq),
+              GPUSVC_SCHEDULER_UNKNOWN_STREAM);
+  }
 }
 
 TEST(Scheduler, TheRaiseRevertsWhenTheWaiterIsDestroyed) {

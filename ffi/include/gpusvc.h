@@ -2261,6 +2261,19 @@ gpusvc_result gpusvc_scheduler_should_yield(const struct gpusvc_scheduler *sched
                                             bool *out_yield);
 
 /*
+ The sync-points sequence id of `stream` into `*out_sequence`. With a scheduler made over a
+ `gpusvc_sync_manager`, a client the host creates on it (`gpusvc_sync_client_create`) is
+ released by `stream` exactly like one from `gpusvc_scheduler_create_client`: a stream
+ waiting on its tokens lends its priority to `stream`.
+
+ # Safety
+ `out_sequence` is NULL or valid for one write.
+ */
+gpusvc_result gpusvc_scheduler_stream_sequence(const struct gpusvc_scheduler *scheduler,
+                                               uint64_t stream,
+                                               uint64_t *out_sequence);
+
+/*
  Creates the sync client `(namespace_id, command_buffer_id)` bound to `stream`'s sequence: a
  stream waiting on its tokens lends its priority to `stream`. Its tokens are released from a
  task of `stream` with `gpusvc_scheduler_release` (or `gpusvc_sync_client_release` when the

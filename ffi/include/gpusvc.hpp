@@ -814,6 +814,13 @@ inline gpusvc_result SchedulerStreamScheduledPriority(const gpusvc_scheduler* s,
   return gpusvc_scheduler_scheduled_priority(s, stream, out);
 }
 
+// The stream's sync-points sequence id into *out: clients created on it through the sync
+// manager the scheduler was made over are released by this stream.
+inline gpusvc_result SchedulerStreamSequence(const gpusvc_scheduler* s, uint64_t stream,
+                                             uint64_t* out) {
+  return gpusvc_scheduler_stream_sequence(s, stream, out);
+}
+
 // The number of pending tasks of a stream into *out.
 inline gpusvc_result SchedulerStreamPendingTasks(const gpusvc_scheduler* s, uint64_t stream,
                                                  size_t* out) {

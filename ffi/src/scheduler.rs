@@ -779,6 +779,32 @@ pub unsafe extern "C" fn gpusvc_scheduler_should_yield(
     })
 }
 
+/// The sync-points sequence id of `stream` into `*out_sequence`. With a scheduler made over a
+/// `gpusvc_sync_manager`, a client the host creates on it (`gpusvc_sync_client_create`) is
+/// released by `stream` exactly like one from `gpusvc_scheduler_create_client`: a stream
+/// waiting on its tokens lends its priority to `stream`.
+///
+/// # Safety
+/// `out_sequence` is NULL or valid for one write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gpusvc_scheduler_stream_sequence(
+    scheduler: *const gpusvc_scheduler,
+    stream: u64,
+    out_sequence: *mut u64,
+) -> gpusvc_result {
+    ffi_guard(|| {
+        let s = self::scheduler(scheduler)?;
+        let out = out_ptr(out_sequence, "out_sequence")?;
+        let seq = s
+            .inner
+            .sequence(StreamId(stream))
+            .map_err(scheduler_error)?;
+        // SAFETY: non-null (checked) and valid for a write (contract).
+        unsafe { write(out, seq.id().0) };
+        Ok(())
+    })
+}
+
 /// Creates the sync client `(namespace_id, command_buffer_id)` bound to `stream`'s sequence: a
 /// stream waiting on its tokens lends its priority to `stream`. Its tokens are released from a
 /// task of `stream` with `gpusvc_scheduler_release` (or `gpusvc_sync_client_release` when the

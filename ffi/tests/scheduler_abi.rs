@@ -170,9 +170,14 @@ fn token(client: u64, count: u64) -> gpusvc_sync_token {
 
 impl Sched {
     fn new() -> Self {
+        Self::over(ptr::null())
+    }
+
+    /// A scheduler over `manager` (NULL: its own).
+    fn over(manager: *const gpusvc_sync_manager) -> Self {
         let mut h = ptr::null_mut();
-        // SAFETY: a live out pointer; NULL manager.
-        assert_eq!(unsafe { gpusvc_scheduler_new(ptr::null(), &mut h) }, OK);
+        // SAFETY: a live out pointer; NULL or a live manager.
+        assert_eq!(unsafe { gpusvc_scheduler_new(manager, &mut h) }, OK);
         Sched {
             h,
             specs: Vec::new(),
@@ -1109,4 +1114,48 @@ fn destroy_runs_once_when_the_scheduler_is_done_with_a_task() {
         ["destroy pending at free"],
         "dropped unrun by the free"
     );
+}
+
+#[test]
+fn a_host_client_on_a_streams_sequence_lends_priority_too() {
+    let mut m = ptr::null_mut();
+    // SAFETY: a live out pointer.
+    assert_eq!(unsafe { gpusvc_sync_manager_new(&mut m) }, OK);
+    {
+        let mut s = Sched::over(m);
+        let r = s.stream(LOW);
+        let n = s.stream(NORMAL);
+        let w = s.stream(HIGH);
+        let mut seq = 0;
+        // SAFETY: live handles and out pointer.
+        unsafe {
+            assert_eq!(gpusvc_scheduler_stream_sequence(s.h, r, &mut seq), OK);
+            // Through the sync manager, not gpusvc_scheduler_create_client.
+            assert_eq!(gpusvc_sync_client_create(m, 0, 1, seq), OK);
+        }
+        let mut spec = s.spec("r");
+        spec.release = Some((1, 1));
+        s.enqueue_spec(r, spec, false, &[]);
+        s.push(n, "n");
+        let spec = s.spec("w");
+        s.enqueue_spec(w, spec, false, &[token(1, 1)]);
+        assert_eq!(s.scheduled(r), HIGH);
+        s.run_until_idle();
+        assert_eq!(s.entries(), ["r", "w", "n"]);
+        assert_eq!(s.scheduled(r), LOW, "reverted");
+        let mut out = 0;
+        // SAFETY: a live handle; NULL out and unknown stream are codes.
+        unsafe {
+            assert_eq!(
+                gpusvc_scheduler_stream_sequence(s.h, r + 1000, &mut out),
+                gpusvc_result::GPUSVC_SCHEDULER_UNKNOWN_STREAM
+            );
+            assert_eq!(
+                gpusvc_scheduler_stream_sequence(s.h, r, ptr::null_mut()),
+                gpusvc_result::GPUSVC_NULL_ARGUMENT
+            );
+        }
+    }
+    // SAFETY: a handle value, freed once.
+    assert_eq!(unsafe { gpusvc_sync_manager_free(m) }, OK);
 }

@@ -19,9 +19,10 @@
 //! * **Waits**: a front task whose tokens are unreleased registers `SyncPointManager::wait`
 //!   with its stream's sequence and order number and blocks its stream; when every wait ends
 //!   (released, retired as impossible, or the releaser destroyed) the stream is requeued.
-//! * **Priority inheritance**: a stream waiting on a token of a client made with
-//!   [`Scheduler::create_client`] raises that client's stream to at least its own scheduled
-//!   priority, transitively. It is recomputed from scratch on every change as a monotone fixed
+//! * **Priority inheritance**: a stream waiting on a token whose client releases on another
+//!   stream's sequence (made with [`Scheduler::create_client`], or directly on
+//!   [`Scheduler::sequence`] through the sync-point manager) raises that stream to at least its
+//!   own scheduled priority, transitively. It is recomputed from scratch on every change as a monotone fixed
 //!   point (so cycles terminate, duplicate waits count once, and a satisfied, retired or removed
 //!   wait simply stops contributing).
 //! * **Metrics** per priority ([`Scheduler::metrics`], [`SchedulerConfig::metrics_callback`]):

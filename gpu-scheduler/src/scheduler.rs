@@ -4,7 +4,8 @@ use std::collections::VecDeque;
 use std::time::Duration;
 
 use sync_points::{
-    ClientError, ClientId, ClientState, OrderData, OrderError, SyncPointManager, SyncToken,
+    ClientError, ClientId, ClientState, OrderData, OrderError, SequenceId, SyncPointManager,
+    SyncToken,
 };
 
 use crate::clock::{Clock, SystemClock};
@@ -288,7 +289,9 @@ const BATCH_COUNT: u64 = BATCH_DISABLED - 1;
 struct State {
     streams: HashMap<StreamId, Stream>,
     levels: [VecDeque<StreamId>; 4],
-    clients: HashMap<ClientId, StreamId>,
+    /// Stream of each stream's sequence: a token's releaser is the stream whose sequence its
+    /// client releases on.
+    by_sequence: HashMap<SequenceId, StreamId>,
     running: Option<Running>,
     metrics: [Level; 4],
     /// The driver's batch buffer and samples, kept here between turns to reuse their memory.
@@ -368,7 +371,9 @@ impl Scheduler {
         // Relaxed: ids only need to be unique.
         let id = StreamId(self.next_stream.fetch_add(1, Ordering::Relaxed));
         let sequence = self.sync.create_sequence();
-        lock(&self.state).streams.insert(
+        let mut st = lock(&self.state);
+        st.by_sequence.insert(sequence.id(), id);
+        st.streams.insert(
             id,
             Stream {
                 base: priority,
@@ -391,18 +396,18 @@ impl Scheduler {
     }
 
     /// Creates a sync-points client bound to the stream's sequence. Its tokens are "released by
-    /// the stream": a stream waiting on them lends its priority to this one.
+    /// the stream": a stream waiting on them lends its priority to this one. (The same holds for
+    /// a client made directly with `SyncPointManager::create_client` on [`Scheduler::sequence`]:
+    /// the releaser of a token is found through its client's sequence.)
     pub fn create_client(
         &self,
         stream: StreamId,
         client: ClientId,
     ) -> Result<Arc<ClientState>, SchedulerError> {
-        let mut st = lock(&self.state);
+        let st = lock(&self.state);
         let seq = get(&st, stream)?.sequence.id();
         // Lock order: scheduler state, then sync-points.
-        let c = self.sync.create_client(client, seq)?;
-        st.clients.insert(client, stream);
-        Ok(c)
+        Ok(self.sync.create_client(client, seq)?)
     }
 
     /// Removes a stream: its pending tasks are dropped (returned count), its sequence destroyed
@@ -423,7 +428,7 @@ impl Scheduler {
             if let Some(level) = stream.queued {
                 st.levels[level.index()].retain(|s| *s != id);
             }
-            st.clients.retain(|_, s| *s != id);
+            st.by_sequence.remove(&stream.sequence.id());
             let lent = stream
                 .waits
                 .values()
@@ -811,7 +816,12 @@ impl Scheduler {
                     sched.wait_done(id, wid);
                 }
             }) {
-                waits.insert(wid, st.clients.get(&t.client()).copied());
+                // Lock order: state, then the sync-points registry.
+                let releaser = self
+                    .sync
+                    .client_sequence(t.client())
+                    .and_then(|seq| st.by_sequence.get(&seq).copied());
+                waits.insert(wid, releaser);
             }
         }
         if waits.is_empty() {

@@ -517,3 +517,23 @@ fn a_refused_enqueue_gives_the_task_back() {
     s.run_until_idle();
     assert_eq!(entries(&log), ["given back"]);
 }
+
+#[test]
+fn a_client_made_on_a_streams_sequence_directly_lends_priority_too() {
+    let (sync, s) = setup();
+    let log = new_log();
+    let r = s.add_stream(Priority::Low);
+    let n = s.add_stream(Priority::Normal);
+    let w = s.add_stream(Priority::High);
+    // Through the sync-point manager, not Scheduler::create_client.
+    let seq = s.sequence(r).unwrap().id();
+    sync.create_client(cid(1), seq).unwrap();
+    s.enqueue(r, releasing(&log, "r", 1, 1)).unwrap();
+    s.enqueue(n, push(&log, "n")).unwrap();
+    s.enqueue(w, push(&log, "w").wait_for([token(1, 1)]))
+        .unwrap();
+    assert_eq!(s.scheduled_priority(r).unwrap(), Priority::High);
+    s.run_until_idle();
+    assert_eq!(entries(&log), ["r", "w", "n"]);
+    assert_eq!(s.scheduled_priority(r).unwrap(), Priority::Low, "reverted");
+}

@@ -1,6 +1,6 @@
 //! Per-command-buffer release state and its waiters.
 
-use crate::order::OrderData;
+use crate::order::{OrderData, SequenceId};
 use crate::sync::{Arc, Mutex, lock};
 use crate::token::ClientId;
 
@@ -82,6 +82,11 @@ impl ClientState {
     /// The client's id.
     pub fn id(&self) -> ClientId {
         self.id
+    }
+
+    /// The sequence whose processing releases this client's tokens.
+    pub fn sequence(&self) -> SequenceId {
+        self.order_data.id()
     }
 
     /// The highest count released.

@@ -133,6 +133,11 @@ impl SyncPointManager {
         lock(&self.registry).clients.get(&id).cloned()
     }
 
+    /// The sequence a live client releases on (`None`: no such client, or destroyed).
+    pub fn client_sequence(&self, id: ClientId) -> Option<SequenceId> {
+        lock(&self.registry).clients.get(&id).map(|c| c.sequence())
+    }
+
     /// Destroys a client: its pending waiters run and its tokens read as released. Returns
     /// whether it existed.
     pub fn destroy_client(&self, id: ClientId) -> bool {
