@@ -7,7 +7,12 @@
 //! * baseline: `send` a boxed closure on an unbounded crossbeam channel, `try_recv` it and call
 //!   it, in the same batches.
 //!
-//! A third row measures the floor under ours: what every task costs before any queueing — two
+//! A cross-thread row runs the real shape: an "IO thread" enqueues (sends) `CROSS_TASKS`
+//! tasks while the "GPU main thread" drives (`run_next` / `try_recv`, spinning when empty); the
+//! time from start until the last task ran, per task, median of `CROSS_ROUNDS` interleaved
+//! rounds.
+//!
+//! A last row measures the floor under ours: what every task costs before any queueing — two
 //! clock reads ([`SystemClock`]: enqueue time, and the end of the task, which is also the start
 //! of the next) and its sync-points order number (`generate`, `begin_processing`,
 //! `finish_processing`) — against the same baseline.
@@ -20,6 +25,7 @@ use bench_support as support;
 use std::hint::black_box;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
 
 use gpu_scheduler::{Clock, Priority, Scheduler, SystemClock, Task};
 use support::Row;
@@ -28,6 +34,10 @@ use sync_points::SyncPointManager;
 const BATCH: usize = 256;
 const SAMPLES: usize = 21;
 const SAMPLE_MS: f64 = 40.0;
+/// Interleaved (ours, baseline) pairs per single-thread row; the row is the median of each side.
+const PAIRS: usize = 5;
+const CROSS_TASKS: usize = 200_000;
+const CROSS_ROUNDS: usize = 9;
 
 type Job = Box<dyn FnOnce() + Send>;
 
@@ -71,10 +81,10 @@ fn measure(batch: usize) -> (f64, f64) {
         }
     };
 
-    // Interleaved: ours, baseline, ours, baseline; the median of each pair of medians.
+    // Interleaved: ours, baseline, ours, baseline, ...; the median of each side.
     let mut o = Vec::new();
     let mut b = Vec::new();
-    for _ in 0..2 {
+    for _ in 0..PAIRS {
         o.push(support::median_ns(SAMPLES, SAMPLE_MS, || ours(&counter)) / batch as f64);
         b.push(support::median_ns(SAMPLES, SAMPLE_MS, || baseline(&counter)) / batch as f64);
     }
@@ -116,9 +126,84 @@ fn measure_floor() -> (f64, f64) {
     };
     let mut o = Vec::new();
     let mut b = Vec::new();
-    for _ in 0..2 {
+    for _ in 0..PAIRS {
         o.push(support::median_ns(SAMPLES, SAMPLE_MS, || floor(&mut numbers)) / BATCH as f64);
         b.push(support::median_ns(SAMPLES, SAMPLE_MS, baseline) / BATCH as f64);
+    }
+    (support::median(&mut o), support::median(&mut b))
+}
+
+/// Per-task ns of (ours, baseline) with one enqueuing thread and one driving thread.
+fn measure_cross_thread() -> (f64, f64) {
+    fn ours() -> f64 {
+        let sched = Scheduler::new(Arc::new(SyncPointManager::new()));
+        let stream = sched.add_stream(Priority::Normal);
+        let counter = Arc::new(AtomicU64::new(0));
+        let start = Instant::now();
+        let producer = {
+            let (sched, counter) = (sched.clone(), counter.clone());
+            std::thread::spawn(move || {
+                for _ in 0..CROSS_TASKS {
+                    let c = counter.clone();
+                    sched
+                        .enqueue(
+                            stream,
+                            Task::simple(move || {
+                                c.fetch_add(1, Ordering::Relaxed);
+                            }),
+                        )
+                        .unwrap();
+                }
+            })
+        };
+        let mut ran = 0;
+        while ran < CROSS_TASKS {
+            match sched.run_next() {
+                Some(k) => ran += k,
+                None => std::hint::spin_loop(),
+            }
+        }
+        let ns = start.elapsed().as_nanos() as f64 / CROSS_TASKS as f64;
+        producer.join().unwrap();
+        black_box(counter.load(Ordering::Relaxed));
+        ns
+    }
+    fn baseline() -> f64 {
+        let (tx, rx) = crossbeam_channel::unbounded::<Job>();
+        let counter = Arc::new(AtomicU64::new(0));
+        let start = Instant::now();
+        let producer = {
+            let counter = counter.clone();
+            std::thread::spawn(move || {
+                for _ in 0..CROSS_TASKS {
+                    let c = counter.clone();
+                    tx.send(Box::new(move || {
+                        c.fetch_add(1, Ordering::Relaxed);
+                    }))
+                    .unwrap();
+                }
+            })
+        };
+        let mut ran = 0;
+        while ran < CROSS_TASKS {
+            match rx.try_recv() {
+                Ok(job) => {
+                    job();
+                    ran += 1;
+                }
+                Err(_) => std::hint::spin_loop(),
+            }
+        }
+        let ns = start.elapsed().as_nanos() as f64 / CROSS_TASKS as f64;
+        producer.join().unwrap();
+        black_box(counter.load(Ordering::Relaxed));
+        ns
+    }
+    let mut o = Vec::new();
+    let mut b = Vec::new();
+    for _ in 0..CROSS_ROUNDS {
+        o.push(ours());
+        b.push(baseline());
     }
     (support::median(&mut o), support::median(&mut b))
 }
@@ -138,6 +223,14 @@ fn main() {
             ratio_note: "scheduler / crossbeam send+recv+call (goal <= 2)",
         });
     }
+    let (ours, baseline) = measure_cross_thread();
+    rows.push(Row {
+        metric: "enqueue_run_per_task_cross_thread".to_string(),
+        unit: "ns/task",
+        ours,
+        baseline,
+        ratio_note: "IO thread enqueues, GPU thread drives: scheduler / crossbeam (goal <= 2)",
+    });
     let (ours, baseline) = measure_floor();
     rows.push(Row {
         metric: "floor_clock_x2_order_number_per_task".to_string(),
