@@ -342,6 +342,28 @@ fn scheduler_error(e: SchedulerError) -> FfiError {
     }
 }
 
+/// The body of a per-stream query export: checks the handle and `out`, asks the scheduler,
+/// writes the answer only on success.
+///
+/// # Safety
+/// `out` is NULL or valid for one write.
+unsafe fn stream_query<T>(
+    scheduler: *const gpusvc_scheduler,
+    stream: u64,
+    out: *mut T,
+    out_name: &'static str,
+    query: impl FnOnce(&Scheduler, StreamId) -> Result<T, SchedulerError>,
+) -> gpusvc_result {
+    ffi_guard(|| {
+        let s = self::scheduler(scheduler)?;
+        let out = out_ptr(out, out_name)?;
+        let v = query(&s.inner, StreamId(stream)).map_err(scheduler_error)?;
+        // SAFETY: non-null (checked) and valid for a write (contract).
+        unsafe { write(out, v) };
+        Ok(())
+    })
+}
+
 /// A host pointer carried to the driving thread.
 #[derive(Clone, Copy)]
 struct UserData(*mut c_void);
@@ -564,17 +586,12 @@ pub unsafe extern "C" fn gpusvc_scheduler_base_priority(
     stream: u64,
     out_priority: *mut u32,
 ) -> gpusvc_result {
-    ffi_guard(|| {
-        let s = self::scheduler(scheduler)?;
-        let out = out_ptr(out_priority, "out_priority")?;
-        let p = s
-            .inner
-            .base_priority(StreamId(stream))
-            .map_err(scheduler_error)?;
-        // SAFETY: non-null (checked) and valid for a write (contract).
-        unsafe { write(out, priority_out(p)) };
-        Ok(())
-    })
+    // SAFETY: `out_priority` is NULL or valid for one write (contract).
+    unsafe {
+        stream_query(scheduler, stream, out_priority, "out_priority", |s, id| {
+            s.base_priority(id).map(priority_out)
+        })
+    }
 }
 
 /// The number of tasks pending in `stream` (not yet run, or the rest of a continued one) into
@@ -588,17 +605,12 @@ pub unsafe extern "C" fn gpusvc_scheduler_pending_tasks(
     stream: u64,
     out_count: *mut usize,
 ) -> gpusvc_result {
-    ffi_guard(|| {
-        let s = self::scheduler(scheduler)?;
-        let out = out_ptr(out_count, "out_count")?;
-        let n = s
-            .inner
-            .pending_tasks(StreamId(stream))
-            .map_err(scheduler_error)?;
-        // SAFETY: non-null (checked) and valid for a write (contract).
-        unsafe { write(out, n) };
-        Ok(())
-    })
+    // SAFETY: `out_count` is NULL or valid for one write (contract).
+    unsafe {
+        stream_query(scheduler, stream, out_count, "out_count", |s, id| {
+            s.pending_tasks(id)
+        })
+    }
 }
 
 /// The metrics of `priority` (a `gpusvc_scheduler_priority` value) since the scheduler was made
@@ -634,17 +646,12 @@ pub unsafe extern "C" fn gpusvc_scheduler_scheduled_priority(
     stream: u64,
     out_priority: *mut u32,
 ) -> gpusvc_result {
-    ffi_guard(|| {
-        let s = self::scheduler(scheduler)?;
-        let out = out_ptr(out_priority, "out_priority")?;
-        let p = s
-            .inner
-            .scheduled_priority(StreamId(stream))
-            .map_err(scheduler_error)?;
-        // SAFETY: non-null (checked) and valid for a write (contract).
-        unsafe { write(out, priority_out(p)) };
-        Ok(())
-    })
+    // SAFETY: `out_priority` is NULL or valid for one write (contract).
+    unsafe {
+        stream_query(scheduler, stream, out_priority, "out_priority", |s, id| {
+            s.scheduled_priority(id).map(priority_out)
+        })
+    }
 }
 
 /// Enqueues `task` at the back of `stream`: `run` runs on the driving thread, after `start`,
@@ -792,17 +799,12 @@ pub unsafe extern "C" fn gpusvc_scheduler_stream_sequence(
     stream: u64,
     out_sequence: *mut u64,
 ) -> gpusvc_result {
-    ffi_guard(|| {
-        let s = self::scheduler(scheduler)?;
-        let out = out_ptr(out_sequence, "out_sequence")?;
-        let seq = s
-            .inner
-            .sequence(StreamId(stream))
-            .map_err(scheduler_error)?;
-        // SAFETY: non-null (checked) and valid for a write (contract).
-        unsafe { write(out, seq.id().0) };
-        Ok(())
-    })
+    // SAFETY: `out_sequence` is NULL or valid for one write (contract).
+    unsafe {
+        stream_query(scheduler, stream, out_sequence, "out_sequence", |s, id| {
+            s.sequence(id).map(|q| q.id().0)
+        })
+    }
 }
 
 /// Creates the sync client `(namespace_id, command_buffer_id)` bound to `stream`'s sequence: a
