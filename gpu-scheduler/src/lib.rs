@@ -34,6 +34,11 @@
 //! * Task closures, start callbacks, the metrics callback and sync-points callbacks run with no
 //!   lock of this crate held: a task may enqueue, add/remove/enable streams or release tokens.
 //!
+//! * A task closure or callback that panics: the panic propagates out of `run_next` once the
+//!   turn is settled (the task's order number finished, the unrun tasks of the turn back at the
+//!   front of their stream, the stream requeued); that task is not run again, nothing else is
+//!   lost, and the scheduler stays drivable.
+//!
 //! # Errors
 //! Unknown streams, refused order numbers and client creation failures are
 //! [`SchedulerError`] values; nothing changes when one is returned.

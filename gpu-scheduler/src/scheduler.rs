@@ -1,6 +1,7 @@
 //! The scheduler: streams, run queues, waits and priority inheritance.
 
 use std::collections::VecDeque;
+use std::panic::AssertUnwindSafe;
 use std::time::Duration;
 
 use sync_points::{
@@ -699,66 +700,84 @@ impl Scheduler {
             self.batch.store(batch.len() as u64, Ordering::Relaxed);
             drop(st);
 
-            while !batch.is_empty() {
-                // The first task of the turn always runs; later ones only within the slice.
-                if ran > 0 && now.saturating_sub(started) >= self.slice_ns.load(Ordering::Relaxed) {
-                    break;
-                }
-                if self.batch.fetch_sub(1, Ordering::AcqRel) & (BATCH_REMOVED | BATCH_DISABLED) != 0
-                {
-                    break;
-                }
-                let mut t = batch.pop_front().expect("checked above");
-                ran += 1;
-                let start = now;
-                if let Some(cb) = t.extra.as_mut().and_then(|e| e.on_start.take()) {
-                    cb();
-                }
-                // Errors mean the stream was removed meanwhile (sequence destroyed): run
-                // anyway, the task was claimed before the removal.
-                let _ = sequence.begin_processing(t.order_num);
-                let ctx = TaskContext {
-                    scheduler: self,
-                    stream: id,
-                    order_num: t.order_num,
-                };
-                let rest = match (t.f)(&ctx) {
-                    TaskResult::Done => {
-                        let _ = sequence.finish_processing(t.order_num);
-                        None
+            // A panic in a task or callback unwinds out of `run_next`, but first the turn is
+            // settled: the task's order number finished, the unrun rest of the batch put back.
+            let mut begun: Option<u64> = None;
+            let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| {
+                while !batch.is_empty() {
+                    // The first task of the turn always runs; later ones only within the slice.
+                    if ran > 0
+                        && now.saturating_sub(started) >= self.slice_ns.load(Ordering::Relaxed)
+                    {
+                        break;
                     }
-                    TaskResult::ContinueLater(f) => {
-                        let _ = sequence.pause_processing();
-                        Some(QueuedTask {
-                            f,
-                            order_num: t.order_num,
-                            enqueued_at: t.enqueued_at,
-                            extra: None,
-                            continuation: true,
-                        })
+                    if self.batch.fetch_sub(1, Ordering::AcqRel) & (BATCH_REMOVED | BATCH_DISABLED)
+                        != 0
+                    {
+                        break;
                     }
-                };
-                now = self.config.clock.now_ns();
-                let sample = RunSample {
-                    priority,
-                    delay_ns: if t.continuation {
-                        0
-                    } else {
-                        start.saturating_sub(t.enqueued_at)
-                    },
-                    run_ns: now.saturating_sub(start),
-                    continuation: t.continuation,
-                };
-                if let Some(cb) = &self.config.metrics_callback {
-                    cb(&sample.task_sample());
+                    let mut t = batch.pop_front().expect("checked above");
+                    ran += 1;
+                    let start = now;
+                    if let Some(cb) = t.extra.as_mut().and_then(|e| e.on_start.take()) {
+                        cb();
+                    }
+                    // Errors mean the stream was removed meanwhile (sequence destroyed): run
+                    // anyway, the task was claimed before the removal.
+                    let _ = sequence.begin_processing(t.order_num);
+                    begun = Some(t.order_num);
+                    let ctx = TaskContext {
+                        scheduler: self,
+                        stream: id,
+                        order_num: t.order_num,
+                    };
+                    let rest = match (t.f)(&ctx) {
+                        TaskResult::Done => {
+                            begun = None;
+                            let _ = sequence.finish_processing(t.order_num);
+                            None
+                        }
+                        TaskResult::ContinueLater(f) => {
+                            begun = None;
+                            let _ = sequence.pause_processing();
+                            Some(QueuedTask {
+                                f,
+                                order_num: t.order_num,
+                                enqueued_at: t.enqueued_at,
+                                extra: None,
+                                continuation: true,
+                            })
+                        }
+                    };
+                    now = self.config.clock.now_ns();
+                    let sample = RunSample {
+                        priority,
+                        delay_ns: if t.continuation {
+                            0
+                        } else {
+                            start.saturating_sub(t.enqueued_at)
+                        },
+                        run_ns: now.saturating_sub(start),
+                        continuation: t.continuation,
+                    };
+                    if let Some(cb) = &self.config.metrics_callback {
+                        cb(&sample.task_sample());
+                    }
+                    samples.push(sample);
+                    if let Some(rest) = rest {
+                        // The rest of a yielded task goes first in its stream and ends the turn:
+                        // it leads what is left of the batch.
+                        batch.push_front(rest);
+                        break;
+                    }
                 }
-                samples.push(sample);
-                if let Some(rest) = rest {
-                    // The rest of a yielded task goes first in its stream and ends the turn:
-                    // it leads what is left of the batch.
-                    batch.push_front(rest);
-                    break;
+            }));
+            if let Err(panic) = outcome {
+                if let Some(n) = begun {
+                    let _ = sequence.finish_processing(n);
                 }
+                self.abandon_turn(id, &mut batch, &mut samples);
+                std::panic::resume_unwind(panic);
             }
             st = lock(&self.state);
         }
@@ -781,6 +800,34 @@ impl Scheduler {
         drop(st);
         drop(dropped);
         Some(ran)
+    }
+
+    /// Settles a turn a panic cut short: records its samples, puts the unrun tasks of the batch
+    /// back at the front of their stream (unless it was removed) and requeues it.
+    fn abandon_turn(
+        &self,
+        id: StreamId,
+        batch: &mut VecDeque<QueuedTask>,
+        samples: &mut Vec<RunSample>,
+    ) {
+        let mut st = lock(&self.state);
+        for sample in samples.drain(..) {
+            st.metrics[sample.priority.index()].record(&sample);
+        }
+        let word = self.batch.swap(0, Ordering::AcqRel);
+        let mut dropped = VecDeque::new();
+        match st.streams.get_mut(&id) {
+            Some(s) if word & BATCH_REMOVED == 0 => {
+                while let Some(t) = batch.pop_back() {
+                    s.tasks.push_front(t);
+                }
+            }
+            _ => dropped.extend(batch.drain(..)),
+        }
+        st.running = None;
+        self.activate(&mut st, id);
+        drop(st);
+        drop(dropped);
     }
 
     /// Whether the stream's front task may run; registers its waits when it first becomes the

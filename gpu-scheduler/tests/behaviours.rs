@@ -537,3 +537,31 @@ fn a_client_made_on_a_streams_sequence_directly_lends_priority_too() {
     assert_eq!(entries(&log), ["r", "w", "n"]);
     assert_eq!(s.scheduled_priority(r).unwrap(), Priority::Low, "reverted");
 }
+
+#[test]
+fn a_panicking_task_leaves_the_scheduler_consistent() {
+    let (_sync, s) = setup();
+    let log = new_log();
+    let a = s.add_stream(Priority::Normal);
+    let b = s.add_stream(Priority::Low);
+    s.enqueue(a, push(&log, "a1")).unwrap();
+    let panicking = s
+        .enqueue(a, Task::simple(|| panic!("task failed")))
+        .unwrap();
+    s.enqueue(a, push(&log, "a3")).unwrap();
+    s.enqueue(b, push(&log, "b1")).unwrap();
+    let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| s.run_until_idle()));
+    assert!(caught.is_err(), "the panic reaches the driver");
+    assert_eq!(entries(&log), ["a1"]);
+    let seq = s.sequence(a).unwrap();
+    assert_eq!(
+        seq.processed(),
+        panicking,
+        "the panicking task's number was finished"
+    );
+    assert!(!seq.is_processing());
+    assert_eq!(s.pending_tasks(a).unwrap(), 1, "the unrun rest went back");
+    s.enqueue(a, push(&log, "a4")).unwrap();
+    s.run_until_idle();
+    assert_eq!(entries(&log), ["a1", "a3", "a4", "b1"]);
+}
