@@ -41,15 +41,46 @@ const CROSS_ROUNDS: usize = 9;
 
 type Job = Box<dyn FnOnce() + Send>;
 
+/// The baseline's round: `batch` boxed closures sent on the channel, then received and called.
+fn channel_round(
+    tx: &crossbeam_channel::Sender<Job>,
+    rx: &crossbeam_channel::Receiver<Job>,
+    counter: &Arc<AtomicU64>,
+    batch: usize,
+) {
+    for _ in 0..batch {
+        let c = counter.clone();
+        tx.send(Box::new(move || {
+            c.fetch_add(1, Ordering::Relaxed);
+        }))
+        .unwrap();
+    }
+    for _ in 0..batch {
+        let job = rx.try_recv().expect("work is queued");
+        job();
+    }
+}
+
+/// Per-task ns of (ours, baseline) for rounds of `batch` tasks, interleaved `PAIRS` times (ours,
+/// baseline, ours, ...); the median of each side.
+fn interleaved(batch: usize, mut ours: impl FnMut(), mut baseline: impl FnMut()) -> (f64, f64) {
+    let mut o = Vec::new();
+    let mut b = Vec::new();
+    for _ in 0..PAIRS {
+        o.push(support::median_ns(SAMPLES, SAMPLE_MS, &mut ours) / batch as f64);
+        b.push(support::median_ns(SAMPLES, SAMPLE_MS, &mut baseline) / batch as f64);
+    }
+    (support::median(&mut o), support::median(&mut b))
+}
+
 /// Per-task ns of (ours, baseline) with `batch` tasks per round.
 fn measure(batch: usize) -> (f64, f64) {
     let counter = Arc::new(AtomicU64::new(0));
-
     let sched = Scheduler::new(Arc::new(SyncPointManager::new()));
     let stream = sched.add_stream(Priority::Normal);
-    let ours = |c: &Arc<AtomicU64>| {
+    let ours = || {
         for _ in 0..batch {
-            let c = c.clone();
+            let c = counter.clone();
             sched
                 .enqueue(
                     stream,
@@ -65,31 +96,10 @@ fn measure(batch: usize) -> (f64, f64) {
         }
         black_box(ran);
     };
-
     let (tx, rx) = crossbeam_channel::unbounded::<Job>();
-    let baseline = |c: &Arc<AtomicU64>| {
-        for _ in 0..batch {
-            let c = c.clone();
-            tx.send(Box::new(move || {
-                c.fetch_add(1, Ordering::Relaxed);
-            }))
-            .unwrap();
-        }
-        for _ in 0..batch {
-            let job = rx.try_recv().expect("work is queued");
-            job();
-        }
-    };
-
-    // Interleaved: ours, baseline, ours, baseline, ...; the median of each side.
-    let mut o = Vec::new();
-    let mut b = Vec::new();
-    for _ in 0..PAIRS {
-        o.push(support::median_ns(SAMPLES, SAMPLE_MS, || ours(&counter)) / batch as f64);
-        b.push(support::median_ns(SAMPLES, SAMPLE_MS, || baseline(&counter)) / batch as f64);
-    }
+    let result = interleaved(batch, ours, || channel_round(&tx, &rx, &counter, batch));
     black_box(counter.load(Ordering::Relaxed));
-    (support::median(&mut o), support::median(&mut b))
+    result
 }
 
 /// Per-task ns of (floor, baseline): see the module docs.
@@ -98,7 +108,7 @@ fn measure_floor() -> (f64, f64) {
     let seq = sync.create_sequence();
     let clock = SystemClock;
     let mut numbers = Vec::with_capacity(BATCH);
-    let floor = |numbers: &mut Vec<u64>| {
+    let floor = || {
         for _ in 0..BATCH {
             black_box(clock.now_ns());
             numbers.push(seq.generate().expect("live sequence"));
@@ -111,26 +121,7 @@ fn measure_floor() -> (f64, f64) {
     };
     let (tx, rx) = crossbeam_channel::unbounded::<Job>();
     let counter = Arc::new(AtomicU64::new(0));
-    let baseline = || {
-        for _ in 0..BATCH {
-            let c = counter.clone();
-            tx.send(Box::new(move || {
-                c.fetch_add(1, Ordering::Relaxed);
-            }))
-            .unwrap();
-        }
-        for _ in 0..BATCH {
-            let job = rx.try_recv().expect("work is queued");
-            job();
-        }
-    };
-    let mut o = Vec::new();
-    let mut b = Vec::new();
-    for _ in 0..PAIRS {
-        o.push(support::median_ns(SAMPLES, SAMPLE_MS, || floor(&mut numbers)) / BATCH as f64);
-        b.push(support::median_ns(SAMPLES, SAMPLE_MS, baseline) / BATCH as f64);
-    }
-    (support::median(&mut o), support::median(&mut b))
+    interleaved(BATCH, floor, || channel_round(&tx, &rx, &counter, BATCH))
 }
 
 /// Per-task ns of (ours, baseline) with one enqueuing thread and one driving thread.

@@ -645,27 +645,9 @@ impl Scheduler {
         let mut ran = 0;
         loop {
             // Under the lock: settle the previous batch, then take the next one.
-            for sample in samples.drain(..) {
-                st.metrics[sample.priority.index()].record(&sample);
-            }
-            // Under the lock every writer of the stop flags holds, and after the driver's own
-            // claims: a load and a store do what a swap would, without the read-modify-write.
-            // Acquire pairs with the flag's AcqRel `fetch_or`.
-            let word = self.batch.load(Ordering::Acquire);
-            if word != 0 {
-                self.batch.store(0, Ordering::Relaxed);
-            }
-            if !batch.is_empty() {
-                match st.streams.get_mut(&id) {
-                    // Not run, and still the stream's: back to its front, in order.
-                    Some(s) if word & BATCH_REMOVED == 0 => {
-                        while let Some(t) = batch.pop_back() {
-                            s.tasks.push_front(t);
-                        }
-                    }
-                    // Removed: `remove_stream` counted the unclaimed ones.
-                    _ => dropped.extend(batch.drain(..)),
-                }
+            let had_rest = !batch.is_empty();
+            let word = self.settle_batch(&mut st, id, &mut batch, &mut samples, &mut dropped);
+            if had_rest {
                 break;
             }
             if word & (BATCH_REMOVED | BATCH_DISABLED) != 0 || ran >= budget {
@@ -802,28 +784,51 @@ impl Scheduler {
         Some(ran)
     }
 
-    /// Settles a turn a panic cut short: records its samples, puts the unrun tasks of the batch
-    /// back at the front of their stream (unless it was removed) and requeues it.
+    /// Under the state lock, after a batch: records its samples, clears the batch word
+    /// (returned) and puts the tasks the driver did not run back at the front of their stream,
+    /// in order, or into `dropped` when the stream was removed (`remove_stream` counted them).
+    fn settle_batch(
+        &self,
+        st: &mut State,
+        id: StreamId,
+        batch: &mut VecDeque<QueuedTask>,
+        samples: &mut Vec<RunSample>,
+        dropped: &mut VecDeque<QueuedTask>,
+    ) -> u64 {
+        for sample in samples.drain(..) {
+            st.metrics[sample.priority.index()].record(&sample);
+        }
+        // Under the lock every writer of the stop flags holds, and after the driver's own
+        // claims: a load and a store do what a swap would, without the read-modify-write.
+        // Acquire pairs with the flag's AcqRel `fetch_or`.
+        let word = self.batch.load(Ordering::Acquire);
+        if word != 0 {
+            self.batch.store(0, Ordering::Relaxed);
+        }
+        if !batch.is_empty() {
+            match st.streams.get_mut(&id) {
+                Some(s) if word & BATCH_REMOVED == 0 => {
+                    while let Some(t) = batch.pop_back() {
+                        s.tasks.push_front(t);
+                    }
+                }
+                _ => dropped.extend(batch.drain(..)),
+            }
+        }
+        word
+    }
+
+    /// Settles a turn a panic cut short (see [`Scheduler::settle_batch`]) and requeues its
+    /// stream.
     fn abandon_turn(
         &self,
         id: StreamId,
         batch: &mut VecDeque<QueuedTask>,
         samples: &mut Vec<RunSample>,
     ) {
-        let mut st = lock(&self.state);
-        for sample in samples.drain(..) {
-            st.metrics[sample.priority.index()].record(&sample);
-        }
-        let word = self.batch.swap(0, Ordering::AcqRel);
         let mut dropped = VecDeque::new();
-        match st.streams.get_mut(&id) {
-            Some(s) if word & BATCH_REMOVED == 0 => {
-                while let Some(t) = batch.pop_back() {
-                    s.tasks.push_front(t);
-                }
-            }
-            _ => dropped.extend(batch.drain(..)),
-        }
+        let mut st = lock(&self.state);
+        self.settle_batch(&mut st, id, batch, samples, &mut dropped);
         st.running = None;
         self.activate(&mut st, id);
         drop(st);
