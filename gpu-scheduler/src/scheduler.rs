@@ -264,11 +264,10 @@ struct Stream {
     waits: HashMap<u64, Option<StreamId>>,
 }
 
-/// Clock readings in ns.
+/// The running stream and its pick time (clock ns); its slice length is `Scheduler::slice_ns`.
 struct Running {
     id: StreamId,
     started: u64,
-    slice_end: u64,
 }
 
 /// The batch word ([`Scheduler::batch`]): the number of tasks of the running stream's current
@@ -622,11 +621,7 @@ impl Scheduler {
             }
         };
         let started = now;
-        st.running = Some(Running {
-            id,
-            started,
-            slice_end: now.saturating_add(slice_ns),
-        });
+        st.running = Some(Running { id, started });
         self.slice_ns.store(slice_ns, Ordering::Relaxed);
         self.preempt.store(false, Ordering::Release);
         let last = st.last_sequence.take();
@@ -978,14 +973,11 @@ impl Scheduler {
         let higher = (p.index() + 1..4).any(|l| !st.levels[l].is_empty());
         if higher {
             let now = self.config.clock.now_ns();
-            let r = st.running.as_mut().expect("checked above");
-            let floor = r
-                .started
-                .saturating_add(nanos(self.config.granularity))
-                .max(now);
-            r.slice_end = r.slice_end.min(floor);
-            self.slice_ns
-                .store(r.slice_end.saturating_sub(r.started), Ordering::Relaxed);
+            // The slice ends now, but no sooner than the granularity after the pick. Only
+            // stored under the state lock, so the load and store cannot race another cut.
+            let floor = nanos(self.config.granularity).max(now.saturating_sub(running.started));
+            let slice = self.slice_ns.load(Ordering::Relaxed).min(floor);
+            self.slice_ns.store(slice, Ordering::Relaxed);
             self.preempt.store(true, Ordering::Release);
         }
     }
