@@ -55,28 +55,119 @@ impl std::fmt::Display for ContextProfile {
     }
 }
 
+/// The environment variable that picks the EGL device for [`DeviceSelection::FromEnv`] (the
+/// default): `auto` (or unset, or empty), `hardware`, `software` or a device index.
+pub const DEVICE_ENV: &str = "GPUSVC_EGL_DEVICE";
+
 /// Which EGL device to open.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum DeviceSelection {
+    /// What `GPUSVC_EGL_DEVICE` says ([`DeviceSelection::from_env`]), read when the context is
+    /// opened; [`DeviceSelection::PreferHardware`] when it is unset. A value that is not one of
+    /// the valid forms is an error ([`DeviceSelectionError::Unparsable`]), never ignored.
+    #[default]
+    FromEnv,
     /// A hardware device when EGL lists one, else a software one. Devices are tried in that
     /// order until one gives a context.
-    #[default]
     PreferHardware,
+    /// Only hardware devices (those without `EGL_MESA_device_software`): an error when EGL lists
+    /// none, never a silent fall back to software.
+    Hardware,
     /// Only software devices (`EGL_MESA_device_software`, e.g. llvmpipe).
     Software,
     /// Only the device at this position in EGL's list.
     Index(usize),
 }
 
+impl std::fmt::Display for DeviceSelection {
+    /// The `GPUSVC_EGL_DEVICE` form of the selection (`env` for [`DeviceSelection::FromEnv`]).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DeviceSelection::FromEnv => write!(f, "${DEVICE_ENV}"),
+            DeviceSelection::PreferHardware => f.write_str("auto"),
+            DeviceSelection::Hardware => f.write_str("hardware"),
+            DeviceSelection::Software => f.write_str("software"),
+            DeviceSelection::Index(i) => write!(f, "{i}"),
+        }
+    }
+}
+
+/// Why a device selection matched no device. In a [`ContextError::NoEglDevice`], whose text adds
+/// the valid forms and the devices EGL lists.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DeviceSelectionError {
+    /// The value is none of `auto`, `hardware`, `software` or a device index.
+    #[error("{value:?} is not a device selection")]
+    Unparsable {
+        /// The value as given (lossily decoded when it is not UTF-8).
+        value: String,
+    },
+    /// [`DeviceSelection::Hardware`] and every device EGL lists is a software one.
+    #[error("a hardware device was asked for and none of EGL's devices is one")]
+    NoHardware,
+    /// [`DeviceSelection::Software`] and every device EGL lists is a hardware one.
+    #[error("a software device was asked for and none of EGL's devices is one")]
+    NoSoftware,
+    /// EGL lists no device at all.
+    #[error("EGL lists no device")]
+    NoDevice,
+    /// [`DeviceSelection::Index`] past the end of EGL's list.
+    #[error("device {index} was asked for and EGL lists {count}")]
+    IndexOutOfRange {
+        /// The index asked for.
+        index: usize,
+        /// How many devices EGL lists.
+        count: usize,
+    },
+}
+
+/// The valid `GPUSVC_EGL_DEVICE` forms, for error messages.
+const VALID_FORMS: &str = "auto (or unset: a hardware device, else a software one), hardware, \
+                           software, or a device index";
+
 impl DeviceSelection {
-    /// Reads `GPUSVC_EGL_DEVICE` (`hardware`, `software` or a device index); `None` when unset
-    /// or unparsable.
-    pub fn from_env() -> Option<Self> {
-        let value = std::env::var("GPUSVC_EGL_DEVICE").ok()?;
-        match value.trim() {
-            "hardware" | "auto" => Some(DeviceSelection::PreferHardware),
-            "software" => Some(DeviceSelection::Software),
-            other => other.parse().ok().map(DeviceSelection::Index),
+    /// Parses a `GPUSVC_EGL_DEVICE` value: `auto`, `hardware`, `software` (any case, surrounding
+    /// blanks ignored) or a device index. Never returns [`DeviceSelection::FromEnv`].
+    pub fn parse(value: &str) -> Result<Self, DeviceSelectionError> {
+        let trimmed = value.trim();
+        match trimmed.to_ascii_lowercase().as_str() {
+            "auto" => Ok(DeviceSelection::PreferHardware),
+            "hardware" => Ok(DeviceSelection::Hardware),
+            "software" => Ok(DeviceSelection::Software),
+            _ if !trimmed.is_empty() && trimmed.bytes().all(|b| b.is_ascii_digit()) => trimmed
+                .parse()
+                .map(DeviceSelection::Index)
+                .map_err(|_| DeviceSelectionError::Unparsable {
+                    value: value.to_string(),
+                }),
+            _ => Err(DeviceSelectionError::Unparsable {
+                value: value.to_string(),
+            }),
+        }
+    }
+
+    /// Reads `GPUSVC_EGL_DEVICE`: [`DeviceSelection::PreferHardware`] when it is unset or blank,
+    /// else [`DeviceSelection::parse`] of its value (an error for anything else, a value that is
+    /// not UTF-8 included).
+    pub fn from_env() -> Result<Self, DeviceSelectionError> {
+        match std::env::var_os(DEVICE_ENV) {
+            None => Ok(DeviceSelection::PreferHardware),
+            Some(raw) => match raw.to_str() {
+                Some(value) if value.trim().is_empty() => Ok(DeviceSelection::PreferHardware),
+                Some(value) => Self::parse(value),
+                None => Err(DeviceSelectionError::Unparsable {
+                    value: raw.to_string_lossy().into_owned(),
+                }),
+            },
+        }
+    }
+
+    /// The selection in force: [`DeviceSelection::from_env`] for [`DeviceSelection::FromEnv`],
+    /// else `self`.
+    pub fn resolve(self) -> Result<Self, DeviceSelectionError> {
+        match self {
+            DeviceSelection::FromEnv => Self::from_env(),
+            other => Ok(other),
         }
     }
 }
@@ -91,19 +182,19 @@ pub struct ContextOptions {
     pub min_desktop_version: GlVersion,
     /// Lowest acceptable GLES version (default 3.0).
     pub min_gles_version: GlVersion,
-    /// Which EGL device.
+    /// Which EGL device (default: what `GPUSVC_EGL_DEVICE` says, read at open).
     pub device: DeviceSelection,
 }
 
 impl Default for ContextOptions {
-    /// Auto API, GL 4.3 / GLES 3.0, the device named by `GPUSVC_EGL_DEVICE` or else a hardware
-    /// device when there is one.
+    /// Auto API, GL 4.3 / GLES 3.0, the device named by `GPUSVC_EGL_DEVICE` (read when the
+    /// context is opened; a hardware device when there is one, else a software one, when unset).
     fn default() -> Self {
         ContextOptions {
             api: ApiPreference::Auto,
             min_desktop_version: GlVersion::new(4, 3),
             min_gles_version: GlVersion::new(3, 0),
-            device: DeviceSelection::from_env().unwrap_or_default(),
+            device: DeviceSelection::FromEnv,
         }
     }
 }
@@ -116,11 +207,15 @@ pub enum ContextError {
         "no libEGL: libEGL.so.1 could not be loaded (install libegl1 and a vendor driver such as libegl-mesa0)"
     )]
     NoLibEgl,
-    /// EGL loaded but lists no usable device (or cannot enumerate devices at all).
+    /// EGL loaded but lists no usable device (or cannot enumerate devices at all), or none that
+    /// the device selection allows.
     #[error("no EGL device: {reason}")]
     NoEglDevice {
-        /// What EGL said.
+        /// What EGL said; for a selection error, also the valid forms and the devices EGL lists.
         reason: String,
+        /// Set when the device selection ([`ContextOptions::device`], `GPUSVC_EGL_DEVICE`) is
+        /// what matched no device.
+        selection: Option<DeviceSelectionError>,
     },
     /// The device's display could not be initialized.
     #[error("EGL display on device {device} could not be initialized: {reason}")]
@@ -230,25 +325,22 @@ impl GlContext {
         Self::open(&ContextOptions::default())
     }
 
-    /// Opens a context on the machine's EGL driver.
+    /// Opens a context on the machine's EGL driver, on the device [`ContextOptions::device`]
+    /// selects. A selection that matches no device (an unparsable `GPUSVC_EGL_DEVICE`,
+    /// `hardware` on a machine with only software devices, an index past the end) is a
+    /// [`ContextError::NoEglDevice`] naming the valid forms and the devices EGL lists.
     pub fn open(options: &ContextOptions) -> Result<Self, ContextError> {
-        let devices: Vec<Device> = match Device::query_devices() {
-            Ok(devices) => devices.collect(),
-            Err(e) if matches!(e.error_kind(), ErrorKind::NotFound) => {
-                return Err(ContextError::NoLibEgl);
-            }
-            Err(e) => {
-                return Err(ContextError::NoEglDevice {
-                    reason: format!("EGL cannot enumerate devices: {e}"),
-                });
-            }
+        // The selection is read first, so that a bad value is reported even without EGL.
+        let selection = options.device.resolve();
+        let devices = query_devices();
+        let selection = match selection {
+            Ok(selection) => selection,
+            Err(e) => return Err(selection_error(options.device, e, devices.as_deref())),
         };
-        if devices.is_empty() {
-            return Err(ContextError::NoEglDevice {
-                reason: "eglQueryDevicesEXT listed no device".into(),
-            });
-        }
-        let order = device_order(&devices, options.device)?;
+        let devices = devices?;
+        let software: Vec<bool> = devices.iter().map(is_software).collect();
+        let order = device_order(&software, selection)
+            .map_err(|e| selection_error(options.device, e, Ok(&devices)))?;
         let mut first_error = None;
         for index in order {
             match open_on_device(&devices, index, options) {
@@ -284,34 +376,132 @@ impl GlContext {
     }
 }
 
-/// Indices of the devices to try, best first.
-fn device_order(
-    devices: &[Device],
-    selection: DeviceSelection,
-) -> Result<Vec<usize>, ContextError> {
-    let is_software = |d: &Device| d.extensions().contains("EGL_MESA_device_software");
-    let order: Vec<usize> = match selection {
-        DeviceSelection::PreferHardware => {
-            let hardware = (0..devices.len()).filter(|&i| !is_software(&devices[i]));
-            let software = (0..devices.len()).filter(|&i| is_software(&devices[i]));
-            hardware.chain(software).collect()
+/// EGL's devices, at least one.
+fn query_devices() -> Result<Vec<Device>, ContextError> {
+    let devices: Vec<Device> = match Device::query_devices() {
+        Ok(devices) => devices.collect(),
+        Err(e) if matches!(e.error_kind(), ErrorKind::NotFound) => {
+            return Err(ContextError::NoLibEgl);
         }
-        DeviceSelection::Software => (0..devices.len())
-            .filter(|&i| is_software(&devices[i]))
-            .collect(),
-        DeviceSelection::Index(i) if i < devices.len() => vec![i],
-        DeviceSelection::Index(i) => {
+        Err(e) => {
             return Err(ContextError::NoEglDevice {
-                reason: format!("device {i} requested, EGL lists {}", devices.len()),
+                reason: format!("EGL cannot enumerate devices: {e}"),
+                selection: None,
             });
         }
     };
-    if order.is_empty() {
+    if devices.is_empty() {
         return Err(ContextError::NoEglDevice {
-            reason: format!("no software device among the {} EGL lists", devices.len()),
+            reason: "eglQueryDevicesEXT listed no device".into(),
+            selection: None,
         });
     }
-    Ok(order)
+    Ok(devices)
+}
+
+fn is_software(device: &Device) -> bool {
+    device.extensions().contains("EGL_MESA_device_software")
+}
+
+/// `0: software` / `1: hardware, NVIDIA, /dev/dri/renderD128`, for error messages.
+fn describe_device(index: usize, device: &Device) -> String {
+    let mut text = format!(
+        "{index}: {}",
+        if is_software(device) {
+            "software"
+        } else {
+            "hardware"
+        }
+    );
+    for part in [device.vendor(), device.name()].into_iter().flatten() {
+        text.push_str(&format!(", {part}"));
+    }
+    if let Some(node) = device
+        .drm_render_device_node_path()
+        .or_else(|| device.drm_device_node_path())
+    {
+        text.push_str(&format!(", {}", node.display()));
+    }
+    text
+}
+
+/// The [`ContextError`] for a selection that matched no device: the reason, where the selection
+/// came from, the valid forms (for a value that names no device) and the devices EGL lists.
+fn selection_error(
+    asked: DeviceSelection,
+    error: DeviceSelectionError,
+    devices: Result<&[Device], &ContextError>,
+) -> ContextError {
+    let origin = match (asked, &error) {
+        (DeviceSelection::FromEnv, DeviceSelectionError::Unparsable { .. }) => {
+            format!("{DEVICE_ENV}: ")
+        }
+        (DeviceSelection::FromEnv, _) => match DeviceSelection::from_env() {
+            Ok(selection) => format!("{DEVICE_ENV}={selection}: "),
+            Err(_) => format!("{DEVICE_ENV}: "),
+        },
+        _ => String::new(),
+    };
+    let count = devices.map_or(0, <[Device]>::len);
+    let valid = match &error {
+        DeviceSelectionError::Unparsable { .. } | DeviceSelectionError::IndexOutOfRange { .. } => {
+            match count {
+                0 => format!("; valid forms: {VALID_FORMS}"),
+                n => format!("; valid forms: {VALID_FORMS} (0 to {})", n - 1),
+            }
+        }
+        _ => String::new(),
+    };
+    let listing = match devices {
+        Ok(devices) => {
+            let described: Vec<String> = devices
+                .iter()
+                .enumerate()
+                .map(|(i, d)| describe_device(i, d))
+                .collect();
+            format!(
+                "EGL lists {} device{}: {}",
+                devices.len(),
+                if devices.len() == 1 { "" } else { "s" },
+                described.join("; ")
+            )
+        }
+        Err(e) => format!("EGL lists no device ({e})"),
+    };
+    ContextError::NoEglDevice {
+        reason: format!("{origin}{error}{valid}; {listing}"),
+        selection: Some(error),
+    }
+}
+
+/// Indices of the devices to try, best first, given which devices are software ones. Never
+/// empty on success. `selection` is already resolved (not [`DeviceSelection::FromEnv`]).
+fn device_order(
+    software: &[bool],
+    selection: DeviceSelection,
+) -> Result<Vec<usize>, DeviceSelectionError> {
+    let indices =
+        |want_software: bool| (0..software.len()).filter(move |&i| software[i] == want_software);
+    let order: Vec<usize> = match selection {
+        DeviceSelection::FromEnv | DeviceSelection::PreferHardware => {
+            indices(false).chain(indices(true)).collect()
+        }
+        DeviceSelection::Hardware => indices(false).collect(),
+        DeviceSelection::Software => indices(true).collect(),
+        DeviceSelection::Index(index) if index < software.len() => vec![index],
+        DeviceSelection::Index(index) => {
+            return Err(DeviceSelectionError::IndexOutOfRange {
+                index,
+                count: software.len(),
+            });
+        }
+    };
+    match (order.is_empty(), selection) {
+        (false, _) => Ok(order),
+        (true, DeviceSelection::Hardware) => Err(DeviceSelectionError::NoHardware),
+        (true, DeviceSelection::Software) => Err(DeviceSelectionError::NoSoftware),
+        (true, _) => Err(DeviceSelectionError::NoDevice),
+    }
 }
 
 fn open_on_device(
@@ -505,7 +695,7 @@ fn device_info(devices: &[Device], index: usize) -> DeviceInfo {
     DeviceInfo {
         index,
         device_count: devices.len(),
-        software: device.extensions().contains("EGL_MESA_device_software"),
+        software: is_software(device),
         drm_node: device
             .drm_render_device_node_path()
             .or_else(|| device.drm_device_node_path())
@@ -541,5 +731,134 @@ fn read_driver_info(
             program_binary_formats: formats.into_iter().map(|f| f as u32).collect(),
             device,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn device_env_values_parse_to_selections() {
+        assert_eq!(
+            DeviceSelection::parse("auto"),
+            Ok(DeviceSelection::PreferHardware)
+        );
+        assert_eq!(
+            DeviceSelection::parse("hardware"),
+            Ok(DeviceSelection::Hardware)
+        );
+        assert_eq!(
+            DeviceSelection::parse(" Software\n"),
+            Ok(DeviceSelection::Software)
+        );
+        assert_eq!(DeviceSelection::parse("0"), Ok(DeviceSelection::Index(0)));
+        assert_eq!(
+            DeviceSelection::parse(" 12 "),
+            Ok(DeviceSelection::Index(12))
+        );
+        for bad in [
+            "banana",
+            "",
+            "hw",
+            "-1",
+            "+1",
+            "1.0",
+            "0x1",
+            "99999999999999999999999",
+        ] {
+            assert_eq!(
+                DeviceSelection::parse(bad),
+                Err(DeviceSelectionError::Unparsable { value: bad.into() }),
+                "{bad:?}"
+            );
+        }
+        // Every selection's display form parses back to it.
+        for selection in [
+            DeviceSelection::PreferHardware,
+            DeviceSelection::Hardware,
+            DeviceSelection::Software,
+            DeviceSelection::Index(3),
+        ] {
+            assert_eq!(
+                DeviceSelection::parse(&selection.to_string()),
+                Ok(selection)
+            );
+        }
+    }
+
+    #[test]
+    fn hardware_and_software_selections_never_fall_back() {
+        let only_software = [true];
+        assert_eq!(
+            device_order(&only_software, DeviceSelection::Hardware),
+            Err(DeviceSelectionError::NoHardware)
+        );
+        assert_eq!(
+            device_order(&only_software, DeviceSelection::PreferHardware),
+            Ok(vec![0])
+        );
+        assert_eq!(
+            device_order(&[false, false], DeviceSelection::Software),
+            Err(DeviceSelectionError::NoSoftware)
+        );
+        let mixed = [true, false, true, false];
+        assert_eq!(
+            device_order(&mixed, DeviceSelection::Hardware),
+            Ok(vec![1, 3])
+        );
+        assert_eq!(
+            device_order(&mixed, DeviceSelection::Software),
+            Ok(vec![0, 2])
+        );
+        assert_eq!(
+            device_order(&mixed, DeviceSelection::PreferHardware),
+            Ok(vec![1, 3, 0, 2])
+        );
+        assert_eq!(device_order(&mixed, DeviceSelection::Index(2)), Ok(vec![2]));
+        assert_eq!(
+            device_order(&mixed, DeviceSelection::Index(4)),
+            Err(DeviceSelectionError::IndexOutOfRange { index: 4, count: 4 })
+        );
+        assert_eq!(
+            device_order(&[], DeviceSelection::PreferHardware),
+            Err(DeviceSelectionError::NoDevice)
+        );
+    }
+
+    #[test]
+    fn a_selection_error_names_the_value_the_valid_forms_and_what_egl_lists() {
+        let banana = DeviceSelectionError::Unparsable {
+            value: "banana".into(),
+        };
+        let e = selection_error(
+            DeviceSelection::FromEnv,
+            banana.clone(),
+            Err(&ContextError::NoLibEgl),
+        );
+        let text = e.to_string();
+        for part in [
+            "no EGL device: GPUSVC_EGL_DEVICE: \"banana\" is not a device selection",
+            "valid forms: auto",
+            "hardware, software, or a device index",
+            "EGL lists no device (no libEGL",
+        ] {
+            assert!(text.contains(part), "{part:?} not in {text}");
+        }
+        assert!(matches!(
+            e,
+            ContextError::NoEglDevice {
+                selection: Some(ref s),
+                ..
+            } if *s == banana
+        ));
+        // An explicit option is not attributed to the variable.
+        let e = selection_error(
+            DeviceSelection::Index(7),
+            DeviceSelectionError::IndexOutOfRange { index: 7, count: 0 },
+            Err(&ContextError::NoLibEgl),
+        );
+        assert!(!e.to_string().contains(DEVICE_ENV), "{e}");
+        assert!(e.to_string().contains("device 7 was asked for"), "{e}");
     }
 }

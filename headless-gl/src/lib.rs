@@ -45,8 +45,8 @@ mod program;
 pub mod testing;
 
 pub use context::{
-    ApiPreference, ContextError, ContextOptions, ContextProfile, DeviceSelection, GlContext,
-    NotCurrent,
+    ApiPreference, ContextError, ContextOptions, ContextProfile, DEVICE_ENV, DeviceSelection,
+    DeviceSelectionError, GlContext, NotCurrent,
 };
 pub use draw::{DrawCall, DrawError, OffscreenTarget, UniformValue, VertexAttribute};
 pub use driver::{DeviceInfo, DriverInfo, GlApi, GlVersion};

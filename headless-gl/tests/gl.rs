@@ -513,6 +513,48 @@ fn unmakeable_contexts_say_what_is_missing() {
 }
 
 #[test]
+fn a_hardware_selection_never_falls_back_to_software() {
+    let prefer = ContextOptions {
+        device: DeviceSelection::PreferHardware,
+        ..ContextOptions::default()
+    };
+    let Some(preferred) =
+        open_or_skip("a_hardware_selection_never_falls_back_to_software", &prefer)
+    else {
+        return;
+    };
+    let device = preferred.info().device.clone();
+    drop(preferred);
+    let hardware = GlContext::open(&ContextOptions {
+        device: DeviceSelection::Hardware,
+        ..ContextOptions::default()
+    });
+    if !device.software {
+        let ctx = hardware.expect("PreferHardware found a hardware device, so Hardware must");
+        assert!(!ctx.info().device.software, "{:?}", ctx.info().device);
+        return;
+    }
+    // PreferHardware tries every hardware device before a software one: it ended on software,
+    // so no hardware device gives a context and Hardware must fail rather than use software.
+    let e = hardware.expect_err("Hardware must not fall back to a software device");
+    eprintln!("{e}");
+    if device.device_count == 1 {
+        // The only device is a software one (Mesa llvmpipe alone).
+        match &e {
+            ContextError::NoEglDevice { reason, selection } => {
+                assert_eq!(
+                    *selection,
+                    Some(headless_gl::DeviceSelectionError::NoHardware),
+                    "{e}"
+                );
+                assert!(reason.contains("EGL lists 1 device: 0: software"), "{e}");
+            }
+            other => panic!("expected NoEglDevice, got {other:?}"),
+        }
+    }
+}
+
+#[test]
 fn bad_draw_input_is_an_error_not_a_crash() {
     let Some(ctx) = context_or_skip("bad_draw_input_is_an_error_not_a_crash") else {
         return;
