@@ -52,7 +52,8 @@ gpusvc_program_cache_config Config(size_t budget) {
 gpusvc::DiskOptions Disk(const fs::path& dir) {
   gpusvc::DiskOptions disk = gpusvc::DiskOptions::Defaults();
   disk.dir = dir.string();
-  disk.host_build_id = "cpp disk tests";
+  disk.host_product = "cpp disk tests";
+  disk.host_version = "1";
   return disk;
 }
 
@@ -363,7 +364,10 @@ TEST(DiskCache, NullAndInvalidArgumentsAreCodesAndWriteNothing) {
   bad.max_consecutive_rejections = 0;
   EXPECT_EQ(attempt(&config, &bad, &driver), GPUSVC_INVALID_ARGUMENT);
   bad = good;
-  bad.host_build_id = nullptr;
+  bad.host_product = nullptr;
+  EXPECT_EQ(attempt(&config, &bad, &driver), GPUSVC_NULL_ARGUMENT);
+  bad = good;
+  bad.host_version = nullptr;
   EXPECT_EQ(attempt(&config, &bad, &driver), GPUSVC_NULL_ARGUMENT);
   const char not_utf8[] = {'\xff', '\xfe', '\0'};
   bad = good;

@@ -385,7 +385,8 @@ inline gpusvc_result EvictionOrder(const gpusvc_program_cache* cache,
 struct DiskOptions {
   bool enabled = true;
   std::string dir;            // the cache folder (bytes; a profile folder in a browser)
-  std::string host_build_id;  // browser version + build, translator version
+  std::string host_product;   // which embedder / browser channel ("chrome-stable")
+  std::string host_version;   // browser version + build, translator version
   bool has_vendor_id = false;
   uint32_t vendor_id = 0;
   bool has_device_id = false;
@@ -416,7 +417,8 @@ struct DiskOptions {
     c.enabled = enabled;
     c.dir = dir.data();
     c.dir_len = dir.size();
-    c.host_build_id = host_build_id.c_str();
+    c.host_product = host_product.c_str();
+    c.host_version = host_version.c_str();
     c.has_vendor_id = has_vendor_id;
     c.vendor_id = vendor_id;
     c.has_device_id = has_device_id;

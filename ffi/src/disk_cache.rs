@@ -35,7 +35,7 @@ pub type gpusvc_disk_log_callback =
     Option<unsafe extern "C" fn(message: *const c_char, user_data: *mut c_void)>;
 
 /// Configuration of a cache's disk store (`gpusvc_program_cache_new_with_disk`). Start from
-/// `gpusvc_disk_config_defaults` and set at least `dir` and `host_build_id`.
+/// `gpusvc_disk_config_defaults` and set at least `dir`, `host_product` and `host_version`.
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
 pub struct gpusvc_disk_config {
@@ -46,9 +46,14 @@ pub struct gpusvc_disk_config {
     pub dir: *const c_char,
     /// Length of `dir` in bytes (> 0).
     pub dir_len: usize,
-    /// The host's build id (browser version + build number, translator version; UTF-8,
-    /// NUL-terminated, may be empty): part of the stamp, so a host update starts a new store.
-    pub host_build_id: *const c_char,
+    /// The host product (UTF-8, NUL-terminated, may be empty): which embedder or browser
+    /// channel this is. Two products on one folder never remove each other's stores.
+    pub host_product: *const c_char,
+    /// The host's version (browser version + build number, translator version; UTF-8,
+    /// NUL-terminated, may be empty): part of the stamp, so a host update starts a new store,
+    /// and the store of an older (or the same) version of the same product on the same device
+    /// is removed as stale.
+    pub host_version: *const c_char,
     /// Whether `vendor_id` is known.
     pub has_vendor_id: bool,
     /// PCI vendor id of the GPU (part of the stamp).
@@ -145,6 +150,22 @@ pub struct gpusvc_disk_stats {
     pub evictions: u64,
     /// Times the whole store was emptied (`gpusvc_program_cache_clear`, repeated refusals).
     pub store_drops: u64,
+    /// Times work was skipped because another process held a lock past the bounded wait.
+    pub lock_busy: u64,
+    /// Saves never written because the entry would exceed the format's payload bound.
+    pub oversized: u64,
+    /// Writes that failed for lack of space and were retried after evicting.
+    pub space_retries: u64,
+    /// Other stores of the folder removed as stale.
+    pub stores_removed: u64,
+    /// Names in `entries/` that were not entries (folders, FIFOs, links, huge files) removed.
+    pub odd_removed: u64,
+    /// Times the store's folder vanished (deleted by another process) and was recreated.
+    pub recreated: u64,
+    /// Last-use records appended to the store's LRU log.
+    pub use_records: u64,
+    /// Times the LRU log and hot list were compacted.
+    pub compactions: u64,
 }
 
 // ---- the host's log callback, closed when the cache handle is freed ----
@@ -269,7 +290,8 @@ unsafe fn disk_config_in(
         vendor_id: disk.has_vendor_id.then_some(disk.vendor_id),
         device_id: disk.has_device_id.then_some(disk.device_id),
         driver_build_id,
-        host_build_id: text_field(disk.host_build_id, "host_build_id")?,
+        host_product: text_field(disk.host_product, "host_product")?,
+        host_version: text_field(disk.host_version, "host_version")?,
         format_version: FORMAT_VERSION,
         pointer_width: usize::BITS,
     };
@@ -338,7 +360,8 @@ fn cache(cache: *const gpusvc_program_cache) -> Result<Arc<ProgramCache>, FfiErr
 // ---- exports ----
 
 /// Writes the defaults into `*out`: enabled, LZ4 on, the memory budget, the store dropped after
-/// 3 refused binaries in a row, no ids, no log. `dir` and `host_build_id` are NULL: set them.
+/// 3 refused binaries in a row, no ids, no log. `dir`, `host_product` and `host_version` are
+/// NULL: set them.
 ///
 /// # Safety
 /// `out` is NULL or valid for one write.
@@ -356,7 +379,8 @@ pub unsafe extern "C" fn gpusvc_disk_config_defaults(
             vendor_id: None,
             device_id: None,
             driver_build_id: None,
-            host_build_id: String::new(),
+            host_product: String::new(),
+            host_version: String::new(),
             format_version: FORMAT_VERSION,
             pointer_width: usize::BITS,
         };
@@ -366,7 +390,8 @@ pub unsafe extern "C" fn gpusvc_disk_config_defaults(
             enabled: true,
             dir: std::ptr::null(),
             dir_len: 0,
-            host_build_id: std::ptr::null(),
+            host_product: std::ptr::null(),
+            host_version: std::ptr::null(),
             has_vendor_id: false,
             vendor_id: 0,
             has_device_id: false,
@@ -384,7 +409,8 @@ pub unsafe extern "C" fn gpusvc_disk_config_defaults(
     })
 }
 
-/// The default cache folder, `$XDG_CACHE_HOME/gpusvc` (else `$HOME/.cache/gpusvc`), as bytes:
+/// The default cache folder, `$XDG_CACHE_HOME/gpusvc` (else `$HOME/.cache/gpusvc`), as bytes
+/// (`GPUSVC_PROGRAM_CACHE_NO_DEFAULT_DIR` when neither variable is set: run memory-only then):
 /// `*out_len` gets its length; with `buf` NULL and `len` 0 nothing else happens (a size query);
 /// otherwise `len` must exceed the length (else `GPUSVC_INSUFFICIENT_SIZE`, nothing written) and
 /// the path is copied NUL-terminated. A browser normally passes a folder of its profile instead.
@@ -398,7 +424,12 @@ pub unsafe extern "C" fn gpusvc_disk_config_default_dir(
     out_len: *mut usize,
 ) -> gpusvc_result {
     ffi_guard(|| {
-        let dir = DiskConfig::default_dir();
+        let dir = DiskConfig::default_dir().ok_or_else(|| {
+            FfiError::new(
+                gpusvc_result::GPUSVC_PROGRAM_CACHE_NO_DEFAULT_DIR,
+                "neither XDG_CACHE_HOME nor HOME is set to an absolute path".to_owned(),
+            )
+        })?;
         let text = dir.to_string_lossy();
         // SAFETY: forwarded from this function's contract.
         unsafe { query_text_out(&text, buf, len, out_len) }
@@ -584,6 +615,14 @@ pub unsafe extern "C" fn gpusvc_program_cache_get_disk_stats(
                 rejected_entries: c.rejected_entries,
                 evictions: c.evictions,
                 store_drops: c.store_drops,
+                lock_busy: c.lock_busy,
+                oversized: c.oversized,
+                space_retries: c.space_retries,
+                stores_removed: c.stores_removed,
+                odd_removed: c.odd_removed,
+                recreated: c.recreated,
+                use_records: c.use_records,
+                compactions: c.compactions,
             },
         };
         // SAFETY: non-null (checked) and valid for a write (contract).
@@ -627,7 +666,8 @@ mod tests {
         let mut c = unsafe { c.assume_init() };
         c.dir = dir.as_ptr().cast();
         c.dir_len = dir.len();
-        c.host_build_id = c"host 1".as_ptr();
+        c.host_product = c"host".as_ptr();
+        c.host_version = c"1".as_ptr();
         c
     }
 
@@ -665,7 +705,10 @@ mod tests {
         );
         assert_eq!((s.vendor_id, s.device_id), (None, Some(0x1234)));
         assert_eq!(s.driver_build_id.as_deref(), Some("build-7"));
-        assert_eq!(s.host_build_id, "host 1");
+        assert_eq!(
+            (s.host_product.as_str(), s.host_version.as_str()),
+            ("host", "1")
+        );
         assert_eq!(s.format_version, FORMAT_VERSION);
     }
 
@@ -690,10 +733,15 @@ mod tests {
         };
         assert!(code(zero, driver()).contains("INVALID_ARGUMENT"));
         let no_host = gpusvc_disk_config {
-            host_build_id: std::ptr::null(),
+            host_product: std::ptr::null(),
             ..disk("x")
         };
         assert!(code(no_host, driver()).contains("NULL_ARGUMENT"));
+        let no_version = gpusvc_disk_config {
+            host_version: std::ptr::null(),
+            ..disk("x")
+        };
+        assert!(code(no_version, driver()).contains("NULL_ARGUMENT"));
         let bad = [0xffu8, 0];
         let not_utf8 = gpusvc_driver_identity {
             gl_renderer: bad.as_ptr().cast(),

@@ -62,6 +62,9 @@ pub enum gpusvc_result {
     /// Program cache: the startup load from the disk store did not finish within the timeout
     /// (the cache works meanwhile; programs not loaded yet are misses).
     GPUSVC_PROGRAM_CACHE_LOAD_TIMEOUT = 207,
+    /// Program cache: there is no default cache folder (neither `XDG_CACHE_HOME` nor `HOME` is
+    /// set to an absolute path); pass a folder, or run memory-only.
+    GPUSVC_PROGRAM_CACHE_NO_DEFAULT_DIR = 208,
     /// Sync: an order-number transition that is not allowed (begin, pause or finish out of
     /// order, or order number 0); nothing changed.
     GPUSVC_SYNC_ORDER_VIOLATION = 300,
@@ -78,7 +81,7 @@ pub enum gpusvc_result {
 }
 
 /// Every code, in number order.
-const ALL_RESULTS: [gpusvc_result; 30] = [
+const ALL_RESULTS: [gpusvc_result; 31] = [
     gpusvc_result::GPUSVC_OK,
     gpusvc_result::GPUSVC_PANIC,
     gpusvc_result::GPUSVC_NULL_ARGUMENT,
@@ -103,6 +106,7 @@ const ALL_RESULTS: [gpusvc_result; 30] = [
     gpusvc_result::GPUSVC_PROGRAM_CACHE_LINK_FAILED,
     gpusvc_result::GPUSVC_PROGRAM_CACHE_SHADER_NOT_COMPILED,
     gpusvc_result::GPUSVC_PROGRAM_CACHE_LOAD_TIMEOUT,
+    gpusvc_result::GPUSVC_PROGRAM_CACHE_NO_DEFAULT_DIR,
     gpusvc_result::GPUSVC_SYNC_ORDER_VIOLATION,
     gpusvc_result::GPUSVC_SYNC_RELEASE_OUTSIDE_PROCESSING,
     gpusvc_result::GPUSVC_SYNC_CLIENT_EXISTS,
@@ -161,6 +165,9 @@ impl gpusvc_result {
             }
             GPUSVC_PROGRAM_CACHE_LOAD_TIMEOUT => {
                 "program cache: the startup load from disk did not finish within the timeout"
+            }
+            GPUSVC_PROGRAM_CACHE_NO_DEFAULT_DIR => {
+                "program cache: no default cache folder (neither XDG_CACHE_HOME nor HOME is set)"
             }
             GPUSVC_SYNC_ORDER_VIOLATION => "sync: the order-number transition is not allowed",
             GPUSVC_SYNC_RELEASE_OUTSIDE_PROCESSING => {

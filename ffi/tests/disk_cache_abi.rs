@@ -69,7 +69,8 @@ fn disk_config(dir: &[u8], sink: Option<&LogSink>) -> gpusvc_disk_config {
     let mut c = unsafe { c.assume_init() };
     c.dir = dir.as_ptr().cast();
     c.dir_len = dir.len();
-    c.host_build_id = c"rust disk abi tests".as_ptr();
+    c.host_product = c"rust disk abi tests".as_ptr();
+    c.host_version = c"1".as_ptr();
     if let Some(sink) = sink {
         c.log = Some(log_line);
         c.log_user_data = ptr::from_ref(sink).cast_mut().cast();
@@ -565,7 +566,7 @@ fn bad_arguments_are_codes_and_write_nothing() {
     };
     assert_eq!(attempt(&config, &zero, &identity), GPUSVC_INVALID_ARGUMENT);
     let no_host = gpusvc_disk_config {
-        host_build_id: ptr::null(),
+        host_product: ptr::null(),
         ..good
     };
     assert_eq!(attempt(&config, &no_host, &identity), GPUSVC_NULL_ARGUMENT);

@@ -1,14 +1,12 @@
 //! `gpusvc cache`: the program cache's disk folder seen from outside a cache — list, verify,
 //! stats, clear — through `program_cache::disk::inspect` (read-only except `clear`).
 
-use std::fs::File;
-use std::io::{Read as _, Write as _};
+use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use program_cache::DiskConfig;
-use program_cache::disk::inspect::{self, EntryInfo, StoreInfo};
-use program_cache::disk::{HEADER_LEN, decode_header};
+use program_cache::disk::inspect::{self, ClearError, EntryInfo, StoreInfo};
 
 use crate::{CacheArgs, CacheCommand};
 
@@ -29,6 +27,14 @@ pub(crate) enum CacheError {
     /// Reading or deleting failed.
     #[error("{0}: {1}")]
     Io(PathBuf, std::io::Error),
+    /// No folder was named and there is no default (neither XDG_CACHE_HOME nor HOME is set).
+    #[error("no cache folder: neither XDG_CACHE_HOME nor HOME is set; pass --dir DIR")]
+    NoDefault,
+    /// `clear` found stores a running cache uses.
+    #[error(
+        "refusing to clear: {0}; nothing was deleted (close the program using it, or pass --force)"
+    )]
+    InUse(String),
     /// Writing to stdout failed.
     #[error("writing the report: {0}")]
     Output(#[from] std::io::Error),
@@ -95,37 +101,42 @@ fn store_name(store: &StoreInfo) -> String {
     )
 }
 
-/// The stamp an entry's header names (first 8 bytes, the form of a store folder's name), or why
-/// the header cannot be read.
+/// The stamp an entry's header names (first 8 bytes, the form of a store folder's name), or
+/// that its header cannot be read.
 fn entry_stamp(entry: &EntryInfo) -> String {
-    let mut header = [0u8; HEADER_LEN];
-    let read = File::open(&entry.path).and_then(|mut f| f.read_exact(&mut header));
-    match read {
-        Err(_) => "unreadable".into(),
-        Ok(()) => match decode_header(&header) {
-            Ok(h) => h.stamp_hash[..8]
-                .iter()
-                .map(|b| format!("{b:02x}"))
-                .collect(),
-            Err(e) => format!("bad header ({e})"),
-        },
-    }
+    entry
+        .header_stamp
+        .clone()
+        .unwrap_or_else(|| "no readable header".into())
 }
 
 fn store_header(out: &mut impl std::io::Write, store: &StoreInfo) -> std::io::Result<()> {
+    let host = match stamp_field(store, "host_product") {
+        "?" => stamp_field(store, "host_build_id").to_owned(),
+        product => format!("{product} {}", stamp_field(store, "host_version")),
+    };
     writeln!(
         out,
-        "store {} ({}): {} entries, {}, {} temporary files; stamp: {} | {} | {} | host {}",
+        "store {} ({}): {} entries, {} ({} on disk), {} temporary files{}; stamp: {} | {} | {} | host {}",
         store_name(store),
         store.dir.display(),
         store.entries.len(),
         bytes(store.bytes()),
+        bytes(store.allocated),
         store.temporary_files,
+        if store.in_use { ", in use" } else { "" },
         stamp_field(store, "gl_vendor"),
         stamp_field(store, "gl_renderer"),
         stamp_field(store, "gl_version"),
-        stamp_field(store, "host_build_id"),
-    )
+        host,
+    )?;
+    if let Some(why) = &store.damage {
+        writeln!(out, "  DAMAGED store: {why}")?;
+    }
+    if let Some(why) = &store.entries_error {
+        writeln!(out, "  DAMAGED store: {why}")?;
+    }
+    Ok(())
 }
 
 fn list(root: &Path, out: &mut impl std::io::Write) -> Result<Outcome, CacheError> {
@@ -133,7 +144,7 @@ fn list(root: &Path, out: &mut impl std::io::Write) -> Result<Outcome, CacheErro
     if stores.is_empty() {
         writeln!(
             out,
-            "{}: no stores (the cache folder is empty)",
+            "{}: no stores (no folder in it is a cache store)",
             root.display()
         )?;
     }
@@ -161,8 +172,13 @@ fn verify(root: &Path, out: &mut impl std::io::Write) -> Result<Outcome, CacheEr
     let stores = scan(root)?;
     let mut checked = 0;
     let mut corrupt = 0;
+    let mut damaged = 0;
     for store in &stores {
         checked += store.entries.len();
+        for why in store.damage.iter().chain(&store.entries_error) {
+            damaged += 1;
+            writeln!(out, "damaged store: {}: {why}", store.dir.display())?;
+        }
         for e in store.corrupt() {
             corrupt += 1;
             let why = e.check.as_ref().err().map(ToString::to_string);
@@ -176,11 +192,12 @@ fn verify(root: &Path, out: &mut impl std::io::Write) -> Result<Outcome, CacheEr
     }
     writeln!(
         out,
-        "{}: {} stores, {checked} entries checked (header, stamp, checksums, decode), {corrupt} corrupt",
+        "{}: {} stores ({damaged} damaged), {checked} entries checked (header, stamp, \
+         checksums, decode), {corrupt} corrupt",
         root.display(),
         stores.len()
     )?;
-    Ok(if corrupt > 0 {
+    Ok(if corrupt > 0 || damaged > 0 {
         Outcome::Corrupt
     } else {
         Outcome::Ok
@@ -196,35 +213,73 @@ fn stats(root: &Path, out: &mut impl std::io::Write) -> Result<Outcome, CacheErr
     let total: u64 = stores.iter().map(StoreInfo::bytes).sum();
     let tmp: usize = stores.iter().map(|s| s.temporary_files).sum();
     let corrupt: usize = stores.iter().map(|s| s.corrupt().count()).sum();
+    let allocated: u64 = stores.iter().map(|s| s.allocated).sum();
+    let damaged = stores.iter().filter(|s| s.is_damaged()).count();
     writeln!(out, "folder:          {}", root.display())?;
-    writeln!(out, "stores:          {}", stores.len())?;
+    writeln!(out, "stores:          {} ({damaged} damaged)", stores.len())?;
     writeln!(out, "entries:         {entries}")?;
     writeln!(out, "bytes:           {total} ({})", bytes(total))?;
+    writeln!(out, "on disk:         {allocated} ({})", bytes(allocated))?;
     writeln!(out, "temporary files: {tmp}")?;
     writeln!(out, "corrupt entries: {corrupt}")?;
-    Ok(Outcome::Ok)
+    Ok(if corrupt > 0 || damaged > 0 {
+        Outcome::Corrupt
+    } else {
+        Outcome::Ok
+    })
 }
 
-fn clear(root: &Path, out: &mut impl std::io::Write) -> Result<Outcome, CacheError> {
-    let stores = scan(root)?.len();
-    let removed = inspect::clear(root).map_err(|e| CacheError::Io(root.to_path_buf(), e))?;
+fn clear(root: &Path, force: bool, out: &mut impl std::io::Write) -> Result<Outcome, CacheError> {
+    scan(root)?;
+    let report = match inspect::clear(root, force) {
+        Ok(report) => report,
+        Err(ClearError::InUse(dirs)) => {
+            let list: Vec<String> = dirs.iter().map(|d| d.display().to_string()).collect();
+            return Err(CacheError::InUse(format!(
+                "{} store(s) in use by a running cache: {}",
+                dirs.len(),
+                list.join(", ")
+            )));
+        }
+        Err(ClearError::Io(e)) => return Err(CacheError::Io(root.to_path_buf(), e)),
+    };
     writeln!(
         out,
-        "{}: removed {stores} stores, {removed} entries",
-        root.display()
+        "{}: removed {} stores, {} entries",
+        root.display(),
+        report.stores,
+        report.entries
     )?;
+    for dir in &report.kept_foreign_files {
+        writeln!(
+            out,
+            "kept {}: it holds files that are not the cache's (the cache's own were removed)",
+            dir.display()
+        )?;
+    }
+    for dir in &report.damaged_left {
+        writeln!(
+            out,
+            "left {}: a damaged store (no valid STAMP), not provably the cache's; remove it by hand",
+            dir.display()
+        )?;
+    }
     Ok(Outcome::Ok)
 }
 
 /// Runs one `gpusvc cache` command.
 pub(crate) fn run(args: &CacheArgs) -> Result<Outcome, CacheError> {
-    let root = args.dir.clone().unwrap_or_else(DiskConfig::default_dir);
+    let root = args
+        .dir
+        .clone()
+        .or_else(DiskConfig::default_dir)
+        .ok_or(CacheError::NoDefault)?;
     let mut out = std::io::stdout().lock();
     let outcome = match args.command {
         CacheCommand::List => list(&root, &mut out),
         CacheCommand::Verify => verify(&root, &mut out),
         CacheCommand::Stats => stats(&root, &mut out),
-        CacheCommand::Clear => clear(&root, &mut out),
+        CacheCommand::Clear { force } => clear(&root, force, &mut out),
     }?;
     out.flush()?;
     Ok(outcome)

@@ -90,13 +90,19 @@ pub(crate) fn disk_delta(after: DiskCounters, before: DiskCounters) -> DiskCount
         rejected_entries: after.rejected_entries - before.rejected_entries,
         evictions: after.evictions - before.evictions,
         store_drops: after.store_drops - before.store_drops,
+        lock_busy: after.lock_busy - before.lock_busy,
+        oversized: after.oversized - before.oversized,
+        space_retries: after.space_retries - before.space_retries,
+        stores_removed: after.stores_removed - before.stores_removed,
+        odd_removed: after.odd_removed - before.odd_removed,
+        recreated: after.recreated - before.recreated,
+        use_records: after.use_records - before.use_records,
+        compactions: after.compactions - before.compactions,
     }
 }
 
-/// The host build id that goes into the disk stamp.
-pub(crate) fn host_build_id() -> String {
-    format!("gpusvc {}", env!("CARGO_PKG_VERSION"))
-}
+/// The host product that goes into the disk stamp (its version is the crate's).
+pub(crate) const HOST_PRODUCT: &str = "gpusvc-demo";
 
 /// How long the demo waits for the startup load from disk before it starts anyway.
 const LOAD_TIMEOUT: Duration = Duration::from_secs(120);
@@ -447,8 +453,10 @@ fn open_cache(args: &DemoArgs, ctx: &GlContext) -> RunCache {
         let dir = args
             .cache_dir
             .clone()
-            .unwrap_or_else(DiskConfig::default_dir);
-        let stamp = CompatibilityStamp::from_driver(ctx.info(), host_build_id());
+            .or_else(DiskConfig::default_dir)
+            .unwrap_or_else(|| std::env::temp_dir().join("gpusvc-demo-cache"));
+        let stamp =
+            CompatibilityStamp::from_driver(ctx.info(), HOST_PRODUCT, env!("CARGO_PKG_VERSION"));
         let store = dir.join(stamp.dir_name());
         let cache = ProgramCache::with_disk(config, None, DiskConfig::new(dir, stamp));
         (cache, Some(store))

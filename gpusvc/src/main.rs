@@ -54,8 +54,8 @@ enum Command {
     Demo(DemoArgs),
     /// Inspects the program cache's disk folder: list, verify, stats, clear.
     ///
-    /// Exit status: 0 when it ran, 4 when `verify` found a corrupt entry, 1 when the folder is
-    /// missing or unreadable.
+    /// Exit status: 0 when it ran, 4 when `verify` found a corrupt entry or a damaged store, 1
+    /// when the folder is missing or unreadable, or `clear` was refused.
     Cache(CacheArgs),
 }
 
@@ -70,15 +70,22 @@ struct CacheArgs {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Subcommand)]
 enum CacheCommand {
-    /// Every entry: key, size, age and the stamp its header names; a header line per stamp store.
+    /// Every entry: key, size, age and the stamp its header names; a header line per stamp store
+    /// (damaged stores included, marked as such).
     List,
-    /// Checks every entry fully (header, stamp, checksums, decode); prints each corrupt entry and
-    /// exits with status 4 if there is one.
+    /// Checks every entry fully (header, stamp, checksums, decode) and every store (STAMP,
+    /// readable entries folder); prints each problem and exits with status 4 if there is one.
     Verify,
     /// Stores, entries, bytes and temporary files.
     Stats,
-    /// Deletes every store in the folder (every stamp).
-    Clear,
+    /// Deletes every store in the folder (every stamp): only the files the cache format
+    /// defines; folders that are not provably stores are never touched. Refuses (exit 1,
+    /// nothing deleted) while a running cache uses a store, unless --force.
+    Clear {
+        /// Delete stores a running cache is using (it recreates its folder and reports it).
+        #[arg(long)]
+        force: bool,
+    },
 }
 
 /// Which context the demo opens.
@@ -206,5 +213,12 @@ mod tests {
         assert_eq!((args.dir, args.command), (None, CacheCommand::List));
         assert!(Cli::try_parse_from(["gpusvc", "cache"]).is_err());
         assert!(Cli::try_parse_from(["gpusvc", "cache", "shred"]).is_err());
+        let Command::Cache(args) = Cli::try_parse_from(["gpusvc", "cache", "clear", "--force"])
+            .unwrap()
+            .command
+        else {
+            panic!("not cache")
+        };
+        assert_eq!(args.command, CacheCommand::Clear { force: true });
     }
 }

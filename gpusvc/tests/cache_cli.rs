@@ -36,7 +36,8 @@ fn stamp() -> CompatibilityStamp {
         vendor_id: None,
         device_id: None,
         driver_build_id: None,
-        host_build_id: "gpusvc cli tests".into(),
+        host_product: "gpusvc cli tests".into(),
+        host_version: "1".into(),
         format_version: disk::FORMAT_VERSION,
         pointer_width: usize::BITS,
     }

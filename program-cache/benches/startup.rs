@@ -279,7 +279,8 @@ fn synthetic_stamp() -> CompatibilityStamp {
         vendor_id: None,
         device_id: None,
         driver_build_id: None,
-        host_build_id: "startup bench".into(),
+        host_product: "startup bench".into(),
+        host_version: "1".into(),
         format_version: disk::FORMAT_VERSION,
         pointer_width: usize::BITS,
     }

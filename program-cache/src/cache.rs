@@ -166,14 +166,15 @@ impl ProgramCache {
         callback: Option<HistogramCallback>,
         disk: DiskConfig,
     ) -> Arc<Self> {
-        let (layer, dir) = DiskLayer::open(&disk, config.budget_bytes);
+        // No file-system work here (the GPU thread): the writer thread opens the store.
+        let layer = DiskLayer::new(&disk, config.budget_bytes);
         let cache = Arc::new(ProgramCache {
             callback,
             disk: Some(layer),
             ..Self::new(config)
         });
-        if let (Some(layer), Some(dir)) = (&cache.disk, dir) {
-            layer.start_loader(dir, Arc::downgrade(&cache), disk.on_loaded.clone());
+        if let Some(layer) = &cache.disk {
+            layer.start(Arc::downgrade(&cache));
         }
         cache
     }

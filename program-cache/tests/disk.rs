@@ -20,7 +20,8 @@ fn stamp(driver: &str) -> CompatibilityStamp {
         vendor_id: None,
         device_id: None,
         driver_build_id: None,
-        host_build_id: "tests".into(),
+        host_product: "tests".into(),
+        host_version: "1".into(),
         format_version: disk::FORMAT_VERSION,
         pointer_width: 64,
     }
@@ -35,6 +36,8 @@ fn open(dir: &std::path::Path, driver: &str, budget: usize) -> Arc<ProgramCache>
     cache
         .wait_until_loaded(Duration::from_secs(10))
         .expect("loads");
+    // The writer removes stale stores before it serves its first job.
+    cache.flush_disk();
     cache
 }
 
@@ -126,12 +129,21 @@ fn damaged_entries_are_rejected_deleted_and_counted() {
 #[test]
 fn the_store_evicts_least_recently_used_entries_to_the_low_water_mark() {
     let dir = tempfile::tempdir().unwrap();
-    let entry_size = {
-        let p = program(1, 2, 2000);
-        disk::encode(&key(1), &p, &[0; 20], 0, true).len() as u64
+    // The budget counts what the file system allocates: measure a store of ten entries (with
+    // its LRU log) in another folder, and give this one exactly that.
+    let probe = tempfile::tempdir().unwrap();
+    let budget = {
+        let c = open(probe.path(), "1.0", 1 << 20);
+        for n in 1..=10 {
+            c.save(key(n), program(n, n + 100, 2000), None).unwrap();
+        }
+        c.load(&key(1), None).unwrap();
+        c.flush_disk();
+        inspect::scan(probe.path()).unwrap()[0].allocated
     };
+    let entry_size = budget / 10;
     let mut config = DiskConfig::new(dir.path(), stamp("1.0"));
-    config.budget_bytes = Some(entry_size * 10);
+    config.budget_bytes = Some(budget);
     config.compress = true;
     let cache = ProgramCache::with_disk(CacheConfig::with_budget(1 << 20), None, config);
     cache.wait_until_loaded(Duration::from_secs(10)).unwrap();
@@ -153,11 +165,11 @@ fn the_store_evicts_least_recently_used_entries_to_the_low_water_mark() {
         .collect();
     assert!(on_disk.contains(&key(1)) && on_disk.contains(&key(2)) && on_disk.contains(&key(11)));
     assert!(!on_disk.contains(&key(3)), "3 was the least recently used");
-    let bytes: u64 = inspect::scan(dir.path()).unwrap()[0].bytes();
+    let bytes: u64 = inspect::scan(dir.path()).unwrap()[0].allocated;
     assert!(
-        bytes <= entry_size * 8,
-        "{bytes} > low water {}",
-        entry_size * 8
+        bytes <= budget * 8 / 10,
+        "{bytes} > low water {} (entries take {entry_size} bytes each)",
+        budget * 8 / 10
     );
     assert!(cache.disk_counters().unwrap().evictions >= 3);
 }
@@ -245,6 +257,8 @@ fn an_unusable_folder_degrades_to_memory_and_is_reported_once() {
         sink.lock().unwrap().push(line.into())
     }));
     let cache = ProgramCache::with_disk(CacheConfig::desktop(), None, config);
+    // The store is opened off the calling thread: known once the startup load has finished.
+    cache.wait_until_loaded(Duration::from_secs(10)).unwrap();
     assert!(!cache.disk_enabled());
     for n in 1..=3 {
         cache.save(key(n), program(n, n + 100, 100), None).unwrap();
@@ -296,13 +310,14 @@ fn stores_of_other_contexts_are_kept_until_unused_for_a_month() {
     let core_dir = dir
         .path()
         .join(with_context("OpenGL core profile").dir_name());
+    // Every record of the store says so (the lock's open time, the STAMP, the entries folder,
+    // the logs): its age is judged by all of them.
     let month_ago = std::time::SystemTime::now() - Duration::from_secs(31 * 24 * 3600);
-    std::fs::File::options()
-        .write(true)
-        .open(core_dir.join("in-use.lock"))
-        .unwrap()
-        .set_modified(month_ago)
-        .unwrap();
+    for name in ["in-use.lock", "STAMP", "entries", "lru.log", "hot.list"] {
+        if let Ok(f) = std::fs::File::open(core_dir.join(name)) {
+            f.set_modified(month_ago).unwrap();
+        }
+    }
     drop(open_ctx("OpenGL compatibility profile"));
     let left = inspect::scan(dir.path()).unwrap();
     assert_eq!(left.len(), 1);

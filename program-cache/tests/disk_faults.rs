@@ -461,7 +461,7 @@ fn damaged_entries_in_a_store_are_rejected_deleted_counted_and_compiled_from_sou
         return;
     };
     eprintln!("driver: {}", ctx.info());
-    let stamp = CompatibilityStamp::from_driver(ctx.info(), "disk_faults");
+    let stamp = CompatibilityStamp::from_driver(ctx.info(), "disk_faults", "1");
     let (_, program) = real_program(&ctx);
     // The reflection of a cold link, to compare every relink with.
     let reference = {

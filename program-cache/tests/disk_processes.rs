@@ -117,7 +117,8 @@ fn test_stamp() -> CompatibilityStamp {
         vendor_id: Some(0x1234),
         device_id: Some(0x5678),
         driver_build_id: None,
-        host_build_id: "tests".into(),
+        host_product: "tests".into(),
+        host_version: "1".into(),
         format_version: disk::FORMAT_VERSION,
         pointer_width: 64,
     }
@@ -167,7 +168,7 @@ fn corpus_child() {
         writeln!(out_file(), "skip\tno GL context").unwrap();
         return;
     };
-    let stamp = CompatibilityStamp::from_driver(ctx.info(), "disk_processes");
+    let stamp = CompatibilityStamp::from_driver(ctx.info(), "disk_processes", "1");
     let cache = ProgramCache::with_disk(
         CacheConfig::with_budget(256 << 20),
         None,
@@ -227,6 +228,9 @@ fn write_loop_child() {
     config.compress = env(COMPRESS) == "1";
     config.budget_bytes = Some(KILL_LOOP_DISK_BUDGET);
     let cache = ProgramCache::with_disk(CacheConfig::with_budget(64 << 20), None, config);
+    // The writer thread opens the store and removes dead writers' temporary files before it
+    // serves its first job: after this flush, the open is complete.
+    cache.flush_disk();
     signal_ready();
     for i in 0u64.. {
         let n = base + i;

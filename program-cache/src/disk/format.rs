@@ -81,6 +81,15 @@ pub enum EntryError {
     /// postcard could not decode the payload.
     #[error("payload does not decode: {0}")]
     Decode(String),
+    /// The name of an entry is not a regular file (a folder, FIFO, link, device).
+    #[error("not a regular file: {0}")]
+    NotAFile(String),
+    /// The file is larger than any entry can be; it is not read.
+    #[error("{0} bytes, more than the largest entry FORMAT.md allows")]
+    TooLarge(u64),
+    /// The file could not be read.
+    #[error("unreadable: {0}")]
+    Unreadable(String),
 }
 
 fn le_u16(b: &[u8], at: usize) -> u16 {
@@ -124,6 +133,48 @@ pub fn encode(
     out.extend_from_slice(&header_crc.to_le_bytes());
     out.extend_from_slice(&payload);
     out
+}
+
+/// Encodes an entry unless it would break FORMAT.md's bounds (a stored or decompressed payload
+/// over [`MAX_PAYLOAD`]): such an entry could never be read back, so it is never written.
+pub fn encode_bounded(
+    key: &ProgramKey,
+    program: &CachedProgram,
+    stamp_hash: &[u8; 20],
+    created_ms: u64,
+    compress: bool,
+) -> Option<Vec<u8>> {
+    // The binary alone bounds the raw payload from below: skip the encoding when it is over.
+    if program.binary.bytes.len() as u64 > MAX_PAYLOAD {
+        return None;
+    }
+    let bytes = encode(key, program, stamp_hash, created_ms, compress);
+    let header = decode_header(&bytes).ok()?;
+    (header.payload_len <= MAX_PAYLOAD && header.raw_len <= MAX_PAYLOAD).then_some(bytes)
+}
+
+/// Checks a decoded header against the store (stamp, key) and the file's length, before any
+/// payload byte is read.
+pub fn check_header(
+    header: &EntryHeader,
+    stamp_hash: &[u8; 20],
+    expected_key: Option<&ProgramKey>,
+    file_len: u64,
+) -> Result<(), EntryError> {
+    if &header.stamp_hash != stamp_hash {
+        return Err(EntryError::ForeignStamp);
+    }
+    if expected_key.is_some_and(|k| *k != header.key) {
+        return Err(EntryError::KeyMismatch);
+    }
+    let actual = file_len.saturating_sub(HEADER_LEN as u64);
+    if header.payload_len != actual || header.payload_len > MAX_PAYLOAD {
+        return Err(EntryError::PayloadLength {
+            declared: header.payload_len,
+            actual,
+        });
+    }
+    Ok(())
 }
 
 /// Parses and checks a header (magic, version, length, CRC, flags, reserved bytes).
@@ -173,19 +224,7 @@ pub fn decode(
     expected_key: Option<&ProgramKey>,
 ) -> Result<(EntryHeader, CachedProgram), EntryError> {
     let header = decode_header(bytes)?;
-    if &header.stamp_hash != stamp_hash {
-        return Err(EntryError::ForeignStamp);
-    }
-    if expected_key.is_some_and(|k| *k != header.key) {
-        return Err(EntryError::KeyMismatch);
-    }
-    let actual = (bytes.len() - HEADER_LEN) as u64;
-    if header.payload_len != actual || header.payload_len > MAX_PAYLOAD {
-        return Err(EntryError::PayloadLength {
-            declared: header.payload_len,
-            actual,
-        });
-    }
+    check_header(&header, stamp_hash, expected_key, bytes.len() as u64)?;
     let payload = &bytes[HEADER_LEN..];
     if crc32c::crc32c(payload) != header.payload_crc {
         return Err(EntryError::PayloadChecksum);

@@ -1,23 +1,50 @@
 //! The on-disk store of one stamp: directory layout, locking, publish, read, LRU metadata,
-//! eviction. See `program-cache/FORMAT.md` for the protocol between processes.
+//! eviction, and the recognition and removal of other stores. See `program-cache/FORMAT.md` for
+//! the protocol between processes.
+//!
+//! Every file operation goes through [`super::fsx`]: relative to descriptors of folders this
+//! store opened (never through a link), non-blocking, regular files only, bounded reads.
 
 use std::collections::HashMap;
-use std::fs::{self, File, OpenOptions};
-use std::io::{self, Read, Write};
+use std::io;
+use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use rustix::fs::FileType;
 
 use crate::key::ProgramKey;
 use crate::program::CachedProgram;
 
-use super::format::{self, EntryError};
-use super::stamp::CompatibilityStamp;
+use super::format::{self, EntryError, HEADER_LEN, MAX_PAYLOAD};
+use super::fsx::{self, b};
+use super::stamp::{CompatibilityStamp, StoreStamp, compare_versions};
 
 /// One record of `lru.log`: key (20) + last-use time in ms (8) + CRC32C of those 28 bytes (4).
-const LOG_RECORD: usize = 32;
+pub(crate) const LOG_RECORD: usize = 32;
 /// One record of `hot.list`: key (20) + CRC32C of it (4).
 const HOT_RECORD: usize = 24;
+/// The largest entry file: a header and the largest payload FORMAT.md allows.
+pub(crate) const MAX_ENTRY_FILE: u64 = HEADER_LEN as u64 + MAX_PAYLOAD;
+/// The largest `STAMP` file read.
+const MAX_STAMP_FILE: u64 = 64 * 1024;
+/// At most this much of `lru.log` / `hot.list` is read (its newest part); the logs are
+/// compacted long before they get there.
+const MAX_LOG_READ: u64 = 8 << 20;
+/// At most this many names are listed in one folder.
+const MAX_LIST: usize = 4 << 20;
+/// Temporary files older than this are left-overs of a crashed writer.
+const STALE_TMP: Duration = Duration::from_secs(600);
+/// Another stamp's store unused this long is deleted.
+pub(crate) const UNUSED_STORE_AGE: Duration = Duration::from_secs(30 * 24 * 3600);
+/// A time this far past our clock is "in the future" (another machine's clock, a skewed one).
+const FUTURE_SLACK_MS: u64 = 60_000;
+
+/// The files of a store folder that our format defines (besides `entries/` and `tmp/`).
+pub(crate) const SIDE_FILES: [&str; 5] =
+    ["STAMP", "lru.log", "hot.list", "evict.lock", "in-use.lock"];
 
 /// Appends `body` and its CRC32C.
 fn put_record(out: &mut Vec<u8>, body: &[u8]) {
@@ -43,14 +70,6 @@ fn records(bytes: &[u8], len: usize) -> Vec<&[u8]> {
     }
     out
 }
-/// Temporary files older than this are left-overs of a crashed writer.
-const STALE_TMP: Duration = Duration::from_secs(600);
-/// Another stamp's store unused this long is deleted.
-pub(crate) const UNUSED_STORE_AGE: Duration = Duration::from_secs(30 * 24 * 3600);
-
-fn hex20(b: &[u8; 20]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
-}
 
 pub(crate) fn now_ms() -> u64 {
     SystemTime::now()
@@ -63,7 +82,7 @@ pub(crate) fn key_hex(key: &ProgramKey) -> String {
 }
 
 pub(crate) fn parse_key_hex(name: &str) -> Option<ProgramKey> {
-    if name.len() != 40 {
+    if name.len() != 40 || !name.bytes().all(|c| matches!(c, b'0'..=b'9' | b'a'..=b'f')) {
         return None;
     }
     let mut k = [0u8; 20];
@@ -73,14 +92,63 @@ pub(crate) fn parse_key_hex(name: &str) -> Option<ProgramKey> {
     Some(ProgramKey(k))
 }
 
+/// True for a store folder's name: 16 lowercase hex digits.
+pub(crate) fn is_store_name(name: &str) -> bool {
+    name.len() == 16 && name.bytes().all(|c| matches!(c, b'0'..=b'9' | b'a'..=b'f'))
+}
+
+/// True for a name our writers give temporary files: `<key|STAMP|lru|hot>.<pid>.<n>`. Returns
+/// the pid.
+pub(crate) fn tmp_pid(name: &str) -> Option<i32> {
+    let mut parts = name.split('.');
+    let what = parts.next()?;
+    let pid = parts.next()?.parse::<i32>().ok()?;
+    let n = parts.next()?;
+    let ours = matches!(what, "STAMP" | "lru" | "hot") || parse_key_hex(what).is_some();
+    (ours && parts.next().is_none() && n.bytes().all(|c| c.is_ascii_digit()) && !n.is_empty())
+        .then_some(pid)
+}
+
 /// An entry file in the store.
 #[derive(Debug, Clone)]
 pub(crate) struct EntryFile {
     pub(crate) key: ProgramKey,
-    pub(crate) path: PathBuf,
+    /// Bytes the file takes on disk (allocated blocks).
     pub(crate) size: u64,
-    /// Last use (from `lru.log`) or publish time (the file's mtime), ms since the epoch.
+    /// Last use (from `lru.log`) or publish time (the file's mtime), ms since the epoch; never
+    /// later than now (future times are normalized by [`StampDir::normalize_future`]).
     pub(crate) last_use_ms: u64,
+    /// The time came from the future (a skewed clock) and was clamped.
+    pub(crate) from_future: bool,
+}
+
+/// A name in `entries/` that has an entry's form but is not a regular file, or is larger than
+/// any entry can be: never read, removed once.
+#[derive(Debug, Clone)]
+pub(crate) struct OddName {
+    pub(crate) name: String,
+    pub(crate) what: String,
+    pub(crate) is_dir: bool,
+}
+
+/// What a listing of the store found.
+#[derive(Debug, Default)]
+pub(crate) struct Scan {
+    pub(crate) entries: Vec<EntryFile>,
+    pub(crate) odd: Vec<OddName>,
+    /// Bytes of everything else of ours: side files, folders' own blocks.
+    pub(crate) overhead: u64,
+    /// Bytes of `lru.log` alone.
+    pub(crate) log_bytes: u64,
+    /// Bytes of `hot.list` alone.
+    pub(crate) hot_bytes: u64,
+}
+
+impl Scan {
+    /// Bytes the store takes on disk: entries plus overhead.
+    pub(crate) fn total(&self) -> u64 {
+        self.overhead + self.entries.iter().map(|e| e.size).sum::<u64>()
+    }
 }
 
 /// Why reading an entry failed.
@@ -90,19 +158,206 @@ pub(crate) enum ReadError {
     Io(io::Error),
     /// The file is damaged or foreign; it has been deleted.
     Rejected(EntryError),
+    /// The name is not a regular file (a FIFO, folder, link ...): never read; removed.
+    NotRegular(String),
+}
+
+/// Result of a publish.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Published {
+    /// Written: file bytes, bytes allocated on disk.
+    Written { bytes: u64, allocated: u64 },
+    /// An entry for the key was there already.
+    Present,
+    /// The entry would exceed FORMAT.md's payload bound: it could never be read back, so it is
+    /// not written.
+    TooLarge,
+}
+
+/// Why an eviction did not run.
+#[derive(Debug)]
+pub(crate) enum EvictError {
+    /// Another process holds `evict.lock` (it is evicting, or it is frozen while doing so).
+    Busy,
+    /// I/O.
+    Io(io::Error),
+}
+
+impl From<io::Error> for EvictError {
+    fn from(e: io::Error) -> Self {
+        EvictError::Io(e)
+    }
+}
+
+/// The open descriptors of one store folder.
+#[derive(Debug)]
+struct Handles {
+    root: OwnedFd,
+    dir: OwnedFd,
+    entries: OwnedFd,
+    tmp: OwnedFd,
+    /// Held with a shared lock for as long as this process uses the folder, so no other
+    /// process deletes it under us.
+    _in_use: OwnedFd,
+    /// (device, inode) of the store folder.
+    identity: (u64, u64),
+}
+
+/// How long opening waits for the store's `in-use.lock` (held exclusively only by a process
+/// deleting the folder or by `gpusvc cache clear --force`). Background thread only.
+pub const OPEN_LOCK_WAIT: Duration = Duration::from_secs(2);
+/// How long an eviction waits for `evict.lock`. Background thread only.
+pub const EVICT_LOCK_WAIT: Duration = Duration::from_millis(100);
+
+/// Creates the cache root (and missing parents) `0700`.
+fn create_root(root: &Path) -> io::Result<()> {
+    use std::os::unix::fs::DirBuilderExt as _;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(root)
+}
+
+fn identity(st: &rustix::fs::Stat) -> (u64, u64) {
+    (st.st_dev, st.st_ino)
+}
+
+/// What opening a store did besides opening it.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct OpenNotes {
+    /// The store's previous open time (its `in-use.lock` mtime before this open), if any.
+    pub(crate) previous_open_ms: Option<u64>,
+    /// Why the `STAMP` file was rewritten, if it was.
+    pub(crate) stamp_repaired: Option<String>,
+}
+
+impl Handles {
+    fn open(
+        root_path: &Path,
+        name: &str,
+        stamp: &CompatibilityStamp,
+        lock_wait: Duration,
+    ) -> io::Result<(Self, OpenNotes)> {
+        create_root(root_path)?;
+        let root = fsx::open_root(root_path)?;
+        let mut attempts = 0;
+        loop {
+            attempts += 1;
+            let created = fsx::mkdir(b(&root), name)?;
+            let dir = fsx::open_dir(b(&root), name)?;
+            fsx::mkdir(b(&dir), "entries")?;
+            fsx::mkdir(b(&dir), "tmp")?;
+            let entries = fsx::open_dir(b(&dir), "entries")?;
+            let tmp = fsx::open_dir(b(&dir), "tmp")?;
+            let existed = fsx::lstat(b(&dir), "in-use.lock").is_ok();
+            let in_use = fsx::open_rw(b(&dir), "in-use.lock", false)?;
+            if !fsx::flock_within(&in_use, false, lock_wait)? {
+                return Err(io::Error::new(
+                    io::ErrorKind::WouldBlock,
+                    format!(
+                        "another process holds {}/{name}/in-use.lock exclusively (it is \
+                         deleting the store, or frozen while doing so)",
+                        root_path.display()
+                    ),
+                ));
+            }
+            // A process deleting the folder may have removed it between our mkdir and our
+            // lock: then the locked file or the folder is no longer the one at the path.
+            let dir_st = rustix::fs::fstat(&dir)?;
+            let lock_st = rustix::fs::fstat(&in_use)?;
+            let same = fsx::lstat(b(&root), name).is_ok_and(|s| identity(&s) == identity(&dir_st))
+                && fsx::lstat(b(&dir), "in-use.lock")
+                    .is_ok_and(|s| identity(&s) == identity(&lock_st));
+            if !same && attempts < 5 {
+                continue;
+            }
+            let notes = OpenNotes {
+                previous_open_ms: existed.then(|| fsx::mtime_ms(&lock_st)),
+                stamp_repaired: None,
+            };
+            // The lock file's mtime is the store's last open, for the age rule of
+            // `remove_other_stores`.
+            let _ = fsx::set_mtime_ms(&in_use, now_ms());
+            let handles = Handles {
+                root,
+                dir,
+                entries,
+                tmp,
+                _in_use: in_use,
+                identity: identity(&dir_st),
+            };
+            let repaired = handles.ensure_stamp(stamp, created)?;
+            return Ok((
+                handles,
+                OpenNotes {
+                    stamp_repaired: repaired,
+                    ..notes
+                },
+            ));
+        }
+    }
+
+    /// Writes `STAMP` unless it holds exactly this stamp; returns why it was rewritten (`None`
+    /// for the first STAMP of a folder created by this open).
+    fn ensure_stamp(
+        &self,
+        stamp: &CompatibilityStamp,
+        created: bool,
+    ) -> io::Result<Option<String>> {
+        let why = match read_small(&self.dir, "STAMP", MAX_STAMP_FILE) {
+            Ok(text) if CompatibilityStamp::parse(&text).as_ref() == Some(stamp) => {
+                return Ok(None);
+            }
+            Ok(_) => "damaged or another stamp's".to_owned(),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => "missing".to_owned(),
+            Err(e) => format!("unreadable ({e})"),
+        };
+        let t = tmp_name("STAMP");
+        let fd = fsx::create_new(b(&self.tmp), &t)?;
+        let written = fsx::write_all(&fd, stamp.describe().as_bytes());
+        drop(fd);
+        let result = written.and_then(|()| fsx::rename(b(&self.tmp), &t, b(&self.dir), "STAMP"));
+        if result.is_err() {
+            let _ = fsx::unlink(b(&self.tmp), &t);
+        }
+        result?;
+        Ok((!created).then_some(why))
+    }
+}
+
+/// Reads a small regular file of ours as text (bounded, never through a link or a FIFO).
+fn read_small(dir: &OwnedFd, name: &str, max: u64) -> io::Result<String> {
+    let (fd, st) = fsx::open_read(b(dir), name)?;
+    let bytes = fsx::read_bounded(&fd, &st, max)?;
+    String::from_utf8(bytes).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
+}
+
+/// Reads the newest `MAX_LOG_READ` bytes of a log file of ours; missing or odd: empty.
+fn read_log(dir: &OwnedFd, name: &str) -> Vec<u8> {
+    let Ok((fd, st)) = fsx::open_read(b(dir), name) else {
+        return Vec::new();
+    };
+    let len = st.st_size.max(0) as u64;
+    let start = len.saturating_sub(MAX_LOG_READ);
+    let mut buf = vec![0u8; (len - start) as usize];
+    if fsx::read_exact_at(&fd, &mut buf, start).is_err() {
+        return Vec::new();
+    }
+    buf
 }
 
 /// The directory of one stamp, held open by this process.
 #[derive(Debug)]
 pub(crate) struct StampDir {
+    /// The cache folder, for messages.
+    pub(crate) root: PathBuf,
+    /// The store folder, for messages.
     pub(crate) dir: PathBuf,
-    entries: PathBuf,
-    tmp: PathBuf,
+    name: String,
+    stamp: CompatibilityStamp,
     pub(crate) stamp_hash: [u8; 20],
     compress: bool,
-    /// Held with a shared lock for as long as this process uses the directory, so another
-    /// stamp's process never deletes it under us.
-    _in_use: File,
+    handles: Mutex<Arc<Handles>>,
 }
 
 /// Numbers temporary files. One counter for the whole process: two caches of one process on one
@@ -120,181 +375,188 @@ fn tmp_name(what: &str) -> String {
     )
 }
 
-fn lock_file(path: &Path) -> io::Result<File> {
-    OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .read(true)
-        .write(true)
-        .open(path)
-}
-
 fn pid_alive(pid: i32) -> bool {
+    if pid <= 0 {
+        return false;
+    }
     // SAFETY: kill with signal 0 only checks for existence and permission; it sends nothing.
     let r = unsafe { libc::kill(pid, 0) };
     r == 0 || io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
 }
 
+/// True for errors that mean "no space left" (the file system or the user's quota).
+pub(crate) fn is_no_space(e: &io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(libc::ENOSPC) | Some(libc::EDQUOT))
+}
+
 impl StampDir {
-    /// Opens (creating as needed) `<root>/<stamp dir>/` and deletes other stamps' directories
-    /// that no live process uses.
+    /// Opens (creating as needed, `0700`) `<root>/<stamp dir>/`: the shared `in-use.lock` is
+    /// tried for at most `lock_wait`; a missing or damaged `STAMP` is rewritten. Other stores
+    /// are not touched here (see [`remove_other_stores`]).
     pub(crate) fn open(
         root: &Path,
         stamp: &CompatibilityStamp,
         compress: bool,
-    ) -> io::Result<Self> {
-        use std::os::unix::fs::MetadataExt;
-        let dir = root.join(stamp.dir_name());
-        let entries = dir.join("entries");
-        let tmp = dir.join("tmp");
-        // Another stamp's process may delete this folder between our create and our lock (it
-        // took the lock exclusively first): then the locked file is no longer the one at the
-        // path, and we start again.
-        let mut attempts = 0;
-        let in_use = loop {
-            fs::create_dir_all(&entries)?;
-            fs::create_dir_all(&tmp)?;
-            let lock_path = dir.join("in-use.lock");
-            let in_use = lock_file(&lock_path)?;
-            in_use.lock_shared()?;
-            let same = fs::metadata(&lock_path)
-                .is_ok_and(|m| m.ino() == in_use.metadata().map_or(0, |l| l.ino()));
-            attempts += 1;
-            if same || attempts >= 5 {
-                break in_use;
-            }
-        };
-        // The lock file's mtime is the store's last use, for the age rule in
-        // `remove_other_stamps`.
-        let _ = in_use.set_modified(SystemTime::now());
-        let stamp_file = dir.join("STAMP");
-        if !stamp_file.exists() {
-            let t = tmp.join(tmp_name("STAMP"));
-            fs::write(&t, stamp.describe())?;
-            fs::rename(&t, &stamp_file)?;
-        }
-        let this = StampDir {
-            dir,
-            entries,
-            tmp,
-            stamp_hash: stamp.hash(),
-            compress,
-            _in_use: in_use,
-        };
-        this.remove_other_stamps(root, &hex20(&stamp.device_hash()));
-        this.remove_stale_tmp();
-        Ok(this)
+        lock_wait: Duration,
+    ) -> io::Result<(Self, OpenNotes)> {
+        let name = stamp.dir_name();
+        let (handles, notes) = Handles::open(root, &name, stamp, lock_wait)?;
+        Ok((
+            StampDir {
+                root: root.to_path_buf(),
+                dir: root.join(&name),
+                name,
+                stamp: stamp.clone(),
+                stamp_hash: stamp.hash(),
+                compress,
+                handles: Mutex::new(Arc::new(handles)),
+            },
+            notes,
+        ))
     }
 
-    /// Garbage-collects other stamps' folders that no live process holds (their `in-use.lock`
-    /// cannot be taken exclusively then):
-    /// * the same device and kind of context under another stamp (same `device_hash`): a driver
-    ///   or host update made it stale — deleted now;
-    /// * any other stamp (another GPU, another profile, another host) unused for
-    ///   [`UNUSED_STORE_AGE`] — deleted; recently used ones are kept, so two kinds of context on
-    ///   one folder do not wipe each other.
-    fn remove_other_stamps(&self, root: &Path, device_hash: &str) {
-        let Ok(list) = fs::read_dir(root) else { return };
-        for entry in list.flatten() {
-            let path = entry.path();
-            if path == self.dir {
-                continue;
-            }
-            let Ok(stamp_text) = fs::read_to_string(path.join("STAMP")) else {
+    fn h(&self) -> Arc<Handles> {
+        self.handles
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// True when the store folder is no longer at its path (deleted or replaced by another
+    /// process: `gpusvc cache clear --force`, a user's `rm -rf`).
+    pub(crate) fn vanished(&self) -> bool {
+        let h = self.h();
+        !fsx::lstat(b(&h.root), &self.name).is_ok_and(|s| identity(&s) == h.identity)
+    }
+
+    /// Opens the folder again after it vanished: recreated, locked, stamped.
+    pub(crate) fn reopen(&self) -> io::Result<()> {
+        let (handles, _) = Handles::open(&self.root, &self.name, &self.stamp, OPEN_LOCK_WAIT)?;
+        *self.handles.lock().unwrap_or_else(|e| e.into_inner()) = Arc::new(handles);
+        Ok(())
+    }
+
+    /// Deletes temporary files of writers that died mid-write (dead pid, or older than ten
+    /// minutes). Only names of our temporary form, only regular files.
+    pub(crate) fn remove_stale_tmp(&self) -> usize {
+        let h = self.h();
+        let Ok(list) = fsx::list(b(&h.tmp), MAX_LIST) else {
+            return 0;
+        };
+        let now = now_ms();
+        let mut removed = 0;
+        for e in list {
+            let Some(pid) = tmp_pid(&e.name) else {
                 continue;
             };
-            let same_device = stamp_text
-                .lines()
-                .any(|l| l.strip_prefix("device_hash: ") == Some(device_hash));
-            let lock_path = path.join("in-use.lock");
-            let unused_for = fs::metadata(&lock_path)
-                .and_then(|m| m.modified())
-                .ok()
-                .and_then(|t| t.elapsed().ok())
-                .unwrap_or(UNUSED_STORE_AGE);
-            if !same_device && unused_for < UNUSED_STORE_AGE {
-                continue;
-            }
-            let Ok(lock) = lock_file(&lock_path) else {
+            let Ok(st) = fsx::lstat(b(&h.tmp), &e.name) else {
                 continue;
             };
-            if lock.try_lock().is_ok() {
-                tracing::info!(dir = %path.display(), same_device, "removing a stale store");
-                let _ = fs::remove_dir_all(&path);
+            if fsx::file_type(&st) != FileType::RegularFile {
+                continue;
+            }
+            let old = now.saturating_sub(fsx::mtime_ms(&st)) > STALE_TMP.as_millis() as u64;
+            let dead = pid != std::process::id() as i32 && !pid_alive(pid);
+            if (old || dead) && fsx::unlink(b(&h.tmp), &e.name).is_ok() {
+                removed += 1;
             }
         }
+        removed
     }
 
-    /// Deletes temporary files of writers that died mid-write.
-    fn remove_stale_tmp(&self) {
-        let Ok(list) = fs::read_dir(&self.tmp) else {
-            return;
+    /// Writes an entry to a temporary file and publishes it with a hard link, unless an entry
+    /// for the key exists already.
+    pub(crate) fn publish(
+        &self,
+        key: &ProgramKey,
+        program: &CachedProgram,
+    ) -> io::Result<Published> {
+        let h = self.h();
+        let name = key_hex(key);
+        if fsx::lstat(b(&h.entries), &name).is_ok() {
+            return Ok(Published::Present);
+        }
+        let Some(bytes) =
+            format::encode_bounded(key, program, &self.stamp_hash, now_ms(), self.compress)
+        else {
+            return Ok(Published::TooLarge);
         };
-        for entry in list.flatten() {
-            let name = entry.file_name().to_string_lossy().into_owned();
-            let pid = name.split('.').nth(1).and_then(|p| p.parse::<i32>().ok());
-            let old = entry
-                .metadata()
-                .and_then(|m| m.modified())
-                .ok()
-                .and_then(|t| t.elapsed().ok())
-                .is_some_and(|age| age > STALE_TMP);
-            if old || pid.is_some_and(|p| p != std::process::id() as i32 && !pid_alive(p)) {
-                let _ = fs::remove_file(entry.path());
-            }
-        }
-    }
-
-    pub(crate) fn entry_path(&self, key: &ProgramKey) -> PathBuf {
-        self.entries.join(key_hex(key))
-    }
-
-    /// Writes an entry to a temporary file and publishes it with an atomic rename, unless an
-    /// entry for the key exists already. Returns the bytes published (0 when it existed).
-    pub(crate) fn publish(&self, key: &ProgramKey, program: &CachedProgram) -> io::Result<u64> {
-        let target = self.entry_path(key);
-        if target.exists() {
-            return Ok(0);
-        }
-        let bytes = format::encode(key, program, &self.stamp_hash, now_ms(), self.compress);
-        let tmp = self.tmp.join(tmp_name(&key_hex(key)));
+        let t = tmp_name(&name);
         let result = (|| {
-            let mut f = File::create(&tmp)?;
-            f.write_all(&bytes)?;
-            drop(f);
-            // Shared: many publishers at once; an evictor (exclusive) never runs in between.
-            let evict = lock_file(&self.dir.join("evict.lock"))?;
-            evict.lock_shared()?;
+            let fd = fsx::create_new(b(&h.tmp), &t)?;
+            fsx::write_all(&fd, &bytes)?;
+            let allocated = fsx::allocated(&rustix::fs::fstat(&fd)?);
+            drop(fd);
             // A hard link publishes atomically and never replaces: when another process
             // published the key first, it fails with EEXIST and its entry stays as it is.
-            match fs::hard_link(&tmp, &target) {
-                Ok(()) => Ok(bytes.len() as u64),
-                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(0),
+            match fsx::link(b(&h.tmp), &t, b(&h.entries), &name) {
+                Ok(()) => Ok(Published::Written {
+                    bytes: bytes.len() as u64,
+                    allocated,
+                }),
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(Published::Present),
                 Err(e) => Err(e),
             }
         })();
-        let _ = fs::remove_file(&tmp);
+        let _ = fsx::unlink(b(&h.tmp), &t);
         result
     }
 
     /// Reads and checks one entry; a damaged or foreign entry is deleted — only the very file
-    /// that was read (same inode), never one another process published meanwhile.
+    /// that was read (same inode), never one another process published meanwhile. The length
+    /// is checked from metadata and the header before the payload is read.
     pub(crate) fn read(&self, key: &ProgramKey) -> Result<CachedProgram, ReadError> {
-        use std::os::unix::fs::MetadataExt;
-        let path = self.entry_path(key);
-        let mut bytes = Vec::new();
-        let mut file = File::open(&path).map_err(ReadError::Io)?;
-        let inode = file.metadata().map_err(ReadError::Io)?.ino();
-        file.read_to_end(&mut bytes).map_err(ReadError::Io)?;
-        match format::decode(&bytes, &self.stamp_hash, Some(key)) {
-            Ok((_, program)) => Ok(program),
+        let h = self.h();
+        let name = key_hex(key);
+        let (fd, st) = match fsx::open_read(b(&h.entries), &name) {
+            Ok(x) => x,
+            Err(e) if fsx::is_not_regular(&e) => return Err(ReadError::NotRegular(e.to_string())),
+            Err(e) => return Err(ReadError::Io(e)),
+        };
+        let len = st.st_size.max(0) as u64;
+        let checked = (|| {
+            if len < HEADER_LEN as u64 {
+                return Err(EntryError::TruncatedHeader(len as usize));
+            }
+            if len > MAX_ENTRY_FILE {
+                return Err(EntryError::PayloadLength {
+                    declared: MAX_PAYLOAD,
+                    actual: len - HEADER_LEN as u64,
+                });
+            }
+            let mut header = [0u8; HEADER_LEN];
+            fsx::read_exact_at(&fd, &mut header, 0).map_err(|_| EntryError::TruncatedHeader(0))?;
+            let hd = format::decode_header(&header)?;
+            format::check_header(&hd, &self.stamp_hash, Some(key), len)?;
+            Ok(())
+        })();
+        let result = checked.and_then(|()| {
+            let mut bytes = vec![0u8; len as usize];
+            fsx::read_exact_at(&fd, &mut bytes, 0).map_err(|_| EntryError::TruncatedHeader(0))?;
+            format::decode(&bytes, &self.stamp_hash, Some(key)).map(|(_, p)| p)
+        });
+        match result {
+            Ok(program) => Ok(program),
             Err(e) => {
-                tracing::warn!(path = %path.display(), error = %e, "rejected a damaged cache entry");
-                if fs::metadata(&path).is_ok_and(|m| m.ino() == inode) {
-                    let _ = fs::remove_file(&path);
+                tracing::warn!(key = %name, error = %e, "rejected a damaged cache entry");
+                let same =
+                    fsx::lstat(b(&h.entries), &name).is_ok_and(|s| identity(&s) == identity(&st));
+                if same {
+                    let _ = fsx::unlink(b(&h.entries), &name);
                 }
                 Err(ReadError::Rejected(e))
             }
+        }
+    }
+
+    /// Removes a name of `entries/` that is not a regular file or is oversized: a link, FIFO,
+    /// device or file is unlinked, a folder only when empty (never its contents).
+    pub(crate) fn remove_odd(&self, odd: &OddName) -> io::Result<()> {
+        let h = self.h();
+        if odd.is_dir {
+            fsx::rmdir(b(&h.entries), &odd.name)
+        } else {
+            fsx::unlink(b(&h.entries), &odd.name)
         }
     }
 
@@ -303,140 +565,534 @@ impl StampDir {
         if uses.is_empty() {
             return Ok(());
         }
+        let h = self.h();
         let mut buf = Vec::with_capacity(uses.len() * LOG_RECORD);
         for (key, ms) in uses {
             put_record(&mut buf, &[&key.0[..], &ms.to_le_bytes()].concat());
         }
-        let mut f = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(self.dir.join("lru.log"))?;
+        let fd = fsx::open_rw(b(&h.dir), "lru.log", true)?;
         // One record per write call keeps each append atomic even if the batch is large.
         for record in buf.chunks(LOG_RECORD) {
-            f.write_all(record)?;
+            fsx::write_all(&fd, record)?;
         }
         Ok(())
     }
 
-    fn read_uses(&self) -> HashMap<ProgramKey, u64> {
+    fn read_uses(&self, h: &Handles) -> HashMap<ProgramKey, u64> {
         let mut uses = HashMap::new();
-        if let Ok(bytes) = fs::read(self.dir.join("lru.log")) {
-            for r in records(&bytes, LOG_RECORD) {
-                let key = ProgramKey(r[..20].try_into().expect("20 bytes"));
-                let ms = u64::from_le_bytes(r[20..].try_into().expect("8 bytes"));
-                let e = uses.entry(key).or_insert(0);
-                *e = (*e).max(ms);
-            }
+        let bytes = read_log(&h.dir, "lru.log");
+        for r in records(&bytes, LOG_RECORD) {
+            let key = ProgramKey(r[..20].try_into().expect("20 bytes"));
+            let ms = u64::from_le_bytes(r[20..].try_into().expect("8 bytes"));
+            let e = uses.entry(key).or_insert(0);
+            *e = (*e).max(ms);
         }
         uses
     }
 
     /// Marks programs as hot: they load first at startup.
     pub(crate) fn mark_hot(&self, keys: &[ProgramKey]) -> io::Result<()> {
-        let mut f = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(self.dir.join("hot.list"))?;
+        let h = self.h();
+        let fd = fsx::open_rw(b(&h.dir), "hot.list", true)?;
         for k in keys {
             let mut record = Vec::with_capacity(HOT_RECORD);
             put_record(&mut record, &k.0);
-            f.write_all(&record)?;
+            fsx::write_all(&fd, &record)?;
         }
         Ok(())
     }
 
-    fn hot(&self) -> Vec<ProgramKey> {
-        fs::read(self.dir.join("hot.list"))
-            .map(|b| {
-                records(&b, HOT_RECORD)
-                    .into_iter()
-                    .map(|c| ProgramKey(c.try_into().expect("20 bytes")))
-                    .collect()
-            })
-            .unwrap_or_default()
+    fn hot(&self, h: &Handles) -> Vec<ProgramKey> {
+        records(&read_log(&h.dir, "hot.list"), HOT_RECORD)
+            .into_iter()
+            .map(|c| ProgramKey(c.try_into().expect("20 bytes")))
+            .collect()
     }
 
-    /// Every entry with its size and last use.
-    pub(crate) fn list(&self) -> Vec<EntryFile> {
-        let uses = self.read_uses();
-        let Ok(list) = fs::read_dir(&self.entries) else {
-            return Vec::new();
+    /// Every entry with its size and last use, the odd names, and the bytes of the rest.
+    pub(crate) fn scan(&self) -> Scan {
+        let h = self.h();
+        self.scan_with(&h)
+    }
+
+    fn scan_with(&self, h: &Handles) -> Scan {
+        let uses = self.read_uses(h);
+        let now = now_ms();
+        let mut scan = Scan::default();
+        for dir in [&h.dir, &h.entries, &h.tmp] {
+            if let Ok(st) = rustix::fs::fstat(dir) {
+                scan.overhead += fsx::allocated(&st);
+            }
+        }
+        for side in SIDE_FILES {
+            if let Ok(st) = fsx::lstat(b(&h.dir), side) {
+                let n = fsx::allocated(&st);
+                scan.overhead += n;
+                match side {
+                    "lru.log" => scan.log_bytes = n,
+                    "hot.list" => scan.hot_bytes = n,
+                    _ => {}
+                }
+            }
+        }
+        let Ok(list) = fsx::list(b(&h.entries), MAX_LIST) else {
+            return scan;
         };
-        list.flatten()
-            .filter_map(|e| {
-                let key = parse_key_hex(&e.file_name().to_string_lossy())?;
-                let meta = e.metadata().ok()?;
-                let published = meta
-                    .modified()
-                    .ok()
-                    .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
-                    .map_or(0, |d| d.as_millis() as u64);
-                Some(EntryFile {
-                    key,
-                    path: e.path(),
-                    size: meta.len(),
-                    last_use_ms: uses.get(&key).copied().unwrap_or(0).max(published),
-                })
-            })
-            .collect()
+        for e in list {
+            let Some(key) = parse_key_hex(&e.name) else {
+                continue;
+            };
+            let Ok(st) = fsx::lstat(b(&h.entries), &e.name) else {
+                continue;
+            };
+            let t = fsx::file_type(&st);
+            if t != FileType::RegularFile {
+                scan.odd.push(OddName {
+                    name: e.name,
+                    what: fsx::type_name(t).to_owned(),
+                    is_dir: t == FileType::Directory,
+                });
+                continue;
+            }
+            let len = st.st_size.max(0) as u64;
+            if len > MAX_ENTRY_FILE {
+                scan.odd.push(OddName {
+                    name: e.name,
+                    what: format!("{len} bytes, over the {MAX_ENTRY_FILE}-byte entry bound"),
+                    is_dir: false,
+                });
+                continue;
+            }
+            let raw = uses.get(&key).copied().unwrap_or(0).max(fsx::mtime_ms(&st));
+            let from_future = raw > now + FUTURE_SLACK_MS;
+            scan.entries.push(EntryFile {
+                key,
+                size: fsx::allocated(&st),
+                last_use_ms: raw.min(now),
+                from_future,
+            });
+        }
+        scan
     }
 
     /// Entries in load order: hot ones first (in the order they were marked, most recent mark
     /// first), then most recently used first.
     pub(crate) fn load_order(&self) -> Vec<EntryFile> {
-        let mut list = self.list();
+        let h = self.h();
+        let mut list = self.scan_with(&h).entries;
         list.sort_by_key(|e| std::cmp::Reverse(e.last_use_ms));
-        let hot = self.hot();
+        let hot = self.hot(&h);
         let rank: HashMap<ProgramKey, usize> =
             hot.iter().rev().enumerate().map(|(i, k)| (*k, i)).collect();
         list.sort_by_key(|e| rank.get(&e.key).copied().unwrap_or(usize::MAX));
         list
     }
 
-    /// Total bytes of the entries.
-    pub(crate) fn size(&self) -> u64 {
-        self.list().iter().map(|e| e.size).sum()
+    /// Gives entries dated in the future (a skewed clock wrote them) the time `now` for good:
+    /// their mtime is set to now, so they age from here instead of staying newest forever.
+    fn normalize_future(&self, h: &Handles, scan: &Scan) -> usize {
+        let now = now_ms();
+        let mut n = 0;
+        for e in scan.entries.iter().filter(|e| e.from_future) {
+            if let Ok((fd, _)) = fsx::open_read(b(&h.entries), &key_hex(&e.key))
+                && fsx::set_mtime_ms(&fd, now).is_ok()
+            {
+                n += 1;
+            }
+        }
+        n
     }
 
-    /// Deletes least recently used entries until at most `limit` bytes remain; compacts the LRU
-    /// log. Runs under the exclusive evict lock, so no publish happens in between. Returns
-    /// (entries deleted, bytes freed).
-    pub(crate) fn evict_to(&self, limit: u64) -> io::Result<(usize, u64)> {
-        let evict = lock_file(&self.dir.join("evict.lock"))?;
-        evict.lock()?;
-        let mut list = self.list();
-        let mut total: u64 = list.iter().map(|e| e.size).sum();
+    /// Deletes least recently used entries until the store takes at most `limit` bytes on
+    /// disk; compacts `lru.log` and `hot.list`. Tries `evict.lock` exclusively for at most
+    /// `wait` ([`EvictError::Busy`] when another process holds it). Returns (entries deleted,
+    /// bytes the store takes after).
+    pub(crate) fn evict_to(&self, limit: u64, wait: Duration) -> Result<(usize, u64), EvictError> {
+        let h = self.h();
+        let lock = fsx::open_rw(b(&h.dir), "evict.lock", false)?;
+        if !fsx::flock_within(&lock, true, wait)? {
+            return Err(EvictError::Busy);
+        }
+        let scan = self.scan_with(&h);
+        self.normalize_future(&h, &scan);
+        let mut total = scan.total();
+        let mut list = scan.entries;
         list.sort_by_key(|e| e.last_use_ms);
-        let (mut deleted, mut freed) = (0, 0);
+        let mut deleted = 0;
+        let mut gone = std::collections::HashSet::new();
         for e in &list {
             if total <= limit {
                 break;
             }
-            if fs::remove_file(&e.path).is_ok() {
-                total -= e.size;
-                freed += e.size;
+            if fsx::unlink(b(&h.entries), &key_hex(&e.key)).is_ok() {
+                total = total.saturating_sub(e.size);
                 deleted += 1;
+                gone.insert(e.key);
             }
         }
-        // Compact the log: one record per remaining entry.
-        let remaining: Vec<(ProgramKey, u64)> = self
-            .list()
-            .into_iter()
-            .map(|e| (e.key, e.last_use_ms))
-            .collect();
-        // `lru.<pid>.<n>`: a name whose pid the next open can read (the former `lru.log.<pid>`
-        // of a writer killed mid-eviction was never removed).
-        let t = self.tmp.join(tmp_name("lru"));
-        let mut buf = Vec::with_capacity(remaining.len() * LOG_RECORD);
-        for (k, ms) in &remaining {
-            put_record(&mut buf, &[&k.0[..], &ms.to_le_bytes()].concat());
-        }
-        fs::write(&t, &buf).and_then(|()| fs::rename(&t, self.dir.join("lru.log")))?;
-        if limit == 0 {
-            let _ = fs::remove_file(self.dir.join("hot.list"));
-        }
-        Ok((deleted, freed))
+        let remaining: Vec<&EntryFile> = list.iter().filter(|e| !gone.contains(&e.key)).collect();
+        let result = self.compact_with(&h, &remaining, limit == 0);
+        fsx::unflock(&lock);
+        result?;
+        Ok((deleted, self.scan_with(&h).total()))
     }
+
+    /// Rewrites `lru.log` with one record per entry and `hot.list` without duplicates or keys
+    /// that left, under `evict.lock` (tried for `wait`).
+    pub(crate) fn compact(&self, wait: Duration) -> Result<(), EvictError> {
+        let h = self.h();
+        let lock = fsx::open_rw(b(&h.dir), "evict.lock", false)?;
+        if !fsx::flock_within(&lock, true, wait)? {
+            return Err(EvictError::Busy);
+        }
+        let scan = self.scan_with(&h);
+        self.normalize_future(&h, &scan);
+        let remaining: Vec<&EntryFile> = scan.entries.iter().collect();
+        let result = self.compact_with(&h, &remaining, false);
+        fsx::unflock(&lock);
+        Ok(result?)
+    }
+
+    fn compact_with(
+        &self,
+        h: &Handles,
+        remaining: &[&EntryFile],
+        drop_hot: bool,
+    ) -> io::Result<()> {
+        let mut buf = Vec::with_capacity(remaining.len() * LOG_RECORD);
+        for e in remaining {
+            put_record(
+                &mut buf,
+                &[&e.key.0[..], &e.last_use_ms.to_le_bytes()].concat(),
+            );
+        }
+        self.replace(h, "lru", "lru.log", &buf)?;
+        let present: std::collections::HashSet<ProgramKey> =
+            remaining.iter().map(|e| e.key).collect();
+        let hot = self.hot(h);
+        if drop_hot || hot.is_empty() {
+            if drop_hot {
+                let _ = self.replace(h, "hot", "hot.list", &[]);
+            }
+            return Ok(());
+        }
+        // Keep each key's most recent mark, in mark order.
+        let mut seen = std::collections::HashSet::new();
+        let mut keep: Vec<ProgramKey> = hot
+            .iter()
+            .rev()
+            .filter(|k| present.contains(k) && seen.insert(**k))
+            .copied()
+            .collect();
+        keep.reverse();
+        let mut buf = Vec::with_capacity(keep.len() * HOT_RECORD);
+        for k in &keep {
+            put_record(&mut buf, &k.0);
+        }
+        self.replace(h, "hot", "hot.list", &buf)
+    }
+
+    /// Replaces a side file atomically (temporary file + rename; a link at the name is
+    /// replaced, never followed).
+    fn replace(&self, h: &Handles, what: &str, name: &str, bytes: &[u8]) -> io::Result<()> {
+        let t = tmp_name(what);
+        let fd = fsx::create_new(b(&h.tmp), &t)?;
+        let result =
+            fsx::write_all(&fd, bytes).and_then(|()| fsx::rename(b(&h.tmp), &t, b(&h.dir), name));
+        drop(fd);
+        if result.is_err() {
+            let _ = fsx::unlink(b(&h.tmp), &t);
+        }
+        result
+    }
+
+    /// Deletes every entry (the browser's "clear", or the driver refused too many binaries)
+    /// and the logs. Returns the entries deleted.
+    pub(crate) fn drop_all(&self) -> io::Result<usize> {
+        let h = self.h();
+        let scan = self.scan_with(&h);
+        let mut n = 0;
+        for e in &scan.entries {
+            if fsx::unlink(b(&h.entries), &key_hex(&e.key)).is_ok() {
+                n += 1;
+            }
+        }
+        self.replace(&h, "lru", "lru.log", &[])?;
+        self.replace(&h, "hot", "hot.list", &[])?;
+        Ok(n)
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Other stores in the cache folder: recognition and removal.
+
+/// A folder of the cache root proven to be one of our stores.
+#[derive(Debug)]
+pub(crate) struct OtherStore {
+    pub(crate) name: String,
+    pub(crate) dir: OwnedFd,
+    pub(crate) stamp: StoreStamp,
+    /// Newest time among our own files of the store (`in-use.lock`, `STAMP`, the logs, the
+    /// entries folder), ms since the epoch.
+    pub(crate) last_use_ms: u64,
+}
+
+/// Why a folder of the cache root is not (provably) one of our stores, or what it is.
+#[derive(Debug)]
+pub(crate) enum Recognized {
+    /// Name, `STAMP` and hashes all check out.
+    Store(OtherStore),
+    /// The name has our form and the folder has our layout (`entries/` or `in-use.lock`), but
+    /// `STAMP` is missing, damaged or does not match the name: reported, never deleted.
+    Damaged { name: String, why: String },
+    /// Not ours: never touched.
+    NotOurs,
+}
+
+/// Decides what the folder `name` of the cache root is.
+pub(crate) fn recognize(root: &OwnedFd, name: &str) -> Recognized {
+    if !is_store_name(name) {
+        return Recognized::NotOurs;
+    }
+    let Ok(dir) = fsx::open_dir(b(root), name) else {
+        return Recognized::NotOurs;
+    };
+    let layout = fsx::lstat(b(&dir), "entries")
+        .is_ok_and(|s| fsx::file_type(&s) == FileType::Directory)
+        || fsx::lstat(b(&dir), "in-use.lock").is_ok();
+    let damaged = |why: String| {
+        if layout {
+            Recognized::Damaged {
+                name: name.to_owned(),
+                why,
+            }
+        } else {
+            Recognized::NotOurs
+        }
+    };
+    let text = match read_small(&dir, "STAMP", MAX_STAMP_FILE) {
+        Ok(text) => text,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return damaged("no STAMP file".into()),
+        Err(e) => return damaged(format!("STAMP unreadable: {e}")),
+    };
+    let Some(stamp) = StoreStamp::parse(&text) else {
+        return damaged("STAMP does not parse or its hashes do not match its fields".into());
+    };
+    if stamp.dir_name() != name {
+        return damaged(format!(
+            "STAMP names the store {}, not {name}",
+            stamp.dir_name()
+        ));
+    }
+    let mut last_use_ms = 0;
+    for side in ["in-use.lock", "STAMP", "lru.log", "hot.list", "entries"] {
+        if let Ok(st) = fsx::lstat(b(&dir), side) {
+            last_use_ms = last_use_ms.max(fsx::mtime_ms(&st));
+        }
+    }
+    Recognized::Store(OtherStore {
+        name: name.to_owned(),
+        dir,
+        stamp,
+        last_use_ms,
+    })
+}
+
+/// Lists the folders of the cache root that have a store's name form.
+pub(crate) fn store_names(root: &OwnedFd) -> io::Result<Vec<String>> {
+    Ok(fsx::list(b(root), MAX_LIST)?
+        .into_iter()
+        .filter(|e| is_store_name(&e.name))
+        .map(|e| e.name)
+        .collect())
+}
+
+/// What [`delete_store`] removed.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct Deleted {
+    pub(crate) entries: usize,
+    pub(crate) bytes: u64,
+    /// The store folder itself is gone (false: something not ours was left in it).
+    pub(crate) folder_removed: bool,
+}
+
+/// Deletes one store: only names our format defines (entries by key name, temporary files by
+/// their form, the side files), then the folders if they are empty. The caller holds the
+/// store's `in-use.lock` exclusively (or, with force, knowingly does not).
+pub(crate) fn delete_store(root: &OwnedFd, store: &OtherStore) -> Deleted {
+    let mut d = Deleted::default();
+    let dir = &store.dir;
+    if let Ok(entries) = fsx::open_dir(b(dir), "entries") {
+        for e in fsx::list(b(&entries), MAX_LIST).unwrap_or_default() {
+            if parse_key_hex(&e.name).is_none() {
+                continue;
+            }
+            let Ok(st) = fsx::lstat(b(&entries), &e.name) else {
+                continue;
+            };
+            let removed = if fsx::file_type(&st) == FileType::Directory {
+                fsx::rmdir(b(&entries), &e.name)
+            } else {
+                fsx::unlink(b(&entries), &e.name)
+            };
+            if removed.is_ok() {
+                d.entries += 1;
+                d.bytes += fsx::allocated(&st);
+            }
+        }
+        let _ = fsx::rmdir(b(dir), "entries");
+    }
+    if let Ok(tmp) = fsx::open_dir(b(dir), "tmp") {
+        for e in fsx::list(b(&tmp), MAX_LIST).unwrap_or_default() {
+            if tmp_pid(&e.name).is_some()
+                && fsx::lstat(b(&tmp), &e.name)
+                    .is_ok_and(|s| fsx::file_type(&s) != FileType::Directory)
+            {
+                let _ = fsx::unlink(b(&tmp), &e.name);
+            }
+        }
+        let _ = fsx::rmdir(b(dir), "tmp");
+    }
+    for side in SIDE_FILES {
+        if fsx::lstat(b(dir), side).is_ok_and(|s| fsx::file_type(&s) != FileType::Directory) {
+            let _ = fsx::unlink(b(dir), side);
+        }
+    }
+    d.folder_removed = fsx::rmdir(b(root), &store.name).is_ok();
+    d
+}
+
+/// Tries to take a store's `in-use.lock` exclusively without waiting: `Some(lock)` when no
+/// process uses it (the lock is held until the returned fd is dropped), `None` when one does.
+/// The lock file is not created: a store without one is used by nobody.
+pub(crate) fn lock_unused(store: &OtherStore) -> io::Result<Option<OwnedFd>> {
+    let fd = match fsx::open_read(b(&store.dir), "in-use.lock") {
+        Ok((fd, _)) => fd,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            // Nobody has it open: create it and lock it, so an opener waits for us.
+            fsx::open_rw(b(&store.dir), "in-use.lock", false)?
+        }
+        // A link or FIFO in its place: no cache can use the store (they refuse it), so nobody
+        // holds it. Replace the name by a lock file of ours.
+        Err(e) if fsx::is_not_regular(&e) => {
+            fsx::unlink(b(&store.dir), "in-use.lock")?;
+            fsx::open_rw(b(&store.dir), "in-use.lock", false)?
+        }
+        Err(e) => return Err(e),
+    };
+    Ok(fsx::try_flock(&fd, true)?.then_some(fd))
+}
+
+/// Why another store is removed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Staleness {
+    /// The same host product on the same device and context, at an older or equal host
+    /// version (a driver or host update).
+    Superseded,
+    /// A store of this crate's previous layout on the same device.
+    OldLayout,
+    /// Unused for [`UNUSED_STORE_AGE`] by both the clock and the other stores' records.
+    Unused,
+}
+
+/// Decides whether `other` is stale for a process of `ours`. `reference_ms` is the newest
+/// last-use time recorded by any store of the folder (ours before this open included): an age
+/// is judged against it as well as against the clock, so a clock that is fast (or slow) on
+/// this machine never makes recent stores look old.
+pub(crate) fn staleness(
+    ours: &CompatibilityStamp,
+    other: &OtherStore,
+    now_ms: u64,
+    reference_ms: u64,
+) -> Option<Staleness> {
+    let same_device = other.stamp.device_hash == ours.device_hash();
+    match &other.stamp.host {
+        Some((product, version)) if same_device && *product == ours.host_product => {
+            // A newer version of the same product is not ours to delete.
+            if compare_versions(version, &ours.host_version) != std::cmp::Ordering::Greater {
+                return Some(Staleness::Superseded);
+            }
+        }
+        None if same_device => return Some(Staleness::OldLayout),
+        _ => {}
+    }
+    let age = UNUSED_STORE_AGE.as_millis() as u64;
+    let by_clock = now_ms.saturating_sub(other.last_use_ms) >= age;
+    let by_records = reference_ms.saturating_sub(other.last_use_ms) >= age;
+    (by_clock && by_records).then_some(Staleness::Unused)
+}
+
+/// Removes other stores of the cache folder that are stale (see [`staleness`]) and that no
+/// live process holds; each removal is reported through `log`. Folders that are not provably
+/// ours are never touched. Returns the number of stores removed.
+pub(crate) fn remove_other_stores(
+    root_path: &Path,
+    ours: &CompatibilityStamp,
+    previous_open_ms: Option<u64>,
+    log: &dyn Fn(String),
+) -> usize {
+    let Ok(root) = fsx::open_root(root_path) else {
+        return 0;
+    };
+    let own = ours.dir_name();
+    let now = now_ms();
+    let others: Vec<OtherStore> = store_names(&root)
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|n| *n != own)
+        .filter_map(|n| match recognize(&root, &n) {
+            Recognized::Store(s) => Some(s),
+            _ => None,
+        })
+        .collect();
+    let reference = others
+        .iter()
+        .map(|s| s.last_use_ms)
+        .chain(previous_open_ms)
+        .filter(|&t| t <= now + FUTURE_SLACK_MS)
+        .max()
+        .unwrap_or(0);
+    let mut removed = 0;
+    for other in &others {
+        let Some(why) = staleness(ours, other, now, reference) else {
+            continue;
+        };
+        let Ok(Some(lock)) = lock_unused(other) else {
+            continue;
+        };
+        // Still the folder we recognized?
+        let same = match (
+            fsx::lstat(b(&root), &other.name),
+            rustix::fs::fstat(&other.dir),
+        ) {
+            (Ok(a), Ok(b2)) => identity(&a) == identity(&b2),
+            _ => false,
+        };
+        if !same {
+            continue;
+        }
+        let d = delete_store(&root, other);
+        drop(lock);
+        removed += usize::from(d.folder_removed);
+        let reason = match why {
+            Staleness::Superseded => "the same host product on this device has a newer store",
+            Staleness::OldLayout => "a store of the previous layout on this device",
+            Staleness::Unused => "unused for 30 days",
+        };
+        let left = if d.folder_removed {
+            String::new()
+        } else {
+            "; files that are not ours were left in the folder".to_owned()
+        };
+        log(format!(
+            "program cache: removed the store {}/{} ({reason}): {} entries, {} bytes{left}",
+            root_path.display(),
+            other.name,
+            d.entries,
+            d.bytes
+        ));
+    }
+    removed
 }
 
 #[cfg(test)]
@@ -454,5 +1110,23 @@ mod tests {
         log.extend_from_slice(&[0xFF; 7]); // garbage tail
         let got: Vec<u8> = records(&log, LOG_RECORD).iter().map(|r| r[0]).collect();
         assert_eq!(got, [1, 3]);
+    }
+
+    #[test]
+    fn only_our_names_are_recognized() {
+        assert!(is_store_name("0123456789abcdef"));
+        assert!(!is_store_name("0123456789ABCDEF"));
+        assert!(!is_store_name("0123456789abcde"));
+        assert!(!is_store_name("photos"));
+        let key = "ab".repeat(20);
+        assert_eq!(tmp_pid(&format!("{key}.123.4")), Some(123));
+        assert_eq!(tmp_pid("STAMP.7.0"), Some(7));
+        assert_eq!(tmp_pid("lru.7.0"), Some(7));
+        assert_eq!(tmp_pid("notes.7.0"), None);
+        assert_eq!(tmp_pid("lru.7.0.bak"), None);
+        assert_eq!(tmp_pid("lru.x.0"), None);
+        assert!(parse_key_hex(&key).is_some());
+        assert!(parse_key_hex(&"AB".repeat(20)).is_none());
+        assert!(parse_key_hex(&"+1".repeat(20)).is_none());
     }
 }
