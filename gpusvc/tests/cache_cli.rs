@@ -254,3 +254,181 @@ fn the_default_folder_is_under_xdg_cache_home() {
     );
     assert!(stdout.contains("entries:         2"), "{stdout}");
 }
+
+/// Runs `gpusvc` with a time limit: a hang is a test failure, not a stuck suite.
+fn gpusvc_within(args: &[&str], limit: Duration) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_gpusvc"))
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("gpusvc runs");
+    let start = std::time::Instant::now();
+    loop {
+        if child.try_wait().unwrap().is_some() {
+            return child.wait_with_output().unwrap();
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            panic!("gpusvc {args:?} did not finish within {limit:?}: it hangs");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn a_damaged_stamp_is_reported_not_hidden() {
+    for damage in ["missing", "garbage"] {
+        let dir = tempfile::tempdir().unwrap();
+        populate(dir.path(), 3);
+        let stamp_file = dir.path().join(stamp().dir_name()).join("STAMP");
+        match damage {
+            "missing" => std::fs::remove_file(&stamp_file).unwrap(),
+            _ => std::fs::write(&stamp_file, "not a stamp\n").unwrap(),
+        }
+        let d = dir.path().to_str().unwrap();
+        let list = gpusvc(&["cache", "list", "--dir", d], &[]);
+        let (stdout, _) = text(&list);
+        assert!(!stdout.contains("no stores"), "{damage}: {stdout}");
+        assert!(stdout.contains("DAMAGED store"), "{damage}: {stdout}");
+        assert!(stdout.contains("3 entries"), "{damage}: {stdout}");
+        let verify = gpusvc(&["cache", "verify", "--dir", d], &[]);
+        let (stdout, _) = text(&verify);
+        assert_eq!(verify.status.code(), Some(4), "{damage}: {stdout}");
+        assert!(stdout.contains("damaged store"), "{damage}: {stdout}");
+        let stats = gpusvc(&["cache", "stats", "--dir", d], &[]);
+        let (stdout, _) = text(&stats);
+        assert_eq!(stats.status.code(), Some(4), "{damage}: {stdout}");
+        assert!(stdout.contains("entries:         3"), "{damage}: {stdout}");
+    }
+}
+
+#[test]
+fn an_unreadable_entries_folder_is_reported_not_counted_as_empty() {
+    let dir = tempfile::tempdir().unwrap();
+    populate(dir.path(), 2);
+    let entries = dir.path().join(stamp().dir_name()).join("entries");
+    std::fs::remove_dir_all(&entries).unwrap();
+    std::fs::write(&entries, "a file where the entries folder belongs").unwrap();
+    let d = dir.path().to_str().unwrap();
+    let verify = gpusvc(&["cache", "verify", "--dir", d], &[]);
+    let (stdout, _) = text(&verify);
+    assert_eq!(verify.status.code(), Some(4), "{stdout}");
+    assert!(stdout.contains("entries/ cannot be listed"), "{stdout}");
+}
+
+#[test]
+fn clear_refuses_a_store_in_use_unless_forced() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = ProgramCache::with_disk(
+        CacheConfig::with_budget(1 << 20),
+        None,
+        DiskConfig::new(dir.path(), stamp()),
+    );
+    cache.wait_until_loaded(Duration::from_secs(10)).unwrap();
+    for i in 1..=4u8 {
+        cache.save(ProgramKey([i; 20]), program(i), None).unwrap();
+    }
+    cache.flush_disk();
+    let d = dir.path().to_str().unwrap();
+    let refused = gpusvc(&["cache", "clear", "--dir", d], &[]);
+    let (stdout, stderr) = text(&refused);
+    assert_eq!(refused.status.code(), Some(1), "{stdout}\n{stderr}");
+    assert!(
+        stderr.contains("in use") && stderr.contains("--force"),
+        "{stderr}"
+    );
+    assert_eq!(entry_files(dir.path()).len(), 4, "nothing was deleted");
+    let forced = gpusvc(&["cache", "clear", "--force", "--dir", d], &[]);
+    let (stdout, stderr) = text(&forced);
+    assert!(forced.status.success(), "{stdout}\n{stderr}");
+    assert!(stdout.contains("removed 1 stores, 4 entries"), "{stdout}");
+    // The running cache recreates its folder and goes on writing, without a flood of errors.
+    for i in 5..=40u8 {
+        cache.save(ProgramKey([i; 20]), program(i), None).unwrap();
+    }
+    cache.flush_disk();
+    let c = cache.disk_counters().unwrap();
+    assert_eq!((c.recreated, c.write_errors), (1, 0), "{c:?}");
+    assert_eq!(entry_files(dir.path()).len(), 36);
+}
+
+#[test]
+fn clear_never_touches_folders_that_are_not_stores() {
+    let dir = tempfile::tempdir().unwrap();
+    populate(dir.path(), 2);
+    let user = dir.path().join("my-project");
+    std::fs::create_dir_all(&user).unwrap();
+    std::fs::write(user.join("STAMP"), "x").unwrap();
+    std::fs::write(user.join("main.c"), "int main;").unwrap();
+    let lookalike = dir.path().join("00000000deadbeef");
+    std::fs::create_dir_all(lookalike.join("entries")).unwrap();
+    std::fs::write(lookalike.join("STAMP"), "gl_vendor: x\n").unwrap();
+    let d = dir.path().to_str().unwrap();
+    let out = gpusvc(&["cache", "clear", "--dir", d], &[]);
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(stdout.contains("removed 1 stores, 2 entries"), "{stdout}");
+    assert!(
+        stdout.contains("00000000deadbeef"),
+        "the damaged look-alike is named: {stdout}"
+    );
+    assert!(user.join("STAMP").exists() && user.join("main.c").exists());
+    assert!(lookalike.join("STAMP").exists());
+}
+
+#[test]
+fn fifos_in_the_folder_never_hang_the_commands() {
+    let dir = tempfile::tempdir().unwrap();
+    populate(dir.path(), 2);
+    let store = dir.path().join(stamp().dir_name());
+    for path in [
+        store.join("entries").join("ab".repeat(20)),
+        store.join("lru.log"),
+    ] {
+        let _ = std::fs::remove_file(&path);
+        let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: a valid NUL-terminated path that outlives the call.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    }
+    let d = dir.path().to_str().unwrap();
+    for cmd in ["list", "verify", "stats"] {
+        let out = gpusvc_within(&["cache", cmd, "--dir", d], Duration::from_secs(30));
+        let (stdout, _) = text(&out);
+        if cmd == "verify" {
+            assert_eq!(out.status.code(), Some(4), "{stdout}");
+            assert!(stdout.contains("FIFO"), "{stdout}");
+        }
+    }
+    // Also with a FIFO as STAMP.
+    let stamp_file = store.join("STAMP");
+    std::fs::remove_file(&stamp_file).unwrap();
+    let c = std::ffi::CString::new(stamp_file.as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: as above.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let out = gpusvc_within(&["cache", "verify", "--dir", d], Duration::from_secs(30));
+    assert_eq!(out.status.code(), Some(4));
+    gpusvc_within(
+        &["cache", "clear", "--force", "--dir", d],
+        Duration::from_secs(30),
+    );
+}
+
+#[test]
+fn with_no_home_there_is_no_default_folder() {
+    let cwd = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_gpusvc"))
+        .args(["cache", "stats"])
+        .env_remove("HOME")
+        .env_remove("XDG_CACHE_HOME")
+        .current_dir(cwd.path())
+        .output()
+        .unwrap();
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{stdout}\n{stderr}");
+    assert!(
+        stderr.contains("neither XDG_CACHE_HOME nor HOME"),
+        "{stderr}"
+    );
+    assert_eq!(std::fs::read_dir(cwd.path()).unwrap().count(), 0);
+}

@@ -17,7 +17,7 @@ use crate::key::ProgramKey;
 use super::format::{self, EntryError, HEADER_LEN};
 use super::fsx::{self, b};
 use super::stamp::hex;
-use super::store::{self, MAX_ENTRY_FILE, Recognized, parse_key_hex, tmp_pid};
+use super::store::{self, MAX_ENTRY_FILE, Recognized, parse_key_hex};
 
 /// One entry on disk.
 #[derive(Debug, Clone)]
@@ -57,7 +57,7 @@ pub struct StoreInfo {
     pub in_use: bool,
     /// Its entries, sorted by key.
     pub entries: Vec<EntryInfo>,
-    /// Temporary files (writes in progress or left by a crash).
+    /// Names in `tmp/` (writes in progress, or left by a crash).
     pub temporary_files: usize,
     /// Bytes the whole store takes on disk (allocated blocks of entries, side files, folders).
     pub allocated: u64,
@@ -192,9 +192,7 @@ pub fn scan(root: &Path) -> io::Result<Vec<StoreInfo>> {
         entries.sort_by_key(|e| e.key);
         let temporary_files = fsx::open_dir(b(&dir_fd), "tmp")
             .and_then(|fd| fsx::list(b(&fd), usize::MAX))
-            .map_or(0, |l| {
-                l.iter().filter(|e| tmp_pid(&e.name).is_some()).count()
-            });
+            .map_or(0, |l| l.len());
         let in_use = match fsx::open_read(b(&dir_fd), "in-use.lock") {
             Ok((fd, _)) => match fsx::try_flock(&fd, true) {
                 Ok(true) => {
