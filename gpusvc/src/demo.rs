@@ -9,8 +9,9 @@ use headless_gl::{
     ApiPreference, ContextError, ContextOptions, GlApi, GlContext, LinkOptions, ShaderStage,
 };
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use program_cache::stats::names;
 use program_cache::{
-    CacheConfig, CompatibilityStamp, CompileOutcome, DiskConfig, DiskCounters, GlBackend,
+    CacheConfig, CompatibilityStamp, CompileOutcome, Counters, DiskConfig, DiskCounters, GlBackend,
     LinkOrigin, LoadReport, ProgramBackend as _, ProgramCache, ProgramManager, ProgramOptions,
     Shader,
 };
@@ -21,11 +22,8 @@ use crate::{Api, DemoArgs};
 /// Why the demo could not run.
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum DemoError {
-    /// No GL context.
-    #[error(
-        "no GL context could be made: {0}\n  (the runtime needs libegl1 libegl-mesa0 libgl1-mesa-dri; \
-         scripts/demo installs them)"
-    )]
+    /// No GL context (a `GPUSVC_EGL_DEVICE` that selects no device included).
+    #[error("no GL context could be made: {0}{hint}", hint = install_hint(.0))]
     NoContext(#[from] ContextError),
     /// The driver shader-cache directory could not be made.
     #[error("cannot create a directory for the driver's shader cache: {0}")]
@@ -36,13 +34,40 @@ pub(crate) enum DemoError {
     /// Nothing to run.
     #[error("corpus {0} has no vertex + fragment program to run")]
     EmptyCorpus(String),
+    /// The folder given with `--cache-dir` cannot hold the disk cache.
+    #[error(
+        "--cache-dir {}: the folder cannot be used for the disk cache: {reason} \
+         (give a usable folder, or --no-disk-cache for a memory-only run)",
+        dir.display()
+    )]
+    CacheDir {
+        /// The folder as given.
+        dir: PathBuf,
+        /// Why the disk store could not be opened there.
+        reason: String,
+    },
     /// Writing to stdout failed.
     #[error("writing the report: {0}")]
     Output(#[from] std::io::Error),
 }
 
+/// The packages hint, for errors a missing runtime can cause (not for a device selection that
+/// matched none of the devices EGL lists).
+fn install_hint(e: &ContextError) -> &'static str {
+    match e {
+        ContextError::NoEglDevice {
+            selection: Some(_), ..
+        } => "",
+        _ => {
+            "\n  (the runtime needs libegl1 libegl-mesa0 libgl1-mesa-dri; scripts/demo installs \
+             them)"
+        }
+    }
+}
+
 impl DemoError {
-    /// The process exit status for this error.
+    /// The process exit status for this error: 3 when no GL context can be made (an invalid or
+    /// unmatched `GPUSVC_EGL_DEVICE` included), 1 otherwise.
     pub(crate) fn exit_code(&self) -> u8 {
         match self {
             DemoError::NoContext(_) => 3,
@@ -56,26 +81,58 @@ impl DemoError {
     }
 }
 
-/// What one pass over the corpus did.
+/// What one pass over the corpus did. Every claim the demo prints about the cache is read from
+/// `counters` (the cache's own counters over the pass) and `disk`, never assumed.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub(crate) struct Pass {
     pub(crate) programs: usize,
     pub(crate) linked: usize,
-    pub(crate) cache_hits: usize,
-    /// Cached binaries the driver refused (the program was linked from source instead).
-    pub(crate) binary_rejections: usize,
     pub(crate) compile_failures: usize,
     pub(crate) link_failures: usize,
     /// Compile + link time of each linked program, in ms.
     pub(crate) linked_ms: Vec<f64>,
+    /// Of those, the programs restored from a cached binary ...
+    pub(crate) from_cache_ms: Vec<f64>,
+    /// ... and the programs compiled and linked on the driver.
+    pub(crate) compiled_ms: Vec<f64>,
     /// Compile + link time of every program tried, in ms.
     pub(crate) total_ms: f64,
+    /// Programs in the cache when the pass began.
+    pub(crate) entries_before: usize,
     /// The cache's stored bytes and entries after the pass.
     pub(crate) bytes_cached: usize,
     pub(crate) entries_cached: usize,
+    /// The cache's counters over the pass (after - before).
+    pub(crate) counters: Counters,
+    /// Bytes of the binaries the pass saved into the cache (the binary-size histogram's sum).
+    pub(crate) saved_binary_bytes: u64,
     /// What the disk layer did during the pass (the cold pass includes the startup load), once
-    /// its queued writes were done; `None` without a disk cache.
+    /// its queued writes were done; `None` without a usable disk cache.
     pub(crate) disk: Option<DiskCounters>,
+}
+
+impl Pass {
+    /// Programs restored from a cached binary the driver accepted: binary hits minus the cached
+    /// binaries the driver refused.
+    pub(crate) fn served(&self) -> u64 {
+        self.counters
+            .hits
+            .saturating_sub(self.counters.driver_rejections)
+    }
+}
+
+/// `after - before`, counter by counter.
+pub(crate) fn counters_delta(after: Counters, before: Counters) -> Counters {
+    Counters {
+        hits: after.hits - before.hits,
+        misses: after.misses - before.misses,
+        evictions: after.evictions - before.evictions,
+        driver_rejections: after.driver_rejections - before.driver_rejections,
+        saves: after.saves - before.saves,
+        rejected_saves: after.rejected_saves - before.rejected_saves,
+        status_hits: after.status_hits - before.status_hits,
+        status_misses: after.status_misses - before.status_misses,
+    }
 }
 
 /// `after - before`, counter by counter.
@@ -122,76 +179,241 @@ fn ms(value: Option<f64>) -> String {
     value.map_or_else(|| "-".into(), |v| format!("{v:.3} ms"))
 }
 
-/// The table `gpusvc demo` prints: one column per pass.
+/// A byte count for people: `64 MiB`, `283.1 KiB`, `512 bytes`.
+pub(crate) fn human_bytes(bytes: u64) -> String {
+    const KIB: u64 = 1 << 10;
+    const MIB: u64 = 1 << 20;
+    let scaled = |unit: u64, name: &str| {
+        if bytes.is_multiple_of(unit) {
+            format!("{} {name}", bytes / unit)
+        } else {
+            format!("{:.1} {name}", bytes as f64 / unit as f64)
+        }
+    };
+    match bytes {
+        b if b >= MIB => scaled(MIB, "MiB"),
+        b if b >= KIB => scaled(KIB, "KiB"),
+        1 => "1 byte".into(),
+        b => format!("{b} bytes"),
+    }
+}
+
+/// The table `gpusvc demo` prints: one column per pass. The cache rows are the cache's
+/// counters over each pass.
 pub(crate) fn render_table(cold: &Pass, warm: &Pass) -> String {
-    let mut rows: Vec<(&str, String, String)> = vec![
-        (
-            "programs",
-            cold.programs.to_string(),
-            warm.programs.to_string(),
-        ),
-        ("linked", cold.linked.to_string(), warm.linked.to_string()),
-        (
-            "cache hits",
-            cold.cache_hits.to_string(),
-            warm.cache_hits.to_string(),
-        ),
+    let both = |f: &dyn Fn(&Pass) -> String| (f(cold), f(warm));
+    let mut rows: Vec<(&str, (String, String))> = vec![
+        ("programs", both(&|p| p.programs.to_string())),
+        ("linked", both(&|p| p.linked.to_string())),
+        ("cache hits", both(&|p| p.served().to_string())),
+        ("cache misses", both(&|p| p.counters.misses.to_string())),
         (
             "binary rejections",
-            cold.binary_rejections.to_string(),
-            warm.binary_rejections.to_string(),
+            both(&|p| p.counters.driver_rejections.to_string()),
         ),
         (
             "compile failures",
-            cold.compile_failures.to_string(),
-            warm.compile_failures.to_string(),
+            both(&|p| p.compile_failures.to_string()),
         ),
+        ("link failures", both(&|p| p.link_failures.to_string())),
+        ("median compile+link", both(&|p| ms(median(&p.linked_ms)))),
+        ("total compile+link", both(&|p| ms(Some(p.total_ms)))),
+        ("programs saved", both(&|p| p.counters.saves.to_string())),
         (
-            "link failures",
-            cold.link_failures.to_string(),
-            warm.link_failures.to_string(),
+            "saves refused",
+            both(&|p| p.counters.rejected_saves.to_string()),
         ),
-        (
-            "median compile+link",
-            ms(median(&cold.linked_ms)),
-            ms(median(&warm.linked_ms)),
-        ),
-        (
-            "total compile+link",
-            ms(Some(cold.total_ms)),
-            ms(Some(warm.total_ms)),
-        ),
-        (
-            "bytes cached",
-            cold.bytes_cached.to_string(),
-            warm.bytes_cached.to_string(),
-        ),
-        (
-            "programs cached",
-            cold.entries_cached.to_string(),
-            warm.entries_cached.to_string(),
-        ),
+        ("evictions", both(&|p| p.counters.evictions.to_string())),
+        ("bytes cached", both(&|p| p.bytes_cached.to_string())),
+        ("programs cached", both(&|p| p.entries_cached.to_string())),
     ];
     if let (Some(c), Some(w)) = (cold.disk, warm.disk) {
         rows.extend([
             (
                 "loaded from disk",
-                c.loaded.to_string(),
-                w.loaded.to_string(),
+                (c.loaded.to_string(), w.loaded.to_string()),
             ),
-            ("disk writes", c.writes.to_string(), w.writes.to_string()),
+            ("disk writes", (c.writes.to_string(), w.writes.to_string())),
             (
                 "disk bytes written",
-                c.bytes_written.to_string(),
-                w.bytes_written.to_string(),
+                (c.bytes_written.to_string(), w.bytes_written.to_string()),
             ),
         ]);
     }
     let mut out = format!("{:<22}{:>14}{:>14}\n", "", "cold", "warm");
-    for (label, c, w) in rows {
+    for (label, (c, w)) in rows {
         out.push_str(&format!("{label:<22}{c:>14}{w:>14}\n"));
     }
     out
+}
+
+/// What the summary needs besides the two passes.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct RunFacts {
+    /// The cache's byte budget.
+    pub(crate) budget_bytes: usize,
+    /// Open + startup load, in ms.
+    pub(crate) load_ms: f64,
+}
+
+/// Why programs the cold pass linked were not restored from the cache, as far as the counters of
+/// both passes show it.
+fn miss_reasons(cold: &Pass, warm: &Pass, facts: &RunFacts) -> String {
+    let budget = human_bytes(facts.budget_bytes as u64);
+    let refused = cold.counters.rejected_saves + warm.counters.rejected_saves;
+    let evicted = cold.counters.evictions + warm.counters.evictions;
+    let rejected = cold.counters.driver_rejections + warm.counters.driver_rejections;
+    let mut reasons = Vec::new();
+    if refused > 0 {
+        reasons.push(format!(
+            "{refused} saves refused over both passes: budget {budget} smaller than those \
+             programs"
+        ));
+    }
+    if evicted > 0 && rejected == 0 {
+        reasons.push(format!(
+            "budget {budget} too small for the cold pass's {} of binaries: {evicted} evictions \
+             over both passes",
+            human_bytes(cold.saved_binary_bytes)
+        ));
+    } else if evicted > 0 {
+        reasons.push(format!(
+            "{evicted} evictions over both passes (for space in the {budget} budget or after a \
+             refusal)"
+        ));
+    }
+    if rejected > 0 {
+        reasons.push(format!("the driver refused {rejected} cached binaries"));
+    }
+    if reasons.is_empty() {
+        "the counters show no refused save, eviction or driver refusal".into()
+    } else {
+        reasons.join("; ")
+    }
+}
+
+fn ratio(cold: Option<f64>, warm: Option<f64>) -> Option<f64> {
+    match (cold, warm) {
+        (Some(c), Some(w)) if w > 0.0 => Some(c / w),
+        _ => None,
+    }
+}
+
+/// `median 15.9x, total 31.7x faster` (cold time / warm time), or `cold/warm time ratio: median
+/// 0.9x, total 1.1x` when a ratio is below 1; only the total when a pass linked nothing.
+fn speedups(cold: &Pass, warm: &Pass) -> String {
+    let total = ratio(Some(cold.total_ms), Some(warm.total_ms));
+    let median = ratio(median(&cold.linked_ms), median(&warm.linked_ms));
+    let x = |r: Option<f64>| r.map_or_else(|| "-".into(), |r| format!("{r:.1}x"));
+    let ratios = match median {
+        Some(_) => format!("median {}, total {}", x(median), x(total)),
+        None => format!("total {}", x(total)),
+    };
+    if [median, total].iter().flatten().all(|&r| r >= 1.0) {
+        format!("{ratios} faster")
+    } else {
+        format!("cold/warm time ratio: {ratios}")
+    }
+}
+
+const TIMES_NOTE: &str = "Times are compile+link (+ reflection) only: the driver's first-draw JIT \
+                          is not included. Medians are over linked programs.";
+
+/// The sentences printed after the table. Each claim about the cache (served by it, loaded from
+/// disk, faster because of it) is read from the passes' counters; where the counters do not
+/// support a claim, the sentence says what they show instead.
+pub(crate) fn summary(cold: &Pass, warm: &Pass, facts: &RunFacts) -> Vec<String> {
+    let mut lines = Vec::new();
+    let (cold_hits, warm_hits) = (cold.served(), warm.served());
+    let loaded = cold.disk.map_or(0, |d| d.loaded);
+
+    // The cold pass.
+    if cold_hits > 0 && loaded > 0 && cold.entries_before as u64 == loaded {
+        lines.push(format!(
+            "warm start: {cold_hits} of the cold pass's {} programs were cache hits; before the \
+             pass the cache held only the {loaded} programs loaded from the disk cache at startup \
+             (in {:.1} ms).",
+            cold.programs, facts.load_ms
+        ));
+    } else if cold_hits > 0 {
+        lines.push(format!(
+            "cold pass: {cold_hits} of {} programs from the cache, which held {} programs when \
+             the pass began.",
+            cold.programs, cold.entries_before
+        ));
+    }
+
+    // The warm pass, and what its time difference is due to.
+    let warm_compiled = warm.linked as u64 - warm_hits.min(warm.linked as u64);
+    if warm_hits == 0 {
+        lines.push(format!(
+            "warm pass: 0 of {} programs from the cache ({}); its time difference from the cold \
+             pass ({}) is not the cache's: its {} cache misses were compiled and linked \
+             on the driver again.",
+            warm.programs,
+            miss_reasons(cold, warm, facts),
+            speedups(cold, warm),
+            warm.counters.misses
+        ));
+    } else if warm_compiled == 0 && (cold_hits as usize) < cold.linked {
+        // Every program the cold pass compiled was restored from the cache warm.
+        let cold_from_cache = match cold_hits {
+            0 => "none of the cold ones did".to_string(),
+            n => format!("{n} of the cold ones did"),
+        };
+        lines.push(format!(
+            "warm vs cold: {}, the cache's doing: all {warm_hits} warm programs came from the \
+             cache (binaries the driver accepted) and {cold_from_cache}. {TIMES_NOTE}",
+            speedups(cold, warm)
+        ));
+    } else if warm_compiled == 0 {
+        lines.push(format!(
+            "warm pass: all {warm_hits} programs from the cache, as in the cold pass: both passes \
+             were served by the cache, so their times compare two cached passes; for a cold pass \
+             use a new --cache-dir, --no-disk-cache, or `gpusvc cache clear`."
+        ));
+    } else {
+        let cold_part = match cold_hits {
+            0 => String::new(),
+            n => format!(" (the cold pass: {n})"),
+        };
+        lines.push(format!(
+            "warm pass: {warm_hits} of {} programs from the cache{cold_part}, {warm_compiled} \
+             compiled again ({}); median compile+link {} from the cache vs {} compiled: the \
+             passes' difference ({}) is only partly the cache's. {TIMES_NOTE}",
+            warm.programs,
+            miss_reasons(cold, warm, facts),
+            ms(median(&warm.from_cache_ms)),
+            ms(median(&warm.compiled_ms)),
+            speedups(cold, warm)
+        ));
+    }
+
+    if let (Some(c), Some(w)) = (cold.disk, warm.disk) {
+        let (writes, bytes) = (c.writes + w.writes, c.bytes_written + w.bytes_written);
+        lines.push(format!(
+            "disk cache: this run wrote {writes} programs ({}) to disk.",
+            human_bytes(bytes)
+        ));
+        let (dropped, failed) = (
+            c.dropped_writes + w.dropped_writes,
+            c.write_errors + w.write_errors,
+        );
+        if dropped + failed > 0 {
+            lines.push(format!(
+                "note: {dropped} disk writes were dropped (writer queue full) and {failed} \
+                 failed; those programs are not on disk for the next run."
+            ));
+        }
+    }
+    let refused = warm.compile_failures + warm.link_failures;
+    if refused > 0 {
+        lines.push(format!(
+            "totals include the {refused} programs the driver refuses: failures are not cached, \
+             so each pass compiles them again."
+        ));
+    }
+    lines
 }
 
 /// The driver's shader-cache folder: a fresh temporary one (removed at exit), or one given with
@@ -354,6 +576,15 @@ fn progress(len: usize, prefix: &'static str) -> ProgressBar {
     bar
 }
 
+/// The sum of the binary sizes the cache has saved so far.
+fn saved_binary_bytes(cache: &ProgramCache) -> f64 {
+    cache
+        .stats()
+        .histograms
+        .get(names::PROGRAM_BINARY_SIZE)
+        .map_or(0.0, |h| h.sum)
+}
+
 /// Compiles and links every program once through `manager`.
 fn pass(
     manager: &mut ProgramManager<GlBackend<'_>>,
@@ -362,8 +593,11 @@ fn pass(
 ) -> Pass {
     let bar = progress(programs.len(), prefix);
     let options = ProgramOptions::default();
+    let counters_before = manager.cache().counters();
+    let saved_before = saved_binary_bytes(manager.cache());
     let mut result = Pass {
         programs: programs.len(),
+        entries_before: manager.cache().len(),
         ..Pass::default()
     };
     for program in programs {
@@ -385,9 +619,10 @@ fn pass(
                 result.linked += 1;
                 result.linked_ms.push(elapsed);
                 match origin {
-                    LinkOrigin::CacheHit => result.cache_hits += 1,
-                    LinkOrigin::RelinkedAfterRejection => result.binary_rejections += 1,
-                    LinkOrigin::Linked => {}
+                    LinkOrigin::CacheHit => result.from_cache_ms.push(elapsed),
+                    LinkOrigin::RelinkedAfterRejection | LinkOrigin::Linked => {
+                        result.compiled_ms.push(elapsed)
+                    }
                 }
             }
             None if !compiled.contains(&CompileOutcome::Failed) => result.link_failures += 1,
@@ -397,6 +632,8 @@ fn pass(
     }
     bar.finish_and_clear();
     let cache = manager.cache();
+    result.counters = counters_delta(cache.counters(), counters_before);
+    result.saved_binary_bytes = (saved_binary_bytes(cache) - saved_before).max(0.0) as u64;
     result.bytes_cached = cache.size_bytes();
     result.entries_cached = cache.len();
     result
@@ -428,13 +665,29 @@ fn ms_since(t: Instant) -> f64 {
     t.elapsed().as_secs_f64() * 1e3
 }
 
-/// The program cache of a run: backed by the disk store unless `--no-disk-cache`.
+/// Where the disk cache of a run lives, if anywhere.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum DiskSetting {
+    /// `--no-disk-cache`.
+    Off,
+    /// No `--cache-dir` and neither `XDG_CACHE_HOME` nor `HOME` names an absolute folder: no
+    /// default folder, so memory only (never a folder in the current directory).
+    NoDefaultFolder,
+    /// A folder: `explicit` when given with `--cache-dir` (then a folder that cannot be used is
+    /// an error), else the default one (then it is a warning and memory only).
+    Folder { dir: PathBuf, explicit: bool },
+}
+
+/// The program cache of a run: backed by the disk store when a folder is configured.
 struct RunCache {
     cache: Arc<ProgramCache>,
+    setting: DiskSetting,
     /// The disk store's stamp folder, when a disk store was configured.
     store: Option<PathBuf>,
     /// The startup load (`None`: it did not finish within [`LOAD_TIMEOUT`]).
     load: Option<LoadReport>,
+    /// Why the default folder could not be used (then the run is memory only).
+    fallback: Option<String>,
     /// Opening the store, in ms.
     open_ms: f64,
     /// Open + the startup load (which runs in the background), in ms.
@@ -443,57 +696,160 @@ struct RunCache {
     wait_ms: f64,
 }
 
-/// Opens the cache; a disk store starts loading in the background (see [`RunCache::wait`]).
+impl DemoArgs {
+    /// The cache's byte budget: `--budget-kib` when given, else `--budget-mib`.
+    pub(crate) fn budget_bytes(&self) -> usize {
+        match self.budget_kib {
+            Some(kib) => kib.saturating_mul(1 << 10),
+            None => self.budget_mib.saturating_mul(1 << 20),
+        }
+    }
+}
+
+fn disk_setting(args: &DemoArgs) -> DiskSetting {
+    if args.no_disk_cache {
+        return DiskSetting::Off;
+    }
+    match (&args.cache_dir, DiskConfig::default_dir()) {
+        (Some(dir), _) => DiskSetting::Folder {
+            dir: dir.clone(),
+            explicit: true,
+        },
+        (None, Some(dir)) => DiskSetting::Folder {
+            dir,
+            explicit: false,
+        },
+        (None, None) => DiskSetting::NoDefaultFolder,
+    }
+}
+
+/// Opens the cache; a disk store starts opening and loading in the background (see
+/// [`RunCache::wait`]).
 fn open_cache(args: &DemoArgs, ctx: &GlContext) -> RunCache {
-    let config = CacheConfig::with_budget(args.budget_mib.saturating_mul(1 << 20));
+    let config = CacheConfig::with_budget(args.budget_bytes());
     let start = Instant::now();
-    let (cache, store) = if args.no_disk_cache {
-        (Arc::new(ProgramCache::new(config)), None)
-    } else {
-        let dir = args
-            .cache_dir
-            .clone()
-            .or_else(DiskConfig::default_dir)
-            .unwrap_or_else(|| std::env::temp_dir().join("gpusvc-demo-cache"));
-        let stamp =
-            CompatibilityStamp::from_driver(ctx.info(), HOST_PRODUCT, env!("CARGO_PKG_VERSION"));
-        let store = dir.join(stamp.dir_name());
-        let cache = ProgramCache::with_disk(config, None, DiskConfig::new(dir, stamp));
-        (cache, Some(store))
+    let setting = disk_setting(args);
+    let (cache, store) = match &setting {
+        DiskSetting::Off => (Arc::new(ProgramCache::new(config)), None),
+        DiskSetting::NoDefaultFolder => {
+            eprintln!(
+                "gpusvc demo: warning: neither XDG_CACHE_HOME nor HOME is set to an absolute \
+                 path, so there is no default cache folder: the cache lives in memory only this \
+                 run (--cache-dir DIR keeps it in DIR)"
+            );
+            (Arc::new(ProgramCache::new(config)), None)
+        }
+        DiskSetting::Folder { dir, .. } => {
+            let stamp = CompatibilityStamp::from_driver(
+                ctx.info(),
+                HOST_PRODUCT,
+                env!("CARGO_PKG_VERSION"),
+            );
+            let store = dir.join(stamp.dir_name());
+            let cache = ProgramCache::with_disk(config, None, DiskConfig::new(dir, stamp));
+            (cache, Some(store))
+        }
     };
     RunCache {
         cache,
+        setting,
         store,
         load: None,
+        fallback: None,
         open_ms: ms_since(start),
         load_ms: 0.0,
         wait_ms: 0.0,
     }
 }
 
+/// The reason in a disk condition ("program cache: disk cache disabled, folder X unusable:
+/// REASON; working in memory only"), or the whole text when it is not of that form.
+fn unusable_reason(condition: Option<String>) -> String {
+    let Some(text) = condition else {
+        return "the disk store could not be opened there".into();
+    };
+    let reason = text
+        .split_once(" unusable: ")
+        .map_or(text.as_str(), |(_, reason)| reason);
+    reason
+        .strip_suffix("; working in memory only")
+        .unwrap_or(reason)
+        .to_string()
+}
+
+/// `X exists and is not a folder` when `dir` or the nearest of its ancestors that exists is not a
+/// folder (the usual reason a cache folder cannot be made).
+fn not_a_folder(dir: &Path) -> Option<String> {
+    let existing = dir
+        .ancestors()
+        .find(|a| !a.as_os_str().is_empty() && std::fs::symlink_metadata(a).is_ok())?;
+    (!existing.is_dir()).then(|| format!("{} exists and is not a folder", existing.display()))
+}
+
 impl RunCache {
-    /// Waits (at most [`LOAD_TIMEOUT`]) until the startup load has finished.
-    fn wait(&mut self) {
+    /// Waits (at most [`LOAD_TIMEOUT`]) until the store is open and the startup load has
+    /// finished, then checks the folder: one given with `--cache-dir` that cannot be used is an
+    /// error; the default folder falls back to memory with a warning on stderr.
+    fn wait(&mut self) -> Result<(), DemoError> {
         let start = Instant::now();
         self.load = self.cache.wait_until_loaded(LOAD_TIMEOUT);
         self.wait_ms = ms_since(start);
         self.load_ms = self.open_ms + self.load.map_or(0.0, |r| r.elapsed.as_secs_f64() * 1e3);
+        let DiskSetting::Folder { dir, explicit } = &self.setting else {
+            return Ok(());
+        };
+        if self.cache.disk_enabled() {
+            return Ok(());
+        }
+        let reason = match not_a_folder(dir) {
+            Some(what) => format!("{what} ({})", unusable_reason(self.cache.disk_condition())),
+            None => unusable_reason(self.cache.disk_condition()),
+        };
+        if *explicit {
+            return Err(DemoError::CacheDir {
+                dir: dir.clone(),
+                reason,
+            });
+        }
+        eprintln!(
+            "gpusvc demo: warning: the default cache folder {} cannot be used ({reason}); the \
+             cache lives in memory only this run (--cache-dir DIR picks another folder)",
+            dir.display()
+        );
+        self.fallback = Some(reason);
+        Ok(())
+    }
+
+    /// Disk counters, when the disk cache is in use.
+    fn disk_counters(&self) -> Option<DiskCounters> {
+        self.cache
+            .disk_enabled()
+            .then(|| self.cache.disk_counters())
+            .flatten()
     }
 }
 
 /// The line describing the disk cache of a run.
 fn disk_line(run: &RunCache) -> String {
-    let Some(store) = &run.store else {
-        return "disk cache: off (--no-disk-cache); every run starts cold".into();
+    let dir = match &run.setting {
+        DiskSetting::Off => {
+            return "disk cache: off (--no-disk-cache); every run starts cold".into();
+        }
+        DiskSetting::NoDefaultFolder => {
+            return "disk cache: off (no XDG_CACHE_HOME or HOME, see the warning on stderr); \
+                    every run starts cold"
+                .into();
+        }
+        DiskSetting::Folder { dir, .. } => dir,
     };
-    if !run.cache.disk_enabled() {
+    if run.fallback.is_some() {
         return format!(
-            "disk cache: {}",
-            run.cache
-                .disk_condition()
-                .unwrap_or_else(|| "unusable; memory only".into())
+            "disk cache: off: the default folder {} cannot be used (see the warning on stderr); \
+             every run starts cold",
+            dir.display()
         );
     }
+    let store = run.store.as_deref().unwrap_or(dir);
     match run.load {
         Some(r) => {
             let mut line = format!(
@@ -516,8 +872,8 @@ fn disk_line(run: &RunCache) -> String {
                     r.skipped
                 ));
             }
-            if r.loaded == 0 && r.rejected == 0 {
-                line.push_str(" (empty: this run fills it)");
+            if r.loaded == 0 && r.rejected == 0 && r.skipped == 0 {
+                line.push_str(" (it was empty)");
             }
             line
         }
@@ -626,7 +982,7 @@ fn single_pass_report(
          pass_ms={:.3}",
         p.programs,
         p.linked,
-        p.cache_hits,
+        p.served(),
         run.load.map_or(0, |r| r.loaded),
         ms_since(started),
         run.load_ms,
@@ -635,7 +991,7 @@ fn single_pass_report(
     )?;
     out.flush()?;
     run.cache.flush_disk();
-    let d = run.cache.disk_counters().unwrap_or_default();
+    let d = run.disk_counters().unwrap_or_default();
     writeln!(
         out,
         "gpusvc-startup-done writes={} dropped={} write_errors={} disk={}",
@@ -672,7 +1028,7 @@ pub(crate) fn run(args: &DemoArgs, started: Instant) -> Result<(), DemoError> {
     };
     let (label, programs) = limit_corpus(args, corpus)?;
     let corpus_ms = ms_since(corpus_start);
-    run.wait();
+    run.wait()?;
     if args.single_pass {
         let phases = Phases {
             started,
@@ -690,8 +1046,8 @@ pub(crate) fn run(args: &DemoArgs, started: Instant) -> Result<(), DemoError> {
     };
     writeln!(
         out,
-        "cache: {} MiB budget; the driver's own shader cache {driver_cache_text}",
-        args.budget_mib
+        "cache: {} budget; the driver's own shader cache {driver_cache_text}",
+        human_bytes(args.budget_bytes() as u64)
     )?;
 
     writeln!(out, "{}", disk_line(&run))?;
@@ -699,10 +1055,10 @@ pub(crate) fn run(args: &DemoArgs, started: Instant) -> Result<(), DemoError> {
     let mut cold = pass(&mut manager, &programs, "cold");
     // Queued disk writes are done outside the timed passes, so each column counts its own.
     run.cache.flush_disk();
-    let after_cold = run.cache.disk_counters();
+    let after_cold = run.disk_counters();
     let mut warm = pass(&mut manager, &programs, "warm");
     run.cache.flush_disk();
-    let after_warm = run.cache.disk_counters();
+    let after_warm = run.disk_counters();
     if let (Some(c), Some(w)) = (after_cold, after_warm) {
         cold.disk = Some(c);
         warm.disk = Some(disk_delta(w, c));
@@ -710,56 +1066,12 @@ pub(crate) fn run(args: &DemoArgs, started: Instant) -> Result<(), DemoError> {
 
     writeln!(out)?;
     write!(out, "{}", render_table(&cold, &warm))?;
-    if let Some(d) = after_warm
-        && cold.cache_hits > 0
-        && d.loaded > 0
-    {
-        writeln!(
-            out,
-            "warm start: {} of the cold pass's {} linked programs were cache hits on binaries \
-             loaded from the disk cache at startup ({} loaded in {:.1} ms, before the pass).",
-            cold.cache_hits, cold.linked, d.loaded, run.load_ms
-        )?;
-    }
-    if let Some(d) = after_warm
-        && d.dropped_writes + d.write_errors > 0
-    {
-        writeln!(
-            out,
-            "note: {} disk writes were dropped (writer queue full) and {} failed; those programs \
-             compile again next run.",
-            d.dropped_writes, d.write_errors
-        )?;
-    }
-    if cold.cache_hits > 0 {
-        writeln!(
-            out,
-            "both passes were served by the cache; for a cold pass use a new --cache-dir, \
-             --no-disk-cache, or `gpusvc cache clear`."
-        )?;
-    } else if let (Some(c), Some(w)) = (median(&cold.linked_ms), median(&warm.linked_ms)) {
-        writeln!(
-            out,
-            "warm vs cold: median {:.1}x, total {:.1}x faster. Times are compile+link (+ reflection) \
-             only: the driver's first-draw JIT is not included. Medians are over linked programs.",
-            c / w,
-            cold.total_ms / warm.total_ms
-        )?;
-    }
-    let refused = warm.compile_failures + warm.link_failures;
-    if refused > 0 {
-        writeln!(
-            out,
-            "totals include the {refused} programs the driver refuses: failures are not cached, so \
-             each pass compiles them again."
-        )?;
-    }
-    if warm.cache_hits < cold.linked {
-        writeln!(
-            out,
-            "note: {} programs linked cold but missed the cache warm (budget too small? try --budget-mib)",
-            cold.linked - warm.cache_hits
-        )?;
+    let facts = RunFacts {
+        budget_bytes: args.budget_bytes(),
+        load_ms: run.load_ms,
+    };
+    for line in summary(&cold, &warm, &facts) {
+        writeln!(out, "{line}")?;
     }
     out.flush()?;
     Ok(())
@@ -776,26 +1088,50 @@ mod tests {
         assert_eq!(median(&[]), None);
     }
 
-    #[test]
-    fn table_has_one_row_per_metric_and_both_passes() {
-        let cold = Pass {
+    /// A pass over 3 programs (1 fails to compile, 2 link) with these cache counters.
+    fn pass_with(counters: Counters, linked_ms: Vec<f64>, total_ms: f64) -> Pass {
+        Pass {
             programs: 3,
             linked: 2,
             compile_failures: 1,
-            linked_ms: vec![2.0, 4.0],
-            total_ms: 7.5,
+            linked_ms,
+            total_ms,
             bytes_cached: 9000,
             entries_cached: 2,
+            counters,
+            ..Pass::default()
+        }
+    }
+
+    fn cold_misses() -> Pass {
+        pass_with(
+            Counters {
+                misses: 2,
+                saves: 2,
+                ..Counters::default()
+            },
+            vec![2.0, 4.0],
+            7.5,
+        )
+    }
+
+    #[test]
+    fn table_has_one_row_per_metric_and_both_passes() {
+        let cold = Pass {
+            saved_binary_bytes: 8000,
             disk: Some(DiskCounters {
                 loaded: 1,
                 writes: 1,
                 bytes_written: 700,
                 ..DiskCounters::default()
             }),
-            ..Pass::default()
+            ..cold_misses()
         };
         let warm = Pass {
-            cache_hits: 2,
+            counters: Counters {
+                hits: 2,
+                ..Counters::default()
+            },
             linked_ms: vec![0.25, 0.5],
             total_ms: 1.25,
             disk: Some(DiskCounters::default()),
@@ -805,7 +1141,7 @@ mod tests {
         let row = |label: &str| -> Vec<String> {
             let line = table
                 .lines()
-                .find(|l| l.starts_with(label))
+                .find(|l| l.strip_prefix(label).is_some_and(|r| r.starts_with("  ")))
                 .unwrap_or_else(|| panic!("no {label} row in\n{table}"));
             line[label.len()..]
                 .split_whitespace()
@@ -814,14 +1150,19 @@ mod tests {
         };
         assert_eq!(row("programs"), ["3", "3"]);
         assert_eq!(row("cache hits"), ["0", "2"]);
+        assert_eq!(row("cache misses"), ["2", "0"]);
+        assert_eq!(row("binary rejections"), ["0", "0"]);
         assert_eq!(row("compile failures"), ["1", "1"]);
         assert_eq!(row("median compile+link"), ["3.000", "ms", "0.375", "ms"]);
         assert_eq!(row("total compile+link"), ["7.500", "ms", "1.250", "ms"]);
+        assert_eq!(row("programs saved"), ["2", "0"]);
+        assert_eq!(row("saves refused"), ["0", "0"]);
+        assert_eq!(row("evictions"), ["0", "0"]);
         assert_eq!(row("bytes cached"), ["9000", "9000"]);
         assert_eq!(row("loaded from disk"), ["1", "0"]);
         assert_eq!(row("disk writes"), ["1", "0"]);
         assert_eq!(row("disk bytes written"), ["700", "0"]);
-        assert_eq!(table.lines().count(), 14);
+        assert_eq!(table.lines().count(), 18);
         // Without a disk cache the disk rows are left out.
         let memory_only = render_table(
             &Pass {
@@ -833,8 +1174,237 @@ mod tests {
                 ..warm.clone()
             },
         );
-        assert_eq!(memory_only.lines().count(), 11);
+        assert_eq!(memory_only.lines().count(), 15);
         assert!(!memory_only.contains("disk"));
+        // A binary the driver refused is a binary hit, not a program from the cache.
+        let refused = Pass {
+            counters: Counters {
+                hits: 2,
+                driver_rejections: 1,
+                ..Counters::default()
+            },
+            ..warm.clone()
+        };
+        let table = render_table(&cold, &refused);
+        assert!(table.contains(&format!("{:<22}{:>14}{:>14}", "cache hits", 0, 1)));
+        assert!(table.contains(&format!("{:<22}{:>14}{:>14}", "binary rejections", 0, 1)));
+    }
+
+    fn facts(budget_bytes: usize) -> RunFacts {
+        RunFacts {
+            budget_bytes,
+            load_ms: 12.5,
+        }
+    }
+
+    fn joined(lines: &[String]) -> String {
+        lines.join("\n")
+    }
+
+    #[test]
+    fn a_warm_pass_all_from_the_cache_is_credited_to_the_cache() {
+        let warm = Pass {
+            counters: Counters {
+                hits: 2,
+                ..Counters::default()
+            },
+            from_cache_ms: vec![0.25, 0.5],
+            ..pass_with(Counters::default(), vec![0.25, 0.5], 1.25)
+        };
+        let text = joined(&summary(&cold_misses(), &warm, &facts(64 << 20)));
+        assert!(
+            text.contains(
+                "warm vs cold: median 8.0x, total 6.0x faster, the cache's doing: all 2 warm \
+                 programs came from the cache (binaries the driver accepted) and none of the cold \
+                 ones did."
+            ),
+            "{text}"
+        );
+        assert!(!text.contains("not the cache's"), "{text}");
+        assert!(
+            text.contains("totals include the 1 programs the driver refuses"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn a_warm_pass_with_no_hits_claims_no_speed_up_and_says_why() {
+        // Budget too small for the corpus: every program saved, then evicted (LRU over a cycle).
+        let cold = Pass {
+            counters: Counters {
+                misses: 2,
+                saves: 2,
+                evictions: 1,
+                ..Counters::default()
+            },
+            saved_binary_bytes: 3 << 10,
+            ..cold_misses()
+        };
+        let warm = Pass {
+            counters: Counters {
+                misses: 2,
+                saves: 2,
+                evictions: 2,
+                ..Counters::default()
+            },
+            compiled_ms: vec![1.0, 2.0],
+            ..pass_with(Counters::default(), vec![1.0, 2.0], 3.0)
+        };
+        let text = joined(&summary(&cold, &warm, &facts(2 << 10)));
+        assert!(
+            text.contains(
+                "warm pass: 0 of 3 programs from the cache (budget 2 KiB too small for the cold \
+                 pass's 3 KiB of binaries: 3 evictions over both passes); its time difference \
+                 from the cold pass (median 2.0x, total 2.5x faster) is not the cache's: its 2 \
+                 cache misses were compiled and linked on the driver again."
+            ),
+            "{text}"
+        );
+        assert!(!text.contains("the cache's doing"), "{text}");
+        assert!(!text.contains("served by the cache"), "{text}");
+        // A budget smaller than every program: saves refused.
+        let refused = Counters {
+            misses: 2,
+            rejected_saves: 2,
+            ..Counters::default()
+        };
+        let text = joined(&summary(
+            &pass_with(refused, vec![2.0, 4.0], 7.5),
+            &pass_with(refused, vec![3.0, 5.0], 9.0),
+            &facts(1 << 10),
+        ));
+        assert!(
+            text.contains(
+                "warm pass: 0 of 3 programs from the cache (4 saves refused over both passes: \
+                 budget 1 KiB smaller than those programs); its time difference from the cold \
+                 pass (cold/warm time ratio: median 0.8x, total 0.8x) is not the cache's"
+            ),
+            "{text}"
+        );
+        // Every cached binary refused by the driver: hits, but none from the cache.
+        let rejected = Counters {
+            hits: 2,
+            driver_rejections: 2,
+            evictions: 2,
+            saves: 2,
+            ..Counters::default()
+        };
+        let text = joined(&summary(
+            &cold_misses(),
+            &pass_with(rejected, vec![1.0, 1.0], 2.0),
+            &facts(64 << 20),
+        ));
+        assert!(
+            text.contains(
+                "warm pass: 0 of 3 programs from the cache (2 evictions over both passes (for \
+                 space in the 64 MiB budget or after a refusal); the driver refused 2 cached \
+                 binaries)"
+            ),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn a_cold_pass_served_from_disk_is_a_warm_start_and_both_passes_say_so() {
+        let from_cache = Counters {
+            hits: 2,
+            ..Counters::default()
+        };
+        let cold = Pass {
+            entries_before: 2,
+            disk: Some(DiskCounters {
+                loaded: 2,
+                ..DiskCounters::default()
+            }),
+            ..pass_with(from_cache, vec![0.5, 0.5], 1.0)
+        };
+        let warm = Pass {
+            disk: Some(DiskCounters::default()),
+            ..pass_with(from_cache, vec![0.5, 0.5], 1.0)
+        };
+        let text = joined(&summary(&cold, &warm, &facts(64 << 20)));
+        assert!(
+            text.contains(
+                "warm start: 2 of the cold pass's 3 programs were cache hits; before the pass the \
+                 cache held only the 2 programs loaded from the disk cache at startup (in 12.5 ms)."
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("warm pass: all 2 programs from the cache, as in the cold pass"),
+            "{text}"
+        );
+        assert!(
+            text.contains("disk cache: this run wrote 0 programs (0 bytes)"),
+            "{text}"
+        );
+        assert!(!text.contains("faster"), "{text}");
+    }
+
+    #[test]
+    fn a_partly_served_warm_pass_splits_its_times_and_claims_only_a_part() {
+        let warm = Pass {
+            counters: Counters {
+                hits: 1,
+                misses: 1,
+                saves: 1,
+                evictions: 1,
+                ..Counters::default()
+            },
+            from_cache_ms: vec![0.25],
+            compiled_ms: vec![2.0],
+            ..pass_with(Counters::default(), vec![0.25, 2.0], 2.25)
+        };
+        let cold = Pass {
+            counters: Counters {
+                evictions: 1,
+                ..cold_misses().counters
+            },
+            saved_binary_bytes: 5000,
+            ..cold_misses()
+        };
+        let text = joined(&summary(&cold, &warm, &facts(4 << 10)));
+        assert!(
+            text.contains(
+                "warm pass: 1 of 3 programs from the cache, 1 compiled again (budget 4 KiB too \
+                 small for the cold pass's 4.9 KiB of binaries: 2 evictions over both passes); \
+                 median compile+link 0.250 ms from the cache vs 2.000 ms compiled: the passes' \
+                 difference (median 2.7x, total 3.3x faster) is only partly the cache's."
+            ),
+            "{text}"
+        );
+        assert!(!text.contains("the cache's doing"), "{text}");
+    }
+
+    #[test]
+    fn byte_counts_read_as_people_write_them() {
+        assert_eq!(human_bytes(0), "0 bytes");
+        assert_eq!(human_bytes(1), "1 byte");
+        assert_eq!(human_bytes(1023), "1023 bytes");
+        assert_eq!(human_bytes(64 << 10), "64 KiB");
+        assert_eq!(human_bytes(1536), "1.5 KiB");
+        assert_eq!(human_bytes(64 << 20), "64 MiB");
+    }
+
+    #[test]
+    fn an_unusable_folder_reason_is_read_out_of_the_disk_condition() {
+        assert_eq!(
+            unusable_reason(Some(
+                "program cache: disk cache disabled, folder /x unusable: Not a directory (os \
+                 error 20); working in memory only"
+                    .into()
+            )),
+            "Not a directory (os error 20)"
+        );
+        assert_eq!(unusable_reason(Some("other text".into())), "other text");
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("f");
+        std::fs::write(&file, b"").unwrap();
+        assert_eq!(
+            not_a_folder(&file.join("a/b")),
+            Some(format!("{} exists and is not a folder", file.display()))
+        );
+        assert_eq!(not_a_folder(&dir.path().join("new/sub")), None);
     }
 
     #[test]

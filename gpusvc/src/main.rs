@@ -3,9 +3,16 @@
 //! `gpusvc demo` runs the GL program binary cache end to end on the machine's own GL driver
 //! (through a headless EGL context): it builds a corpus of vertex + fragment programs through a
 //! `ProgramManager` twice — cold, then warm with new shader objects on the same cache — and
-//! prints what the cache did and what it saved. The cache is backed by the persistent disk store
-//! (`--cache-dir`, default `$XDG_CACHE_HOME/gpusvc`; `--no-disk-cache` turns it off), so a second
-//! run starts warm: its cold pass finds the programs the first run linked.
+//! prints what the cache did and what it saved. Every sentence it prints about the cache (programs
+//! served by it, loaded from disk, a speed-up that is the cache's) is read from the cache's
+//! counters of that pass; where they do not support a claim it says what they show instead (e.g. a
+//! budget too small for the corpus: 0 programs from the cache, and a time difference that is not
+//! the cache's). The cache is backed by the persistent disk store (`--cache-dir`, default
+//! `$XDG_CACHE_HOME/gpusvc`, else `~/.cache/gpusvc`; `--no-disk-cache` turns it off), so a second
+//! run starts warm: its cold pass finds the programs the first run linked (as many as the budget
+//! holds). A `--cache-dir` that cannot be used is an error; the default folder falls back to memory
+//! with a warning on stderr, as does a run with neither `XDG_CACHE_HOME` nor `HOME` set (never a
+//! folder in the current directory).
 //!
 //! `gpusvc cache list|verify|stats|clear` inspects that folder without opening a cache.
 //!
@@ -19,9 +26,12 @@
 //!
 //! # Errors and exit status
 //! 0 when the command ran (driver refusals of corpus programs are reported, not errors); 3 when
-//! no GL context can be made, with EGL's reason on stderr; 4 when `gpusvc cache verify` found a
-//! corrupt entry; 1 for any other failure (an unreadable corpus directory, no usable program, a
-//! missing cache folder); 2 for command-line errors (clap).
+//! no GL context can be made, with EGL's reason on stderr (this includes a `GPUSVC_EGL_DEVICE`
+//! that is not a valid form, an index EGL does not list, or `hardware` on a machine without a
+//! hardware device: the message lists the valid forms and the devices found); 4 when `gpusvc
+//! cache verify` found a corrupt entry; 1 for any other failure (an unreadable corpus directory,
+//! no usable program, a `--cache-dir` that cannot be used, a missing cache folder); 2 for
+//! command-line errors (clap).
 //!
 //! # Thread safety
 //! The GL context lives on the main thread; the progress bar, shown only when stdout is a
@@ -50,7 +60,9 @@ enum Command {
     /// Builds a corpus of GL programs through the program cache, cold and then warm, on the
     /// machine's GL driver, and prints a table of what the cache did.
     ///
-    /// Exit status: 0 when it ran, 3 when no GL context can be made, 1 on other errors.
+    /// Exit status: 0 when it ran, 3 when no GL context can be made (GPUSVC_EGL_DEVICE invalid
+    /// or naming no usable device included), 1 on other errors (a --cache-dir that cannot be
+    /// used included).
     Demo(DemoArgs),
     /// Inspects the program cache's disk folder: list, verify, stats, clear.
     ///
@@ -117,8 +129,14 @@ struct DemoArgs {
     /// The cache's byte budget, in MiB (memory, and the disk store's).
     #[arg(long, value_name = "MIB", default_value_t = 64)]
     budget_mib: usize,
+    /// (tests) The cache's byte budget in KiB, instead of --budget-mib: budgets smaller than the
+    /// built-in corpus (a few hundred KiB of binaries).
+    #[arg(long, hide = true, value_name = "KIB", conflicts_with = "budget_mib")]
+    budget_kib: Option<usize>,
     /// The disk cache folder: programs linked in one run load from it at the start of the next.
-    /// Default: $XDG_CACHE_HOME/gpusvc (else ~/.cache/gpusvc).
+    /// A folder that cannot be used (a file, not creatable, not writable) is an error. Default:
+    /// $XDG_CACHE_HOME/gpusvc (else ~/.cache/gpusvc); when that cannot be used, or neither
+    /// variable is set, the run warns and keeps the cache in memory only.
     #[arg(long, value_name = "DIR")]
     cache_dir: Option<PathBuf>,
     /// No disk cache: the cache lives in memory only and every run starts cold.
@@ -181,6 +199,8 @@ mod tests {
         assert_eq!(args.limit, Some(5));
         assert_eq!(args.api, Api::Auto);
         assert_eq!(args.budget_mib, 64);
+        assert_eq!(args.budget_kib, None);
+        assert_eq!(args.budget_bytes(), 64 << 20);
         assert_eq!(args.cache_dir, None);
         assert!(!args.no_disk_cache && !args.single_pass && !args.plain_driver);
         assert!(!args.settle_driver_cache);
@@ -190,6 +210,17 @@ mod tests {
             Cli::try_parse_from(["gpusvc", "demo", "--no-disk-cache", "--cache-dir", "d"]).is_err()
         );
         assert!(Cli::try_parse_from(["gpusvc", "demo", "--plain-driver"]).is_err());
+        let Command::Demo(args) = Cli::try_parse_from(["gpusvc", "demo", "--budget-kib", "48"])
+            .unwrap()
+            .command
+        else {
+            panic!("not demo")
+        };
+        assert_eq!(args.budget_bytes(), 48 << 10);
+        assert!(
+            Cli::try_parse_from(["gpusvc", "demo", "--budget-kib", "1", "--budget-mib", "1"])
+                .is_err()
+        );
     }
 
     #[test]

@@ -1,0 +1,425 @@
+//! `gpusvc demo` run as a user would: every claim it prints about the cache matches the
+//! counters in its table; an unusable `--cache-dir` and an invalid `GPUSVC_EGL_DEVICE` are errors;
+//! without `HOME` and `XDG_CACHE_HOME` the cache lives in memory only.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use headless_gl::testing::{context_or_skip, open_or_skip};
+use headless_gl::{ContextOptions, DeviceSelection};
+
+fn gpusvc(args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_gpusvc"));
+    command.args(args);
+    for (k, v) in env {
+        command.env(k, v);
+    }
+    command.output().expect("gpusvc runs")
+}
+
+fn text(output: &Output) -> (String, String) {
+    (
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+/// Runs the demo and insists it succeeded; returns stdout.
+fn demo_ok(args: &[&str]) -> String {
+    let output = gpusvc(args, &[]);
+    let (stdout, stderr) = text(&output);
+    assert!(
+        output.status.success(),
+        "gpusvc {args:?} failed ({}):\n{stdout}\n{stderr}",
+        output.status
+    );
+    eprintln!("{stdout}");
+    stdout
+}
+
+/// The cold and warm cells of a table row, as numbers (a trailing unit is dropped).
+fn row(table: &str, label: &str) -> (f64, f64) {
+    let line = table
+        .lines()
+        .find(|l| {
+            l.strip_prefix(label)
+                .is_some_and(|rest| rest.starts_with("  "))
+        })
+        .unwrap_or_else(|| panic!("no {label:?} row in:\n{table}"));
+    let numbers: Vec<f64> = line[label.len()..]
+        .split_whitespace()
+        .filter_map(|w| w.parse().ok())
+        .collect();
+    assert_eq!(numbers.len(), 2, "row {line:?}");
+    (numbers[0], numbers[1])
+}
+
+/// The summary line that starts with `prefix`.
+fn line<'a>(stdout: &'a str, prefix: &str) -> &'a str {
+    stdout
+        .lines()
+        .find(|l| l.starts_with(prefix))
+        .unwrap_or_else(|| panic!("no line starting {prefix:?} in:\n{stdout}"))
+}
+
+/// The number right before `suffix` in `line` (`"... 48 programs"` -> 48 for `" programs"`).
+fn number_before(line: &str, suffix: &str) -> f64 {
+    let end = line
+        .find(suffix)
+        .unwrap_or_else(|| panic!("no {suffix:?} in {line:?}"));
+    let start = line[..end]
+        .rfind(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .map_or(0, |i| i + 1);
+    line[start..end]
+        .parse()
+        .unwrap_or_else(|_| panic!("no number before {suffix:?} in {line:?}"))
+}
+
+/// The `median Ax, total Bx` ratios a summary line quotes.
+fn quoted_ratios(line: &str) -> (f64, f64) {
+    (
+        number_before(line, "x, total"),
+        number_before(line, "x faster"),
+    )
+}
+
+/// Asserts a quoted ratio is the ratio of the table's cells (printed rounded to 0.001 ms and
+/// the ratio to 0.1).
+fn assert_ratio(quoted: f64, (cold, warm): (f64, f64), what: &str, stdout: &str) {
+    let lo = (cold - 0.0005) / (warm + 0.0005);
+    let hi = (cold + 0.0005) / (warm - 0.0005).max(1e-9);
+    assert!(
+        quoted >= (lo * 10.0).floor() / 10.0 - 0.05 && quoted <= (hi * 10.0).ceil() / 10.0 + 0.05,
+        "{what}: quoted {quoted}x, table {cold} / {warm}:\n{stdout}"
+    );
+}
+
+/// The claims that credit the cache with a pass or a speed-up.
+const CACHE_CLAIMS: [&str; 4] = [
+    "the cache's doing",
+    "served by the cache",
+    "warm start:",
+    "warm vs cold:",
+];
+
+fn assert_no_cache_credit_for_a_warm_pass_without_hits(stdout: &str) {
+    let (programs, _) = row(stdout, "programs");
+    let (hits_cold, hits_warm) = row(stdout, "cache hits");
+    assert_eq!((hits_cold, hits_warm), (0.0, 0.0), "{stdout}");
+    for claim in CACHE_CLAIMS {
+        assert!(!stdout.contains(claim), "claims {claim:?}:\n{stdout}");
+    }
+    let (_, misses_warm) = row(stdout, "cache misses");
+    let warm = line(stdout, "warm pass: ");
+    assert!(
+        warm.starts_with(&format!(
+            "warm pass: 0 of {programs} programs from the cache ("
+        )),
+        "{warm}"
+    );
+    assert!(warm.contains("is not the cache's"), "{warm}");
+    assert_eq!(
+        number_before(warm, " cache misses were compiled"),
+        misses_warm
+    );
+}
+
+#[test]
+fn a_budget_too_small_for_the_corpus_credits_the_cache_with_nothing() {
+    if context_or_skip("a_budget_too_small_for_the_corpus_credits_the_cache_with_nothing").is_none()
+    {
+        return;
+    }
+    // 0 MiB: every save refused.
+    let stdout = demo_ok(&["demo", "--no-disk-cache", "--budget-mib", "0"]);
+    assert_no_cache_credit_for_a_warm_pass_without_hits(&stdout);
+    let (refused_cold, refused_warm) = row(&stdout, "saves refused");
+    assert!(refused_cold > 0.0, "{stdout}");
+    let warm = line(&stdout, "warm pass: ");
+    assert!(
+        warm.contains(&format!(
+            "({} saves refused over both passes: budget 0 bytes smaller than those programs)",
+            refused_cold + refused_warm
+        )),
+        "{warm}"
+    );
+
+    // 16 KiB: programs fit one at a time, but the corpus does not (LRU over a cycle evicts each
+    // program before its turn comes again), so the warm pass has no hit either.
+    let stdout = demo_ok(&["demo", "--no-disk-cache", "--budget-kib", "16"]);
+    assert!(stdout.contains("cache: 16 KiB budget"), "{stdout}");
+    assert_no_cache_credit_for_a_warm_pass_without_hits(&stdout);
+    let (evictions_cold, evictions_warm) = row(&stdout, "evictions");
+    let (saved_cold, _) = row(&stdout, "programs saved");
+    assert!(saved_cold > 0.0 && evictions_cold > 0.0, "{stdout}");
+    let warm = line(&stdout, "warm pass: ");
+    assert!(
+        warm.contains("(budget 16 KiB too small for the cold pass's "),
+        "{warm}"
+    );
+    assert_eq!(
+        number_before(warm, " evictions over both passes"),
+        evictions_cold + evictions_warm,
+        "{warm}"
+    );
+}
+
+#[test]
+fn a_normal_run_credits_the_cache_with_what_its_counters_show() {
+    if context_or_skip("a_normal_run_credits_the_cache_with_what_its_counters_show").is_none() {
+        return;
+    }
+    let cache_dir = tempfile::tempdir().unwrap();
+    let dir = cache_dir.path().to_str().unwrap();
+
+    // First run: an empty disk cache, so a cold pass of misses and a warm pass of hits.
+    let stdout = demo_ok(&["demo", "--cache-dir", dir]);
+    let (linked, _) = row(&stdout, "linked");
+    let (hits_cold, hits_warm) = row(&stdout, "cache hits");
+    let claim = line(&stdout, "warm vs cold: ");
+    assert!(
+        claim.contains(&format!(
+            "faster, the cache's doing: all {hits_warm} warm programs came from the cache \
+             (binaries the driver accepted) and none of the cold ones did."
+        )),
+        "{claim}"
+    );
+    let (misses_cold, misses_warm) = row(&stdout, "cache misses");
+    assert!(linked > 0.0);
+    assert_eq!((hits_cold, misses_cold), (0.0, linked), "{stdout}");
+    assert_eq!((hits_warm, misses_warm), (linked, 0.0), "{stdout}");
+    let (median, total) = quoted_ratios(claim);
+    assert_ratio(
+        median,
+        row(&stdout, "median compile+link"),
+        "median",
+        &stdout,
+    );
+    assert_ratio(total, row(&stdout, "total compile+link"), "total", &stdout);
+    let (writes_cold, writes_warm) = row(&stdout, "disk writes");
+    assert_eq!(
+        number_before(line(&stdout, "disk cache: this run wrote"), " programs"),
+        writes_cold + writes_warm,
+        "{stdout}"
+    );
+    assert!(!stdout.contains("warm start:"), "{stdout}");
+    assert!(!stdout.contains("served by the cache"), "{stdout}");
+
+    // Second run: both passes from the cache, the cold one from what was loaded from disk.
+    let stdout = demo_ok(&["demo", "--cache-dir", dir]);
+    let (programs, _) = row(&stdout, "programs");
+    let (hits_cold, hits_warm) = row(&stdout, "cache hits");
+    let (loaded, _) = row(&stdout, "loaded from disk");
+    assert_eq!((hits_cold, hits_warm), (linked, linked), "{stdout}");
+    let start = line(&stdout, "warm start: ");
+    assert!(
+        start.starts_with(&format!(
+            "warm start: {hits_cold} of the cold pass's {programs} programs were cache hits; \
+             before the pass the cache held only the {loaded} programs loaded from the disk \
+             cache at startup"
+        )),
+        "{start}"
+    );
+    let warm = line(&stdout, "warm pass: ");
+    assert!(
+        warm.starts_with(&format!(
+            "warm pass: all {hits_warm} programs from the cache, as in the cold pass: both \
+             passes were served by the cache"
+        )),
+        "{warm}"
+    );
+    assert!(!stdout.contains("the cache's doing"), "{stdout}");
+    assert!(!stdout.contains("faster"), "{stdout}");
+}
+
+/// Runs the demo with `--cache-dir dir` and asserts it fails with status 1 before printing a
+/// report, naming the folder and `why`.
+fn assert_cache_dir_refused(dir: &Path, why: &str) {
+    let output = gpusvc(
+        &["demo", "--limit", "2", "--cache-dir", dir.to_str().unwrap()],
+        &[],
+    );
+    let (stdout, stderr) = text(&output);
+    assert_eq!(output.status.code(), Some(1), "{stdout}\n{stderr}");
+    assert!(
+        stdout.is_empty(),
+        "no report for an unusable folder:\n{stdout}"
+    );
+    assert!(
+        stderr.starts_with(&format!(
+            "gpusvc demo: --cache-dir {}: the folder cannot be used for the disk cache: ",
+            dir.display()
+        )),
+        "{stderr}"
+    );
+    assert!(stderr.contains(why), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+}
+
+#[test]
+fn an_explicit_cache_dir_that_cannot_be_used_is_an_error() {
+    if context_or_skip("an_explicit_cache_dir_that_cannot_be_used_is_an_error").is_none() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let file = tmp.path().join("a-file");
+    std::fs::write(&file, b"not a folder").unwrap();
+    let not_a_folder = format!("{} exists and is not a folder", file.display());
+    assert_cache_dir_refused(&file, &not_a_folder);
+    assert_cache_dir_refused(&file.join("cache"), &not_a_folder);
+    assert_eq!(std::fs::read(&file).unwrap(), b"not a folder");
+}
+
+/// The environment a GL process needs, when set: the rest is cleared.
+const GL_ENV: [&str; 8] = [
+    "PATH",
+    "LD_LIBRARY_PATH",
+    "GPUSVC_EGL_DEVICE",
+    "__EGL_VENDOR_LIBRARY_FILENAMES",
+    "__EGL_VENDOR_LIBRARY_DIRS",
+    "LIBGL_DRIVERS_PATH",
+    "GALLIUM_DRIVER",
+    "EGL_PLATFORM",
+];
+
+#[test]
+fn without_home_or_xdg_cache_home_the_cache_lives_in_memory_only() {
+    if context_or_skip("without_home_or_xdg_cache_home_the_cache_lives_in_memory_only").is_none() {
+        return;
+    }
+    let cwd = tempfile::tempdir().unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let mut command = Command::new(env!("CARGO_BIN_EXE_gpusvc"));
+    command
+        .args(["demo", "--limit", "2"])
+        .current_dir(cwd.path())
+        .env_clear()
+        .env("TMPDIR", tmp.path());
+    for name in GL_ENV {
+        if let Some(value) = std::env::var_os(name) {
+            command.env(name, value);
+        }
+    }
+    let output = command.output().expect("gpusvc runs");
+    let (stdout, stderr) = text(&output);
+    assert!(output.status.success(), "{stdout}\n{stderr}");
+    assert!(
+        stderr.starts_with(
+            "gpusvc demo: warning: neither XDG_CACHE_HOME nor HOME is set to an absolute path"
+        ),
+        "{stderr}"
+    );
+    assert!(stderr.contains("memory only"), "{stderr}");
+    assert!(
+        stdout.contains("disk cache: off (no XDG_CACHE_HOME or HOME"),
+        "{stdout}"
+    );
+    assert!(!stdout.contains("loaded from disk"), "{stdout}");
+    // No folder in the current directory, and none left in the temporary one (the driver's
+    // shader cache there is removed at exit).
+    let left = |dir: &Path| -> Vec<String> {
+        std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect()
+    };
+    assert_eq!(left(cwd.path()), Vec::<String>::new());
+    assert_eq!(left(tmp.path()), Vec::<String>::new());
+}
+
+#[test]
+fn an_unparsable_gpusvc_egl_device_is_an_error_naming_the_valid_forms() {
+    // No GL needed: the value is refused before EGL is asked for anything else than its list.
+    for value in ["banana", "-1", "hardware2"] {
+        let output = gpusvc(
+            &["demo", "--no-disk-cache"],
+            &[("GPUSVC_EGL_DEVICE", value)],
+        );
+        let (stdout, stderr) = text(&output);
+        assert_eq!(output.status.code(), Some(3), "{value}: {stdout}\n{stderr}");
+        assert!(stdout.is_empty(), "{stdout}");
+        for part in [
+            "gpusvc demo: no GL context could be made: ",
+            &format!("GPUSVC_EGL_DEVICE: {value:?} is not a device selection"),
+            "valid forms: auto",
+            "hardware, software, or a device index",
+            "EGL lists ",
+        ] {
+            assert!(stderr.contains(part), "{value}: {part:?} not in {stderr}");
+        }
+    }
+}
+
+#[test]
+fn gpusvc_egl_device_hardware_never_falls_back_to_software() {
+    let prefer = ContextOptions {
+        device: DeviceSelection::PreferHardware,
+        ..ContextOptions::default()
+    };
+    let Some(ctx) = open_or_skip(
+        "gpusvc_egl_device_hardware_never_falls_back_to_software",
+        &prefer,
+    ) else {
+        return;
+    };
+    let device = ctx.info().device.clone();
+    drop(ctx);
+    let output = gpusvc(
+        &["demo", "--no-disk-cache", "--limit", "2"],
+        &[("GPUSVC_EGL_DEVICE", "hardware")],
+    );
+    let (stdout, stderr) = text(&output);
+    if !device.software {
+        // A hardware device gave a context: the demo runs on it.
+        assert!(output.status.success(), "{stdout}\n{stderr}");
+        assert!(
+            !line(&stdout, "driver: ").ends_with("(software)"),
+            "{stdout}"
+        );
+        return;
+    }
+    // Preferring hardware ended on a software device: no hardware device gives a context, so
+    // asking for one must fail rather than run on software.
+    assert_eq!(output.status.code(), Some(3), "{stdout}\n{stderr}");
+    assert!(stdout.is_empty(), "{stdout}");
+    assert!(
+        stderr.starts_with("gpusvc demo: no GL context could be made: "),
+        "{stderr}"
+    );
+    if device.device_count == 1 {
+        // The one device is a software one (Mesa llvmpipe alone): nothing to ask for.
+        assert!(
+            stderr.contains(
+                "GPUSVC_EGL_DEVICE=hardware: a hardware device was asked for and none of EGL's \
+                 devices is one; EGL lists 1 device: 0: software"
+            ),
+            "{stderr}"
+        );
+        assert!(!stderr.contains("libegl1"), "no package hint: {stderr}");
+    }
+}
+
+#[test]
+fn an_out_of_range_gpusvc_egl_device_index_names_the_devices_found() {
+    if context_or_skip("an_out_of_range_gpusvc_egl_device_index_names_the_devices_found").is_none()
+    {
+        return;
+    }
+    let output = gpusvc(
+        &["demo", "--no-disk-cache"],
+        &[("GPUSVC_EGL_DEVICE", "999")],
+    );
+    let (stdout, stderr) = text(&output);
+    assert_eq!(output.status.code(), Some(3), "{stdout}\n{stderr}");
+    for part in [
+        "GPUSVC_EGL_DEVICE=999: device 999 was asked for and EGL lists ",
+        "valid forms: auto",
+        "or a device index (0 to ",
+    ] {
+        assert!(stderr.contains(part), "{part:?} not in {stderr}");
+    }
+    assert!(
+        stderr.contains("1 device: 0: ") || stderr.contains("devices: 0: "),
+        "{stderr}"
+    );
+}
