@@ -80,7 +80,8 @@ pub enum DeviceSelection {
 }
 
 impl std::fmt::Display for DeviceSelection {
-    /// The `GPUSVC_EGL_DEVICE` form of the selection (`env` for [`DeviceSelection::FromEnv`]).
+    /// The `GPUSVC_EGL_DEVICE` form of the selection (`$GPUSVC_EGL_DEVICE` for
+    /// [`DeviceSelection::FromEnv`]).
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             DeviceSelection::FromEnv => write!(f, "${DEVICE_ENV}"),

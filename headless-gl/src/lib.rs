@@ -6,7 +6,10 @@
 //! it current without a surface. A desktop *compatibility* profile context, which also accepts
 //! legacy GLSL (`#version 110` to `140`), is opt-in ([`ApiPreference::DesktopCompatibility`]). All rendering goes to offscreen framebuffers. On a machine without a
 //! GPU this is Mesa's llvmpipe; on a machine with one (NVIDIA's EGL, Mesa's hardware drivers) a
-//! hardware device is preferred over a software one.
+//! hardware device is preferred over a software one. `GPUSVC_EGL_DEVICE` (`auto`, `hardware`,
+//! `software` or a device index; [`DeviceSelection`]) forces a device: a value that is none of
+//! these or matches no device is a [`ContextError::NoEglDevice`] that lists the valid forms and
+//! the devices EGL found, never a silent fall back to another device.
 //!
 //! On top of the context it offers what a GPU-process service needs to prove behaviour on a real
 //! driver: the driver identity ([`DriverInfo`]), compile and link from source with the driver's info
