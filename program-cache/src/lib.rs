@@ -18,6 +18,25 @@
 //! * The stored bytes never exceed the budget; an entry larger than the budget, an empty binary,
 //!   or any save under critical memory pressure is refused with a [`SaveError`].
 //!
+//! The disk store ([`disk`], protocol in `FORMAT.md`; each bullet is a test in
+//! `tests/disk_hostile.rs` or `tests/disk_processes.rs`):
+//! * It deletes only what it made: a folder is a store only when its name, `STAMP` and hashes
+//!   check out, and deletion removes only the names the format defines (look-alike folders and
+//!   users' files survive open, collection and clear).
+//! * It never follows a link, opens a FIFO for I/O, or reads more than an entry's bound: planted
+//!   links are never written through, FIFOs never hang it, a huge sparse file is removed unread.
+//! * The host's thread never touches the disk and nothing waits on another process past a
+//!   bounded try: a frozen process holding any lock costs at most a skipped eviction or a
+//!   memory-only run, never a hang of the constructor, `flush`, `clear` or drop.
+//! * Another product's store, a newer version's store and a store used recently by anyone's
+//!   records are never collected; clock skew either way never makes a store look unused, and a
+//!   future-dated entry ages like the others.
+//! * It stays within its budget as the file system counts it (allocated blocks, logs included),
+//!   `lru.log` grows with the entries and not with the hits, a full disk makes it evict and retry,
+//!   and an entry it writes can always be read back.
+//! * A process killed at any moment never leaves a wrong or torn entry; a damaged `STAMP` is
+//!   repaired and a folder deleted under it is recreated.
+//!
 //! # Errors
 //! Saves return [`SaveError`]; links return [`LinkFailure`] with the driver's info log. Nothing
 //! here panics on driver output.

@@ -891,8 +891,12 @@ fn load_entries(
     let counters = &shared.counters;
     let mut report = LoadReport::default();
     let mut full_in_a_row = 0;
+    // A clear since the cache was made ends the load: what is on disk is about to go.
     for entry in dir.load_order() {
         let Some(cache) = cache.upgrade() else { break };
+        if shared.drop_epoch.load(Ordering::Acquire) != 0 {
+            break;
+        }
         if full_in_a_row >= 8 {
             report.skipped += 1;
             continue;

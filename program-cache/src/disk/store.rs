@@ -309,6 +309,9 @@ impl Handles {
                 return Ok(None);
             }
             Ok(_) => "damaged or another stamp's".to_owned(),
+            // Missing in a store without entries: another process made the folder a moment
+            // ago and is about to write it (the same text as ours). Not damage.
+            Err(e) if e.kind() == io::ErrorKind::NotFound && !self.has_entries() => String::new(),
             Err(e) if e.kind() == io::ErrorKind::NotFound => "missing".to_owned(),
             Err(e) => format!("unreadable ({e})"),
         };
@@ -321,7 +324,13 @@ impl Handles {
             let _ = fsx::unlink(b(&self.tmp), &t);
         }
         result?;
-        Ok((!created).then_some(why))
+        Ok((!created && !why.is_empty()).then_some(why))
+    }
+
+    /// True when `entries/` holds at least one name of an entry's form.
+    fn has_entries(&self) -> bool {
+        fsx::list(b(&self.entries), MAX_LIST)
+            .is_ok_and(|l| l.iter().any(|e| parse_key_hex(&e.name).is_some()))
     }
 }
 
