@@ -300,14 +300,16 @@ fn ratio(cold: Option<f64>, warm: Option<f64>) -> Option<f64> {
 }
 
 /// `median 15.9x, total 31.7x faster` (cold time / warm time), or `cold/warm time ratio: median
-/// 0.9x, total 1.1x` when a ratio is below 1; only the total when a pass linked nothing.
-fn speedups(cold: &Pass, warm: &Pass) -> String {
-    let total = ratio(Some(cold.total_ms), Some(warm.total_ms));
+/// 0.9x, total 1.1x` when a ratio is below 1; only the total when a pass linked nothing, only
+/// the median without `with_total`.
+fn speedups(cold: &Pass, warm: &Pass, with_total: bool) -> String {
+    let total = ratio(Some(cold.total_ms), Some(warm.total_ms)).filter(|_| with_total);
     let median = ratio(median(&cold.linked_ms), median(&warm.linked_ms));
     let x = |r: Option<f64>| r.map_or_else(|| "-".into(), |r| format!("{r:.1}x"));
-    let ratios = match median {
-        Some(_) => format!("median {}, total {}", x(median), x(total)),
-        None => format!("total {}", x(total)),
+    let ratios = match (median, with_total) {
+        (Some(_), true) => format!("median {}, total {}", x(median), x(total)),
+        (Some(_), false) => format!("median {}", x(median)),
+        (None, _) => format!("total {}", x(total)),
     };
     if [median, total].iter().flatten().all(|&r| r >= 1.0) {
         format!("{ratios} faster")
@@ -352,7 +354,7 @@ pub(crate) fn summary(cold: &Pass, warm: &Pass, facts: &RunFacts) -> Vec<String>
              on the driver again.",
             warm.programs,
             miss_reasons(cold, warm, facts),
-            speedups(cold, warm),
+            speedups(cold, warm, true),
             warm.counters.misses
         ));
     } else if warm_compiled == 0 && (cold_hits as usize) < cold.linked {
@@ -361,10 +363,20 @@ pub(crate) fn summary(cold: &Pass, warm: &Pass, facts: &RunFacts) -> Vec<String>
             0 => "none of the cold ones did".to_string(),
             n => format!("{n} of the cold ones did"),
         };
+        // Programs the driver refuses are compiled again in each pass: their part of the totals
+        // is not the cache's, so then only the median (over linked programs) is credited.
+        let refused = warm.compile_failures + warm.link_failures;
+        let totals = match ratio(Some(cold.total_ms), Some(warm.total_ms)) {
+            Some(t) if refused > 0 => format!(
+                " The totals' ratio ({t:.1}x) is not all the cache's: they count the {refused} \
+                 programs the driver refuses, compiled again in each pass."
+            ),
+            _ => String::new(),
+        };
         lines.push(format!(
-            "warm vs cold: {}, the cache's doing: all {warm_hits} warm programs came from the \
-             cache (binaries the driver accepted) and {cold_from_cache}. {TIMES_NOTE}",
-            speedups(cold, warm)
+            "warm vs cold: {}, the cache's doing: all {warm_hits} linked warm programs came from \
+             the cache (binaries the driver accepted) and {cold_from_cache}.{totals} {TIMES_NOTE}",
+            speedups(cold, warm, refused == 0)
         ));
     } else if warm_compiled == 0 {
         lines.push(format!(
@@ -385,7 +397,7 @@ pub(crate) fn summary(cold: &Pass, warm: &Pass, facts: &RunFacts) -> Vec<String>
             miss_reasons(cold, warm, facts),
             ms(median(&warm.from_cache_ms)),
             ms(median(&warm.compiled_ms)),
-            speedups(cold, warm)
+            speedups(cold, warm, true)
         ));
     }
 
@@ -1214,17 +1226,36 @@ mod tests {
         let text = joined(&summary(&cold_misses(), &warm, &facts(64 << 20)));
         assert!(
             text.contains(
-                "warm vs cold: median 8.0x, total 6.0x faster, the cache's doing: all 2 warm \
-                 programs came from the cache (binaries the driver accepted) and none of the cold \
-                 ones did."
+                "warm vs cold: median 8.0x faster, the cache's doing: all 2 linked warm programs \
+                 came from the cache (binaries the driver accepted) and none of the cold ones \
+                 did. The totals' ratio (6.0x) is not all the cache's: they count the 1 programs \
+                 the driver refuses, compiled again in each pass."
             ),
             "{text}"
         );
-        assert!(!text.contains("not the cache's"), "{text}");
         assert!(
             text.contains("totals include the 1 programs the driver refuses"),
             "{text}"
         );
+        // Without refused programs the total is the cache's too.
+        let all_linked = |p: Pass| Pass {
+            programs: 2,
+            compile_failures: 0,
+            ..p
+        };
+        let text = joined(&summary(
+            &all_linked(cold_misses()),
+            &all_linked(warm),
+            &facts(64 << 20),
+        ));
+        assert!(
+            text.contains(
+                "warm vs cold: median 8.0x, total 6.0x faster, the cache's doing: all 2 linked \
+                 warm programs came from the cache"
+            ),
+            "{text}"
+        );
+        assert!(!text.contains("not all the cache's"), "{text}");
     }
 
     #[test]

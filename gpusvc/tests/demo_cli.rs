@@ -179,8 +179,8 @@ fn a_normal_run_credits_the_cache_with_what_its_counters_show() {
     let claim = line(&stdout, "warm vs cold: ");
     assert!(
         claim.contains(&format!(
-            "faster, the cache's doing: all {hits_warm} warm programs came from the cache \
-             (binaries the driver accepted) and none of the cold ones did."
+            "faster, the cache's doing: all {hits_warm} linked warm programs came from the \
+             cache (binaries the driver accepted) and none of the cold ones did."
         )),
         "{claim}"
     );
