@@ -194,12 +194,36 @@ TEST(DiskCache, AStampChangeWipesTheOldStore) {
   ASSERT_EQ(Stores(dir.path()).size(), 1u);
   gpusvc::ProgramCachePtr b = Open(Disk(dir.path()), Driver("2.0 (driver update)"));
   EXPECT_EQ(Wait(b).loaded, 0u);
+  Flush(b);  // the writer collects stale stores before its first job
   EXPECT_EQ(Stats(b).entries, 0u);
   EXPECT_TRUE(CachedBinary(b, 1).empty());
   const std::vector<fs::path> stores = Stores(dir.path());
   ASSERT_EQ(stores.size(), 1u) << "the old stamp's store is gone";
   EXPECT_NE(ReadFile(stores[0] / "STAMP").find("2.0 (driver update)"), std::string::npos);
   EXPECT_EQ(EntryFiles(dir.path()), 0u);
+}
+
+TEST(DiskCache, TwoHostProductsKeepEachOthersStoresAndANewerVersionSupersedes) {
+  TempDir dir;
+  auto open_host = [&](const char* product, const char* version) {
+    gpusvc::DiskOptions disk = Disk(dir.path());
+    disk.host_product = product;
+    disk.host_version = version;
+    gpusvc::ProgramCachePtr cache = Open(disk, Driver("1.0"));
+    Wait(cache);
+    Flush(cache);
+    return cache;
+  };
+  for (const char* product : {"browser-stable", "browser-beta", "browser-stable"}) {
+    gpusvc::ProgramCachePtr cache = open_host(product, "120");
+    Save(cache, 1);
+    Flush(cache);
+    EXPECT_EQ(DiskStats(cache).stores_removed, 0u) << product;
+  }
+  EXPECT_EQ(Stores(dir.path()).size(), 2u) << "one store per product";
+  gpusvc::ProgramCachePtr newer = open_host("browser-stable", "121");
+  EXPECT_EQ(DiskStats(newer).stores_removed, 1u);
+  EXPECT_EQ(Stores(dir.path()).size(), 2u);
 }
 
 TEST(DiskCache, ClearDeletesTheFiles) {

@@ -1,6 +1,7 @@
 //! The driver side of the flow: a `ProgramBackend` trait and its GL implementation over a
 //! headless-gl context.
 
+use headless_gl::glow::{self, HasContext};
 use headless_gl::{
     ActiveVariable, BinaryError, GlContext, LinkOptions, ProgramBinary, ShaderStage,
 };
@@ -26,6 +27,14 @@ pub trait ProgramBackend {
     ) -> Result<Self::Program, String>;
     /// Reads the binary of a linked program; `Err` says why there is none.
     fn program_binary(&mut self, program: &Self::Program) -> Result<ProgramBinaryData, String>;
+    /// The byte length [`ProgramBackend::program_binary`] would return
+    /// (`GL_PROGRAM_BINARY_LENGTH`), without copying the binary out: the manager asks it first so
+    /// that a binary the cache would refuse is never read. `None` when the backend cannot tell
+    /// (the default); the manager then reads the binary unless memory pressure is critical.
+    fn program_binary_length(&mut self, program: &Self::Program) -> Option<usize> {
+        let _ = program;
+        None
+    }
     /// Loads a binary into a new program; `Err` when the driver refuses it (`GL_LINK_STATUS`
     /// false, unknown format, ...), with the reason.
     fn load_binary(&mut self, binary: &ProgramBinaryData) -> Result<Self::Program, String>;
@@ -77,6 +86,21 @@ impl ProgramBackend for GlBackend<'_> {
                 bytes: b.bytes,
             })
             .map_err(|e| e.to_string())
+    }
+
+    fn program_binary_length(&mut self, program: &Self::Program) -> Option<usize> {
+        let gl = self.ctx.gl().ok()?;
+        // SAFETY: `gl()` made the context current on this thread; glGetProgramiv writes one
+        // integer, which glow passes a local for. A name this context does not know only raises
+        // GL_INVALID_VALUE (cleared below), it is not undefined behaviour.
+        let len = unsafe {
+            let len = gl.get_program_parameter_i32(program.raw(), glow::PROGRAM_BINARY_LENGTH);
+            if len <= 0 {
+                gl.get_error();
+            }
+            len
+        };
+        usize::try_from(len).ok().filter(|&n| n > 0)
     }
 
     fn load_binary(&mut self, binary: &ProgramBinaryData) -> Result<Self::Program, String> {

@@ -31,23 +31,23 @@ pub struct CacheConfig {
 }
 
 impl CacheConfig {
-    /// Desktop defaults (6 MiB, LRU).
+    /// Desktop defaults (6 MiB, the default policy).
     pub fn desktop() -> Self {
         Self::with_budget(DESKTOP_BUDGET)
     }
-    /// Mobile defaults (2 MiB, LRU).
+    /// Mobile defaults (2 MiB, the default policy).
     pub fn mobile() -> Self {
         Self::with_budget(MOBILE_BUDGET)
     }
-    /// Low-memory defaults (128 KiB, LRU).
+    /// Low-memory defaults (128 KiB, the default policy).
     pub fn low_memory() -> Self {
         Self::with_budget(LOW_MEMORY_BUDGET)
     }
-    /// LRU with this budget.
+    /// This budget with the default policy ([`EvictionPolicy::default`], W-TinyLFU).
     pub fn with_budget(budget_bytes: usize) -> Self {
         CacheConfig {
             budget_bytes,
-            policy: EvictionPolicy::Lru,
+            policy: EvictionPolicy::default(),
             max_unreferenced_shader_statuses: NonZeroUsize::new(4096).expect("non-zero"),
         }
     }
@@ -65,7 +65,8 @@ pub enum MemoryPressure {
     /// Normal operation.
     #[default]
     None,
-    /// Trim to a quarter of the budget.
+    /// Trim to a quarter of the budget and stay there until the level is `None` again: saves
+    /// evict down to budget/4, and an entry larger than budget/4 is refused.
     Moderate,
     /// Drop everything and refuse saves until pressure is `None` again.
     Critical,
@@ -77,12 +78,13 @@ pub enum SaveError {
     /// The binary has no bytes.
     #[error("program binary is empty")]
     EmptyBinary,
-    /// The entry alone is larger than the budget.
+    /// The entry alone is larger than the budget in force (a quarter of the configured budget
+    /// under moderate memory pressure).
     #[error("entry of {size} bytes exceeds the cache budget of {budget} bytes")]
     OverBudget {
         /// Entry size.
         size: usize,
-        /// Budget.
+        /// The budget in force.
         budget: usize,
     },
     /// Memory pressure is critical.
@@ -111,6 +113,22 @@ struct State {
 }
 
 impl State {
+    /// The byte limit in force: the budget, a quarter of it under moderate pressure, 0 under
+    /// critical pressure.
+    fn effective_budget(&self) -> usize {
+        effective_budget(self.config.budget_bytes, self.pressure)
+    }
+
+    /// Why a save of an entry of `size` bytes (`None`: not known yet) would be refused now.
+    fn refusal(&self, size: Option<usize>) -> Option<SaveError> {
+        if self.pressure == MemoryPressure::Critical {
+            return Some(SaveError::CriticalPressure);
+        }
+        let budget = self.effective_budget();
+        size.filter(|&size| size > budget)
+            .map(|size| SaveError::OverBudget { size, budget })
+    }
+
     /// Status bookkeeping for programs that left the store.
     fn forget(&mut self, evicted: &Evicted) {
         for (_, program) in evicted {
@@ -147,7 +165,7 @@ impl ProgramCache {
             state: Mutex::new(State {
                 config,
                 statuses: ShaderStatuses::new(config.max_unreferenced_shader_statuses),
-                store: BinaryStore::new(config.policy),
+                store: BinaryStore::new(config.policy, config.budget_bytes),
                 pressure: MemoryPressure::None,
                 recorder: Recorder::default(),
                 disk_rejections_in_a_row: 0,
@@ -265,9 +283,10 @@ impl ProgramCache {
 
     // ---- binary storage ----
 
-    /// Stores a program, replacing one with the same key and evicting by policy until it fits.
-    /// Refused (cache unchanged) for an empty binary, an entry over the budget, or critical
-    /// memory pressure. The shaders it names become known-compiled and referenced.
+    /// Stores a program, replacing one with the same key and evicting by policy until it fits
+    /// in the budget in force (a quarter of the budget under moderate memory pressure).
+    /// Refused (cache unchanged) for an empty binary, an entry over the budget in force, or
+    /// critical memory pressure. The shaders it names become known-compiled and referenced.
     pub fn save(
         &self,
         key: ProgramKey,
@@ -278,15 +297,8 @@ impl ProgramCache {
         let size = program.stored_size();
         let refusal = if program.binary.bytes.is_empty() {
             Some(SaveError::EmptyBinary)
-        } else if state.pressure == MemoryPressure::Critical {
-            Some(SaveError::CriticalPressure)
-        } else if size > state.config.budget_bytes {
-            Some(SaveError::OverBudget {
-                size,
-                budget: state.config.budget_bytes,
-            })
         } else {
-            None
+            state.refusal(Some(size))
         };
         if let Some(e) = refusal {
             state.recorder.counters.rejected_saves += 1;
@@ -302,7 +314,7 @@ impl ProgramCache {
             state.statuses.release(&old.vertex_shader);
             state.statuses.release(&old.fragment_shader);
         }
-        let limit = state.config.budget_bytes - size;
+        let limit = state.effective_budget() - size;
         let evicted = state.store.evict_to(limit);
         state.forget(&evicted);
         let program = Arc::new(program);
@@ -325,6 +337,21 @@ impl ProgramCache {
             ],
         );
         Ok(report)
+    }
+
+    /// Whether [`ProgramCache::save`] would refuse a program of `stored_size` bytes
+    /// ([`CachedProgram::stored_size`]) now, for memory pressure or size: lets a caller skip
+    /// reading a binary out of the driver that could not be kept. With `None` (size not known
+    /// before the read) only the pressure is checked. Changes nothing and counts nothing; an
+    /// empty binary is not foreseen (the caller has not read it yet).
+    pub fn would_accept(&self, stored_size: Option<usize>) -> Result<(), SaveError> {
+        self.lock().refusal(stored_size).map_or(Ok(()), Err)
+    }
+
+    /// Counts a save the caller did not attempt because [`ProgramCache::would_accept`] refused
+    /// it (as a refused save: the counters read the same as if it had been attempted).
+    pub(crate) fn count_refused_save(&self) {
+        self.lock().recorder.counters.rejected_saves += 1;
     }
 
     /// Looks a program up; a hit promotes it (and moves it to `page` when given).
@@ -354,7 +381,7 @@ impl ProgramCache {
         let size = program.stored_size();
         if state.pressure == MemoryPressure::Critical
             || program.binary.bytes.is_empty()
-            || state.store.used() + size > state.config.budget_bytes
+            || state.store.used() + size > state.effective_budget()
         {
             return false;
         }
@@ -425,19 +452,23 @@ impl ProgramCache {
         before - state.store.used()
     }
 
-    /// Applies a memory-pressure level: `Moderate` trims to budget/4, `Critical` trims to 0 and
-    /// refuses saves until the level is `None` again. Returns the bytes freed.
+    /// Applies a memory-pressure level: `Moderate` trims to budget/4 and keeps the cache there
+    /// (saves evict down to budget/4, a larger entry is refused), `Critical` trims to 0 and
+    /// refuses saves, each until the level is `None` again, which restores the full budget.
+    /// Returns the bytes freed.
     pub fn set_memory_pressure(&self, level: MemoryPressure) -> usize {
-        let limit = {
-            let mut state = self.lock();
-            state.pressure = level;
-            match level {
-                MemoryPressure::None => return 0,
-                MemoryPressure::Moderate => state.config.budget_bytes / 4,
-                MemoryPressure::Critical => 0,
-            }
-        };
-        self.trim(limit)
+        let mut state = self.lock();
+        state.pressure = level;
+        let limit = state.effective_budget();
+        // The policy's segments follow the limit in force (Critical keeps the last sizes: the
+        // store is empty and takes nothing until the level changes).
+        if level != MemoryPressure::Critical {
+            state.store.set_capacity(limit);
+        }
+        let before = state.store.used();
+        let evicted = state.store.evict_to(limit);
+        state.forget(&evicted);
+        before - state.store.used()
     }
 
     /// The current memory-pressure level.
@@ -532,6 +563,15 @@ impl ProgramCache {
     /// The counters alone (cheaper than [`ProgramCache::stats`]).
     pub fn counters(&self) -> Counters {
         self.lock().recorder.counters
+    }
+}
+
+/// The byte limit in force for `budget` under `pressure`.
+fn effective_budget(budget: usize, pressure: MemoryPressure) -> usize {
+    match pressure {
+        MemoryPressure::None => budget,
+        MemoryPressure::Moderate => budget / 4,
+        MemoryPressure::Critical => 0,
     }
 }
 

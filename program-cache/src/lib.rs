@@ -5,18 +5,24 @@
 //! program?* (binary storage, so compile + link become one `glProgramBinary`). It implements the
 //! design in `shared/seeds/000` with its corrections: SHA-1 keys over length-prefixed fields
 //! ([`key`]), compile statuses reference-counted by the cached programs that use them, a
-//! byte-budget LRU built on the `lru` crate with an optional page-aware policy
-//! ([`EvictionPolicy`]), memory pressure, histograms pushed to a host callback ([`stats`]), and
-//! the compile/link flow ([`ProgramManager`]) over a [`ProgramBackend`] — GL via headless-gl
-//! ([`GlBackend`]) or the host's own entry points.
+//! byte-budget store with selectable eviction policies ([`EvictionPolicy`]: W-TinyLFU by default,
+//! chosen by `examples/policy_sim.rs`; LRU, page LRU/MRU, SLRU and S3-FIFO on request), memory
+//! pressure, histograms pushed to a host callback ([`stats`]), and the compile/link flow
+//! ([`ProgramManager`]) over a [`ProgramBackend`] — GL via headless-gl ([`GlBackend`]) or the
+//! host's own entry points.
 //!
 //! # Guarantees
 //! * A program restored from the cache has the same link status, active attributes and uniforms
 //!   and renders the same as one compiled and linked from source; a binary the driver refuses is
 //!   evicted, counted, and the program is linked from source — the caller never sees the refusal.
 //! * Keys and values are copied in: nothing borrows the caller's buffers.
-//! * The stored bytes never exceed the budget; an entry larger than the budget, an empty binary,
-//!   or any save under critical memory pressure is refused with a [`SaveError`].
+//! * The stored bytes never exceed the budget, nor a quarter of it while memory pressure is
+//!   moderate; an entry larger than that, an empty binary, or any save under critical memory
+//!   pressure is refused with a [`SaveError`]. A binary the cache would refuse for pressure (or
+//!   for its size, when the backend reports `GL_PROGRAM_BINARY_LENGTH`) is never read out of the
+//!   driver.
+//! * [`ProgramCache::eviction_order`] lists the stored programs in exactly the order successive
+//!   evictions would remove them, under every policy.
 //!
 //! The disk store ([`disk`], protocol in `FORMAT.md`; each bullet is a test in
 //! `tests/disk_hostile.rs` or `tests/disk_processes.rs`):

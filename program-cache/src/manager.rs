@@ -5,7 +5,11 @@
 //!   when the driver says so.
 //! * `link`: a cached binary is loaded into a new program object. If the driver refuses it, the
 //!   entry is evicted and counted, deferred shaders are compiled, and the program is linked from
-//!   source. A miss compiles what is deferred, links and saves the binary.
+//!   source. A miss compiles what is deferred, links and saves the binary. The binary is read
+//!   out of the driver only when the cache would keep it: under critical memory pressure, or
+//!   when the backend's `GL_PROGRAM_BINARY_LENGTH` says the entry is over the budget in force,
+//!   the read is skipped (counted in [`ProgramManager::binary_reads_skipped`] and as a refused
+//!   save).
 //!
 //! Either way the caller gets the same link status, the same active attributes and uniforms and
 //! a program that renders the same as an uncached compile + link.
@@ -18,7 +22,7 @@ use headless_gl::{ActiveVariable, LinkOptions, ShaderStage};
 use crate::backend::ProgramBackend;
 use crate::cache::ProgramCache;
 use crate::key::{ProgramKey, ProgramKeyInput, ShaderHash, program_key, shader_hash};
-use crate::program::{CachedProgram, ShaderVariables, VariableInfo};
+use crate::program::{CachedProgram, ProgramBinaryData, ShaderVariables, VariableInfo};
 use crate::status::CompileStatus;
 use crate::store::PageId;
 
@@ -215,6 +219,7 @@ pub struct ProgramManager<B> {
     backend: B,
     cache: Arc<ProgramCache>,
     backend_identity: String,
+    binary_reads_skipped: u64,
 }
 
 impl<B: ProgramBackend> ProgramManager<B> {
@@ -225,7 +230,14 @@ impl<B: ProgramBackend> ProgramManager<B> {
             backend,
             cache,
             backend_identity: backend_identity.into(),
+            binary_reads_skipped: 0,
         }
+    }
+
+    /// Links whose program binary was not read out of the driver because the cache would have
+    /// refused to save it (critical memory pressure, or an entry over the budget in force).
+    pub fn binary_reads_skipped(&self) -> u64 {
+        self.binary_reads_skipped
     }
 
     /// The backend.
@@ -335,23 +347,55 @@ impl<B: ProgramBackend> ProgramManager<B> {
             .link(vs, fs, &options.link)
             .map_err(|log| LinkFailure::Link { log })?;
         let linked = self.reflect(program, key, origin);
+        self.save_binary(vertex, fragment, &linked, options.page);
+        self.cache.record_binary_miss_time(start.elapsed());
+        Ok(linked)
+    }
+
+    /// Reads the binary of a program just linked and saves it, unless the cache would refuse
+    /// it: then the binary is not read at all.
+    fn save_binary(
+        &mut self,
+        vertex: &Shader<B::Shader>,
+        fragment: &Shader<B::Shader>,
+        linked: &LinkedProgram<B::Program>,
+        page: Option<PageId>,
+    ) {
+        let key = linked.key;
+        let mut value = CachedProgram {
+            vertex_shader: vertex.compiled_hash().expect("compiled"),
+            fragment_shader: fragment.compiled_hash().expect("compiled"),
+            vertex: stage_variables(vertex, linked),
+            fragment: stage_variables(fragment, linked),
+            binary: ProgramBinaryData {
+                format: 0,
+                bytes: Vec::new(),
+            },
+        };
+        // Pressure first (free); then the entry's size from the binary length, when the backend
+        // can tell it without reading the binary.
+        let verdict = self.cache.would_accept(None).and_then(|()| {
+            let size = self
+                .backend
+                .program_binary_length(&linked.program)
+                .map(|len| value.stored_size() + len);
+            self.cache.would_accept(size)
+        });
+        if let Err(e) = verdict {
+            self.binary_reads_skipped += 1;
+            self.cache.count_refused_save();
+            tracing::debug!(%key, error = %e, "program not cached; binary not read");
+            return;
+        }
         match self.backend.program_binary(&linked.program) {
             Ok(binary) => {
-                let value = CachedProgram {
-                    vertex_shader: vertex.compiled_hash().expect("compiled"),
-                    fragment_shader: fragment.compiled_hash().expect("compiled"),
-                    vertex: stage_variables(vertex, &linked),
-                    fragment: stage_variables(fragment, &linked),
-                    binary,
-                };
-                if let Err(e) = self.cache.save(key, value, options.page) {
+                value.binary = binary;
+                if let Err(e) = self.cache.save(key, value, page) {
                     tracing::debug!(%key, error = %e, "program not cached");
                 }
             }
             Err(e) => tracing::debug!(%key, error = %e, "no program binary to cache"),
         }
-        self.cache.record_binary_miss_time(start.elapsed());
-        Ok(linked)
     }
 
     fn reflect(

@@ -1,11 +1,45 @@
 //! The byte-budget binary store and its eviction policies (the seed's ProgramCacheLruHelper).
 //!
-//! Recency is kept by `lru::LruCache` (unbounded; the budget is in bytes, not entries):
+//! Every policy is byte-weighted (each program counts its stored size against the capacity) and
+//! deterministic (no randomness, no clock). The capacity is the cache's budget, a quarter of it
+//! under moderate memory pressure ([`BinaryStore::set_capacity`]); segment targets below are
+//! fractions of it.
+//!
 //! * [`EvictionPolicy::Lru`] evicts the least recently used program.
 //! * [`EvictionPolicy::PageLruMru`] evicts the *most* recently used program of the *least*
 //!   recently used page: within one page programs are loaded once (resource-loading pattern, MRU
 //!   is optimal), across pages recency matters (LRU). A program saved or loaded by another page
 //!   moves to that page. Programs given no page share one anonymous page.
+//! * [`EvictionPolicy::Slru`] (segmented LRU): new programs enter a probation LRU segment; a hit
+//!   there moves the program to a protected LRU segment (80 % of the capacity; its overflow is
+//!   demoted back to probation). Victims come from probation first.
+//! * [`EvictionPolicy::S3Fifo`]: a small FIFO (10 % of the capacity), a main FIFO and a ghost
+//!   FIFO of keys only. New programs enter the small queue (or the main one when their key is in
+//!   the ghost); a program leaving the small queue moves to main when it was hit there, otherwise
+//!   it is evicted and its key remembered in the ghost (as many keys as represent the main
+//!   queue's capacity in bytes). Main reinserts a program that was hit (2-bit counter,
+//!   decremented on each reinsertion) and evicts one that was not.
+//! * [`EvictionPolicy::WTinyLfu`] (window TinyLFU, as Caffeine): a window LRU (1 % of the
+//!   capacity) in front of a segmented LRU main area (probation + protected, protected 80 % of
+//!   main). Every lookup, hit or miss, counts the key in a count-min sketch of 4-bit counters
+//!   that halves all counts every `10 x` its sized entries additions (aging). A save goes to the
+//!   back of the window; what overflows the window's share (never the program just saved) is
+//!   queued as a *candidate* for main. An eviction takes the oldest candidate (or, when there is
+//!   none, the window's least recent program): while main has room it moves into main;
+//!   otherwise it competes with main's next victim (probation's least recent, else protected's)
+//!   and the one with the higher estimated frequency stays, the candidate losing ties. So a
+//!   program must be asked for more often than what it would displace, which keeps a working set
+//!   larger than the cache (a cyclic scan, one-off programs) from flushing everything. A
+//!   candidate hit before its contest is promoted to protected.
+//!
+//! # Eviction order
+//! [`BinaryStore::eviction_order`] lists the keys in exactly the order successive evictions
+//! (with no lookup, save or removal in between) would remove them. For LRU, page LRU/MRU and
+//! SLRU an eviction never reorders the others, so the list is read off the queues. For S3-FIFO
+//! and W-TinyLFU an eviction step may first move programs between queues (a hit program
+//! reinserted into main, a window candidate admitted to main) without evicting them, so the list
+//! is computed by running the eviction steps on a copy of the store: still exactly the sequence
+//! of victims, at the cost of copying the bookkeeping (not the binaries).
 
 use lru::LruCache;
 
@@ -15,32 +49,288 @@ use crate::program::SharedProgram;
 /// A client / page / tab identity given by the host.
 pub type PageId = u64;
 
-/// Which entry to evict when the budget is exceeded.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+/// Which entry to evict when the budget is exceeded. See the [module documentation](self) for
+/// each policy's rules.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum EvictionPolicy {
-    /// Least recently used program first (the seed's final choice).
-    #[default]
+    /// Least recently used program first (the seed's final choice). A working set larger than
+    /// the budget, asked for in a fixed cyclic order, gets no hits at all under it.
     Lru,
     /// Most recently used program of the least recently used page first.
     PageLruMru,
+    /// Segmented LRU: probation first, programs hit at least once are protected.
+    Slru,
+    /// S3-FIFO: small FIFO, main FIFO with reinsertion, ghost keys.
+    S3Fifo,
+    /// Window TinyLFU: frequency-based admission into a segmented LRU (the default: best hit
+    /// rate over the measured workloads, see `examples/policy_sim.rs`).
+    #[default]
+    WTinyLfu,
 }
 
-#[derive(Debug)]
+/// Which queue of its policy an entry is in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Segment {
+    /// Tracked by the global recency list alone (LRU) or by the page lists (page LRU/MRU).
+    Global,
+    /// SLRU / W-TinyLFU probation.
+    Probation,
+    /// SLRU / W-TinyLFU protected.
+    Protected,
+    /// W-TinyLFU window.
+    Window,
+    /// W-TinyLFU: left the window, waiting for admission into main.
+    Candidate,
+    /// S3-FIFO small queue.
+    Small,
+    /// S3-FIFO main queue.
+    Main,
+}
+
+#[derive(Debug, Clone)]
 struct Entry {
     program: SharedProgram,
     size: usize,
     page: Option<PageId>,
     /// Loaded from the disk store (not produced by this process's driver).
     from_disk: bool,
+    segment: Segment,
+    /// S3-FIFO hit counter (0..=3).
+    freq: u8,
 }
 
+/// A FIFO / LRU queue of keys with the bytes of its entries. The front is the oldest (next
+/// out), the back the newest.
+#[derive(Debug, Clone)]
+struct Queue {
+    order: LruCache<ProgramKey, (), DigestBuildHasher>,
+    bytes: usize,
+}
+
+impl Queue {
+    fn new() -> Self {
+        Queue {
+            order: LruCache::unbounded_with_hasher(DigestBuildHasher::default()),
+            bytes: 0,
+        }
+    }
+
+    /// Appends `key` at the back.
+    fn push(&mut self, key: ProgramKey, size: usize) {
+        self.order.put(key, ());
+        self.bytes += size;
+    }
+
+    /// Removes `key` (which costs `size`) if it is queued.
+    fn remove(&mut self, key: &ProgramKey, size: usize) {
+        if self.order.pop(key).is_some() {
+            self.bytes -= size;
+        }
+    }
+
+    /// Moves `key` to the back.
+    fn move_to_back(&mut self, key: &ProgramKey) {
+        self.order.promote(key);
+    }
+
+    /// The oldest key.
+    fn front(&self) -> Option<ProgramKey> {
+        self.order.peek_lru().map(|(k, _)| *k)
+    }
+
+    /// Keys from the front (oldest) to the back.
+    fn oldest_first(&self) -> impl Iterator<Item = ProgramKey> + '_ {
+        self.order.iter().rev().map(|(k, _)| *k)
+    }
+
+    fn is_empty(&self) -> bool {
+        self.order.is_empty()
+    }
+}
+
+/// S3-FIFO's ghost: keys recently evicted from the small queue, with the bytes they stood for.
+#[derive(Debug, Clone)]
+struct Ghost {
+    order: LruCache<ProgramKey, usize, DigestBuildHasher>,
+    bytes: usize,
+}
+
+impl Ghost {
+    /// Remembers `key`, forgetting the oldest keys while more than `limit` bytes are remembered.
+    fn remember(&mut self, key: ProgramKey, size: usize, limit: usize) {
+        if let Some(old) = self.order.put(key, size) {
+            self.bytes -= old;
+        }
+        self.bytes += size;
+        while self.bytes > limit {
+            match self.order.pop_lru() {
+                Some((_, s)) => self.bytes -= s,
+                None => break,
+            }
+        }
+    }
+
+    /// Forgets `key`; true when it was remembered.
+    fn take(&mut self, key: &ProgramKey) -> bool {
+        match self.order.pop(key) {
+            Some(s) => {
+                self.bytes -= s;
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+/// Count-min sketch of 4-bit counters (saturating at 15, two to a byte), four rows, with
+/// periodic halving. Deterministic: rows are indexed by fixed mixes of the key's digest bytes.
+#[derive(Debug, Clone)]
+struct FrequencySketch {
+    /// Four rows of `mask + 1` counters each, packed two to a byte.
+    rows: [Vec<u8>; 4],
+    mask: usize,
+    additions: usize,
+    sample_size: usize,
+}
+
+/// Per-row seeds of the sketch's index mix.
+const ROW_SEEDS: [u64; 4] = [
+    0x9E37_79B9_7F4A_7C15,
+    0xC2B2_AE3D_27D4_EB4F,
+    0x1656_67B1_9E37_79F9,
+    0x27D4_EB2F_1656_67C5,
+];
+
+/// Capacity bytes per counter in each sketch row (rounded up to a power of two, at least 256):
+/// a few counters per program a cache of small (4 KiB) programs holds, so that the keys of a
+/// working set several times the cache rarely share all four counters.
+const SKETCH_BYTES_PER_COUNTER: usize = 1024;
+/// Capacity bytes per program the aging period assumes: every `10 x capacity / this` counted
+/// lookups all counters are halved.
+const SKETCH_BYTES_PER_ENTRY: usize = 4096;
+
+impl FrequencySketch {
+    /// A sketch for a cache of `capacity` bytes.
+    fn new(capacity: usize) -> Self {
+        let width = (capacity / SKETCH_BYTES_PER_COUNTER)
+            .clamp(256, 1 << 24)
+            .next_power_of_two();
+        let entries = (capacity / SKETCH_BYTES_PER_ENTRY).max(64);
+        FrequencySketch {
+            rows: std::array::from_fn(|_| vec![0; width / 2]),
+            mask: width - 1,
+            additions: 0,
+            sample_size: 10 * entries,
+        }
+    }
+
+    fn index(&self, key: &ProgramKey, row: usize) -> usize {
+        let b = &key.0;
+        let word = |i: usize| u64::from_le_bytes(b[i..i + 8].try_into().expect("8 bytes"));
+        let tail = u64::from(u32::from_le_bytes(b[16..20].try_into().expect("4 bytes")));
+        // splitmix64 finaliser over the digest folded to 64 bits and the row seed.
+        let mut z =
+            (word(0) ^ word(8).rotate_left(17) ^ tail.rotate_left(41)).wrapping_add(ROW_SEEDS[row]);
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^= z >> 31;
+        (z as usize) & self.mask
+    }
+
+    /// The counter `i` of `row`.
+    fn counter(&self, row: usize, i: usize) -> u8 {
+        (self.rows[row][i / 2] >> ((i % 2) * 4)) & 0xF
+    }
+
+    /// Counts one occurrence of `key`; halves every counter every `sample_size` additions.
+    fn increment(&mut self, key: &ProgramKey) {
+        for row in 0..self.rows.len() {
+            let i = self.index(key, row);
+            if self.counter(row, i) < 15 {
+                self.rows[row][i / 2] += 1 << ((i % 2) * 4);
+            }
+        }
+        self.additions += 1;
+        if self.additions >= self.sample_size {
+            for row in &mut self.rows {
+                for pair in row.iter_mut() {
+                    *pair = (*pair >> 1) & 0x77;
+                }
+            }
+            self.additions /= 2;
+        }
+    }
+
+    /// Estimated occurrences of `key` (the smallest of its counters).
+    fn frequency(&self, key: &ProgramKey) -> u8 {
+        (0..self.rows.len())
+            .map(|row| self.counter(row, self.index(key, row)))
+            .min()
+            .unwrap_or(0)
+    }
+}
+
+/// The policy's own queues (the global recency list and the entries live in [`BinaryStore`]).
+#[derive(Debug, Clone)]
+enum Tracker {
+    Lru,
+    Page {
+        /// Page recency (front = most recent) and, per page, program recency.
+        pages: LruCache<Option<PageId>, LruCache<ProgramKey, ()>>,
+    },
+    Slru {
+        probation: Queue,
+        protected: Queue,
+    },
+    S3Fifo {
+        small: Queue,
+        main: Queue,
+        ghost: Ghost,
+    },
+    WTinyLfu {
+        window: Queue,
+        candidates: Queue,
+        probation: Queue,
+        protected: Queue,
+        sketch: FrequencySketch,
+    },
+}
+
+/// What one eviction step did.
+enum Step {
+    /// Removed this entry.
+    Evicted(ProgramKey, SharedProgram),
+    /// Moved an entry between queues; nothing left.
+    Moved,
+    /// Nothing is stored.
+    Empty,
+}
+
+/// Share of the capacity S3-FIFO gives its small queue, in percent.
+const S3_SMALL_PERCENT: usize = 10;
+/// Share of the capacity W-TinyLFU gives its window, in percent.
+const WINDOW_PERCENT: usize = 1;
+/// W-TinyLFU admits a candidate over main's victim only when its estimated frequency exceeds
+/// the victim's by more than this. The candidate's count includes the lookup that just missed
+/// (the reason it is in the cache at all), while the victim's next use may not have come yet;
+/// without the margin a cyclic working set larger than the cache lets every candidate displace
+/// a victim that is about to be used (measured with llvmpipe's program sizes: 7.7 % instead of 19.6 % of
+/// requests hit at a quarter of the working set, 8.3 % instead of 42.4 % at half of it,
+/// `examples/policy_sim.rs`).
+const ADMISSION_MARGIN: u8 = 1;
+/// Share of the (main) capacity SLRU and W-TinyLFU give their protected segment, in percent.
+const PROTECTED_PERCENT: usize = 80;
+
 /// Byte-budget store of programs. Not thread-safe by itself: [`crate::ProgramCache`] wraps it.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) struct BinaryStore {
+    /// Every entry, in global recency order (the LRU policy's order).
     entries: LruCache<ProgramKey, Entry, DigestBuildHasher>,
-    /// Page recency (front = most recent) and, per page, program recency.
-    pages: LruCache<Option<PageId>, LruCache<ProgramKey, ()>>,
+    tracker: Tracker,
     policy: EvictionPolicy,
+    /// Bytes the policy sizes its segments for (the budget, or a quarter of it under moderate
+    /// memory pressure).
+    capacity: usize,
     used: usize,
 }
 
@@ -48,13 +338,46 @@ pub(crate) struct BinaryStore {
 pub(crate) type Evicted = Vec<(ProgramKey, SharedProgram)>;
 
 impl BinaryStore {
-    pub(crate) fn new(policy: EvictionPolicy) -> Self {
+    /// An empty store whose segments are sized for `capacity` bytes.
+    pub(crate) fn new(policy: EvictionPolicy, capacity: usize) -> Self {
+        let tracker = match policy {
+            EvictionPolicy::Lru => Tracker::Lru,
+            EvictionPolicy::PageLruMru => Tracker::Page {
+                pages: LruCache::unbounded(),
+            },
+            EvictionPolicy::Slru => Tracker::Slru {
+                probation: Queue::new(),
+                protected: Queue::new(),
+            },
+            EvictionPolicy::S3Fifo => Tracker::S3Fifo {
+                small: Queue::new(),
+                main: Queue::new(),
+                ghost: Ghost {
+                    order: LruCache::unbounded_with_hasher(DigestBuildHasher::default()),
+                    bytes: 0,
+                },
+            },
+            EvictionPolicy::WTinyLfu => Tracker::WTinyLfu {
+                window: Queue::new(),
+                candidates: Queue::new(),
+                probation: Queue::new(),
+                protected: Queue::new(),
+                sketch: FrequencySketch::new(capacity),
+            },
+        };
         BinaryStore {
             entries: LruCache::unbounded_with_hasher(DigestBuildHasher::default()),
-            pages: LruCache::unbounded(),
+            tracker,
             policy,
+            capacity,
             used: 0,
         }
+    }
+
+    /// Resizes the policy's segments for `capacity` bytes (memory pressure changes it). Stored
+    /// entries stay; the caller evicts down to the new limit.
+    pub(crate) fn set_capacity(&mut self, capacity: usize) {
+        self.capacity = capacity;
     }
 
     pub(crate) fn used(&self) -> usize {
@@ -70,20 +393,29 @@ impl BinaryStore {
     }
 
     /// Marks `key` as used by `page` now (moving it between pages when needed).
-    fn touch_page(&mut self, key: ProgramKey, old: Option<PageId>, new: Option<PageId>) {
+    fn touch_page(
+        pages: &mut LruCache<Option<PageId>, LruCache<ProgramKey, ()>>,
+        key: ProgramKey,
+        old: Option<PageId>,
+        new: Option<PageId>,
+    ) {
         if old != new {
-            self.unlink_page(&key, old);
+            Self::unlink_page(pages, &key, old);
         }
-        self.pages
+        pages
             .get_or_insert_mut(new, LruCache::unbounded)
             .put(key, ());
     }
 
-    fn unlink_page(&mut self, key: &ProgramKey, page: Option<PageId>) {
-        if let Some(stack) = self.pages.peek_mut(&page) {
+    fn unlink_page(
+        pages: &mut LruCache<Option<PageId>, LruCache<ProgramKey, ()>>,
+        key: &ProgramKey,
+        page: Option<PageId>,
+    ) {
+        if let Some(stack) = pages.peek_mut(&page) {
             stack.pop(key);
             if stack.is_empty() {
-                self.pages.pop(&page);
+                pages.pop(&page);
             }
         }
     }
@@ -98,7 +430,30 @@ impl BinaryStore {
         from_disk: bool,
     ) -> Option<SharedProgram> {
         let old = self.remove(&key);
-        self.touch_page(key, None, page);
+        let segment = match &mut self.tracker {
+            Tracker::Lru => Segment::Global,
+            Tracker::Page { pages } => {
+                Self::touch_page(pages, key, None, page);
+                Segment::Global
+            }
+            Tracker::Slru { probation, .. } => {
+                probation.push(key, size);
+                Segment::Probation
+            }
+            Tracker::S3Fifo { small, main, ghost } => {
+                if ghost.take(&key) {
+                    main.push(key, size);
+                    Segment::Main
+                } else {
+                    small.push(key, size);
+                    Segment::Small
+                }
+            }
+            Tracker::WTinyLfu { window, .. } => {
+                window.push(key, size);
+                Segment::Window
+            }
+        };
         self.entries.put(
             key,
             Entry {
@@ -106,21 +461,130 @@ impl BinaryStore {
                 size,
                 page,
                 from_disk,
+                segment,
+                freq: 0,
             },
         );
         self.used += size;
+        if let Tracker::WTinyLfu {
+            window, candidates, ..
+        } = &mut self.tracker
+        {
+            // The window's overflow (never the program just saved) queues for admission.
+            let target = self.capacity / 100 * WINDOW_PERCENT;
+            while window.bytes > target && window.order.len() > 1 {
+                let Some(oldest) = window.front() else { break };
+                let Some(e) = self.entries.peek_mut(&oldest) else {
+                    break;
+                };
+                e.segment = Segment::Candidate;
+                window.remove(&oldest, e.size);
+                candidates.push(oldest, e.size);
+            }
+        }
         old
     }
 
-    /// Returns and promotes `key` (and moves it to `page` when one is given).
+    /// Returns and promotes `key` (and moves it to `page` when one is given). A miss is counted
+    /// by policies that track the frequency of lookups (W-TinyLFU).
     pub(crate) fn get(&mut self, key: &ProgramKey, page: Option<PageId>) -> Option<SharedProgram> {
-        let entry = self.entries.get_mut(key)?;
+        let capacity = self.capacity;
+        let entry = match self.policy {
+            EvictionPolicy::Lru => self.entries.get_mut(key),
+            _ => self.entries.peek_mut(key),
+        };
+        let Some(entry) = entry else {
+            if let Tracker::WTinyLfu { sketch, .. } = &mut self.tracker {
+                sketch.increment(key);
+            }
+            return None;
+        };
         let program = entry.program.clone();
         let old = entry.page;
         let new = page.or(old);
         entry.page = new;
-        self.touch_page(*key, old, new);
+        let (segment, size) = (entry.segment, entry.size);
+        match &mut self.tracker {
+            Tracker::Lru => {}
+            Tracker::Page { pages } => Self::touch_page(pages, *key, old, new),
+            Tracker::Slru {
+                probation,
+                protected,
+            } => {
+                let target = capacity / 100 * PROTECTED_PERCENT;
+                Self::slru_hit(
+                    &mut self.entries,
+                    probation,
+                    protected,
+                    *key,
+                    segment,
+                    size,
+                    target,
+                );
+            }
+            Tracker::S3Fifo { .. } => entry.freq = (entry.freq + 1).min(3),
+            Tracker::WTinyLfu {
+                window,
+                candidates,
+                probation,
+                protected,
+                sketch,
+            } => {
+                sketch.increment(key);
+                if segment == Segment::Window {
+                    window.move_to_back(key);
+                } else {
+                    // A candidate hit before its contest is promoted like a probation hit.
+                    candidates.remove(key, size);
+                    let main = capacity - capacity / 100 * WINDOW_PERCENT;
+                    let target = main / 100 * PROTECTED_PERCENT;
+                    Self::slru_hit(
+                        &mut self.entries,
+                        probation,
+                        protected,
+                        *key,
+                        segment,
+                        size,
+                        target,
+                    );
+                }
+            }
+        }
         Some(program)
+    }
+
+    /// A hit in a segmented LRU: probation moves to protected, protected goes to its back; the
+    /// protected overflow over `target` bytes is demoted to the back of probation (the program
+    /// just promoted stays even when it alone is over the target).
+    fn slru_hit(
+        entries: &mut LruCache<ProgramKey, Entry, DigestBuildHasher>,
+        probation: &mut Queue,
+        protected: &mut Queue,
+        key: ProgramKey,
+        segment: Segment,
+        size: usize,
+        target: usize,
+    ) {
+        if segment == Segment::Protected {
+            protected.move_to_back(&key);
+            return;
+        }
+        probation.remove(&key, size);
+        protected.push(key, size);
+        if let Some(e) = entries.peek_mut(&key) {
+            e.segment = Segment::Protected;
+        }
+        while protected.bytes > target {
+            let Some(oldest) = protected.front().filter(|k| *k != key) else {
+                break;
+            };
+            let Some(e) = entries.peek_mut(&oldest) else {
+                break;
+            };
+            e.segment = Segment::Probation;
+            protected.remove(&oldest, e.size);
+            probation.push(oldest, e.size);
+        }
     }
 
     /// True when `key` is stored and came from the disk store.
@@ -146,32 +610,155 @@ impl BinaryStore {
         self.entries.peek(key).map(|e| e.program.clone())
     }
 
+    /// Removes `key` from the store and from its policy's queues (S3-FIFO's ghost does not
+    /// remember it: only evictions from the small queue are remembered).
     pub(crate) fn remove(&mut self, key: &ProgramKey) -> Option<SharedProgram> {
         let entry = self.entries.pop(key)?;
         self.used -= entry.size;
-        self.unlink_page(key, entry.page);
+        let size = entry.size;
+        match &mut self.tracker {
+            Tracker::Lru => {}
+            Tracker::Page { pages } => Self::unlink_page(pages, key, entry.page),
+            Tracker::Slru {
+                probation,
+                protected,
+            } => match entry.segment {
+                Segment::Protected => protected.remove(key, size),
+                _ => probation.remove(key, size),
+            },
+            Tracker::S3Fifo { small, main, .. } => match entry.segment {
+                Segment::Main => main.remove(key, size),
+                _ => small.remove(key, size),
+            },
+            Tracker::WTinyLfu {
+                window,
+                candidates,
+                probation,
+                protected,
+                ..
+            } => match entry.segment {
+                Segment::Window => window.remove(key, size),
+                Segment::Candidate => candidates.remove(key, size),
+                Segment::Protected => protected.remove(key, size),
+                _ => probation.remove(key, size),
+            },
+        }
         Some(entry.program)
     }
 
-    /// The key the policy evicts next.
-    pub(crate) fn victim(&self) -> Option<ProgramKey> {
-        match self.policy {
-            EvictionPolicy::Lru => self.entries.peek_lru().map(|(k, _)| *k),
-            EvictionPolicy::PageLruMru => self
-                .pages
+    /// Removes `key` as an eviction victim: like [`Self::remove`], and S3-FIFO remembers a
+    /// program evicted from its small queue in the ghost.
+    fn evict(&mut self, key: ProgramKey) -> Step {
+        let ghost_size = match (&self.tracker, self.entries.peek(&key)) {
+            (Tracker::S3Fifo { .. }, Some(e)) if e.segment == Segment::Small => Some(e.size),
+            _ => None,
+        };
+        let Some(program) = self.remove(&key) else {
+            return Step::Empty;
+        };
+        let limit = self.capacity - self.capacity / 100 * S3_SMALL_PERCENT;
+        if let (Tracker::S3Fifo { ghost, .. }, Some(size)) = (&mut self.tracker, ghost_size) {
+            ghost.remember(key, size, limit);
+        }
+        Step::Evicted(key, program)
+    }
+
+    /// One step of the policy's eviction: evicts one program, or moves one between queues.
+    fn step(&mut self) -> Step {
+        let capacity = self.capacity;
+        let victim = match &mut self.tracker {
+            Tracker::Lru => self.entries.peek_lru().map(|(k, _)| *k),
+            Tracker::Page { pages } => pages
                 .peek_lru()
                 .and_then(|(_, stack)| stack.peek_mru())
                 .map(|(k, _)| *k),
+            Tracker::Slru {
+                probation,
+                protected,
+            } => probation.front().or_else(|| protected.front()),
+            Tracker::S3Fifo { small, main, .. } => {
+                let small_target = capacity / 100 * S3_SMALL_PERCENT;
+                let from_small =
+                    !small.is_empty() && (small.bytes > small_target || main.is_empty());
+                let front = if from_small {
+                    small.front()
+                } else {
+                    main.front()
+                };
+                let Some(key) = front else {
+                    return Step::Empty;
+                };
+                let Some(e) = self.entries.peek_mut(&key) else {
+                    return Step::Empty;
+                };
+                if e.freq > 0 {
+                    if from_small {
+                        // Hit while in the small queue: it moves to main, its counter reset.
+                        e.freq = 0;
+                        e.segment = Segment::Main;
+                        small.remove(&key, e.size);
+                        main.push(key, e.size);
+                    } else {
+                        // Hit while in main: reinserted at the back, one hit spent.
+                        e.freq -= 1;
+                        main.move_to_back(&key);
+                    }
+                    return Step::Moved;
+                }
+                Some(key)
+            }
+            Tracker::WTinyLfu {
+                window,
+                candidates,
+                probation,
+                protected,
+                sketch,
+            } => {
+                let main_capacity = capacity - capacity / 100 * WINDOW_PERCENT;
+                let main_victim = probation.front().or_else(|| protected.front());
+                match candidates.front().or_else(|| window.front()) {
+                    Some(candidate) => {
+                        let Some(e) = self.entries.peek_mut(&candidate) else {
+                            return Step::Empty;
+                        };
+                        if probation.bytes + protected.bytes + e.size <= main_capacity {
+                            // Main has room: the candidate is admitted without a contest.
+                            match e.segment {
+                                Segment::Window => window.remove(&candidate, e.size),
+                                _ => candidates.remove(&candidate, e.size),
+                            }
+                            e.segment = Segment::Probation;
+                            probation.push(candidate, e.size);
+                            return Step::Moved;
+                        }
+                        match main_victim {
+                            Some(victim)
+                                if sketch.frequency(&candidate)
+                                    > sketch.frequency(&victim) + ADMISSION_MARGIN =>
+                            {
+                                Some(victim)
+                            }
+                            _ => Some(candidate),
+                        }
+                    }
+                    None => main_victim,
+                }
+            }
+        };
+        match victim {
+            Some(key) => self.evict(key),
+            None => Step::Empty,
         }
     }
 
-    /// Evicts until `used <= limit`; returns what left.
+    /// Evicts until `used <= limit`; returns what left, in eviction order.
     pub(crate) fn evict_to(&mut self, limit: usize) -> Evicted {
         let mut evicted = Vec::new();
         while self.used > limit {
-            let Some(key) = self.victim() else { break };
-            if let Some(program) = self.remove(&key) {
-                evicted.push((key, program));
+            match self.step() {
+                Step::Evicted(key, program) => evicted.push((key, program)),
+                Step::Moved => {}
+                Step::Empty => break,
             }
         }
         evicted
@@ -182,18 +769,28 @@ impl BinaryStore {
         self.evict_to(0)
     }
 
-    /// Keys from the next victim on, in eviction order (for tests and inspection). Evicting one
-    /// entry does not reorder the others, so this is the sequence of victims.
+    /// Keys from the next victim on, in the exact order successive evictions would remove them
+    /// (see the module documentation).
     pub(crate) fn eviction_order(&self) -> Vec<ProgramKey> {
-        match self.policy {
+        match &self.tracker {
             // `iter` runs most to least recent.
-            EvictionPolicy::Lru => self.entries.iter().rev().map(|(k, _)| *k).collect(),
-            EvictionPolicy::PageLruMru => self
-                .pages
+            Tracker::Lru => self.entries.iter().rev().map(|(k, _)| *k).collect(),
+            Tracker::Page { pages } => pages
                 .iter()
                 .rev()
                 .flat_map(|(_, stack)| stack.iter().map(|(k, _)| *k))
                 .collect(),
+            Tracker::Slru {
+                probation,
+                protected,
+            } => probation
+                .oldest_first()
+                .chain(protected.oldest_first())
+                .collect(),
+            Tracker::S3Fifo { .. } | Tracker::WTinyLfu { .. } => {
+                let mut copy = self.clone();
+                copy.drain().into_iter().map(|(k, _)| k).collect()
+            }
         }
     }
 }

@@ -453,12 +453,8 @@ fn entries_dated_in_the_future_age_like_the_others() {
 fn mkfifo(path: &Path) {
     let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
     // SAFETY: a valid NUL-terminated path that outlives the call.
-    assert_eq!(
-        unsafe { libc::mkfifo(c.as_ptr(), 0o600) },
-        0,
-        "mkfifo {}",
-        path.display()
-    );
+    let r = unsafe { libc::mkfifo(c.as_ptr(), 0o600) };
+    assert_eq!(r, 0, "mkfifo {}", path.display());
 }
 
 #[test]
@@ -869,10 +865,8 @@ fn a_full_disk_evicts_and_retries_before_giving_up() {
     let dir = tempfile::tempdir().unwrap();
     let mount = dir.path().to_path_buf();
     // In its own thread: the mount namespace stays with that thread and its children.
-    let result = std::thread::spawn(move || {
-        if let Err(why) = small_tmpfs(&mount, 1 << 20) {
-            return Err(why);
-        }
+    let result = std::thread::spawn(move || -> Result<_, String> {
+        small_tmpfs(&mount, 1 << 20)?;
         let (mut c, _) = config(&mount, ours());
         // A budget far larger than the file system.
         c.budget_bytes = Some(64 << 20);

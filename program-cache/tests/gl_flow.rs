@@ -5,12 +5,13 @@ use std::sync::Arc;
 
 use headless_gl::testing::context_or_skip;
 use headless_gl::{
-    DrawCall, GlContext, LinkOptions, Program, ShaderStage, TransformFeedbackMode, UniformValue,
-    VertexAttribute, glow,
+    ActiveVariable, DrawCall, GlContext, LinkOptions, Program, ShaderStage, TransformFeedbackMode,
+    UniformValue, VertexAttribute, glow,
 };
 use program_cache::{
     CacheConfig, CompileOutcome, CompileStatus, GlBackend, LinkOrigin, LinkedProgram,
-    ProgramBinaryData, ProgramCache, ProgramManager, ProgramOptions, Shader, shader_hash,
+    MemoryPressure, ProgramBackend, ProgramBinaryData, ProgramCache, ProgramManager,
+    ProgramOptions, Shader, shader_hash,
 };
 
 const VS: &str = "
@@ -238,4 +239,99 @@ fn transform_feedback_programs_are_keyed_and_restored_separately() {
     let (hit, _) = build(&mut m, &ctx, &tf(TransformFeedbackMode::Separate));
     assert_eq!(hit.origin, LinkOrigin::CacheHit);
     assert_eq!(hit.key, separate.key);
+}
+
+/// [`GlBackend`] counting the binaries read out of the driver and the length queries.
+struct CountingGl<'a> {
+    gl: GlBackend<'a>,
+    reads: usize,
+    length_queries: usize,
+}
+
+impl ProgramBackend for CountingGl<'_> {
+    type Shader = headless_gl::Shader;
+    type Program = Program;
+
+    fn compile(&mut self, stage: ShaderStage, source: &str) -> Result<Self::Shader, String> {
+        self.gl.compile(stage, source)
+    }
+    fn link(
+        &mut self,
+        vertex: &Self::Shader,
+        fragment: &Self::Shader,
+        options: &LinkOptions,
+    ) -> Result<Program, String> {
+        self.gl.link(vertex, fragment, options)
+    }
+    fn program_binary(&mut self, program: &Program) -> Result<ProgramBinaryData, String> {
+        self.reads += 1;
+        self.gl.program_binary(program)
+    }
+    fn program_binary_length(&mut self, program: &Program) -> Option<usize> {
+        self.length_queries += 1;
+        self.gl.program_binary_length(program)
+    }
+    fn load_binary(&mut self, binary: &ProgramBinaryData) -> Result<Program, String> {
+        self.gl.load_binary(binary)
+    }
+    fn active_attributes(&mut self, program: &Program) -> Vec<ActiveVariable> {
+        self.gl.active_attributes(program)
+    }
+    fn active_uniforms(&mut self, program: &Program) -> Vec<ActiveVariable> {
+        self.gl.active_uniforms(program)
+    }
+}
+
+#[test]
+fn the_driver_binary_is_not_read_when_the_cache_would_refuse_it() {
+    let Some(ctx) = context_or_skip("the_driver_binary_is_not_read_when_the_cache_would_refuse_it")
+    else {
+        return;
+    };
+    // GL_PROGRAM_BINARY_LENGTH, as GlBackend reads it, is the length of the binary it returns.
+    let reference = ctx.build_program(&src(&ctx, VS), &src(&ctx, FS)).unwrap();
+    let mut gl = GlBackend::new(&ctx);
+    let len = gl
+        .program_binary_length(&reference)
+        .expect("the driver reports GL_PROGRAM_BINARY_LENGTH");
+    assert_eq!(gl.program_binary(&reference).unwrap().bytes.len(), len);
+    let picture = draw(&ctx, &reference);
+
+    let run = |budget: usize, pressure: MemoryPressure| {
+        let cache = Arc::new(ProgramCache::new(CacheConfig::with_budget(budget)));
+        cache.set_memory_pressure(pressure);
+        let backend = CountingGl {
+            gl: GlBackend::new(&ctx),
+            reads: 0,
+            length_queries: 0,
+        };
+        let mut m = ProgramManager::new(backend, cache.clone(), "gl_flow test");
+        let mut vs = Shader::new(ShaderStage::Vertex, src(&ctx, VS));
+        let mut fs = Shader::new(ShaderStage::Fragment, src(&ctx, FS));
+        m.compile(&mut vs);
+        m.compile(&mut fs);
+        let linked = m
+            .link(&mut vs, &mut fs, &ProgramOptions::default())
+            .expect("links");
+        // Whatever the cache does, the caller gets a working program.
+        assert_eq!(linked.origin, LinkOrigin::Linked);
+        assert_eq!(draw(&ctx, &linked.program), picture);
+        let b = m.backend();
+        (b.reads, b.length_queries, m.binary_reads_skipped(), cache)
+    };
+
+    // Critical: no read, and no length query either.
+    let (reads, queries, skipped, cache) = run(6 << 20, MemoryPressure::Critical);
+    assert_eq!((reads, queries, skipped), (0, 0, 1));
+    assert!(cache.is_empty());
+    assert_eq!(cache.counters().rejected_saves, 1);
+    // Moderate, with a quarter of the budget smaller than the binary alone: the length is
+    // asked, the binary is not read.
+    let (reads, queries, skipped, cache) = run(len * 2, MemoryPressure::Moderate);
+    assert_eq!((reads, queries, skipped), (0, 1, 1));
+    assert!(cache.is_empty());
+    // No pressure: read once and saved.
+    let (reads, queries, skipped, cache) = run(6 << 20, MemoryPressure::None);
+    assert_eq!((reads, queries, skipped), (1, 1, 0));
+    assert_eq!(cache.len(), 1);
 }

@@ -8,8 +8,9 @@ use std::sync::{Arc, Mutex};
 use common::{FakeDriver, key, program, shader};
 use headless_gl::{AttributeBinding, LinkOptions, ShaderStage, TransformFeedbackMode};
 use program_cache::{
-    CacheConfig, CompileStatus, LinkStatus, MemoryPressure, ProgramCache, ProgramKeyInput,
-    ProgramManager, ProgramOptions, SaveError, Shader, program_key, shader_hash, stats::names,
+    CacheConfig, CompileStatus, EvictionPolicy, LinkStatus, MemoryPressure, ProgramCache,
+    ProgramKeyInput, ProgramManager, ProgramOptions, SaveError, Shader, program_key, shader_hash,
+    stats::names,
 };
 
 const VS: &str = "in vec4 a_position; void main() { gl_Position = a_position; }";
@@ -28,6 +29,15 @@ fn input<'a>(
         transform_feedback_varyings: varyings,
         transform_feedback_mode: mode,
     }
+}
+
+/// An LRU cache of `budget` bytes, for the tests that name which program is evicted next (the
+/// seed's tests assume LRU order; the other policies have their own tests).
+fn lru_cache(budget: usize) -> ProgramCache {
+    ProgramCache::new(CacheConfig {
+        policy: EvictionPolicy::Lru,
+        ..CacheConfig::with_budget(budget)
+    })
 }
 
 fn binding(name: &str, location: u32) -> AttributeBinding {
@@ -117,7 +127,7 @@ fn link_unknown_on_source_change_for_both_vertex_and_fragment() {
 #[test]
 fn eviction_without_shader_reuse() {
     let budget = program(0, 0, 100).stored_size() * 2;
-    let cache = ProgramCache::new(CacheConfig::with_budget(budget));
+    let cache = lru_cache(budget);
     cache.shader_compile_succeeded(shader(1));
     cache.shader_compile_succeeded(shader(2));
     cache.save(key(1), program(1, 2, 100), None).unwrap();
@@ -144,7 +154,7 @@ fn eviction_without_shader_reuse() {
 #[test]
 fn eviction_with_shader_reuse_keeps_the_shared_shader_until_both_programs_are_gone() {
     let budget = program(0, 0, 100).stored_size() * 2;
-    let cache = ProgramCache::new(CacheConfig::with_budget(budget));
+    let cache = lru_cache(budget);
     // Programs 1 and 2 share vertex shader 7.
     cache.save(key(1), program(7, 1, 100), None).unwrap();
     cache.save(key(2), program(7, 2, 100), None).unwrap();
@@ -294,7 +304,7 @@ fn default_budgets() {
 #[test]
 fn memory_pressure_levels() {
     let unit = program(0, 0, 100).stored_size();
-    let cache = ProgramCache::new(CacheConfig::with_budget(unit * 8));
+    let cache = lru_cache(unit * 8);
     for n in 1..=8 {
         cache.save(key(n), program(n, n + 100, 100), None).unwrap();
     }
@@ -304,12 +314,13 @@ fn memory_pressure_levels() {
         unit * 6
     );
     assert_eq!(cache.eviction_order(), [key(7), key(8)]);
-    // Saves still work under moderate pressure.
+    // Saves still work under moderate pressure, within budget / 4: the least recent goes.
     cache.save(key(9), program(9, 109, 100), None).unwrap();
+    assert_eq!(cache.eviction_order(), [key(8), key(9)]);
     // Critical: everything goes, and saves are refused.
     assert_eq!(
         cache.set_memory_pressure(MemoryPressure::Critical),
-        unit * 3
+        unit * 2
     );
     assert!(cache.is_empty());
     assert_eq!(

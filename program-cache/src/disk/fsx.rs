@@ -266,7 +266,7 @@ pub(crate) fn mtime_ms(st: &Stat) -> u64 {
     }
     (s as u64)
         .saturating_mul(1000)
-        .saturating_add(st.st_mtime_nsec as u64 / 1_000_000)
+        .saturating_add(st.st_mtime_nsec / 1_000_000)
 }
 
 /// One directory entry: its name (UTF-8 names only; others are not ours). Its type is read

@@ -1016,11 +1016,13 @@ pub(crate) fn staleness(
 ) -> Option<Staleness> {
     let same_device = other.stamp.device_hash == ours.device_hash();
     match &other.stamp.host {
-        Some((product, version)) if same_device && *product == ours.host_product => {
-            // A newer version of the same product is not ours to delete.
-            if compare_versions(version, &ours.host_version) != std::cmp::Ordering::Greater {
-                return Some(Staleness::Superseded);
-            }
+        // A newer version of the same product is not ours to delete (it may still age out).
+        Some((product, version))
+            if same_device
+                && *product == ours.host_product
+                && compare_versions(version, &ours.host_version) != std::cmp::Ordering::Greater =>
+        {
+            return Some(Staleness::Superseded);
         }
         None if same_device => return Some(Staleness::OldLayout),
         _ => {}
