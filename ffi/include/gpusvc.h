@@ -18,22 +18,23 @@
 #include <stdint.h>
 
 /*
- `gpusvc_program_cache_config_defaults` profile: desktop (6 MiB, LRU).
+ `gpusvc_program_cache_config_defaults` profile: desktop (6 MiB, W-TinyLFU).
  */
 #define GPUSVC_CACHE_PROFILE_DESKTOP 0u
 
 /*
- `gpusvc_program_cache_config_defaults` profile: mobile (2 MiB, LRU).
+ `gpusvc_program_cache_config_defaults` profile: mobile (2 MiB, W-TinyLFU).
  */
 #define GPUSVC_CACHE_PROFILE_MOBILE 1u
 
 /*
- `gpusvc_program_cache_config_defaults` profile: low-memory devices (128 KiB, LRU).
+ `gpusvc_program_cache_config_defaults` profile: low-memory devices (128 KiB, W-TinyLFU).
  */
 #define GPUSVC_CACHE_PROFILE_LOW_MEMORY 2u
 
 /*
- Eviction policy: least recently used program first.
+ Eviction policy: least recently used program first. A working set larger than the budget
+ asked for in a fixed cyclic order gets no hits under it.
  */
 #define GPUSVC_EVICTION_POLICY_LRU 0u
 
@@ -41,6 +42,22 @@
  Eviction policy: most recently used program of the least recently used page first.
  */
 #define GPUSVC_EVICTION_POLICY_PAGE_LRU_MRU 1u
+
+/*
+ Eviction policy: segmented LRU (probation first; programs hit at least once are protected).
+ */
+#define GPUSVC_EVICTION_POLICY_SLRU 2u
+
+/*
+ Eviction policy: S3-FIFO (small FIFO, main FIFO with reinsertion, ghost keys).
+ */
+#define GPUSVC_EVICTION_POLICY_S3_FIFO 3u
+
+/*
+ Eviction policy: window TinyLFU (a program enters the main area only when it is asked for
+ more often than the program it would displace). The default of every profile.
+ */
+#define GPUSVC_EVICTION_POLICY_W_TINYLFU 4u
 
 /*
  Shader compile status: not known, compile it.
@@ -68,7 +85,8 @@
 #define GPUSVC_MEMORY_PRESSURE_NONE 0u
 
 /*
- Memory pressure: trim to a quarter of the budget.
+ Memory pressure: trim to a quarter of the budget and keep to it (saves evict down to it, a
+ larger entry is refused) until the level is NONE again.
  */
 #define GPUSVC_MEMORY_PRESSURE_MODERATE 1u
 
@@ -279,6 +297,11 @@ enum gpusvc_result
    */
   GPUSVC_PROGRAM_CACHE_LOAD_TIMEOUT = 207,
   /*
+   Program cache: there is no default cache folder (neither `XDG_CACHE_HOME` nor `HOME` is
+   set to an absolute path); pass a folder, or run memory-only.
+   */
+  GPUSVC_PROGRAM_CACHE_NO_DEFAULT_DIR = 208,
+  /*
    Sync: an order-number transition that is not allowed (begin, pause or finish out of
    order, or order number 0); nothing changed.
    */
@@ -464,7 +487,7 @@ typedef void (*gpusvc_disk_log_callback)(const char *message, void *user_data);
 
 /*
  Configuration of a cache's disk store (`gpusvc_program_cache_new_with_disk`). Start from
- `gpusvc_disk_config_defaults` and set at least `dir` and `host_build_id`.
+ `gpusvc_disk_config_defaults` and set at least `dir`, `host_product` and `host_version`.
  */
 typedef struct gpusvc_disk_config {
   /*
@@ -481,10 +504,17 @@ typedef struct gpusvc_disk_config {
    */
   size_t dir_len;
   /*
-   The host's build id (browser version + build number, translator version; UTF-8,
-   NUL-terminated, may be empty): part of the stamp, so a host update starts a new store.
+   The host product (UTF-8, NUL-terminated, may be empty): which embedder or browser
+   channel this is. Two products on one folder never remove each other's stores.
    */
-  const char *host_build_id;
+  const char *host_product;
+  /*
+   The host's version (browser version + build number, translator version; UTF-8,
+   NUL-terminated, may be empty): part of the stamp, so a host update starts a new store,
+   and the store of an older (or the same) version of the same product on the same device
+   is removed as stale.
+   */
+  const char *host_version;
   /*
    Whether `vendor_id` is known.
    */
@@ -664,6 +694,38 @@ typedef struct gpusvc_disk_stats {
    Times the whole store was emptied (`gpusvc_program_cache_clear`, repeated refusals).
    */
   uint64_t store_drops;
+  /*
+   Times work was skipped because another process held a lock past the bounded wait.
+   */
+  uint64_t lock_busy;
+  /*
+   Saves never written because the entry would exceed the format's payload bound.
+   */
+  uint64_t oversized;
+  /*
+   Writes that failed for lack of space and were retried after evicting.
+   */
+  uint64_t space_retries;
+  /*
+   Other stores of the folder removed as stale.
+   */
+  uint64_t stores_removed;
+  /*
+   Names in `entries/` that were not entries (folders, FIFOs, links, huge files) removed.
+   */
+  uint64_t odd_removed;
+  /*
+   Times the store's folder vanished (deleted by another process) and was recreated.
+   */
+  uint64_t recreated;
+  /*
+   Last-use records appended to the store's LRU log.
+   */
+  uint64_t use_records;
+  /*
+   Times the LRU log and hot list were compacted.
+   */
+  uint64_t compactions;
 } gpusvc_disk_stats;
 
 /*
@@ -1279,7 +1341,8 @@ gpusvc_result gpusvc_debug_panic(void);
 
 /*
  Writes the defaults into `*out`: enabled, LZ4 on, the memory budget, the store dropped after
- 3 refused binaries in a row, no ids, no log. `dir` and `host_build_id` are NULL: set them.
+ 3 refused binaries in a row, no ids, no log. `dir`, `host_product` and `host_version` are
+ NULL: set them.
 
  # Safety
  `out` is NULL or valid for one write.
@@ -1287,7 +1350,8 @@ gpusvc_result gpusvc_debug_panic(void);
 gpusvc_result gpusvc_disk_config_defaults(struct gpusvc_disk_config *out);
 
 /*
- The default cache folder, `$XDG_CACHE_HOME/gpusvc` (else `$HOME/.cache/gpusvc`), as bytes:
+ The default cache folder, `$XDG_CACHE_HOME/gpusvc` (else `$HOME/.cache/gpusvc`), as bytes
+ (`GPUSVC_PROGRAM_CACHE_NO_DEFAULT_DIR` when neither variable is set: run memory-only then):
  `*out_len` gets its length; with `buf` NULL and `len` 0 nothing else happens (a size query);
  otherwise `len` must exceed the length (else `GPUSVC_INSUFFICIENT_SIZE`, nothing written) and
  the path is copied NUL-terminated. A browser normally passes a folder of its profile instead.
@@ -1610,7 +1674,8 @@ gpusvc_result gpusvc_program_cache_link_status(const struct gpusvc_program_cache
  referenced by the entry.
 
  Refusals leave the cache unchanged: `GPUSVC_PROGRAM_CACHE_EMPTY_BINARY`,
- `GPUSVC_PROGRAM_CACHE_OVER_BUDGET` (the entry alone exceeds the budget),
+ `GPUSVC_PROGRAM_CACHE_OVER_BUDGET` (the entry alone exceeds the budget, a quarter of it under
+ moderate memory pressure),
  `GPUSVC_PROGRAM_CACHE_CRITICAL_PRESSURE`. A `binary_len` or count over `PTRDIFF_MAX` is
  `GPUSVC_INVALID_ARGUMENT`, a non-UTF-8 name `GPUSVC_INVALID_UTF8`.
 
@@ -1711,7 +1776,10 @@ gpusvc_result gpusvc_program_cache_trim(const struct gpusvc_program_cache *cache
 
 /*
  Applies a memory-pressure level (`GPUSVC_MEMORY_PRESSURE_*`): MODERATE trims to a quarter of
- the budget, CRITICAL drops everything and refuses saves until the level is NONE again.
+ the budget and keeps the cache there (saves evict down to it, a larger entry is refused with
+ `GPUSVC_PROGRAM_CACHE_OVER_BUDGET`), CRITICAL drops everything and refuses saves (program
+ managers then do not read binaries out of the driver at all), each until the level is NONE
+ again.
  `*out_freed` gets the bytes freed.
 
  # Safety

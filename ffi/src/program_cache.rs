@@ -24,17 +24,25 @@ use crate::result::gpusvc_result;
 
 // ---- enumerations (passed as uint32_t) ----
 
-/// `gpusvc_program_cache_config_defaults` profile: desktop (6 MiB, LRU).
+/// `gpusvc_program_cache_config_defaults` profile: desktop (6 MiB, W-TinyLFU).
 pub const GPUSVC_CACHE_PROFILE_DESKTOP: u32 = 0u32;
-/// `gpusvc_program_cache_config_defaults` profile: mobile (2 MiB, LRU).
+/// `gpusvc_program_cache_config_defaults` profile: mobile (2 MiB, W-TinyLFU).
 pub const GPUSVC_CACHE_PROFILE_MOBILE: u32 = 1u32;
-/// `gpusvc_program_cache_config_defaults` profile: low-memory devices (128 KiB, LRU).
+/// `gpusvc_program_cache_config_defaults` profile: low-memory devices (128 KiB, W-TinyLFU).
 pub const GPUSVC_CACHE_PROFILE_LOW_MEMORY: u32 = 2u32;
 
-/// Eviction policy: least recently used program first.
+/// Eviction policy: least recently used program first. A working set larger than the budget
+/// asked for in a fixed cyclic order gets no hits under it.
 pub const GPUSVC_EVICTION_POLICY_LRU: u32 = 0u32;
 /// Eviction policy: most recently used program of the least recently used page first.
 pub const GPUSVC_EVICTION_POLICY_PAGE_LRU_MRU: u32 = 1u32;
+/// Eviction policy: segmented LRU (probation first; programs hit at least once are protected).
+pub const GPUSVC_EVICTION_POLICY_SLRU: u32 = 2u32;
+/// Eviction policy: S3-FIFO (small FIFO, main FIFO with reinsertion, ghost keys).
+pub const GPUSVC_EVICTION_POLICY_S3_FIFO: u32 = 3u32;
+/// Eviction policy: window TinyLFU (a program enters the main area only when it is asked for
+/// more often than the program it would displace). The default of every profile.
+pub const GPUSVC_EVICTION_POLICY_W_TINYLFU: u32 = 4u32;
 
 /// Shader compile status: not known, compile it.
 pub const GPUSVC_COMPILE_STATUS_UNKNOWN: u32 = 0u32;
@@ -48,7 +56,8 @@ pub const GPUSVC_LINK_STATUS_SUCCESS: u32 = 1u32;
 
 /// Memory pressure: normal operation.
 pub const GPUSVC_MEMORY_PRESSURE_NONE: u32 = 0u32;
-/// Memory pressure: trim to a quarter of the budget.
+/// Memory pressure: trim to a quarter of the budget and keep to it (saves evict down to it, a
+/// larger entry is refused) until the level is NONE again.
 pub const GPUSVC_MEMORY_PRESSURE_MODERATE: u32 = 1u32;
 /// Memory pressure: drop everything and refuse saves until the level is NONE again.
 pub const GPUSVC_MEMORY_PRESSURE_CRITICAL: u32 = 2u32;
@@ -159,6 +168,9 @@ impl From<CacheConfig> for gpusvc_program_cache_config {
             policy: match c.policy {
                 EvictionPolicy::Lru => GPUSVC_EVICTION_POLICY_LRU,
                 EvictionPolicy::PageLruMru => GPUSVC_EVICTION_POLICY_PAGE_LRU_MRU,
+                EvictionPolicy::Slru => GPUSVC_EVICTION_POLICY_SLRU,
+                EvictionPolicy::S3Fifo => GPUSVC_EVICTION_POLICY_S3_FIFO,
+                EvictionPolicy::WTinyLfu => GPUSVC_EVICTION_POLICY_W_TINYLFU,
             },
             max_unreferenced_shader_statuses: c.max_unreferenced_shader_statuses.get(),
         }
@@ -175,6 +187,9 @@ pub(crate) fn config_in(c: &gpusvc_program_cache_config) -> Result<CacheConfig, 
     let policy = enum_in(c.policy, "GPUSVC_EVICTION_POLICY", |v| match v {
         GPUSVC_EVICTION_POLICY_LRU => Some(EvictionPolicy::Lru),
         GPUSVC_EVICTION_POLICY_PAGE_LRU_MRU => Some(EvictionPolicy::PageLruMru),
+        GPUSVC_EVICTION_POLICY_SLRU => Some(EvictionPolicy::Slru),
+        GPUSVC_EVICTION_POLICY_S3_FIFO => Some(EvictionPolicy::S3Fifo),
+        GPUSVC_EVICTION_POLICY_W_TINYLFU => Some(EvictionPolicy::WTinyLfu),
         _ => None,
     })?;
     let max = NonZeroUsize::new(c.max_unreferenced_shader_statuses)
@@ -907,7 +922,8 @@ fn save_error(e: &SaveError) -> FfiError {
 /// referenced by the entry.
 ///
 /// Refusals leave the cache unchanged: `GPUSVC_PROGRAM_CACHE_EMPTY_BINARY`,
-/// `GPUSVC_PROGRAM_CACHE_OVER_BUDGET` (the entry alone exceeds the budget),
+/// `GPUSVC_PROGRAM_CACHE_OVER_BUDGET` (the entry alone exceeds the budget, a quarter of it under
+/// moderate memory pressure),
 /// `GPUSVC_PROGRAM_CACHE_CRITICAL_PRESSURE`. A `binary_len` or count over `PTRDIFF_MAX` is
 /// `GPUSVC_INVALID_ARGUMENT`, a non-UTF-8 name `GPUSVC_INVALID_UTF8`.
 ///
@@ -1182,7 +1198,10 @@ pub unsafe extern "C" fn gpusvc_program_cache_trim(
 }
 
 /// Applies a memory-pressure level (`GPUSVC_MEMORY_PRESSURE_*`): MODERATE trims to a quarter of
-/// the budget, CRITICAL drops everything and refuses saves until the level is NONE again.
+/// the budget and keeps the cache there (saves evict down to it, a larger entry is refused with
+/// `GPUSVC_PROGRAM_CACHE_OVER_BUDGET`), CRITICAL drops everything and refuses saves (program
+/// managers then do not read binaries out of the driver at all), each until the level is NONE
+/// again.
 /// `*out_freed` gets the bytes freed.
 ///
 /// # Safety

@@ -187,7 +187,7 @@ fn config_defaults_and_creation_validate_their_input() {
             OK
         );
         assert_eq!(c.budget_bytes, 2 * 1024 * 1024);
-        assert_eq!(c.policy, GPUSVC_EVICTION_POLICY_LRU);
+        assert_eq!(c.policy, GPUSVC_EVICTION_POLICY_W_TINYLFU);
         assert_eq!(
             gpusvc_program_cache_config_defaults(GPUSVC_CACHE_PROFILE_LOW_MEMORY, &mut c),
             OK
@@ -203,7 +203,7 @@ fn config_defaults_and_creation_validate_their_input() {
 
         let mut cache = ptr::null_mut();
         for bad in [
-            gpusvc_program_cache_config { policy: 2, ..c },
+            gpusvc_program_cache_config { policy: 99, ..c },
             gpusvc_program_cache_config {
                 max_unreferenced_shader_statuses: 0,
                 ..c
@@ -582,6 +582,138 @@ fn eviction_order_trim_pressure_and_clear() {
         s.counters.evictions, 2,
         "evict + trim; clear is not an eviction"
     );
+    free_cache(cache);
+}
+
+fn cache_with(policy: u32, budget: usize) -> *mut gpusvc_program_cache {
+    let c = gpusvc_program_cache_config {
+        policy,
+        ..config(budget)
+    };
+    let mut cache = ptr::null_mut();
+    // SAFETY: live config and out slot.
+    let r = unsafe { gpusvc_program_cache_new(&c, None, ptr::null_mut(), &mut cache) };
+    assert_eq!(r, OK, "{}", last_detail());
+    cache
+}
+
+/// Looks `k` up; true on a hit (the copy is freed).
+fn hit(cache: *mut gpusvc_program_cache, k: gpusvc_sha1) -> bool {
+    let mut p = ptr::null_mut();
+    // SAFETY: live handle, key and out slot.
+    match unsafe { gpusvc_program_cache_load(cache, &k, false, 0, &mut p) } {
+        gpusvc_result::GPUSVC_OK => {
+            // SAFETY: a copy from gpusvc_program_cache_load.
+            assert_eq!(unsafe { gpusvc_cached_program_free(p) }, OK);
+            true
+        }
+        r => {
+            assert_eq!(r, gpusvc_result::GPUSVC_PROGRAM_CACHE_NOT_FOUND);
+            false
+        }
+    }
+}
+
+#[test]
+fn every_eviction_policy_is_accepted_and_the_default_keeps_hitting_a_cycle_over_budget() {
+    let policies = [
+        GPUSVC_EVICTION_POLICY_LRU,
+        GPUSVC_EVICTION_POLICY_PAGE_LRU_MRU,
+        GPUSVC_EVICTION_POLICY_SLRU,
+        GPUSVC_EVICTION_POLICY_S3_FIFO,
+        GPUSVC_EVICTION_POLICY_W_TINYLFU,
+    ];
+    // 60 programs of about 1.1 KB asked for in a fixed cycle, 24 of them fit: LRU evicts each
+    // one just before it comes round again.
+    let budget = 24 * 1200;
+    let programs: Vec<(gpusvc_sha1, gpusvc_sha1, gpusvc_sha1, Vec<u8>)> = (0..60)
+        .map(|i| {
+            let vs = hash(GPUSVC_SHADER_STAGE_VERTEX, &format!("cycle vs {i}"));
+            let fs = hash(GPUSVC_SHADER_STAGE_FRAGMENT, &format!("cycle fs {i}"));
+            (key(vs, fs, &[]), vs, fs, vec![i as u8; 1000 + 7 * i])
+        })
+        .collect();
+    let later_hits = |policy| {
+        let cache = cache_with(policy, budget);
+        let mut back = config(0);
+        // SAFETY: live handle and out slot.
+        let r = unsafe { gpusvc_program_cache_get_config(cache, &mut back) };
+        assert_eq!(r, OK);
+        assert_eq!(back.policy, policy);
+        let mut hits = 0;
+        for pass in 0..5 {
+            for (k, vs, fs, binary) in &programs {
+                if hit(cache, *k) {
+                    hits += usize::from(pass > 0);
+                } else {
+                    assert_eq!(save(cache, *k, &desc(*vs, *fs, binary)), OK);
+                }
+                assert!(stats(cache).size_bytes <= budget);
+            }
+        }
+        assert_eq!(eviction_order(cache).len(), stats(cache).entries);
+        free_cache(cache);
+        hits
+    };
+    let by_policy: Vec<usize> = policies.iter().map(|&p| later_hits(p)).collect();
+    assert_eq!(by_policy[0], 0, "LRU: {by_policy:?}");
+    // The default profile's policy keeps a stable part of the cycle: about 24 / 60 of passes
+    // 2 to 5.
+    assert!(by_policy[4] >= 60 * 4 / 4, "W-TinyLFU: {by_policy:?}");
+    assert_eq!(config(budget).policy, GPUSVC_EVICTION_POLICY_W_TINYLFU);
+}
+
+#[test]
+fn moderate_pressure_keeps_a_quarter_of_the_budget_and_critical_skips_the_binary_read() {
+    let budget = 16 * 1200;
+    let cache = new_cache(budget);
+    let vs = hash(GPUSVC_SHADER_STAGE_VERTEX, "pressure vs");
+    let mut freed = 0;
+    // SAFETY: live handle and out slot.
+    let r = unsafe {
+        gpusvc_program_cache_set_memory_pressure(cache, GPUSVC_MEMORY_PRESSURE_MODERATE, &mut freed)
+    };
+    assert_eq!(r, OK);
+    for i in 0..20 {
+        let fs = hash(GPUSVC_SHADER_STAGE_FRAGMENT, &format!("pressure fs {i}"));
+        assert_eq!(save(cache, key(vs, fs, &[]), &desc(vs, fs, &[1; 1000])), OK);
+        assert!(stats(cache).size_bytes <= budget / 4);
+    }
+    // An entry over a quarter of the budget is refused while the pressure lasts.
+    let fs = hash(GPUSVC_SHADER_STAGE_FRAGMENT, "big");
+    let big = vec![2; budget / 4 + 1];
+    assert_eq!(
+        save(cache, key(vs, fs, &[]), &desc(vs, fs, &big)),
+        gpusvc_result::GPUSVC_PROGRAM_CACHE_OVER_BUDGET
+    );
+    // SAFETY: live handle and out slot.
+    let r = unsafe {
+        gpusvc_program_cache_set_memory_pressure(cache, GPUSVC_MEMORY_PRESSURE_NONE, &mut freed)
+    };
+    assert_eq!(r, OK);
+    assert_eq!(save(cache, key(vs, fs, &[]), &desc(vs, fs, &big)), OK);
+
+    // Critical: a link through a host manager never reads the binary.
+    let state = RefCell::new(FakeGl::default());
+    let m = host_manager(&state, cache);
+    // SAFETY: live handle and out slot.
+    let r = unsafe {
+        gpusvc_program_cache_set_memory_pressure(cache, GPUSVC_MEMORY_PRESSURE_CRITICAL, &mut freed)
+    };
+    assert_eq!(r, OK);
+    let rejected = stats(cache).counters.rejected_saves;
+    let v = shader(m, GPUSVC_SHADER_STAGE_VERTEX, "vertex source");
+    let f = shader(m, GPUSVC_SHADER_STAGE_FRAGMENT, "fragment source");
+    compile(m, v);
+    compile(m, f);
+    let p = link(m, v, f).unwrap();
+    assert_eq!(origin(p), GPUSVC_LINK_ORIGIN_LINKED);
+    assert_eq!(state.borrow().binaries_read, 0);
+    assert_eq!(stats(cache).counters.rejected_saves, rejected + 1);
+    assert_eq!(stats(cache).entries, 0);
+    free_all(&[v, f], &[p]);
+    // SAFETY: live handle.
+    assert_eq!(unsafe { gpusvc_program_manager_free(m) }, OK);
     free_cache(cache);
 }
 

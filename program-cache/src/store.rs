@@ -19,15 +19,17 @@
 //!   it is evicted and its key remembered in the ghost (as many keys as represent the main
 //!   queue's capacity in bytes). Main reinserts a program that was hit (2-bit counter,
 //!   decremented on each reinsertion) and evicts one that was not.
-//! * [`EvictionPolicy::WTinyLfu`] (window TinyLFU, as Caffeine): a window LRU (1 % of the
-//!   capacity) in front of a segmented LRU main area (probation + protected, protected 80 % of
-//!   main). Every lookup, hit or miss, counts the key in a count-min sketch of 4-bit counters
-//!   that halves all counts every `10 x` its sized entries additions (aging). A save goes to the
-//!   back of the window; what overflows the window's share (never the program just saved) is
-//!   queued as a *candidate* for main. An eviction takes the oldest candidate (or, when there is
-//!   none, the window's least recent program): while main has room it moves into main;
+//! * [`EvictionPolicy::WTinyLfu`] (window TinyLFU, after Caffeine): a window LRU in front of a
+//!   segmented LRU main area (probation + protected, protected 80 % of main). The window's share
+//!   is 1 % of the capacity, or the largest program saved since the store was last empty when
+//!   that is more (up to a quarter of the capacity). Every lookup, hit or miss, counts the key in
+//!   a count-min sketch of 4-bit counters that halves all counts periodically (aging). A save
+//!   goes to the back of the window; what overflows the window's share (never the program just
+//!   saved) is queued as a *candidate* for main. An eviction takes the oldest candidate (or, when
+//!   there is none, the window's least recent program): while main has room it moves into main;
 //!   otherwise it competes with main's next victim (probation's least recent, else protected's)
-//!   and the one with the higher estimated frequency stays, the candidate losing ties. So a
+//!   and is admitted (the victim evicted) only when its estimated frequency exceeds the
+//!   victim's by more than one (`ADMISSION_MARGIN`); otherwise the candidate is evicted. So a
 //!   program must be asked for more often than what it would displace, which keeps a working set
 //!   larger than the cache (a cyclic scan, one-off programs) from flushing everything. A
 //!   candidate hit before its contest is promoted to protected.
@@ -313,10 +315,10 @@ const WINDOW_PERCENT: usize = 1;
 /// W-TinyLFU admits a candidate over main's victim only when its estimated frequency exceeds
 /// the victim's by more than this. The candidate's count includes the lookup that just missed
 /// (the reason it is in the cache at all), while the victim's next use may not have come yet;
-/// without the margin a cyclic working set larger than the cache lets every candidate displace
-/// a victim that is about to be used (measured with llvmpipe's program sizes: 7.7 % instead of 19.6 % of
-/// requests hit at a quarter of the working set, 8.3 % instead of 42.4 % at half of it,
-/// `examples/policy_sim.rs`).
+/// without the margin, a cyclic working set larger than the cache lets candidates displace
+/// victims that are about to be used. Measured with llvmpipe's program sizes
+/// (`examples/policy_sim.rs`): 21.2 % instead of 18.1 % of requests hit for a cycle at a quarter
+/// of its working set, and within a point either way on the other workloads.
 const ADMISSION_MARGIN: u8 = 1;
 /// Share of the (main) capacity SLRU and W-TinyLFU give their protected segment, in percent.
 const PROTECTED_PERCENT: usize = 80;
@@ -332,6 +334,8 @@ pub(crate) struct BinaryStore {
     /// memory pressure).
     capacity: usize,
     used: usize,
+    /// The largest program inserted since the store was last empty (W-TinyLFU's window share).
+    largest: usize,
 }
 
 /// What left the store, for status bookkeeping.
@@ -371,7 +375,17 @@ impl BinaryStore {
             policy,
             capacity,
             used: 0,
+            largest: 0,
         }
+    }
+
+    /// W-TinyLFU's window share: 1 % of the capacity, or the largest program inserted since the
+    /// store was last empty when that is more (up to a quarter of the capacity). Main then
+    /// always leaves room for a save of any size seen before, so a save never has to take bytes
+    /// from main without an admission contest (which would let the next candidate into main
+    /// free, and churn main as LRU does).
+    fn window_target(&self) -> usize {
+        (self.capacity / 100 * WINDOW_PERCENT).max(self.largest.min(self.capacity / 4))
     }
 
     /// Resizes the policy's segments for `capacity` bytes (memory pressure changes it). Stored
@@ -466,12 +480,13 @@ impl BinaryStore {
             },
         );
         self.used += size;
+        self.largest = self.largest.max(size);
+        let target = self.window_target();
         if let Tracker::WTinyLfu {
             window, candidates, ..
         } = &mut self.tracker
         {
             // The window's overflow (never the program just saved) queues for admission.
-            let target = self.capacity / 100 * WINDOW_PERCENT;
             while window.bytes > target && window.order.len() > 1 {
                 let Some(oldest) = window.front() else { break };
                 let Some(e) = self.entries.peek_mut(&oldest) else {
@@ -489,6 +504,7 @@ impl BinaryStore {
     /// by policies that track the frequency of lookups (W-TinyLFU).
     pub(crate) fn get(&mut self, key: &ProgramKey, page: Option<PageId>) -> Option<SharedProgram> {
         let capacity = self.capacity;
+        let window_target = self.window_target();
         let entry = match self.policy {
             EvictionPolicy::Lru => self.entries.get_mut(key),
             _ => self.entries.peek_mut(key),
@@ -536,7 +552,7 @@ impl BinaryStore {
                 } else {
                     // A candidate hit before its contest is promoted like a probation hit.
                     candidates.remove(key, size);
-                    let main = capacity - capacity / 100 * WINDOW_PERCENT;
+                    let main = capacity - window_target;
                     let target = main / 100 * PROTECTED_PERCENT;
                     Self::slru_hit(
                         &mut self.entries,
@@ -615,6 +631,9 @@ impl BinaryStore {
     pub(crate) fn remove(&mut self, key: &ProgramKey) -> Option<SharedProgram> {
         let entry = self.entries.pop(key)?;
         self.used -= entry.size;
+        if self.entries.is_empty() {
+            self.largest = 0;
+        }
         let size = entry.size;
         match &mut self.tracker {
             Tracker::Lru => {}
@@ -666,6 +685,7 @@ impl BinaryStore {
     /// One step of the policy's eviction: evicts one program, or moves one between queues.
     fn step(&mut self) -> Step {
         let capacity = self.capacity;
+        let window_target = self.window_target();
         let victim = match &mut self.tracker {
             Tracker::Lru => self.entries.peek_lru().map(|(k, _)| *k),
             Tracker::Page { pages } => pages
@@ -714,7 +734,7 @@ impl BinaryStore {
                 protected,
                 sketch,
             } => {
-                let main_capacity = capacity - capacity / 100 * WINDOW_PERCENT;
+                let main_capacity = capacity - window_target;
                 let main_victim = probation.front().or_else(|| protected.front());
                 match candidates.front().or_else(|| window.front()) {
                     Some(candidate) => {

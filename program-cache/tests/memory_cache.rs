@@ -8,8 +8,8 @@ use std::sync::Arc;
 use common::{Call, FakeDriver};
 use headless_gl::{AttributeBinding, LinkOptions, ShaderStage};
 use program_cache::{
-    CacheConfig, LinkOrigin, LinkStatus, ProgramCache, ProgramManager, ProgramOptions, Shader,
-    ShaderVariables, VariableInfo,
+    CacheConfig, EvictionPolicy, LinkOrigin, LinkStatus, ProgramCache, ProgramManager,
+    ProgramOptions, Shader, ShaderVariables, VariableInfo,
 };
 
 const VS: &str = "in vec4 a_position; void main() { gl_Position = a_position; }";
@@ -18,7 +18,11 @@ const FS: &str = "out vec4 o; void main() { o = vec4(1.0); }";
 type Fake = ProgramManager<FakeDriver>;
 
 fn manager(budget: usize) -> (Fake, Arc<ProgramCache>) {
-    let cache = Arc::new(ProgramCache::new(CacheConfig::with_budget(budget)));
+    manager_with(CacheConfig::with_budget(budget))
+}
+
+fn manager_with(config: CacheConfig) -> (Fake, Arc<ProgramCache>) {
+    let cache = Arc::new(ProgramCache::new(config));
     (
         ProgramManager::new(FakeDriver::default(), cache.clone(), "fake 1.0"),
         cache,
@@ -157,7 +161,11 @@ fn proper_eviction_on_save_when_the_cache_is_full() {
         let l = build(&mut probe, VS, FS, &ProgramOptions::default());
         probe_cache.peek(&l.key).unwrap().stored_size()
     };
-    let (mut m, cache) = manager(size * 2 + size / 2);
+    // The seed's test is about LRU: the least recently used program is the one evicted.
+    let (mut m, cache) = manager_with(CacheConfig {
+        policy: EvictionPolicy::Lru,
+        ..CacheConfig::with_budget(size * 2 + size / 2)
+    });
     let fs = |n: u32| format!("out vec4 o; void main() {{ o = vec4({n}.0); }}");
     let a = build(&mut m, VS, &fs(1), &ProgramOptions::default());
     let b = build(&mut m, VS, &fs(2), &ProgramOptions::default());
