@@ -41,10 +41,12 @@ gpusvc_sha1 Key(const gpusvc_sha1& vs, const gpusvc_sha1& fs,
   return k;
 }
 
-gpusvc::ProgramCachePtr MakeCache(size_t budget) {
+// A cache of `budget` bytes with the desktop profile's policy (W-TinyLFU), or `policy`.
+gpusvc::ProgramCachePtr MakeCache(size_t budget, uint32_t policy = UINT32_MAX) {
   gpusvc_program_cache_config config{};
   EXPECT_EQ(gpusvc::ProgramCacheDefaults(GPUSVC_CACHE_PROFILE_DESKTOP, &config), GPUSVC_OK);
   config.budget_bytes = budget;
+  if (policy != UINT32_MAX) config.policy = policy;
   gpusvc::ProgramCachePtr cache;
   EXPECT_EQ(gpusvc::NewProgramCache(config, &cache), GPUSVC_OK) << gpusvc::LastErrorDetail();
   return cache;
@@ -261,7 +263,8 @@ struct HostFlow {
   gpusvc::ProgramCachePtr cache;
   gpusvc::ProgramManagerPtr manager;
 
-  explicit HostFlow(size_t budget = 1 << 20) : cache(MakeCache(budget)) {
+  explicit HostFlow(size_t budget = 1 << 20, uint32_t policy = UINT32_MAX)
+      : cache(MakeCache(budget, policy)) {
     EXPECT_EQ(gpusvc::NewHostProgramManager(gl.Gl(), cache.get(), "fake gl 1.0", &manager),
               GPUSVC_OK)
         << gpusvc::LastErrorDetail();
@@ -328,7 +331,7 @@ uint32_t State(const gpusvc::ShaderPtr& s) {
 // ============================== ProgramCacheLruHelper ==============================
 
 TEST(ProgramCacheLruHelper, LruEvictionOrderWithoutReuse) {
-  gpusvc::ProgramCachePtr cache = MakeCache(3 * EntrySize());
+  gpusvc::ProgramCachePtr cache = MakeCache(3 * EntrySize(), GPUSVC_EVICTION_POLICY_LRU);
   ThreePrograms p;
   for (int i = 0; i < 3; ++i) ASSERT_EQ(p.Save(cache, i), GPUSVC_OK);
   EXPECT_EQ(Order(cache), (std::vector<gpusvc_sha1>{p.key[0], p.key[1], p.key[2]}));
@@ -345,7 +348,7 @@ TEST(ProgramCacheLruHelper, LruEvictionOrderWithoutReuse) {
 }
 
 TEST(ProgramCacheLruHelper, LruEvictionOrderWithReuse) {
-  gpusvc::ProgramCachePtr cache = MakeCache(3 * EntrySize());
+  gpusvc::ProgramCachePtr cache = MakeCache(3 * EntrySize(), GPUSVC_EVICTION_POLICY_LRU);
   ThreePrograms p;
   for (int i = 0; i < 3; ++i) ASSERT_EQ(p.Save(cache, i), GPUSVC_OK);
   gpusvc::CachedProgramPtr used;
@@ -476,8 +479,9 @@ TEST(ProgramCache, LinkUnknownOnSourceChangeForBothVertexAndFragmentSource) {
   EXPECT_EQ(LinkStatus(cache, Key(vs_changed, fs_changed)), GPUSVC_LINK_STATUS_UNKNOWN);
 }
 
+// The seed's eviction tests name the least recently used program as the one evicted: LRU.
 TEST(ProgramCache, EvictionWithoutShaderReuse) {
-  gpusvc::ProgramCachePtr cache = MakeCache(2 * EntrySize());
+  gpusvc::ProgramCachePtr cache = MakeCache(2 * EntrySize(), GPUSVC_EVICTION_POLICY_LRU);
   ThreePrograms p;
   for (int i = 0; i < 3; ++i) ASSERT_EQ(p.Save(cache, i), GPUSVC_OK);
   // Program 0 left, and with it the compile statuses only it referenced.
@@ -494,7 +498,7 @@ TEST(ProgramCache, EvictionWithoutShaderReuse) {
 }
 
 TEST(ProgramCache, EvictionWithShaderReuse) {
-  gpusvc::ProgramCachePtr cache = MakeCache(2 * EntrySize());
+  gpusvc::ProgramCachePtr cache = MakeCache(2 * EntrySize(), GPUSVC_EVICTION_POLICY_LRU);
   const gpusvc_sha1 shared_vs = Hash(kVertex, "shared vertex");
   const gpusvc_sha1 fs1 = Hash(kFragment, "fragment 1"), fs2 = Hash(kFragment, "fragment 2");
   const gpusvc_sha1 vs3 = Hash(kVertex, "vertex 3"), fs3 = Hash(kFragment, "fragment 3");
@@ -649,7 +653,7 @@ TEST(MemoryProgramCache, ProperEvictionOnSaveWhenCacheIsFull) {
     entry = Stats(probe.cache).size_bytes;
   }
   ASSERT_GT(entry, 0u);
-  HostFlow flow(2 * entry + entry / 2);
+  HostFlow flow(2 * entry + entry / 2, GPUSVC_EVICTION_POLICY_LRU);  // oldest first
   std::vector<gpusvc_sha1> keys;
   for (int i = 0; i < 3; ++i) {
     gpusvc::LinkedProgramPtr p = flow.Build("// program " + std::to_string(i) + "\n" + kVs, kFs);
@@ -966,6 +970,72 @@ TEST(ProgramCacheAbi, MemoryPressureTrimsAndCriticalRefusesSaves) {
   EXPECT_EQ(Stats(cache).counters.rejected_saves, 1u);
 }
 
+// ================================ eviction policies ================================
+
+TEST(ProgramCachePolicies, EveryPolicyIsAcceptedAndProfilesDefaultToWTinyLfu) {
+  for (uint32_t profile : {GPUSVC_CACHE_PROFILE_DESKTOP, GPUSVC_CACHE_PROFILE_MOBILE,
+                           GPUSVC_CACHE_PROFILE_LOW_MEMORY}) {
+    gpusvc_program_cache_config config{};
+    ASSERT_EQ(gpusvc::ProgramCacheDefaults(profile, &config), GPUSVC_OK);
+    EXPECT_EQ(config.policy, GPUSVC_EVICTION_POLICY_W_TINYLFU) << profile;
+  }
+  for (uint32_t policy : {GPUSVC_EVICTION_POLICY_LRU, GPUSVC_EVICTION_POLICY_PAGE_LRU_MRU,
+                          GPUSVC_EVICTION_POLICY_SLRU, GPUSVC_EVICTION_POLICY_S3_FIFO,
+                          GPUSVC_EVICTION_POLICY_W_TINYLFU}) {
+    gpusvc::ProgramCachePtr cache = MakeCache(1 << 20, policy);
+    ASSERT_NE(cache, nullptr) << policy;
+    gpusvc_program_cache_config back{};
+    ASSERT_EQ(gpusvc_program_cache_get_config(cache.get(), &back), GPUSVC_OK);
+    EXPECT_EQ(back.policy, policy);
+  }
+}
+
+// 40 programs asked for in one fixed order, room for 16: LRU evicts each just before it comes
+// round again; the default policy keeps a stable part of the cycle.
+TEST(ProgramCachePolicies, TheDefaultKeepsHittingACycleLargerThanTheBudget) {
+  auto later_hits = [](uint32_t policy) {
+    const size_t budget = 16 * EntrySize(1000);
+    gpusvc::ProgramCachePtr cache = MakeCache(budget, policy);
+    int hits = 0;
+    for (int pass = 0; pass < 4; ++pass) {
+      for (int i = 0; i < 40; ++i) {
+        const gpusvc_sha1 vs = Hash(kVertex, "cycle vertex " + std::to_string(i));
+        const gpusvc_sha1 fs = Hash(kFragment, "cycle fragment " + std::to_string(i));
+        gpusvc::CachedProgramPtr hit;
+        if (gpusvc::LoadProgram(cache.get(), Key(vs, fs), &hit) == GPUSVC_OK) {
+          hits += pass > 0;
+        } else {
+          EXPECT_EQ(gpusvc::SaveProgram(cache.get(), Key(vs, fs), Program(vs, fs, 7, 1000)),
+                    GPUSVC_OK);
+        }
+        EXPECT_LE(Stats(cache).size_bytes, budget);
+      }
+    }
+    return hits;
+  };
+  EXPECT_EQ(later_hits(GPUSVC_EVICTION_POLICY_LRU), 0);
+  EXPECT_GE(later_hits(GPUSVC_EVICTION_POLICY_W_TINYLFU), 3 * 40 / 4);
+}
+
+TEST(ProgramCachePolicies, ModeratePressureHoldsAQuarterOfTheBudgetAndCriticalSkipsTheRead) {
+  HostFlow flow(16 * EntrySize());
+  size_t freed = 0;
+  ASSERT_EQ(gpusvc_program_cache_set_memory_pressure(flow.cache.get(),
+                                                     GPUSVC_MEMORY_PRESSURE_MODERATE, &freed),
+            GPUSVC_OK);
+  for (int i = 0; i < 12; ++i) {
+    const gpusvc_sha1 vs = Hash(kVertex, "moderate vertex " + std::to_string(i));
+    const gpusvc_sha1 fs = Hash(kFragment, "moderate fragment " + std::to_string(i));
+    ASSERT_EQ(gpusvc::SaveProgram(flow.cache.get(), Key(vs, fs), Program(vs, fs, 1)), GPUSVC_OK);
+    EXPECT_LE(Stats(flow.cache).size_bytes, 4 * EntrySize());
+  }
+  ASSERT_EQ(gpusvc_program_cache_set_memory_pressure(flow.cache.get(),
+                                                     GPUSVC_MEMORY_PRESSURE_CRITICAL, &freed),
+            GPUSVC_OK);
+  EXPECT_EQ(Origin(flow.Build()), GPUSVC_LINK_ORIGIN_LINKED);
+  EXPECT_EQ(flow.gl.binaries_read, 0) << "a binary the cache would refuse is never read";
+}
+
 // ================================ bad input ================================
 
 TEST(ProgramCacheBadInput, NullSource) {
@@ -1131,7 +1201,7 @@ TEST(ProgramCacheBadInput, UnknownEnumValue) {
   gpusvc_program_cache_config config{};
   EXPECT_EQ(gpusvc::ProgramCacheDefaults(3, &config), GPUSVC_INVALID_ARGUMENT);
   ASSERT_EQ(gpusvc::ProgramCacheDefaults(GPUSVC_CACHE_PROFILE_LOW_MEMORY, &config), GPUSVC_OK);
-  config.policy = 2;
+  config.policy = 99;
   gpusvc::ProgramCachePtr cache;
   EXPECT_EQ(gpusvc::NewProgramCache(config, &cache), GPUSVC_INVALID_ARGUMENT);
   gpusvc::ShaderPtr s;
