@@ -139,6 +139,8 @@ fn open(
     let driver = Driver::new(version);
     let cache = new_disk_cache(budget, &disk_config(&bytes, None), &driver.identity());
     let report = wait(cache).expect("loads");
+    // The writer collects stale stores before it serves its first job.
+    flush(cache);
     (cache, report)
 }
 
@@ -811,4 +813,95 @@ fn the_stamp_from_a_live_context_and_a_real_binary_round_trip() {
     free(b);
     // SAFETY: a live context on its thread.
     unsafe { gpusvc_gl_context_free(ctx) };
+}
+
+/// A cache on `dir` for a host product and version, waited until loaded and collected.
+fn open_host(dir: &Path, product: &CStr, version: &CStr) -> *mut gpusvc_program_cache {
+    let bytes = path_bytes(dir);
+    let driver = Driver::new("1.0");
+    let mut disk = disk_config(&bytes, None);
+    disk.host_product = product.as_ptr();
+    disk.host_version = version.as_ptr();
+    let cache = new_disk_cache(1 << 20, &disk, &driver.identity());
+    wait(cache).unwrap();
+    flush(cache);
+    cache
+}
+
+#[test]
+fn two_host_products_keep_each_others_stores_and_versions_supersede() {
+    let dir = tempfile::tempdir().unwrap();
+    for (product, version) in [
+        (c"browser-stable", c"120"),
+        (c"browser-beta", c"121"),
+        (c"browser-stable", c"120"),
+    ] {
+        let c = open_host(dir.path(), product, version);
+        save(c, 1);
+        flush(c);
+        assert_eq!(disk_stats(c).stores_removed, 0);
+        free(c);
+    }
+    assert_eq!(stores(dir.path()).len(), 2, "one store per product");
+    // A newer stable: the old stable store goes, beta's stays.
+    let c = open_host(dir.path(), c"browser-stable", c"121");
+    assert_eq!(disk_stats(c).stores_removed, 1);
+    free(c);
+    let left = stores(dir.path());
+    assert_eq!(left.len(), 2);
+    assert!(left.iter().any(|d| {
+        std::fs::read_to_string(d.join("STAMP"))
+            .unwrap()
+            .contains("host_product: browser-beta")
+    }));
+}
+
+#[test]
+fn disk_stats_count_what_the_store_cleaned_up() {
+    let dir = tempfile::tempdir().unwrap();
+    let (c, _) = open(dir.path(), "1.0", 1 << 20);
+    save(c, 1);
+    flush(c);
+    free(c);
+    let store = stores(dir.path()).pop().unwrap();
+    // A folder and a 3 GiB sparse file where entries belong.
+    std::fs::create_dir(store.join("entries").join("ab".repeat(20))).unwrap();
+    std::fs::File::create(store.join("entries").join("cd".repeat(20)))
+        .unwrap()
+        .set_len(3 << 30)
+        .unwrap();
+    let (c, report) = open(dir.path(), "1.0", 1 << 20);
+    assert_eq!(report.loaded, 1);
+    let s = disk_stats(c);
+    assert_eq!(s.odd_removed, 2, "{s:?}");
+    assert_eq!((s.lock_busy, s.recreated, s.oversized), (0, 0, 0), "{s:?}");
+    free(c);
+    assert_eq!(entry_files(dir.path()), 1);
+}
+
+#[test]
+fn with_no_home_there_is_no_default_folder() {
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "default_dir_child", "--nocapture", "--ignored"])
+        .env_remove("HOME")
+        .env_remove("XDG_CACHE_HOME")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("default_dir_result=208"), "{text}");
+    assert_eq!(
+        gpusvc_result::GPUSVC_PROGRAM_CACHE_NO_DEFAULT_DIR as u32,
+        208
+    );
+}
+
+#[test]
+#[ignore = "run by with_no_home_there_is_no_default_folder in a child process"]
+fn default_dir_child() {
+    let mut n = 77;
+    // SAFETY: size query with a live out slot.
+    let r = unsafe { gpusvc_disk_config_default_dir(ptr::null_mut(), 0, &mut n) };
+    assert_eq!(n, 77, "nothing written on failure");
+    println!("default_dir_result={}", r as u32);
 }
