@@ -112,7 +112,17 @@ pub(crate) fn open_rw(dir: BorrowedFd<'_>, name: &str, append: bool) -> io::Resu
         }
         Err(e) => return Err(e.into()),
     };
-    Ok(check_regular(fd, name)?.0)
+    let (fd, st) = check_regular(fd, name)?;
+    // A second name for the file (a hard link planted to a file elsewhere) would make our
+    // writes land in it: our side files only ever have one.
+    if st.st_nlink > 1 {
+        return Err(not_regular(
+            name,
+            "file with several hard links",
+            "regular file",
+        ));
+    }
+    Ok(fd)
 }
 
 /// Creates a new file `0600` (fails when the name exists, whatever it is).
@@ -163,6 +173,32 @@ pub(crate) fn mkdir(dir: BorrowedFd<'_>, name: &str) -> io::Result<bool> {
         Err(rustix::io::Errno::EXIST) => Ok(false),
         Err(e) => Err(e.into()),
     }
+}
+
+/// True when the folder is ours to use: owned by this process's effective user and not
+/// writable by the group or others (another user could otherwise plant binaries in it).
+pub(crate) fn check_private_dir(fd: &OwnedFd, name: &str) -> io::Result<()> {
+    let st = rustix::fs::fstat(fd)?;
+    let euid = rustix::process::geteuid().as_raw();
+    if st.st_uid != euid {
+        return Err(io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            format!(
+                "{name} belongs to uid {}, not to this process (uid {euid}): not used",
+                st.st_uid
+            ),
+        ));
+    }
+    if st.st_mode & 0o022 != 0 {
+        return Err(io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            format!(
+                "{name} is writable by other users (mode {:o}): not used",
+                st.st_mode & 0o7777
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// Opens a directory, never through a symbolic link.

@@ -299,6 +299,9 @@ struct Shared {
     /// Bumped by every clear; saves queued before it are not written, and the writer empties
     /// the store before its next job.
     drop_epoch: AtomicU64,
+    /// Set when the cache is dropped: long background work (removing a stale store) stops, so
+    /// the drop on the host's thread waits for nothing long.
+    closing: AtomicBool,
 }
 
 impl Shared {
@@ -351,6 +354,7 @@ impl DiskLayer {
             loaded: (Mutex::new(None), Condvar::new()),
             enabled: AtomicBool::new(true),
             drop_epoch: AtomicU64::new(0),
+            closing: AtomicBool::new(false),
         });
         let (tx, rx) = crossbeam_channel::bounded(config.write_queue.max(1));
         DiskLayer {
@@ -483,7 +487,9 @@ impl DiskLayer {
 
 impl Drop for DiskLayer {
     fn drop(&mut self) {
-        // Closing the channel lets the writer finish what is queued and exit.
+        // Closing the channel lets the writer finish what is queued and exit; long collection
+        // work stops at the next entry.
+        self.shared.closing.store(true, Ordering::Release);
         self.tx.take();
         self.pending
             .lock()
@@ -526,6 +532,12 @@ fn disk_thread(pending: Pending, shared: &Arc<Shared>, cache: Weak<ProgramCache>
             return;
         }
     };
+    for side in &notes.replaced {
+        shared.conditions.log(&format!(
+            "program cache: replaced {}/{side}: not a file of ours (never followed)",
+            dir.dir.display()
+        ));
+    }
     if let Some(why) = &notes.stamp_repaired {
         shared.conditions.report(
             "stamp",
@@ -550,10 +562,17 @@ fn disk_thread(pending: Pending, shared: &Arc<Shared>, cache: Weak<ProgramCache>
     }
     // Garbage collection of other stores and dead writers' files: here, never on the GPU
     // thread, and never waiting for a lock another process holds.
-    let removed =
-        store::remove_other_stores(&config.dir, &config.stamp, notes.previous_open_ms, &|t| {
-            shared.conditions.log(&t)
-        });
+    let removed = match dir.root_fd() {
+        Ok(root) => store::remove_other_stores(
+            &root,
+            &config.dir,
+            &config.stamp,
+            notes.previous_open_ms,
+            &|t| shared.conditions.log(&t),
+            &|| shared.closing.load(Ordering::Acquire),
+        ),
+        Err(_) => 0,
+    };
     bump(&shared.counters.stores_removed, removed as u64);
     dir.remove_stale_tmp();
     let low_water = (budget as f64 * config.low_water.clamp(0.0, 1.0)) as u64;
@@ -571,6 +590,7 @@ fn disk_thread(pending: Pending, shared: &Arc<Shared>, cache: Weak<ProgramCache>
         last_use_write: Instant::now(),
         done_epoch: 0,
         evict_backoff_until: None,
+        space_backoff: None,
     };
     w.rescan(true);
     w.run(&rx);
@@ -602,6 +622,9 @@ struct Writer<'a> {
     last_use_write: Instant,
     done_epoch: u64,
     evict_backoff_until: Option<Instant>,
+    /// After evicting for space did not help (the disk is full of others' files): no more
+    /// evictions for space until then, and the next pause is twice as long.
+    space_backoff: Option<(Instant, Duration)>,
 }
 
 impl Writer<'_> {
@@ -733,13 +756,27 @@ impl Writer<'_> {
 
     fn save(&mut self, key: &ProgramKey, program: &CachedProgram, pending_trim: bool) {
         let mut result = self.with_recovery(|d| d.publish(key, program));
+        let paused = self
+            .space_backoff
+            .is_some_and(|(until, _)| Instant::now() < until);
         if let Err(e) = &result
             && is_no_space(e)
+            && !paused
         {
-            // Full disk: make room from our own store, then try once more.
+            // Full disk: make room from our own store, then try once more. When that does not
+            // help, others' files fill the disk: stop giving up our entries for a while (30 s,
+            // doubling to 10 min) instead of emptying the store one save at a time.
             bump(&self.counters().space_retries, 1);
             self.evict(self.low_water.min(self.size / 2));
-            result = self.dir.publish(key, program);
+            result = self.with_recovery(|d| d.publish(key, program));
+            if result.as_ref().is_err_and(is_no_space) {
+                let pause = self.space_backoff.map_or(Duration::from_secs(30), |(_, p)| {
+                    (p * 2).min(Duration::from_secs(600))
+                });
+                self.space_backoff = Some((Instant::now() + pause, pause));
+            } else {
+                self.space_backoff = None;
+            }
         }
         match result {
             Ok(Published::Present) => bump(&self.counters().already_present, 1),

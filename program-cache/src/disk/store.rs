@@ -33,8 +33,8 @@ const MAX_STAMP_FILE: u64 = 64 * 1024;
 /// At most this much of `lru.log` / `hot.list` is read (its newest part); the logs are
 /// compacted long before they get there.
 const MAX_LOG_READ: u64 = 8 << 20;
-/// At most this many names are listed in one folder.
-const MAX_LIST: usize = 4 << 20;
+/// At most this many names are listed in one folder (a 64 MiB store of 4 KiB entries has 16 Ki).
+const MAX_LIST: usize = 1 << 20;
 /// Temporary files older than this are left-overs of a crashed writer.
 const STALE_TMP: Duration = Duration::from_secs(600);
 /// Another stamp's store unused this long is deleted.
@@ -199,8 +199,8 @@ struct Handles {
     /// Held with a shared lock for as long as this process uses the folder, so no other
     /// process deletes it under us.
     _in_use: OwnedFd,
-    /// (device, inode) of the store folder.
-    identity: (u64, u64),
+    /// (device, inode) of the store folder, `entries/` and `tmp/`.
+    identity: [(u64, u64); 3],
 }
 
 /// How long opening waits for the store's `in-use.lock` (held exclusively only by a process
@@ -229,6 +229,37 @@ pub(crate) struct OpenNotes {
     pub(crate) previous_open_ms: Option<u64>,
     /// Why the `STAMP` file was rewritten, if it was.
     pub(crate) stamp_repaired: Option<String>,
+    /// Side files that were not plain files of ours (links, FIFOs, ...) and were replaced.
+    pub(crate) replaced: Vec<String>,
+}
+
+/// Removes names of our side files that are not a plain, single-link regular file (a planted
+/// symbolic link, FIFO, socket, device or hard link): no process of ours makes one, and
+/// unlinking the name never touches what it points to. Returns what was replaced. `STAMP` is
+/// left to [`Handles::ensure_stamp`], which renames over it.
+fn replace_planted_side_files(dir: &OwnedFd) -> Vec<String> {
+    let mut replaced = Vec::new();
+    for side in ["lru.log", "hot.list", "evict.lock", "in-use.lock"] {
+        let Ok(st) = fsx::lstat(b(dir), side) else {
+            continue;
+        };
+        let t = fsx::file_type(&st);
+        let planted = match t {
+            FileType::RegularFile => st.st_nlink > 1,
+            // A folder there is left alone (its contents are not ours); opening fails instead.
+            FileType::Directory => false,
+            _ => true,
+        };
+        if planted && fsx::unlink(b(dir), side).is_ok() {
+            let what = if t == FileType::RegularFile {
+                "hard link"
+            } else {
+                fsx::type_name(t)
+            };
+            replaced.push(format!("{side} ({what})"));
+        }
+    }
+    replaced
 }
 
 impl Handles {
@@ -245,10 +276,16 @@ impl Handles {
             attempts += 1;
             let created = fsx::mkdir(b(&root), name)?;
             let dir = fsx::open_dir(b(&root), name)?;
+            fsx::check_private_dir(&dir, name)?;
             fsx::mkdir(b(&dir), "entries")?;
             fsx::mkdir(b(&dir), "tmp")?;
             let entries = fsx::open_dir(b(&dir), "entries")?;
             let tmp = fsx::open_dir(b(&dir), "tmp")?;
+            fsx::check_private_dir(&entries, "entries")?;
+            fsx::check_private_dir(&tmp, "tmp")?;
+            // A link, FIFO, device or hard link at one of our side files (planted: no process of
+            // ours makes one) is replaced by a file of ours; its target is never touched.
+            let replaced = replace_planted_side_files(&dir);
             let existed = fsx::lstat(b(&dir), "in-use.lock").is_ok();
             let in_use = fsx::open_rw(b(&dir), "in-use.lock", false)?;
             if !fsx::flock_within(&in_use, false, lock_wait)? {
@@ -274,17 +311,23 @@ impl Handles {
             let notes = OpenNotes {
                 previous_open_ms: existed.then(|| fsx::mtime_ms(&lock_st)),
                 stamp_repaired: None,
+                replaced,
             };
             // The lock file's mtime is the store's last open, for the age rule of
             // `remove_other_stores`.
             let _ = fsx::set_mtime_ms(&in_use, now_ms());
+            let identities = [
+                identity(&dir_st),
+                identity(&rustix::fs::fstat(&entries)?),
+                identity(&rustix::fs::fstat(&tmp)?),
+            ];
             let handles = Handles {
                 root,
                 dir,
                 entries,
                 tmp,
                 _in_use: in_use,
-                identity: identity(&dir_st),
+                identity: identities,
             };
             let repaired = handles.ensure_stamp(stamp, created)?;
             return Ok((
@@ -329,7 +372,7 @@ impl Handles {
 
     /// True when `entries/` holds at least one name of an entry's form.
     fn has_entries(&self) -> bool {
-        fsx::list(b(&self.entries), MAX_LIST)
+        fsx::list(b(&self.entries), 4096)
             .is_ok_and(|l| l.iter().any(|e| parse_key_hex(&e.name).is_some()))
     }
 }
@@ -371,12 +414,21 @@ pub(crate) struct StampDir {
 
 /// Numbers temporary files. One counter for the whole process: two caches of one process on one
 /// folder must never write the same temporary file (a per-cache counter let them truncate each
-/// other's file, publish a torn entry and fail the second rename).
+/// other's file, publish a torn entry and fail the second rename). It starts at a value from the
+/// clock, so two processes with the same pid (in two pid namespaces) rarely share names either;
+/// when they do, `O_EXCL` refuses the second and nothing of the first is touched.
 static TMP_NONCE: AtomicU64 = AtomicU64::new(0);
+static TMP_NONCE_START: std::sync::Once = std::sync::Once::new();
 
 /// A temporary file name `<what>.<pid>.<n>`: the pid is always the second dot-separated part,
 /// which is how [`StampDir::remove_stale_tmp`] finds files of dead processes.
 fn tmp_name(what: &str) -> String {
+    TMP_NONCE_START.call_once(|| {
+        let seed = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos() as u64 ^ d.as_secs().rotate_left(20));
+        TMP_NONCE.store(seed & 0xFFFF_FFFF_FFFF, Ordering::Relaxed);
+    });
     format!(
         "{what}.{}.{}",
         std::process::id(),
@@ -435,7 +487,18 @@ impl StampDir {
     /// process: `gpusvc cache clear --force`, a user's `rm -rf`).
     pub(crate) fn vanished(&self) -> bool {
         let h = self.h();
-        !fsx::lstat(b(&h.root), &self.name).is_ok_and(|s| identity(&s) == h.identity)
+        let Ok(dir) = fsx::lstat(b(&h.root), &self.name) else {
+            return true;
+        };
+        identity(&dir) != h.identity[0]
+            || ["entries", "tmp"].iter().zip(&h.identity[1..]).any(|(name, id)| {
+                !fsx::lstat(b(&h.dir), name).is_ok_and(|s| identity(&s) == *id)
+            })
+    }
+
+    /// The cache root's descriptor (the one this store was opened through).
+    pub(crate) fn root_fd(&self) -> io::Result<OwnedFd> {
+        Ok(self.h().root.try_clone()?)
     }
 
     /// Opens the folder again after it vanished: recreated, locked, stamped.
@@ -491,8 +554,10 @@ impl StampDir {
             return Ok(Published::TooLarge);
         };
         let t = tmp_name(&name);
+        let mut created = false;
         let result = (|| {
             let fd = fsx::create_new(b(&h.tmp), &t)?;
+            created = true;
             fsx::write_all(&fd, &bytes)?;
             let allocated = fsx::allocated(&rustix::fs::fstat(&fd)?);
             drop(fd);
@@ -507,7 +572,10 @@ impl StampDir {
                 Err(e) => Err(e),
             }
         })();
-        let _ = fsx::unlink(b(&h.tmp), &t);
+        // Only a file this call made: a name that existed already is someone else's.
+        if created {
+            let _ = fsx::unlink(b(&h.tmp), &t);
+        }
         result
     }
 
@@ -928,11 +996,20 @@ pub(crate) struct Deleted {
 /// Deletes one store: only names our format defines (entries by key name, temporary files by
 /// their form, the side files), then the folders if they are empty. The caller holds the
 /// store's `in-use.lock` exclusively (or, with force, knowingly does not).
-pub(crate) fn delete_store(root: &OwnedFd, store: &OtherStore) -> Deleted {
+pub(crate) fn delete_store(
+    root: &OwnedFd,
+    store: &OtherStore,
+    stop: &dyn Fn() -> bool,
+) -> Deleted {
     let mut d = Deleted::default();
     let dir = &store.dir;
     if let Ok(entries) = fsx::open_dir(b(dir), "entries") {
         for e in fsx::list(b(&entries), MAX_LIST).unwrap_or_default() {
+            // Stopped (the cache is going away): what is left is still a whole store, with its
+            // STAMP, and the next open goes on.
+            if stop() {
+                return d;
+            }
             if parse_key_hex(&e.name).is_none() {
                 continue;
             }
@@ -1037,12 +1114,15 @@ pub(crate) fn staleness(
 /// live process holds; each removal is reported through `log`. Folders that are not provably
 /// ours are never touched. Returns the number of stores removed.
 pub(crate) fn remove_other_stores(
+    root: &OwnedFd,
     root_path: &Path,
     ours: &CompatibilityStamp,
     previous_open_ms: Option<u64>,
     log: &dyn Fn(String),
+    stop: &dyn Fn() -> bool,
 ) -> usize {
-    let Ok(root) = fsx::open_root(root_path) else {
+    let root = root.try_clone().map_or_else(|_| fsx::open_root(root_path), Ok);
+    let Ok(root) = root else {
         return 0;
     };
     let own = ours.dir_name();
@@ -1065,6 +1145,9 @@ pub(crate) fn remove_other_stores(
         .unwrap_or(0);
     let mut removed = 0;
     for other in &others {
+        if stop() {
+            break;
+        }
         let Some(why) = staleness(ours, other, now, reference) else {
             continue;
         };
@@ -1082,9 +1165,12 @@ pub(crate) fn remove_other_stores(
         if !same {
             continue;
         }
-        let d = delete_store(&root, other);
+        let d = delete_store(&root, other, stop);
         drop(lock);
         removed += usize::from(d.folder_removed);
+        if stop() && !d.folder_removed {
+            break;
+        }
         let reason = match why {
             Staleness::Superseded => "the same host product on this device has a newer store",
             Staleness::OldLayout => "a store of the previous layout on this device",
