@@ -770,9 +770,11 @@ impl Writer<'_> {
             self.evict(self.low_water.min(self.size / 2));
             result = self.with_recovery(|d| d.publish(key, program));
             if result.as_ref().is_err_and(is_no_space) {
-                let pause = self.space_backoff.map_or(Duration::from_secs(30), |(_, p)| {
-                    (p * 2).min(Duration::from_secs(600))
-                });
+                let pause = self
+                    .space_backoff
+                    .map_or(Duration::from_secs(30), |(_, p)| {
+                        (p * 2).min(Duration::from_secs(600))
+                    });
                 self.space_backoff = Some((Instant::now() + pause, pause));
             } else {
                 self.space_backoff = None;

@@ -491,14 +491,15 @@ impl StampDir {
             return true;
         };
         identity(&dir) != h.identity[0]
-            || ["entries", "tmp"].iter().zip(&h.identity[1..]).any(|(name, id)| {
-                !fsx::lstat(b(&h.dir), name).is_ok_and(|s| identity(&s) == *id)
-            })
+            || ["entries", "tmp"]
+                .iter()
+                .zip(&h.identity[1..])
+                .any(|(name, id)| !fsx::lstat(b(&h.dir), name).is_ok_and(|s| identity(&s) == *id))
     }
 
     /// The cache root's descriptor (the one this store was opened through).
     pub(crate) fn root_fd(&self) -> io::Result<OwnedFd> {
-        Ok(self.h().root.try_clone()?)
+        self.h().root.try_clone()
     }
 
     /// Opens the folder again after it vanished: recreated, locked, stamped.
@@ -996,11 +997,7 @@ pub(crate) struct Deleted {
 /// Deletes one store: only names our format defines (entries by key name, temporary files by
 /// their form, the side files), then the folders if they are empty. The caller holds the
 /// store's `in-use.lock` exclusively (or, with force, knowingly does not).
-pub(crate) fn delete_store(
-    root: &OwnedFd,
-    store: &OtherStore,
-    stop: &dyn Fn() -> bool,
-) -> Deleted {
+pub(crate) fn delete_store(root: &OwnedFd, store: &OtherStore, stop: &dyn Fn() -> bool) -> Deleted {
     let mut d = Deleted::default();
     let dir = &store.dir;
     if let Ok(entries) = fsx::open_dir(b(dir), "entries") {
@@ -1121,7 +1118,9 @@ pub(crate) fn remove_other_stores(
     log: &dyn Fn(String),
     stop: &dyn Fn() -> bool,
 ) -> usize {
-    let root = root.try_clone().map_or_else(|_| fsx::open_root(root_path), Ok);
+    let root = root
+        .try_clone()
+        .map_or_else(|_| fsx::open_root(root_path), Ok);
     let Ok(root) = root else {
         return 0;
     };
