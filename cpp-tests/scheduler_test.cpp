@@ -717,3 +717,44 @@ TEST(Scheduler, AnEnqueuedCallableIsDestroyedOnceWhenTheSchedulerIsDoneWithIt) {
   EXPECT_EQ(alive.use_count(), 1) << "destroyed unrun by the scheduler's free";
   EXPECT_EQ(log.size(), 3u);
 }
+
+// A task may free its own scheduler (a host tearing down from inside a callback): the task
+// finishes, nothing more runs — not the rest of the turn, not another stream, not a task that
+// keeps continuing — the run call returns, and every pending callable is destroyed once.
+TEST(Scheduler, FreeingTheSchedulerFromInsideATaskRunsNothingMore) {
+  auto alive = std::make_shared<int>(0);
+  std::vector<std::string> log;
+  gpusvc::SchedulerPtr owner;
+  ASSERT_EQ(gpusvc::NewScheduler(&owner), GPUSVC_OK);
+  uint64_t a = 0;
+  uint64_t b = 0;
+  ASSERT_EQ(gpusvc::AddSchedulerStream(owner.get(), kHigh, &a), GPUSVC_OK);
+  ASSERT_EQ(gpusvc::AddSchedulerStream(owner.get(), kNormal, &b), GPUSVC_OK);
+  int runs = 0;
+  ASSERT_EQ(gpusvc::SchedulerEnqueueCallable(owner.get(), a,
+                                             [alive, &log, &runs, &owner]() -> uint32_t {
+                                               log.push_back("looping");
+                                               if (++runs == 3) owner.reset();  // frees it
+                                               return GPUSVC_SCHEDULER_TASK_CONTINUE_LATER;
+                                             }),
+            GPUSVC_OK);
+  for (uint64_t stream : {a, b}) {
+    for (int i = 0; i < 3; ++i) {
+      ASSERT_EQ(gpusvc::SchedulerEnqueueCallable(owner.get(), stream,
+                                                 [alive, &log]() -> uint32_t {
+                                                   log.push_back("never");
+                                                   return GPUSVC_SCHEDULER_TASK_DONE;
+                                                 }),
+                GPUSVC_OK);
+    }
+  }
+  EXPECT_EQ(alive.use_count(), 8);
+  const gpusvc_scheduler* raw = owner.get();
+  size_t ran = 0;
+  ASSERT_EQ(gpusvc_scheduler_run_until_idle(raw, &ran), GPUSVC_OK);
+  EXPECT_EQ(ran, 3u);
+  EXPECT_EQ(log, (std::vector<std::string>{"looping", "looping", "looping"}));
+  EXPECT_EQ(alive.use_count(), 1) << "every callable destroyed exactly once";
+  EXPECT_EQ(owner.get(), nullptr);
+  EXPECT_EQ(gpusvc_scheduler_run_next(raw, &ran), GPUSVC_INVALID_HANDLE);
+}

@@ -326,6 +326,11 @@ enum gpusvc_result
    Scheduler: no stream with this id: removed or never added.
    */
   GPUSVC_SCHEDULER_UNKNOWN_STREAM = 400,
+  /*
+   Scheduler: it was shut down (freed, possibly from inside one of its tasks, while this
+   call was in flight): nothing is accepted any more.
+   */
+  GPUSVC_SCHEDULER_SHUT_DOWN = 401,
 };
 #ifndef __cplusplus
 #if __STDC_VERSION__ >= 202311L
@@ -2189,8 +2194,11 @@ gpusvc_result gpusvc_scheduler_new_with_config(const struct gpusvc_sync_manager 
                                                struct gpusvc_scheduler **out);
 
 /*
- Frees a scheduler; NULL is a no-op. Pending tasks are dropped without running, its streams'
- sequences and the clients made through it are destroyed.
+ Frees a scheduler; NULL is a no-op. Pending tasks are dropped without running (each task's
+ `destroy` runs exactly once, here), its streams' sequences and the clients made through it
+ are destroyed. It may be called from inside one of its own tasks or callbacks: the task
+ running finishes, and nothing more runs — not the rest of the turn, not the rest of a task
+ that returns "continue later" — and the `gpusvc_scheduler_run_*` call in progress returns.
 
  # Safety
  `scheduler` is NULL or a handle value (a freed or foreign one is `GPUSVC_INVALID_HANDLE`).

@@ -78,10 +78,13 @@ pub enum gpusvc_result {
     GPUSVC_SYNC_UNKNOWN_SEQUENCE = 304,
     /// Scheduler: no stream with this id: removed or never added.
     GPUSVC_SCHEDULER_UNKNOWN_STREAM = 400,
+    /// Scheduler: it was shut down (freed, possibly from inside one of its tasks, while this
+    /// call was in flight): nothing is accepted any more.
+    GPUSVC_SCHEDULER_SHUT_DOWN = 401,
 }
 
 /// Every code, in number order.
-const ALL_RESULTS: [gpusvc_result; 31] = [
+const ALL_RESULTS: [gpusvc_result; 32] = [
     gpusvc_result::GPUSVC_OK,
     gpusvc_result::GPUSVC_PANIC,
     gpusvc_result::GPUSVC_NULL_ARGUMENT,
@@ -113,6 +116,7 @@ const ALL_RESULTS: [gpusvc_result; 31] = [
     gpusvc_result::GPUSVC_SYNC_UNKNOWN_CLIENT,
     gpusvc_result::GPUSVC_SYNC_UNKNOWN_SEQUENCE,
     gpusvc_result::GPUSVC_SCHEDULER_UNKNOWN_STREAM,
+    gpusvc_result::GPUSVC_SCHEDULER_SHUT_DOWN,
 ];
 
 impl gpusvc_result {
@@ -177,6 +181,7 @@ impl gpusvc_result {
             GPUSVC_SYNC_UNKNOWN_CLIENT => "sync: no such client (destroyed or never created)",
             GPUSVC_SYNC_UNKNOWN_SEQUENCE => "sync: no such sequence (destroyed or never created)",
             GPUSVC_SCHEDULER_UNKNOWN_STREAM => "scheduler: no such stream (removed or never added)",
+            GPUSVC_SCHEDULER_SHUT_DOWN => "scheduler: shut down (freed); nothing is accepted",
         }
     }
 }

@@ -339,6 +339,10 @@ fn scheduler_error(e: SchedulerError) -> FfiError {
         ),
         SchedulerError::Order(e) => order_error(0, e),
         SchedulerError::Client(e) => client_error(e),
+        SchedulerError::ShutDown => FfiError::new(
+            gpusvc_result::GPUSVC_SCHEDULER_SHUT_DOWN,
+            "the scheduler was freed while this call was in flight".to_owned(),
+        ),
     }
 }
 
@@ -477,14 +481,24 @@ pub unsafe extern "C" fn gpusvc_scheduler_new_with_config(
     })
 }
 
-/// Frees a scheduler; NULL is a no-op. Pending tasks are dropped without running, its streams'
-/// sequences and the clients made through it are destroyed.
+/// Frees a scheduler; NULL is a no-op. Pending tasks are dropped without running (each task's
+/// `destroy` runs exactly once, here), its streams' sequences and the clients made through it
+/// are destroyed. It may be called from inside one of its own tasks or callbacks: the task
+/// running finishes, and nothing more runs — not the rest of the turn, not the rest of a task
+/// that returns "continue later" — and the `gpusvc_scheduler_run_*` call in progress returns.
 ///
 /// # Safety
 /// `scheduler` is NULL or a handle value (a freed or foreign one is `GPUSVC_INVALID_HANDLE`).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn gpusvc_scheduler_free(scheduler: *mut gpusvc_scheduler) -> gpusvc_result {
-    ffi_guard(|| handle::free(scheduler, Kind::Scheduler))
+    ffi_guard(|| {
+        if !scheduler.is_null() {
+            // A call in progress (the driver, when this runs inside a task) holds its own
+            // reference: shut down now, not when the last reference goes.
+            self::scheduler(scheduler)?.inner.shutdown();
+        }
+        handle::free(scheduler, Kind::Scheduler)
+    })
 }
 
 /// Adds a stream of `priority` (a `gpusvc_scheduler_priority` value); its id into `*out_stream`.

@@ -33,6 +33,11 @@
 //!   unless its stream is removed (then it is dropped, never run).
 //! * Task closures, start callbacks, the metrics callback and sync-points callbacks run with no
 //!   lock of this crate held: a task may enqueue, add/remove/enable streams or release tokens.
+//! * [`Scheduler::shutdown`], from any thread or from inside a task: the task running finishes
+//!   and nothing more runs (not the rest of its turn, not the rest of a task that keeps
+//!   returning `ContinueLater`); every pending task is dropped exactly once, outside any lock;
+//!   new work is refused with [`SchedulerError::ShutDown`] (tests/shutdown.rs; the C ABI's
+//!   `gpusvc_scheduler_free` calls it).
 //!
 //! * A task closure or callback that panics: the panic propagates out of `run_next` once the
 //!   turn is settled (the task's order number finished, the unrun tasks of the turn back at the

@@ -178,6 +178,9 @@ pub enum SchedulerError {
     /// A client could not be created.
     #[error(transparent)]
     Client(#[from] ClientError),
+    /// The scheduler was shut down ([`Scheduler::shutdown`]): nothing is accepted any more.
+    #[error("the scheduler is shut down")]
+    ShutDown,
 }
 
 /// What [`Scheduler::remove_stream`] did.
@@ -300,6 +303,8 @@ struct State {
     /// The sequence of the stream the driver ran last, so that a stream running turn after
     /// turn costs no reference-count traffic.
     last_sequence: Option<(StreamId, Arc<OrderData>)>,
+    /// Set by [`Scheduler::shutdown`]: nothing runs or is accepted any more.
+    closed: bool,
 }
 
 /// The GPU stream scheduler. See the crate docs.
@@ -370,8 +375,12 @@ impl Scheduler {
     pub fn add_stream(&self, priority: Priority) -> StreamId {
         // Relaxed: ids only need to be unique.
         let id = StreamId(self.next_stream.fetch_add(1, Ordering::Relaxed));
-        let sequence = self.sync.create_sequence();
         let mut st = lock(&self.state);
+        if st.closed {
+            // After a shutdown the id names no stream: every call on it is `UnknownStream`.
+            return id;
+        }
+        let sequence = self.sync.create_sequence();
         st.by_sequence.insert(sequence.id(), id);
         st.streams.insert(
             id,
@@ -543,6 +552,10 @@ impl Scheduler {
             ))
         };
         let mut st = lock(&self.state);
+        if st.closed {
+            drop(st);
+            return give_back(SchedulerError::ShutDown, f, extra);
+        }
         let Some(s) = st.streams.get_mut(&id) else {
             drop(st);
             return give_back(SchedulerError::UnknownStream(id), f, extra);
@@ -581,6 +594,33 @@ impl Scheduler {
         }
     }
 
+    /// Shuts the scheduler down, from any thread and from inside a task or callback: every
+    /// stream is removed (its pending tasks dropped without running, exactly once, outside the
+    /// state lock; its sequence destroyed, so waits on it are retired), the driver stops after
+    /// the task it is running (the rest of its turn, and the rest of a task that yields, are
+    /// dropped too), and from then on `run_next` runs nothing, `enqueue` is
+    /// [`SchedulerError::ShutDown`] and `add_stream` makes no stream. Returns the number of
+    /// tasks dropped. A second call does nothing.
+    pub fn shutdown(&self) -> usize {
+        let ids: Vec<StreamId> = {
+            let mut st = lock(&self.state);
+            if st.closed {
+                return 0;
+            }
+            st.closed = true;
+            st.streams.keys().copied().collect()
+        };
+        ids.into_iter()
+            .filter_map(|id| self.remove_stream(id).ok())
+            .map(|r| r.dropped_tasks)
+            .sum()
+    }
+
+    /// True once [`Scheduler::shutdown`] was called.
+    pub fn is_shut_down(&self) -> bool {
+        lock(&self.state).closed
+    }
+
     /// Runs until nothing is runnable; returns how many task runs (continuations included)
     /// there were.
     pub fn run_until_idle(&self) -> usize {
@@ -612,6 +652,9 @@ impl Scheduler {
         let mut now = self.config.clock.now_ns();
         let slice_ns = nanos(self.config.time_slice);
         let mut st = lock(&self.state);
+        if st.closed {
+            return None;
+        }
         let id = loop {
             let level = (0..4).rev().find(|l| !st.levels[*l].is_empty())?;
             let id = st.levels[level].pop_front()?;
