@@ -256,9 +256,12 @@ TEST(Sync, TheSameWhenTheWaiterHasSeveralOrderNumbersAndALaterReleaseDoesNotRunI
   EXPECT_TRUE(t.m.Wait(1, 1, t.w, t.wn, &count));  // fenced at min(rn2, wn) = wn
   EXPECT_GT(wn2, t.wn);
   ASSERT_EQ(t.m.Begin(t.r, t.rn), kOk);
+  EXPECT_EQ(count.load(), 0) << "not while rn is processing";
+  // Issue 11: this used to expect the wait to last until rn2 *began*. Now (Chromium's rule)
+  // finishing rn retires every fence before r's next unprocessed number, rn2: wn is before it.
   ASSERT_EQ(t.m.Finish(t.r, t.rn), kOk);
-  EXPECT_EQ(count.load(), 0) << "the fence is at wn, not passed yet";
-  ASSERT_EQ(t.m.Begin(t.r, rn2), kOk);  // rn2 > wn: past the fence
+  EXPECT_EQ(count.load(), 1) << "the fence (wn) is before r's next number (rn2)";
+  ASSERT_EQ(t.m.Begin(t.r, rn2), kOk);
   EXPECT_EQ(count.load(), 1);
   EXPECT_EQ(t.m.Release(1, 1), kOk);
   EXPECT_EQ(t.m.Finish(t.r, rn2), kOk);
@@ -276,10 +279,137 @@ TEST(Sync, AFenceAtAnOrderNumberTheReleaserNeverHadRetiresOnceItsNextNumberIsPas
   uint64_t r2 = m.Generate(r);
   EXPECT_TRUE(m.Wait(1, 1, w, wn, &count));
   ASSERT_EQ(m.Begin(r, r1), kOk);
-  ASSERT_EQ(m.Finish(r, r1), kOk);
   EXPECT_EQ(count.load(), 0);
+  // Issue 11: this used to expect the fence to hold until r2 *began*. Now (Chromium's rule)
+  // finishing r1 retires it: r's next unprocessed number, r2, is past the fence.
+  ASSERT_EQ(m.Finish(r, r1), kOk);
+  EXPECT_EQ(count.load(), 1) << "retired when r1 finished";
   ASSERT_EQ(m.Begin(r, r2), kOk);
-  EXPECT_EQ(count.load(), 1);
+  EXPECT_EQ(count.load(), 1) << "and only once";
+  EXPECT_FALSE(m.IsReleased(1, 1));
+}
+
+// Issue 11: finishing a number retires every wait fenced before the releaser's next unprocessed
+// number, not one fenced at it. Releaser numbers 1 and 4; waits at 3 (fenced at 3) and 5 (at 4).
+TEST(Sync, FinishingRetiresTheFencesBeforeTheReleasersNextNumberAndNotTheOneAtIt) {
+  std::atomic<int> at3{0}, at5{0};
+  Sync m;
+  uint64_t r = m.Sequence(), w = m.Sequence();
+  m.Client(1, r);
+  std::vector<uint64_t> numbers;
+  for (uint64_t s : {r, w, w, r, w}) numbers.push_back(m.Generate(s));
+  ASSERT_EQ(numbers, (std::vector<uint64_t>{1, 2, 3, 4, 5}));
+  EXPECT_TRUE(m.Wait(1, 1, w, 3, &at3));
+  EXPECT_TRUE(m.Wait(1, 1, w, 5, &at5));
+  ASSERT_EQ(m.Begin(r, 1), kOk);
+  ASSERT_EQ(m.Finish(r, 1), kOk);
+  EXPECT_EQ(at3.load(), 1) << "fence 3 < next number 4";
+  EXPECT_EQ(at5.load(), 0) << "fence 4 is the next number";
+  ASSERT_EQ(m.Begin(r, 4), kOk);
+  size_t callbacks = 0;
+  EXPECT_EQ(m.Release(1, 1, nullptr, &callbacks), kOk);
+  EXPECT_EQ(callbacks, 1u);
+  ASSERT_EQ(m.Finish(r, 4), kOk);
+  EXPECT_EQ(at5.load(), 1);
+}
+
+// Issue 11: two streams waiting on each other's tokens that are never released, driven the way a
+// scheduler drives them. A: 1, then 3 waits on B; B: 2, then 4 waits on A. A's wait is fenced at
+// 3 on B (numbers 2 and 4) and ends when B finishes 2; B's wait, fenced at 3 on A, ends when A
+// finishes 3. Every number is processed.
+TEST(Sync, TwoSequencesWaitingOnEachOthersUnreleasedTokensBothGetToRun) {
+  Sync m;
+  uint64_t a = m.Sequence(), b = m.Sequence();
+  m.Client(1, a);
+  m.Client(2, b);
+  std::vector<uint64_t> numbers;
+  for (uint64_t s : {a, b, a, b}) numbers.push_back(m.Generate(s));
+  ASSERT_EQ(numbers, (std::vector<uint64_t>{1, 2, 3, 4}));
+  std::atomic<int> a_may_run{0}, b_may_run{0};
+  ASSERT_EQ(m.Begin(a, 1), kOk);
+  ASSERT_EQ(m.Finish(a, 1), kOk);
+  EXPECT_TRUE(m.Wait(2, 1, a, 3, &a_may_run));  // A's 3 waits on B
+  ASSERT_EQ(m.Begin(b, 2), kOk);
+  ASSERT_EQ(m.Finish(b, 2), kOk);
+  EXPECT_EQ(a_may_run.load(), 1) << "B has nothing left before 3";
+  EXPECT_TRUE(m.Wait(1, 1, b, 4, &b_may_run));  // B's 4 waits on A
+  ASSERT_EQ(m.Begin(a, 3), kOk);
+  ASSERT_EQ(m.Finish(a, 3), kOk);
+  EXPECT_EQ(b_may_run.load(), 1);
+  ASSERT_EQ(m.Begin(b, 4), kOk);
+  ASSERT_EQ(m.Finish(b, 4), kOk);
+  EXPECT_FALSE(m.IsReleased(1, 1));
+  EXPECT_FALSE(m.IsReleased(2, 1));
+}
+
+namespace {
+
+// One link of a chain of releases made from callbacks through the wrappers: registers the wait
+// for the next count and releases it from inside the callback.
+struct Chain {
+  const gpusvc_sync_manager* m = nullptr;
+  uint64_t waiter = 0, wait_order = 0, last = 0;
+  uint64_t next = 1;  // only touched on the releasing thread
+  uint64_t ran_inside = 0;
+  std::vector<uint64_t> seen;
+  bool record = false;
+};
+
+void ChainStep(Chain* c) {
+  uint64_t k = c->next++;
+  if (c->record) c->seen.push_back(k);
+  if (k == c->last) return;
+  bool registered = false;
+  ASSERT_EQ(gpusvc::SyncWait(c->m, gpusvc::SyncToken(0, 1, k + 1), c->waiter, c->wait_order,
+                             [c] { ChainStep(c); }, &registered),
+            GPUSVC_OK);
+  ASSERT_TRUE(registered);
+  bool released = false;
+  ASSERT_EQ(gpusvc::SyncClientRelease(c->m, 0, 1, k + 1, &released), GPUSVC_OK);
+  ASSERT_TRUE(released);
+  if (c->next != k + 1) ++c->ran_inside;
+}
+
+void RunChain(Chain* c) {
+  Sync m;
+  uint64_t r = m.Sequence(), w = m.Sequence();
+  m.Client(1, r);
+  uint64_t rn = m.Generate(r), wn = m.Generate(w);
+  ASSERT_EQ(m.Begin(r, rn), kOk);
+  c->m = m.get();
+  c->waiter = w;
+  c->wait_order = wn;
+  bool registered = false;
+  ASSERT_EQ(gpusvc::SyncWait(m.get(), gpusvc::SyncToken(0, 1, 1), w, wn, [c] { ChainStep(c); },
+                             &registered),
+            GPUSVC_OK);
+  ASSERT_TRUE(registered);
+  EXPECT_EQ(m.Release(1, 1), kOk);
+  EXPECT_EQ(c->next, c->last + 1) << "every link ran before the outermost release returned";
+  EXPECT_EQ(m.Finish(r, rn), kOk);
+}
+
+}  // namespace
+
+// Issue 11: a million releases, each made by the callback of the one before, complete on this
+// (gtest's main) thread; nested, they overflowed the stack at about 14k levels.
+TEST(Sync, AMillionReleasesChainedThroughCallbacksComplete) {
+  Chain c;
+  c.last = 1000000;
+  RunChain(&c);
+  EXPECT_EQ(c.ran_inside, 0u);
+}
+
+// Callbacks a callback triggers run after it returns, in order.
+TEST(Sync, CallbacksACallbackTriggersRunAfterItReturnsInOrder) {
+  Chain c;
+  c.last = 100;
+  c.record = true;
+  RunChain(&c);
+  std::vector<uint64_t> expected;
+  for (uint64_t k = 1; k <= 100; ++k) expected.push_back(k);
+  EXPECT_EQ(c.seen, expected);
+  EXPECT_EQ(c.ran_inside, 0u) << "no release made inside a callback ran its callback first";
 }
 
 TEST(Sync, AWaitFromTheReleasingSequenceFails) {

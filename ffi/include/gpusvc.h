@@ -2446,7 +2446,9 @@ gpusvc_result gpusvc_sync_sequence_pause(const struct gpusvc_sync_manager *manag
 
 /*
  Finishes `order_num`, which must be the front of the queue and being processed (else
- `GPUSVC_SYNC_ORDER_VIOLATION`). Waits fenced at or before it end without a release.
+ `GPUSVC_SYNC_ORDER_VIOLATION`). Waits fenced before the sequence's next unprocessed number (all
+ of them, when none is left) end without a release: a wait at 3 on a sequence with numbers 1
+ and 4 ends when 1 is finished.
 
  # Safety
  No pointer is dereferenced but the handle, which is checked.
@@ -2516,9 +2518,11 @@ gpusvc_result gpusvc_sync_client_destroy(const struct gpusvc_sync_manager *manag
 /*
  Releases `release_count` on a client; only while its sequence is processing (else
  `GPUSVC_SYNC_RELEASE_OUTSIDE_PROCESSING`). Every wait for a count up to it ends, its callback
- running on this thread before the call returns. `*out_released` is true when the count
- advanced, false when it was not above the released one (ignored: nothing happened);
- `*out_callbacks` receives how many callbacks ran.
+ running on this thread (in the order the waits were registered) before the call returns — or,
+ when this is called from inside a wait callback, queued to run on this thread once that
+ callback returns. `*out_released` is true when the count advanced, false when it was not
+ above the released one (ignored: nothing happened); `*out_callbacks` receives how many
+ callbacks ran (or were queued).
 
  # Safety
  `out_released` and `out_callbacks` are NULL or valid for one write.
@@ -2543,10 +2547,10 @@ gpusvc_result gpusvc_sync_token_is_released(const struct gpusvc_sync_manager *ma
 
 /*
  Makes `callback(user_data)` run once when `token` is released — or when the wait is retired
- because it could never be satisfied in order (the releaser finished the fenced order number
- without releasing; the token stays unreleased), or the releaser is destroyed, or the manager
- freed. `waiting_sequence` (which must exist, else `GPUSVC_SYNC_UNKNOWN_SEQUENCE`) waits at
- `wait_order_num`.
+ because it could never be satisfied in order (the releaser finished a number and its next
+ unprocessed one is past the wait's fence, without releasing; the token stays unreleased), or
+ the releaser is destroyed, or the manager freed. `waiting_sequence` (which must exist, else
+ `GPUSVC_SYNC_UNKNOWN_SEQUENCE`) waits at `wait_order_num`.
 
  `*out_registered` is false — and the callback never runs — when the token already reads as
  released, `waiting_sequence` is the releaser's own, `wait_order_num` is 0, or the releaser has

@@ -6,7 +6,10 @@
 //! `(namespace_id, command_buffer_id)` pair. Wait callbacks run exactly once each, with no gpusvc
 //! lock held, on the thread that ends the wait: the one releasing, finishing or beginning an order
 //! number, destroying the releaser — or freeing the manager, which ends every wait still pending.
-//! A callback may call back into the library.
+//! A callback may call back into the library. Callbacks that a callback triggers (it releases,
+//! finishes, destroys, ...) run after it returns, not inside it: the thread queues them and its
+//! outermost call runs them, first in, first out, before returning — so chains of releases made
+//! from callbacks take constant stack (see `sync-points`' guarantees).
 
 use std::collections::HashSet;
 use std::ffi::c_void;
@@ -367,7 +370,9 @@ pub unsafe extern "C" fn gpusvc_sync_sequence_pause(
 }
 
 /// Finishes `order_num`, which must be the front of the queue and being processed (else
-/// `GPUSVC_SYNC_ORDER_VIOLATION`). Waits fenced at or before it end without a release.
+/// `GPUSVC_SYNC_ORDER_VIOLATION`). Waits fenced before the sequence's next unprocessed number (all
+/// of them, when none is left) end without a release: a wait at 3 on a sequence with numbers 1
+/// and 4 ends when 1 is finished.
 ///
 /// # Safety
 /// No pointer is dereferenced but the handle, which is checked.
@@ -497,9 +502,11 @@ pub unsafe extern "C" fn gpusvc_sync_client_destroy(
 
 /// Releases `release_count` on a client; only while its sequence is processing (else
 /// `GPUSVC_SYNC_RELEASE_OUTSIDE_PROCESSING`). Every wait for a count up to it ends, its callback
-/// running on this thread before the call returns. `*out_released` is true when the count
-/// advanced, false when it was not above the released one (ignored: nothing happened);
-/// `*out_callbacks` receives how many callbacks ran.
+/// running on this thread (in the order the waits were registered) before the call returns — or,
+/// when this is called from inside a wait callback, queued to run on this thread once that
+/// callback returns. `*out_released` is true when the count advanced, false when it was not
+/// above the released one (ignored: nothing happened); `*out_callbacks` receives how many
+/// callbacks ran (or were queued).
 ///
 /// # Safety
 /// `out_released` and `out_callbacks` are NULL or valid for one write.
@@ -558,10 +565,10 @@ pub unsafe extern "C" fn gpusvc_sync_token_is_released(
 }
 
 /// Makes `callback(user_data)` run once when `token` is released — or when the wait is retired
-/// because it could never be satisfied in order (the releaser finished the fenced order number
-/// without releasing; the token stays unreleased), or the releaser is destroyed, or the manager
-/// freed. `waiting_sequence` (which must exist, else `GPUSVC_SYNC_UNKNOWN_SEQUENCE`) waits at
-/// `wait_order_num`.
+/// because it could never be satisfied in order (the releaser finished a number and its next
+/// unprocessed one is past the wait's fence, without releasing; the token stays unreleased), or
+/// the releaser is destroyed, or the manager freed. `waiting_sequence` (which must exist, else
+/// `GPUSVC_SYNC_UNKNOWN_SEQUENCE`) waits at `wait_order_num`.
 ///
 /// `*out_registered` is false — and the callback never runs — when the token already reads as
 /// released, `waiting_sequence` is the releaser's own, `wait_order_num` is 0, or the releaser has

@@ -1159,3 +1159,47 @@ fn a_host_client_on_a_streams_sequence_lends_priority_too() {
     // SAFETY: a handle value, freed once.
     assert_eq!(unsafe { gpusvc_sync_manager_free(m) }, OK);
 }
+
+/// Issue 11, item 1: streams waiting in a ring on tokens that are never released. Two streams:
+/// A: 1, then 3 waits on B; B: 2, then 4 waits on A. A's wait is fenced at 3 on B (numbers 2 and
+/// 4): when B finishes 2 its next number, 4, is past the fence and the wait is retired; A runs
+/// 3, which retires B's wait (fenced at 3 on A). The same with three (A: 1, 4 on B; B: 2, 5 on C;
+/// C: 3, 6 on A). Every task runs, each stream's in order.
+#[test]
+fn streams_waiting_in_a_ring_on_unreleased_tokens_all_run() {
+    for n in [2u64, 3] {
+        let mut s = Sched::new();
+        let ids: Vec<u64> = (0..n).map(|_| s.stream(NORMAL)).collect();
+        for (i, id) in ids.iter().enumerate() {
+            s.client(*id, i as u64 + 1);
+        }
+        let name = |i: usize, round: u64| format!("{}{round}", (b'A' + i as u8) as char);
+        let mut expected = 1;
+        for (i, id) in ids.iter().enumerate() {
+            assert_eq!(s.push(*id, &name(i, 1)), expected);
+            expected += 1;
+        }
+        for (i, id) in ids.iter().enumerate() {
+            // Stream i waits on the next stream's client (1-based), which never releases.
+            let next = (i as u64 + 1) % n + 1;
+            let spec = s.spec(&name(i, 2));
+            assert_eq!(
+                s.enqueue_spec(*id, spec, false, &[token(next, 1)]),
+                expected
+            );
+            expected += 1;
+        }
+        let ran = s.run_until_idle();
+        let got = s.entries();
+        assert_eq!(ran as u64, 2 * n, "{ran} of {} tasks ran: {got:?}", 2 * n);
+        for (i, id) in ids.iter().enumerate() {
+            let first = got.iter().position(|e| *e == name(i, 1));
+            let second = got.iter().position(|e| *e == name(i, 2));
+            assert!(
+                matches!((first, second), (Some(a), Some(b)) if a < b),
+                "{got:?}"
+            );
+            assert_eq!(s.pending(*id), 0);
+        }
+    }
+}

@@ -4,7 +4,7 @@
 
 use std::ffi::c_void;
 use std::ptr;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use gpusvc::*;
 
@@ -343,9 +343,16 @@ fn the_same_when_the_waiter_has_several_order_numbers_and_a_later_release_does_n
     assert!(m.wait(1, 1, w, wn, &count)); // fenced at min(rn2, wn) = wn
     assert!(wn2 > wn);
     assert_eq!(m.begin(r, rn), OK);
+    assert_eq!(n(&count), 0, "not while rn is processing");
+    // Issue 11: this used to expect the wait to last until rn2 *began*. Now (Chromium's rule)
+    // finishing rn retires every fence before r's next unprocessed number, rn2: wn is before it.
     assert_eq!(m.finish(r, rn), OK);
-    assert_eq!(n(&count), 0, "the fence is at wn, not passed yet");
-    assert_eq!(m.begin(r, rn2), OK); // rn2 > wn: past the fence
+    assert_eq!(
+        n(&count),
+        1,
+        "the fence (wn) is before r's next number (rn2)"
+    );
+    assert_eq!(m.begin(r, rn2), OK);
     assert_eq!(n(&count), 1);
     assert_eq!(m.release(1, 1), Ok((true, 0)));
     assert_eq!(m.finish(r, rn2), OK);
@@ -365,10 +372,43 @@ fn a_fence_at_an_order_number_the_releaser_never_had_retires_once_its_next_numbe
     let r2 = m.generate(r);
     assert!(m.wait(1, 1, w, wn, &count));
     assert_eq!(m.begin(r, r1), OK);
-    assert_eq!(m.finish(r, r1), OK);
     assert_eq!(n(&count), 0);
+    // Issue 11: this used to expect the fence to hold until r2 *began*. Now (Chromium's rule)
+    // finishing r1 retires it: r's next unprocessed number, r2, is past the fence.
+    assert_eq!(m.finish(r, r1), OK);
+    assert_eq!(n(&count), 1, "retired when r1 finished");
     assert_eq!(m.begin(r, r2), OK);
-    assert_eq!(n(&count), 1);
+    assert_eq!(n(&count), 1, "and only once");
+    assert!(!m.is_released(1, 1));
+}
+
+/// Issue 11: when the releaser finishes a number, every wait fenced before its next unprocessed
+/// number ends; one fenced at that number does not. Releaser numbers 1 and 4, waits at 3 (fenced
+/// at 3) and 5 (fenced at 4).
+#[test]
+fn finishing_retires_the_fences_before_the_releasers_next_number_and_not_the_one_at_it() {
+    let (at_3, at_5) = (AtomicUsize::new(0), AtomicUsize::new(0));
+    let m = Manager::new();
+    let r = m.sequence();
+    let w = m.sequence();
+    m.client(1, r);
+    let numbers = [r, w, w, r, w].map(|s| m.generate(s));
+    assert_eq!(numbers, [1, 2, 3, 4, 5]);
+    assert!(m.wait(1, 1, w, 3, &at_3));
+    assert!(m.wait(1, 1, w, 5, &at_5));
+    assert_eq!(m.begin(r, 1), OK);
+    assert_eq!(m.finish(r, 1), OK);
+    assert_eq!(
+        (n(&at_3), n(&at_5)),
+        (1, 0),
+        "fence 3 < next number 4 = fence 4"
+    );
+    assert!(!m.is_released(1, 1));
+    assert_eq!(m.begin(r, 4), OK);
+    assert_eq!(m.release(1, 1), Ok((true, 1)));
+    assert_eq!(m.finish(r, 4), OK);
+    drop(m);
+    assert_eq!((n(&at_3), n(&at_5)), (1, 1));
 }
 
 #[test]
@@ -654,4 +694,123 @@ fn wait_blocking_wakes_on_release_and_times_out_otherwise() {
         assert!(t.join().unwrap());
     });
     assert!(blocking(0));
+}
+
+// ---- issue 11, item 4: releases made from inside callbacks ----
+
+/// One link of a chain made through the C ABI: each callback registers the wait for the next
+/// count and releases it from inside the callback.
+struct Chain {
+    m: *mut gpusvc_sync_manager,
+    waiter: u64,
+    wait_order: u64,
+    next: AtomicU64,
+    last: u64,
+    /// `next` as each callback saw it, in the order they ran (only when `record`).
+    seen: std::sync::Mutex<Vec<u64>>,
+    record: bool,
+    /// Whether the release made inside a callback had run its callback before returning.
+    nested_ran: AtomicUsize,
+}
+
+unsafe extern "C" fn chain_step(user_data: *mut c_void) {
+    // SAFETY: `user_data` is the test's live `Chain` (it outlives the manager's callbacks).
+    let c = unsafe { &*user_data.cast::<Chain>() };
+    let k = c.next.fetch_add(1, Ordering::SeqCst);
+    if c.record {
+        c.seen.lock().unwrap().push(k);
+    }
+    if k == c.last {
+        return;
+    }
+    let mut registered = false;
+    // SAFETY: a live handle, token and out pointer; `user_data` outlives the callback.
+    let r = unsafe {
+        gpusvc_sync_token_wait(
+            c.m,
+            &token(1, k + 1),
+            c.waiter,
+            c.wait_order,
+            Some(chain_step),
+            user_data,
+            &mut registered,
+        )
+    };
+    assert_eq!((r, registered), (OK, true));
+    let (mut released, mut callbacks) = (false, 0);
+    // SAFETY: a live handle and out pointers.
+    let r = unsafe { gpusvc_sync_client_release(c.m, 0, 1, k + 1, &mut released, &mut callbacks) };
+    assert_eq!((r, released, callbacks), (OK, true, 1));
+    if c.next.load(Ordering::SeqCst) != k + 1 {
+        c.nested_ran.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+/// A chain of `last` releases through the C ABI on this thread; returns it once done.
+fn run_chain(last: u64, record: bool) -> Chain {
+    let m = Manager::new();
+    let r = m.sequence();
+    let w = m.sequence();
+    m.client(1, r);
+    let rn = m.generate(r);
+    let wn = m.generate(w);
+    assert_eq!(m.begin(r, rn), OK);
+    let chain = Chain {
+        m: m.0,
+        waiter: w,
+        wait_order: wn,
+        next: AtomicU64::new(1),
+        last,
+        seen: std::sync::Mutex::new(Vec::new()),
+        record,
+        nested_ran: AtomicUsize::new(0),
+    };
+    let ud = ptr::from_ref(&chain).cast_mut().cast();
+    let mut registered = false;
+    // SAFETY: a live handle, token and out pointer; `chain` outlives the manager.
+    let rr = unsafe {
+        gpusvc_sync_token_wait(
+            m.0,
+            &token(1, 1),
+            w,
+            wn,
+            Some(chain_step),
+            ud,
+            &mut registered,
+        )
+    };
+    assert_eq!((rr, registered), (OK, true));
+    let t = std::time::Instant::now();
+    assert_eq!(m.release(1, 1), Ok((true, 1)));
+    let took = t.elapsed();
+    assert_eq!(
+        chain.next.load(Ordering::SeqCst),
+        last + 1,
+        "every link ran"
+    );
+    assert_eq!(m.finish(r, rn), OK);
+    drop(m);
+    eprintln!("{last} chained releases through the C ABI: {took:?}");
+    chain
+}
+
+/// A million releases, each made by the callback of the one before, complete on the test
+/// thread's stack (2 MiB); nested, they overflowed it at about 14k levels.
+#[test]
+fn a_million_releases_chained_through_callbacks_complete() {
+    let chain = run_chain(1_000_000, false);
+    assert_eq!(chain.nested_ran.load(Ordering::SeqCst), 0);
+}
+
+/// A release made inside a callback queues its callbacks; they run, in order, once the callback
+/// that released returns (breadth-first), and the outermost release returns after all of them.
+#[test]
+fn callbacks_a_callback_triggers_run_after_it_returns_in_order() {
+    let chain = run_chain(100, true);
+    assert_eq!(*chain.seen.lock().unwrap(), (1..=100).collect::<Vec<_>>());
+    assert_eq!(
+        chain.nested_ran.load(Ordering::SeqCst),
+        0,
+        "no release made inside a callback ran its callback before returning"
+    );
 }

@@ -23,9 +23,11 @@ pub(crate) struct ClientInner {
 /// What a release did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ReleaseOutcome {
-    /// The count advanced; this many waiters ran.
+    /// The count advanced; this many waiters ended. Their callbacks ran before `release`
+    /// returned — or, when it was called from inside a wait callback, are queued to run on this
+    /// thread once that callback returns.
     Released {
-        /// Callbacks run.
+        /// Callbacks run (or queued).
         callbacks: usize,
     },
     /// The count was not above the released one: nothing happened.
@@ -62,10 +64,12 @@ impl std::fmt::Debug for ClientState {
     }
 }
 
+/// Runs the waiters' callbacks through the thread's queue ([`crate::callbacks`]); returns how
+/// many there were.
 fn run(waiters: Vec<Waiter>) -> usize {
     let n = waiters.len();
-    for w in waiters {
-        (w.callback)();
+    if n > 0 {
+        crate::callbacks::run(waiters.into_iter().map(|w| w.callback));
     }
     n
 }
@@ -95,8 +99,11 @@ impl ClientState {
     }
 
     /// Releases `count`: every waiter for a count `<= count` runs, on this thread, after the
-    /// locks are released. Only while the client's sequence is processing; a count not above
-    /// the released one is ignored and reported.
+    /// locks are released, in the order the waiters were registered — before this returns, or,
+    /// when this is called from inside a wait callback, once that callback has returned (queued
+    /// behind the callbacks already queued on this thread; see the crate's guarantees). Only
+    /// while the client's sequence is processing; a count not above the released one is ignored
+    /// and reported.
     pub fn release(&self, count: u64) -> Result<ReleaseOutcome, ReleaseError> {
         let ready = {
             let mut inner = lock(&self.inner);
@@ -124,23 +131,20 @@ impl ClientState {
         })
     }
 
-    /// Runs one waiter without releasing (its fence was passed); no-op if it already ran.
-    pub(crate) fn retire_waiter(&self, id: u64) {
-        let waiter = {
-            let mut inner = lock(&self.inner);
-            let at = inner.waiters.iter().position(|w| w.id == id);
-            at.map(|i| inner.waiters.swap_remove(i))
-        };
-        if let Some(w) = waiter {
-            (w.callback)();
-        }
+    /// Takes one waiter's callback to run it without releasing (its fence was passed); `None`
+    /// if it already ran. The others keep their registration order.
+    pub(crate) fn take_waiter(&self, id: u64) -> Option<WaitCallback> {
+        let mut inner = lock(&self.inner);
+        let at = inner.waiters.iter().position(|w| w.id == id)?;
+        Some(inner.waiters.remove(at).callback)
     }
 
-    /// Removes a waiter without running it (a timed-out blocking wait).
+    /// Removes a waiter without running it (a timed-out blocking wait). The others keep their
+    /// registration order.
     pub(crate) fn cancel_waiter(&self, id: u64) -> bool {
         let mut inner = lock(&self.inner);
         let at = inner.waiters.iter().position(|w| w.id == id);
-        at.map(|i| inner.waiters.swap_remove(i)).is_some()
+        at.map(|i| inner.waiters.remove(i)).is_some()
     }
 
     /// Marks it destroyed, drops its fences from its sequence and runs every pending waiter.

@@ -180,8 +180,9 @@ impl SyncPointManager {
     /// `wait_order_num` is 0, or the releaser has nothing unprocessed before `wait_order_num`.
     ///
     /// Otherwise an order fence is placed at `min(releaser's last unprocessed, wait_order_num)`:
-    /// if the releaser finishes processing that number without releasing, only this callback
-    /// runs (the token stays unreleased). Waits that would deadlock, cycles included, end so.
+    /// when the releaser finishes a number and its next unprocessed number is past the fence (or
+    /// it has none left) without having released, only this callback runs (the token stays
+    /// unreleased). Waits that would deadlock, cycles included, end so.
     pub fn wait(
         &self,
         token: &SyncToken,

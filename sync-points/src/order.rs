@@ -98,6 +98,17 @@ impl OrderState {
         }
         out
     }
+
+    /// The fences that can no longer be released in order, once a number was finished: every
+    /// fence before the next unprocessed number, or all of them when none is left (Chromium's
+    /// `SyncPointOrderData::FinishProcessingOrderNumber`).
+    #[inline]
+    fn take_fences_before_next(&mut self) -> Vec<Fence> {
+        match self.unprocessed.front() {
+            Some(&next) => self.take_fences_through(next - 1),
+            None => self.take_fences_through(u64::MAX),
+        }
+    }
 }
 
 /// The order numbers of one sequence (a stream of command buffers run in order). Thread-safe.
@@ -108,16 +119,19 @@ pub struct OrderData {
     pub(crate) state: Mutex<OrderState>,
 }
 
-/// Retires fences: runs the one waiter each fence names, unless a release already ran it.
+/// Retires fences: runs the one waiter each fence names, unless a release already ran it, in
+/// fence order, through the thread's callback queue.
 #[inline]
 pub(crate) fn retire(fences: Vec<Fence>) {
     if fences.is_empty() {
         // The common case (no waits on this sequence): not even an iterator to drop.
         return;
     }
-    for fence in fences {
-        fence.client.retire_waiter(fence.waiter);
-    }
+    crate::callbacks::run(
+        fences
+            .into_iter()
+            .filter_map(|fence| fence.client.take_waiter(fence.waiter)),
+    );
 }
 
 impl OrderData {
@@ -188,8 +202,15 @@ impl OrderData {
         Ok(())
     }
 
-    /// Finishes `n`, which must be the front of the queue and being processed. Retires fences
-    /// at or before `n`: a wait whose release did not come by now never will in time.
+    /// Finishes `n`, which must be the front of the queue and being processed. Retires every
+    /// fence before the next unprocessed number (every fence, when none is left): the numbers in
+    /// between are not this sequence's, so a release it did not make by now cannot come before
+    /// the wait. A fence *at* the next number stays (the release may come while processing it).
+    ///
+    /// This is Chromium's rule (`gpu::SyncPointOrderData::FinishProcessingOrderNumber`). A fence
+    /// between two of the releaser's numbers (waiter at 3, releaser's 1 and 4) ends when 1 is
+    /// finished, not when 4 begins, so two sequences each waiting there on the other do not stall
+    /// (issue 11).
     pub fn finish_processing(&self, n: u64) -> Result<(), OrderError> {
         let fences = {
             let mut st = lock(&self.state);
@@ -206,7 +227,7 @@ impl OrderData {
             st.unprocessed.pop_front();
             st.processed = n;
             st.paused = false;
-            st.take_fences_through(n)
+            st.take_fences_before_next()
         };
         retire(fences);
         Ok(())

@@ -239,15 +239,27 @@ fn the_same_when_the_waiter_has_several_order_numbers_and_a_later_release_does_n
     assert!(m.wait(&token(1, 1), w.id(), wn, cb()));
     assert!(wn2 > wn);
     r.begin_processing(rn).unwrap();
-    r.finish_processing(rn).unwrap();
     assert_eq!(
         count.load(Ordering::SeqCst),
         0,
-        "the fence is at wn, not passed yet"
+        "not while rn is processing"
     );
-    r.begin_processing(rn2).unwrap(); // rn2 > wn: past the fence
+    // Issue 11: this test used to expect the wait to last until the releaser *began* rn2. The
+    // rule is now Chromium's: finishing rn retires every fence before the releaser's next
+    // unprocessed number, rn2 — and the fence, wn, is before it: nothing the releaser still has
+    // to process can release in time.
+    r.finish_processing(rn).unwrap();
+    assert_eq!(
+        count.load(Ordering::SeqCst),
+        1,
+        "the fence (wn) is before the releaser's next number (rn2)"
+    );
+    r.begin_processing(rn2).unwrap();
     assert_eq!(count.load(Ordering::SeqCst), 1);
-    m.release(id(1), 1).unwrap();
+    assert_eq!(
+        m.release(id(1), 1).unwrap(),
+        ReleaseOutcome::Released { callbacks: 0 }
+    );
     r.finish_processing(rn2).unwrap();
     assert_eq!(count.load(Ordering::SeqCst), 1);
 }
@@ -264,10 +276,78 @@ fn a_fence_at_an_order_number_the_releaser_never_had_retires_once_its_next_numbe
     let (count, cb) = counter();
     assert!(m.wait(&token(1, 1), w.id(), wn, cb()));
     r.begin_processing(r1).unwrap();
-    r.finish_processing(r1).unwrap();
     assert_eq!(count.load(Ordering::SeqCst), 0);
+    // Issue 11: this test used to expect the fence to hold until r *began* r2. Under the rule
+    // now in force (Chromium's), finishing r1 already retires it: r's next unprocessed number,
+    // r2, is past the fence, so the releaser has no number left that comes before the wait.
+    r.finish_processing(r1).unwrap();
+    assert_eq!(count.load(Ordering::SeqCst), 1, "retired when r1 finished");
     r.begin_processing(r2).unwrap();
-    assert_eq!(count.load(Ordering::SeqCst), 1);
+    assert_eq!(count.load(Ordering::SeqCst), 1, "and only once");
+    assert!(!m.is_released(&token(1, 1)));
+}
+
+/// Issue 11, the boundary of the finish rule (Chromium's
+/// `SyncPointOrderData::FinishProcessingOrderNumber`): when the releaser finishes `n`, every fence
+/// before its *next unprocessed* number is retired; a fence *at* that number stays, because the
+/// releaser may still release while processing it. Releaser numbers 1 and 4, waiters at 3 (fence
+/// `min(4, 3) = 3`) and at 5 (fence `min(4, 5) = 4`).
+#[test]
+fn finishing_retires_the_fences_before_the_releasers_next_number_and_not_the_one_at_it() {
+    let m = SyncPointManager::new();
+    let r = m.create_sequence();
+    let w = m.create_sequence();
+    m.create_client(id(1), r.id()).unwrap();
+    let numbers = [&r, &w, &w, &r, &w].map(|s| s.generate().unwrap());
+    assert_eq!(numbers, [1, 2, 3, 4, 5]);
+    let (at_3, cb3) = counter();
+    let (at_5, cb5) = counter();
+    assert!(m.wait(&token(1, 1), w.id(), 3, cb3()));
+    assert!(m.wait(&token(1, 1), w.id(), 5, cb5()));
+    assert_eq!(r.pending_fences(), 2);
+    r.begin_processing(1).unwrap();
+    r.finish_processing(1).unwrap();
+    // The next unprocessed number is 4: the fence at 3 is before it, the one at 4 is not.
+    assert_eq!(at_3.load(Ordering::SeqCst), 1, "fence 3 < next number 4");
+    assert_eq!(at_5.load(Ordering::SeqCst), 0, "fence 4 is the next number");
+    assert_eq!(r.pending_fences(), 1);
+    assert!(!m.is_released(&token(1, 1)));
+    // The releaser releases while processing 4: the wait fenced there ends released.
+    r.begin_processing(4).unwrap();
+    assert_eq!(
+        m.release(id(1), 1).unwrap(),
+        ReleaseOutcome::Released { callbacks: 1 }
+    );
+    r.finish_processing(4).unwrap();
+    assert_eq!(
+        (at_3.load(Ordering::SeqCst), at_5.load(Ordering::SeqCst)),
+        (1, 1)
+    );
+    assert_eq!(r.pending_fences(), 0);
+}
+
+/// The same boundary when the releaser's later number did not exist yet when the wait was made
+/// (releaser: 1, waiter: 2 and 3, wait at 3, then the releaser's 4): the fence is at the
+/// releaser's last number then, 1, and finishing 1 retires it, 4 enqueued meanwhile or not.
+#[test]
+fn a_wait_made_before_the_releasers_next_number_exists_is_fenced_at_its_last_and_retired_there() {
+    for enqueue_4_before_finishing in [false, true] {
+        let m = SyncPointManager::new();
+        let r = m.create_sequence();
+        let w = m.create_sequence();
+        m.create_client(id(1), r.id()).unwrap();
+        assert_eq!([&r, &w, &w].map(|s| s.generate().unwrap()), [1, 2, 3]);
+        let (count, cb) = counter();
+        assert!(m.wait(&token(1, 1), w.id(), 3, cb()));
+        if enqueue_4_before_finishing {
+            assert_eq!(r.generate().unwrap(), 4);
+        }
+        r.begin_processing(1).unwrap();
+        assert_eq!(count.load(Ordering::SeqCst), 0);
+        r.finish_processing(1).unwrap();
+        assert_eq!(count.load(Ordering::SeqCst), 1);
+        assert_eq!(r.pending_fences(), 0);
+    }
 }
 
 #[test]

@@ -228,3 +228,94 @@ fn release_vs_wait_blocking() {
         );
     });
 }
+
+/// Issue 11, item 1: finishing a number vs a wait fenced between the releaser's numbers. The
+/// releaser has 1 (being processed) and 4; the waiter waits at 3. If the wait comes first it is
+/// fenced at `min(4, 3) = 3`, and finishing 1 must retire it at once: the releaser's next number,
+/// 4, is past the fence (Chromium's rule). If the finish comes first, 3 is not after the
+/// releaser's front (4) any more: the wait is refused and never runs. Either way the callback
+/// runs exactly as often as the wait registered, no fence is left, and the token stays
+/// unreleased.
+#[test]
+fn finish_vs_wait_between_the_releasers_numbers() {
+    loom::model(|| {
+        let m = Arc::new(SyncPointManager::new());
+        let releaser = m.create_sequence();
+        let waiter = m.create_sequence();
+        let numbers = [&releaser, &waiter, &waiter, &releaser].map(|s| s.generate().unwrap());
+        assert_eq!(numbers, [1, 2, 3, 4]);
+        m.create_client(CLIENT, releaser.id()).unwrap();
+        releaser.begin_processing(1).unwrap();
+        let (runs, cb) = counting_callback(&m);
+        let (m2, waiting) = (m.clone(), waiter.id());
+        let waits = thread::spawn(move || m2.wait(&token(1), waiting, 3, cb));
+        let seq = releaser.clone();
+        let finisher = thread::spawn(move || seq.finish_processing(1));
+        let registered = waits.join().unwrap();
+        finisher.join().unwrap().unwrap();
+        assert_eq!(runs.load(Ordering::SeqCst), usize::from(registered));
+        assert_eq!(releaser.pending_fences(), 0);
+        assert!(!m.is_released(&token(1)));
+        assert_eq!(releaser.unprocessed(), [4]);
+    });
+}
+
+/// Issue 11, item 4: the callback queue is per thread. Thread 1's release runs callback A, which
+/// releases a second client whose waiter is B; thread 2 releases that second client at the same
+/// time. B runs exactly once: on thread 2, or queued on thread 1 behind A — never before A's
+/// release has returned, and never on a thread whose release did not take it.
+#[test]
+fn a_release_from_a_callback_vs_a_release_on_another_thread() {
+    const OTHER: ClientId = ClientId {
+        namespace: 0,
+        command_buffer_id: 8,
+    };
+    loom::model(|| {
+        let s = setup();
+        s.m.create_client(OTHER, s.releaser.id()).unwrap();
+        let other = SyncToken::new(OTHER.namespace, OTHER.command_buffer_id, 1);
+        // B records the thread it ran on.
+        let b_runs = Arc::new(AtomicUsize::new(0));
+        let b_thread = Arc::new(loom::sync::Mutex::new(None));
+        let (runs, on) = (b_runs.clone(), b_thread.clone());
+        assert!(s.m.on_release(&other, move || {
+            runs.fetch_add(1, Ordering::SeqCst);
+            *on.lock().unwrap() = Some(thread::current().id());
+        }));
+        // A releases OTHER from inside its callback.
+        let taken_by_a = Arc::new(AtomicUsize::new(0));
+        let (m, runs, taken) = (s.m.clone(), b_runs.clone(), taken_by_a.clone());
+        assert!(s.m.on_release(&token(1), move || {
+            if let Ok(ReleaseOutcome::Released { callbacks }) = m.release(OTHER, 1) {
+                assert_eq!(callbacks, 1);
+                assert_eq!(runs.load(Ordering::SeqCst), 0, "B is queued, not run, here");
+                taken.store(1, Ordering::SeqCst);
+            }
+        }));
+        let m = s.m.clone();
+        let first = thread::spawn(move || {
+            let outcome = m.release(CLIENT, 1);
+            (thread::current().id(), outcome)
+        });
+        let m = s.m.clone();
+        let second = thread::spawn(move || {
+            let outcome = m.release(OTHER, 1);
+            (thread::current().id(), outcome)
+        });
+        let (first_id, first_outcome) = first.join().unwrap();
+        let (second_id, second_outcome) = second.join().unwrap();
+        assert_eq!(first_outcome, Ok(ReleaseOutcome::Released { callbacks: 1 }));
+        assert_eq!(b_runs.load(Ordering::SeqCst), 1);
+        let ran_on = b_thread.lock().unwrap().expect("B ran");
+        if taken_by_a.load(Ordering::SeqCst) == 1 {
+            assert_eq!(ran_on, first_id);
+            assert_eq!(second_outcome, Ok(ReleaseOutcome::Ignored { released: 1 }));
+        } else {
+            assert_eq!(ran_on, second_id);
+            assert_eq!(
+                second_outcome,
+                Ok(ReleaseOutcome::Released { callbacks: 1 })
+            );
+        }
+    });
+}
