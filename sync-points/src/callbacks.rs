@@ -8,9 +8,9 @@
 //! returns. A chain of releases made from callbacks therefore takes constant stack, however long,
 //! and callbacks run first in, first out: breadth-first over what triggered them.
 //!
-//! The queue is a thread-local (`crate::sync::thread_local`, loom's under `--cfg loom`): nothing
-//! in it is shared between threads, and it is borrowed only to push or pop — never while a
-//! callback runs or while a callback or fence is dropped, so a callback (or a callback's drop
+//! The queue is a thread-local (`crate::sync::const_thread_local`, loom's under `--cfg loom`):
+//! nothing in it is shared between threads, and it is borrowed only to push or pop — never while
+//! a callback runs or while a callback or fence is dropped, so a callback (or a callback's drop
 //! code) may call back into the crate.
 
 use std::any::Any;
@@ -26,8 +26,7 @@ struct Pending {
     queue: RefCell<VecDeque<WaitCallback>>,
 }
 
-crate::sync::thread_local! {
-    // Not a `const { }` initializer: loom's macro does not take one.
+crate::sync::const_thread_local! {
     static PENDING: Pending = Pending {
         draining: Cell::new(false),
         queue: RefCell::new(VecDeque::new()),
