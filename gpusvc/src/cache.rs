@@ -10,7 +10,8 @@ use program_cache::disk::inspect::{self, ClearError, EntryInfo, StoreInfo};
 
 use crate::{CacheArgs, CacheCommand};
 
-/// Exit status of `gpusvc cache verify` when an entry is corrupt.
+/// Exit status of `gpusvc cache verify` and `gpusvc cache stats` when an entry is corrupt or a
+/// store is damaged.
 pub(crate) const EXIT_CORRUPT: u8 = 4;
 
 /// Why a `gpusvc cache` command could not run.
@@ -28,7 +29,9 @@ pub(crate) enum CacheError {
     #[error("{0}: {1}")]
     Io(PathBuf, std::io::Error),
     /// No folder was named and there is no default (neither XDG_CACHE_HOME nor HOME is set).
-    #[error("no cache folder: neither XDG_CACHE_HOME nor HOME is set; pass --dir DIR")]
+    #[error(
+        "no cache folder: neither XDG_CACHE_HOME nor HOME is set to an absolute path; pass --dir DIR"
+    )]
     NoDefault,
     /// `clear` found stores a running cache uses.
     #[error(
@@ -55,15 +58,20 @@ pub(crate) enum Outcome {
 }
 
 fn scan(root: &Path) -> Result<Vec<StoreInfo>, CacheError> {
+    check_root(root)?;
+    inspect::scan(root).map_err(|e| CacheError::Io(root.to_path_buf(), e))
+}
+
+/// The folder exists and is a folder.
+fn check_root(root: &Path) -> Result<(), CacheError> {
     match std::fs::metadata(root) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return Err(CacheError::Missing(root.to_path_buf()));
+            Err(CacheError::Missing(root.to_path_buf()))
         }
-        Err(e) => return Err(CacheError::Io(root.to_path_buf(), e)),
-        Ok(m) if !m.is_dir() => return Err(CacheError::NotAFolder(root.to_path_buf())),
-        Ok(_) => {}
+        Err(e) => Err(CacheError::Io(root.to_path_buf(), e)),
+        Ok(m) if !m.is_dir() => Err(CacheError::NotAFolder(root.to_path_buf())),
+        Ok(_) => Ok(()),
     }
-    inspect::scan(root).map_err(|e| CacheError::Io(root.to_path_buf(), e))
 }
 
 /// `5s`, `3m 20s`, `2h 5m`, `4d 3h`.
@@ -230,7 +238,7 @@ fn stats(root: &Path, out: &mut impl std::io::Write) -> Result<Outcome, CacheErr
 }
 
 fn clear(root: &Path, force: bool, out: &mut impl std::io::Write) -> Result<Outcome, CacheError> {
-    scan(root)?;
+    check_root(root)?;
     let report = match inspect::clear(root, force) {
         Ok(report) => report,
         Err(ClearError::InUse(dirs)) => {
@@ -256,6 +264,16 @@ fn clear(root: &Path, force: bool, out: &mut impl std::io::Write) -> Result<Outc
             "kept {}: it holds files that are not the cache's (the cache's own were removed)",
             dir.display()
         )?;
+    }
+    for dir in &report.in_use_left {
+        writeln!(
+            out,
+            "left {}: a running cache started using it",
+            dir.display()
+        )?;
+    }
+    for (dir, why) in &report.unusable {
+        writeln!(out, "left {}: {why}", dir.display())?;
     }
     for dir in &report.damaged_left {
         writeln!(

@@ -29,9 +29,10 @@
 //! no GL context can be made, with EGL's reason on stderr (this includes a `GPUSVC_EGL_DEVICE`
 //! that is not a valid form, an index EGL does not list, or `hardware` on a machine without a
 //! hardware device: the message lists the valid forms and the devices found); 4 when `gpusvc
-//! cache verify` found a corrupt entry; 1 for any other failure (an unreadable corpus directory,
-//! no usable program, a `--cache-dir` that cannot be used, a missing cache folder); 2 for
-//! command-line errors (clap).
+//! cache verify` or `gpusvc cache stats` found a corrupt entry or a damaged store; 1 for any
+//! other failure (an unreadable corpus directory, no usable program, a `--cache-dir` that cannot
+//! be used, a missing cache folder, a `gpusvc cache clear` refused because a running cache uses
+//! a store); 2 for command-line errors (clap).
 //!
 //! # Thread safety
 //! The GL context lives on the main thread; the progress bar, shown only when stdout is a
@@ -66,7 +67,8 @@ enum Command {
     Demo(DemoArgs),
     /// Inspects the program cache's disk folder: list, verify, stats, clear.
     ///
-    /// Exit status: 0 when it ran, 4 when `verify` found a corrupt entry or a damaged store, 1
+    /// Exit status: 0 when it ran, 4 when `verify` or `stats` found a corrupt entry or a
+    /// damaged store, 1
     /// when the folder is missing or unreadable, or `clear` was refused.
     Cache(CacheArgs),
 }
@@ -88,7 +90,8 @@ enum CacheCommand {
     /// Checks every entry fully (header, stamp, checksums, decode) and every store (STAMP,
     /// readable entries folder); prints each problem and exits with status 4 if there is one.
     Verify,
-    /// Stores, entries, bytes and temporary files.
+    /// Stores, entries, bytes (file lengths and allocated on disk) and temporary files; exits
+    /// with status 4 when an entry is corrupt or a store damaged.
     Stats,
     /// Deletes every store in the folder (every stamp): only the files the cache format
     /// defines; folders that are not provably stores are never touched. Refuses (exit 1,

@@ -24,8 +24,9 @@
 //! * [`ProgramCache::eviction_order`] lists the stored programs in exactly the order successive
 //!   evictions would remove them, under every policy.
 //!
-//! The disk store ([`disk`], protocol in `FORMAT.md`; each bullet is a test in
-//! `tests/disk_hostile.rs` or `tests/disk_processes.rs`):
+//! The disk store ([`disk`], protocol in `FORMAT.md`; each bullet is tested in
+//! `tests/disk_hostile.rs`, with `tests/disk.rs`, `tests/disk_faults.rs`,
+//! `tests/disk_processes.rs` and the CLI's `gpusvc/tests/cache_cli.rs`):
 //! * It deletes only what it made: a folder is a store only when its name, `STAMP` and hashes
 //!   check out, and deletion removes only the names the format defines (look-alike folders and
 //!   users' files survive open, collection and clear).
@@ -34,9 +35,11 @@
 //! * The host's thread never touches the disk and nothing waits on another process past a
 //!   bounded try: a frozen process holding any lock costs at most a skipped eviction or a
 //!   memory-only run, never a hang of the constructor, `flush`, `clear` or drop.
-//! * Another product's store, a newer version's store and a store used recently by anyone's
-//!   records are never collected; clock skew either way never makes a store look unused, and a
-//!   future-dated entry ages like the others.
+//! * Another product's store and a newer version's store are never collected as stale (only
+//!   once unused for 30 days), nor is a store other users own; a store is unused only when
+//!   both the clock and the other stores' records say so, so a clock that is fast here, or
+//!   dates written in the future, never make a recent store look unused; a future-dated entry
+//!   ages like the others.
 //! * It stays within its budget as the file system counts it (allocated blocks, logs included),
 //!   `lru.log` grows with the entries and not with the hits, a full disk makes it evict and retry,
 //!   and an entry it writes can always be read back.

@@ -84,8 +84,21 @@ fn check_regular(fd: OwnedFd, name: &str) -> io::Result<(OwnedFd, Stat)> {
     }
 }
 
+/// Refuses, before any open, a name that exists and is not a regular file: opening a device
+/// node would already call its driver, and a FIFO or link is never ours. (The open's own
+/// `O_NOFOLLOW` and `fstat` checks still cover a name swapped in between.)
+fn refuse_special(dir: BorrowedFd<'_>, name: &str) -> io::Result<()> {
+    match lstat(dir, name) {
+        Ok(st) if file_type(&st) != FileType::RegularFile => {
+            Err(not_regular(name, type_name(file_type(&st)), "regular file"))
+        }
+        _ => Ok(()),
+    }
+}
+
 /// Opens an existing regular file for reading (never a link, never blocking on a FIFO).
 pub(crate) fn open_read(dir: BorrowedFd<'_>, name: &str) -> io::Result<(OwnedFd, Stat)> {
+    refuse_special(dir, name)?;
     let fd = match rustix::fs::openat(dir, name, OFlags::RDONLY | FILE_FLAGS, Mode::empty()) {
         Ok(fd) => fd,
         // O_NOFOLLOW on a symbolic link.
@@ -100,6 +113,7 @@ pub(crate) fn open_read(dir: BorrowedFd<'_>, name: &str) -> io::Result<(OwnedFd,
 /// Opens (creating `0600` when missing) a regular file for reading and writing; `append` adds
 /// `O_APPEND`. Never follows a link, never blocks on a FIFO.
 pub(crate) fn open_rw(dir: BorrowedFd<'_>, name: &str, append: bool) -> io::Result<OwnedFd> {
+    refuse_special(dir, name)?;
     let mut flags = OFlags::RDWR | OFlags::CREATE | FILE_FLAGS;
     if append {
         flags |= OFlags::APPEND;

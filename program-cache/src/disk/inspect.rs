@@ -1,10 +1,11 @@
-//! Inspection of a cache folder without opening a cache: what `gpusvc cache` shows. Read-only
-//! except [`clear`]. Only folders proven to be our stores (name form, `STAMP` that parses and
+//! Inspection of a cache folder without opening a cache: what `gpusvc cache` shows. Nothing is
+//! written except by [`clear`] (a scan only probes each store's `in-use.lock` with a
+//! non-blocking exclusive `flock`, let go at once). Only folders proven to be our stores (name form, `STAMP` that parses and
 //! whose hashes match the fields and the name) are listed as stores; folders with our name
 //! form and layout but a missing or damaged `STAMP` are listed as damaged; anything else in
 //! the folder is not ours and is never read or touched. Files are opened as the store opens
 //! them: never through a link, never blocking on a FIFO, never reading more than an entry's
-//! bound.
+//! bound, never listing more than the store's bound of names in a folder.
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -162,7 +163,7 @@ pub fn scan(root: &Path) -> io::Result<Vec<StoreInfo>> {
         let mut entries = Vec::new();
         let mut entries_error = None;
         match fsx::open_dir(b(&dir_fd), "entries")
-            .and_then(|fd| Ok((fsx::list(b(&fd), usize::MAX)?, fd)))
+            .and_then(|fd| Ok((fsx::list(b(&fd), store::MAX_LIST)?, fd)))
         {
             Err(e) => entries_error = Some(format!("entries/ cannot be listed: {e}")),
             Ok((list, entries_fd)) => {
@@ -191,7 +192,7 @@ pub fn scan(root: &Path) -> io::Result<Vec<StoreInfo>> {
         }
         entries.sort_by_key(|e| e.key);
         let temporary_files = fsx::open_dir(b(&dir_fd), "tmp")
-            .and_then(|fd| fsx::list(b(&fd), usize::MAX))
+            .and_then(|fd| fsx::list(b(&fd), store::MAX_LIST))
             .map_or(0, |l| l.len());
         let in_use = match fsx::open_read(b(&dir_fd), "in-use.lock") {
             Ok((fd, _)) => match fsx::try_flock(&fd, true) {
@@ -230,6 +231,10 @@ pub struct ClearReport {
     pub kept_foreign_files: Vec<PathBuf>,
     /// Damaged stores (no valid `STAMP`): not provably ours, so left alone.
     pub damaged_left: Vec<PathBuf>,
+    /// Stores a cache started using between the check and their turn: left alone.
+    pub in_use_left: Vec<PathBuf>,
+    /// Stores whose lock could not be checked (with why): left alone.
+    pub unusable: Vec<(PathBuf, String)>,
 }
 
 /// Why [`clear`] did nothing.
@@ -245,21 +250,28 @@ pub enum ClearError {
 }
 
 /// Deletes every store under `root` (the browser's "clear cache"): only files our format
-/// defines, then the folders if empty. When a store is in use by a running cache, nothing is
-/// removed unless `force`. Folders that are not provably ours are never touched.
+/// defines, then the folders if empty. When a store is in use by a running cache, no store is
+/// removed unless `force` (checking may replace a planted, non-file `in-use.lock` by a lock file
+/// of ours). Folders that are not provably ours are never touched.
 pub fn clear(root: &Path, force: bool) -> Result<ClearReport, ClearError> {
     let root_fd = fsx::open_root(root)?;
     let mut report = ClearReport::default();
     let mut stores = Vec::new();
     let mut in_use = Vec::new();
+    // First, which stores are in use (each lock is let go at once: a cache opening one
+    // meanwhile waits only for this check, never for the whole clear).
     for name in store::store_names(&root_fd)? {
         match store::recognize(&root_fd, &name) {
             Recognized::Store(s) => {
-                let lock = store::lock_unused(&s)?;
-                if lock.is_none() {
-                    in_use.push(root.join(&name));
+                match store::lock_unused(&s) {
+                    Ok(Some(_)) => {}
+                    Ok(None) => in_use.push(root.join(&name)),
+                    Err(e) => {
+                        report.unusable.push((root.join(&name), e.to_string()));
+                        continue;
+                    }
                 }
-                stores.push((s, lock));
+                stores.push(s);
             }
             Recognized::Damaged { name, .. } => report.damaged_left.push(root.join(name)),
             Recognized::NotOurs => {}
@@ -268,7 +280,20 @@ pub fn clear(root: &Path, force: bool) -> Result<ClearReport, ClearError> {
     if !in_use.is_empty() && !force {
         return Err(ClearError::InUse(in_use));
     }
-    for (s, lock) in stores {
+    // Then each store under its own lock, one at a time.
+    for s in stores {
+        let lock = match store::lock_unused(&s) {
+            Ok(lock) => lock,
+            Err(e) => {
+                report.unusable.push((root.join(&s.name), e.to_string()));
+                continue;
+            }
+        };
+        if lock.is_none() && !force {
+            // A cache started using it since the check: it stays.
+            report.in_use_left.push(root.join(&s.name));
+            continue;
+        }
         let d = store::delete_store(&root_fd, &s, &|| false);
         drop(lock);
         report.entries += d.entries;

@@ -154,9 +154,9 @@ pub struct DiskCounters {
     pub write_errors: u64,
     /// Entries loaded into memory at startup.
     pub loaded: u64,
-    /// Damaged, truncated, oversized or foreign entries rejected and deleted.
+    /// Damaged, truncated or foreign entries rejected (when read) and deleted.
     pub rejected_entries: u64,
-    /// Entries deleted by eviction.
+    /// Entries deleted by eviction, or by emptying the store (clear, repeated refusals).
     pub evictions: u64,
     /// Times the whole store was dropped (repeated driver refusals, clear).
     pub store_drops: u64,
@@ -282,7 +282,6 @@ impl Conditions {
 enum Job {
     /// Write an entry; the clear epoch at the time of the save.
     Save(ProgramKey, SharedProgram, u64),
-    Use(ProgramKey, u64),
     MarkHot(Vec<ProgramKey>),
     /// Look at the clear epoch now.
     Wake,
@@ -320,6 +319,7 @@ impl Shared {
 /// What the writer thread needs to open the store.
 struct Pending {
     rx: Receiver<Job>,
+    uses_rx: Receiver<(ProgramKey, u64)>,
     config: DiskConfig,
     budget: u64,
 }
@@ -327,6 +327,8 @@ struct Pending {
 /// The disk side of a [`ProgramCache`].
 pub(crate) struct DiskLayer {
     tx: Option<Sender<Job>>,
+    /// Last uses, on their own bounded queue: a burst of hits never fills the save queue.
+    uses: Option<Sender<(ProgramKey, u64)>>,
     writer: Mutex<Option<JoinHandle<()>>>,
     pending: Mutex<Option<Pending>>,
     shared: Arc<Shared>,
@@ -357,11 +359,14 @@ impl DiskLayer {
             closing: AtomicBool::new(false),
         });
         let (tx, rx) = crossbeam_channel::bounded(config.write_queue.max(1));
+        let (uses, uses_rx) = crossbeam_channel::bounded(USE_QUEUE);
         DiskLayer {
             tx: Some(tx),
+            uses: Some(uses),
             writer: Mutex::new(None),
             pending: Mutex::new(Some(Pending {
                 rx,
+                uses_rx,
                 config: config.clone(),
                 budget: config.budget_bytes.unwrap_or(memory_budget as u64),
             })),
@@ -427,8 +432,10 @@ impl DiskLayer {
 
     /// Queues a last-use record (dropped silently when the queue is full: LRU is advisory).
     pub(crate) fn used(&self, key: ProgramKey) {
-        if self.enabled() {
-            self.try_send(Job::Use(key, store::now_ms()));
+        if self.enabled()
+            && let Some(uses) = &self.uses
+        {
+            let _ = uses.try_send((key, store::now_ms()));
         }
     }
 
@@ -490,6 +497,7 @@ impl Drop for DiskLayer {
         // Closing the channel lets the writer finish what is queued and exit; long collection
         // work stops at the next entry.
         self.shared.closing.store(true, Ordering::Release);
+        self.uses.take();
         self.tx.take();
         self.pending
             .lock()
@@ -503,7 +511,12 @@ impl Drop for DiskLayer {
 
 /// The writer thread: open, load, collect garbage, serve.
 fn disk_thread(pending: Pending, shared: &Arc<Shared>, cache: Weak<ProgramCache>) {
-    let Pending { rx, config, budget } = pending;
+    let Pending {
+        rx,
+        uses_rx,
+        config,
+        budget,
+    } = pending;
     let start = Instant::now();
     let on_loaded = config.on_loaded.clone();
     let opened = StampDir::open(&config.dir, &config.stamp, config.compress, OPEN_LOCK_WAIT);
@@ -574,7 +587,9 @@ fn disk_thread(pending: Pending, shared: &Arc<Shared>, cache: Weak<ProgramCache>
         Err(_) => 0,
     };
     bump(&shared.counters.stores_removed, removed as u64);
-    dir.remove_stale_tmp();
+    if !shared.closing.load(Ordering::Acquire) {
+        dir.remove_stale_tmp();
+    }
     let low_water = (budget as f64 * config.low_water.clamp(0.0, 1.0)) as u64;
     let mut w = Writer {
         dir: &dir,
@@ -592,10 +607,13 @@ fn disk_thread(pending: Pending, shared: &Arc<Shared>, cache: Weak<ProgramCache>
         evict_backoff_until: None,
         space_backoff: None,
     };
-    w.rescan(true);
-    w.run(&rx);
+    let closing = shared.closing.load(Ordering::Acquire);
+    w.rescan(!closing);
+    w.run(&rx, &uses_rx);
 }
 
+/// Capacity of the last-use queue (a use that finds it full is dropped: LRU is advisory).
+const USE_QUEUE: usize = 4096;
 /// Bounds of the writer's in-memory use bookkeeping.
 const MAX_PENDING_USES: usize = 1 << 16;
 const MAX_RECORDED: usize = 1 << 18;
@@ -668,7 +686,7 @@ impl Writer<'_> {
         self.log_bytes = scan.log_bytes + scan.hot_bytes;
     }
 
-    fn run(&mut self, rx: &Receiver<Job>) {
+    fn run(&mut self, rx: &Receiver<Job>, uses: &Receiver<(ProgramKey, u64)>) {
         // A store already over budget at open (a smaller budget than last time) is trimmed only
         // once the startup load is done, so the loader's order (hot first, most recent first)
         // is not raced by an LRU pass deleting what it is about to read.
@@ -681,6 +699,7 @@ impl Writer<'_> {
                 }
             }
             self.check_drop();
+            self.take_uses(uses);
             if !self.pending_uses.is_empty() && self.last_use_write.elapsed() >= USE_WRITE_PERIOD {
                 self.write_uses();
             }
@@ -696,14 +715,6 @@ impl Writer<'_> {
                         self.save(&key, &program, pending_trim);
                     }
                 }
-                Job::Use(key, ms) => {
-                    if self.pending_uses.len() < MAX_PENDING_USES
-                        || self.pending_uses.contains_key(&key)
-                    {
-                        let e = self.pending_uses.entry(key).or_insert(0);
-                        *e = (*e).max(ms);
-                    }
-                }
                 Job::MarkHot(keys) => {
                     let n = keys.len() as u64;
                     if self.with_recovery(|d| d.mark_hot(&keys)).is_ok() {
@@ -714,13 +725,25 @@ impl Writer<'_> {
                 }
                 Job::Wake => {}
                 Job::Flush(ack) => {
+                    self.take_uses(uses);
                     self.write_uses();
                     let _ = ack.send(());
                 }
             }
         }
         self.check_drop();
+        self.take_uses(uses);
         self.write_uses();
+    }
+
+    /// Coalesces the queued last uses into `pending_uses` (bounded).
+    fn take_uses(&mut self, uses: &Receiver<(ProgramKey, u64)>) {
+        for (key, ms) in uses.try_iter() {
+            if self.pending_uses.len() < MAX_PENDING_USES || self.pending_uses.contains_key(&key) {
+                let e = self.pending_uses.entry(key).or_insert(0);
+                *e = (*e).max(ms);
+            }
+        }
     }
 
     /// Runs a store operation; when it fails because the store folder vanished (another
@@ -730,8 +753,20 @@ impl Writer<'_> {
         mut op: impl FnMut(&StampDir) -> std::io::Result<T>,
     ) -> std::io::Result<T> {
         match op(self.dir) {
+            Err(e) if !self.shared.enabled.load(Ordering::Acquire) => Err(e),
             Err(e) if self.dir.vanished() => {
                 if let Err(e2) = self.dir.reopen() {
+                    // No second try per job (each would wait for the lock again): the cache is
+                    // memory-only from here on.
+                    self.shared.enabled.store(false, Ordering::Release);
+                    self.shared.conditions.report(
+                        "recreate-failed",
+                        format!(
+                            "program cache: the store folder {} vanished and could not be \
+                             recreated: {e2}; working in memory only",
+                            self.dir.dir.display()
+                        ),
+                    );
                     return Err(std::io::Error::new(
                         e.kind(),
                         format!("{e}; the store folder vanished and could not be recreated: {e2}"),
@@ -827,11 +862,27 @@ impl Writer<'_> {
                 self.size = self.size.max(total);
             }
             Err(EvictError::Busy) => self.lock_busy("eviction"),
-            Err(EvictError::Io(e)) => self
-                .shared
-                .conditions
-                .report("evict", format!("program cache: disk eviction failed: {e}")),
+            Err(EvictError::Io(e)) if fsx::is_not_regular(&e) && self.repair() => self.evict(limit),
+            Err(EvictError::Io(e)) => {
+                // Not every pass: an eviction that cannot work waits like a busy lock.
+                self.evict_backoff_until = Some(Instant::now() + Duration::from_secs(1));
+                self.shared
+                    .conditions
+                    .report("evict", format!("program cache: disk eviction failed: {e}"))
+            }
         }
+    }
+
+    /// Replaces side files planted since the open (logged); true when one was.
+    fn repair(&mut self) -> bool {
+        let replaced = self.dir.repair_side_files();
+        for side in &replaced {
+            self.shared.conditions.log(&format!(
+                "program cache: replaced {}/{side}: not a file of ours (never followed)",
+                self.dir.dir.display()
+            ));
+        }
+        !replaced.is_empty()
     }
 
     fn lock_busy(&mut self, what: &str) {
@@ -913,6 +964,8 @@ impl Writer<'_> {
                 self.rescan(false);
             }
             Err(EvictError::Busy) => self.lock_busy("log compaction"),
+            // A side file planted since the open: replaced now, compacted next time.
+            Err(EvictError::Io(e)) if fsx::is_not_regular(&e) && self.repair() => {}
             Err(EvictError::Io(e)) => self.shared.conditions.report(
                 "compact",
                 format!("program cache: compacting lru.log failed: {e}"),

@@ -34,7 +34,7 @@ const MAX_STAMP_FILE: u64 = 64 * 1024;
 /// compacted long before they get there.
 const MAX_LOG_READ: u64 = 8 << 20;
 /// At most this many names are listed in one folder (a 64 MiB store of 4 KiB entries has 16 Ki).
-const MAX_LIST: usize = 1 << 20;
+pub(crate) const MAX_LIST: usize = 1 << 20;
 /// Temporary files older than this are left-overs of a crashed writer.
 const STALE_TMP: Duration = Duration::from_secs(600);
 /// Another stamp's store unused this long is deleted.
@@ -203,8 +203,10 @@ struct Handles {
     identity: [(u64, u64); 3],
 }
 
-/// How long opening waits for the store's `in-use.lock` (held exclusively only by a process
-/// deleting the folder or by `gpusvc cache clear --force`). Background thread only.
+/// How long opening waits, in all, for the store's `in-use.lock` (held exclusively only while
+/// another process deletes the store — stale-store collection, `gpusvc cache clear` of a store
+/// nobody uses — or for a moment by `gpusvc cache list|verify|stats` probing whether it is in
+/// use). Background thread only.
 pub const OPEN_LOCK_WAIT: Duration = Duration::from_secs(2);
 /// How long an eviction waits for `evict.lock`. Background thread only.
 pub const EVICT_LOCK_WAIT: Duration = Duration::from_millis(100);
@@ -270,25 +272,39 @@ impl Handles {
         lock_wait: Duration,
     ) -> io::Result<(Self, OpenNotes)> {
         create_root(root_path)?;
-        let root = fsx::open_root(root_path)?;
+        let mut root = fsx::open_root(root_path)?;
         let mut attempts = 0;
+        // One deadline for every attempt: the whole open waits at most `lock_wait`.
+        let deadline = std::time::Instant::now() + lock_wait;
         loop {
             attempts += 1;
             let created = fsx::mkdir(b(&root), name)?;
             let dir = fsx::open_dir(b(&root), name)?;
             fsx::check_private_dir(&dir, name)?;
-            fsx::mkdir(b(&dir), "entries")?;
-            fsx::mkdir(b(&dir), "tmp")?;
-            let entries = fsx::open_dir(b(&dir), "entries")?;
-            let tmp = fsx::open_dir(b(&dir), "tmp")?;
+            // ENOENT from here on: another process deleted the folder under us; start again.
+            let gone = |e: &io::Error| e.kind() == io::ErrorKind::NotFound && attempts < 5;
+            let sub = fsx::mkdir(b(&dir), "entries")
+                .and_then(|_| fsx::mkdir(b(&dir), "tmp"))
+                .and_then(|_| fsx::open_dir(b(&dir), "entries"))
+                .and_then(|e| Ok((e, fsx::open_dir(b(&dir), "tmp")?)));
+            let (entries, tmp) = match sub {
+                Ok(x) => x,
+                Err(e) if gone(&e) => continue,
+                Err(e) => return Err(e),
+            };
             fsx::check_private_dir(&entries, "entries")?;
             fsx::check_private_dir(&tmp, "tmp")?;
             // A link, FIFO, device or hard link at one of our side files (planted: no process of
             // ours makes one) is replaced by a file of ours; its target is never touched.
             let replaced = replace_planted_side_files(&dir);
             let existed = fsx::lstat(b(&dir), "in-use.lock").is_ok();
-            let in_use = fsx::open_rw(b(&dir), "in-use.lock", false)?;
-            if !fsx::flock_within(&in_use, false, lock_wait)? {
+            let in_use = match fsx::open_rw(b(&dir), "in-use.lock", false) {
+                Ok(fd) => fd,
+                Err(e) if gone(&e) => continue,
+                Err(e) => return Err(e),
+            };
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            if !fsx::flock_within(&in_use, false, left)? {
                 return Err(io::Error::new(
                     io::ErrorKind::WouldBlock,
                     format!(
@@ -299,7 +315,8 @@ impl Handles {
                 ));
             }
             // A process deleting the folder may have removed it between our mkdir and our
-            // lock: then the locked file or the folder is no longer the one at the path.
+            // lock: then the locked file or the folder is no longer the one at the path (or a
+            // step above failed with ENOENT), and we start again.
             let dir_st = rustix::fs::fstat(&dir)?;
             let lock_st = rustix::fs::fstat(&in_use)?;
             let same = fsx::lstat(b(&root), name).is_ok_and(|s| identity(&s) == identity(&dir_st))
@@ -329,7 +346,14 @@ impl Handles {
                 _in_use: in_use,
                 identity: identities,
             };
-            let repaired = handles.ensure_stamp(stamp, created)?;
+            let repaired = match handles.ensure_stamp(stamp, created) {
+                Ok(r) => r,
+                Err(e) if gone(&e) => {
+                    root = handles.root;
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
             return Ok((
                 handles,
                 OpenNotes {
@@ -753,15 +777,18 @@ impl StampDir {
         scan
     }
 
-    /// Entries in load order: hot ones first (in the order they were marked, most recent mark
-    /// first), then most recently used first.
+    /// Entries in load order: hot ones first (the most recently marked first; a key marked
+    /// several times counts by its newest mark), then most recently used first.
     pub(crate) fn load_order(&self) -> Vec<EntryFile> {
         let h = self.h();
         let mut list = self.scan_with(&h).entries;
         list.sort_by_key(|e| std::cmp::Reverse(e.last_use_ms));
         let hot = self.hot(&h);
-        let rank: HashMap<ProgramKey, usize> =
-            hot.iter().rev().enumerate().map(|(i, k)| (*k, i)).collect();
+        // Rank 0 is the most recent mark; a key marked several times keeps its newest rank.
+        let mut rank: HashMap<ProgramKey, usize> = HashMap::new();
+        for (i, k) in hot.iter().rev().enumerate() {
+            rank.entry(*k).or_insert(i);
+        }
         list.sort_by_key(|e| rank.get(&e.key).copied().unwrap_or(usize::MAX));
         list
     }
@@ -885,9 +912,16 @@ impl StampDir {
     }
 
     /// Deletes every entry (the browser's "clear", or the driver refused too many binaries)
-    /// and the logs. Returns the entries deleted.
+    /// and empties the logs. Returns the entries deleted.
     pub(crate) fn drop_all(&self) -> io::Result<usize> {
         let h = self.h();
+        // Under `evict.lock` when it can be had within the bounded wait, so another process's
+        // compaction does not rename its older logs back over the emptied ones; without it
+        // otherwise (a clear is never refused for a lock another process holds).
+        let lock = fsx::open_rw(b(&h.dir), "evict.lock", false).ok();
+        let locked = lock
+            .as_ref()
+            .is_some_and(|l| fsx::flock_within(l, true, EVICT_LOCK_WAIT).unwrap_or(false));
         let scan = self.scan_with(&h);
         let mut n = 0;
         for e in &scan.entries {
@@ -895,9 +929,19 @@ impl StampDir {
                 n += 1;
             }
         }
-        self.replace(&h, "lru", "lru.log", &[])?;
-        self.replace(&h, "hot", "hot.list", &[])?;
-        Ok(n)
+        let result = self
+            .replace(&h, "lru", "lru.log", &[])
+            .and_then(|()| self.replace(&h, "hot", "hot.list", &[]));
+        if let (Some(l), true) = (&lock, locked) {
+            fsx::unflock(l);
+        }
+        result.map(|()| n)
+    }
+
+    /// Replaces side files planted since the open (a link, FIFO or hard link at `evict.lock`
+    /// or a log): the same repair as at open. Returns what was replaced.
+    pub(crate) fn repair_side_files(&self) -> Vec<String> {
+        replace_planted_side_files(&self.h().dir)
     }
 }
 
@@ -935,6 +979,11 @@ pub(crate) fn recognize(root: &OwnedFd, name: &str) -> Recognized {
     let Ok(dir) = fsx::open_dir(b(root), name) else {
         return Recognized::NotOurs;
     };
+    // Another user's folder is never ours, whatever it holds.
+    let euid = rustix::process::geteuid().as_raw();
+    if !rustix::fs::fstat(&dir).is_ok_and(|st| st.st_uid == euid) {
+        return Recognized::NotOurs;
+    }
     let layout = fsx::lstat(b(&dir), "entries")
         .is_ok_and(|s| fsx::file_type(&s) == FileType::Directory)
         || fsx::lstat(b(&dir), "in-use.lock").is_ok();
@@ -1027,6 +1076,9 @@ pub(crate) fn delete_store(root: &OwnedFd, store: &OtherStore, stop: &dyn Fn() -
     }
     if let Ok(tmp) = fsx::open_dir(b(dir), "tmp") {
         for e in fsx::list(b(&tmp), MAX_LIST).unwrap_or_default() {
+            if stop() {
+                return d;
+            }
             if tmp_pid(&e.name).is_some()
                 && fsx::lstat(b(&tmp), &e.name)
                     .is_ok_and(|s| fsx::file_type(&s) != FileType::Directory)
@@ -1047,7 +1099,8 @@ pub(crate) fn delete_store(root: &OwnedFd, store: &OtherStore, stop: &dyn Fn() -
 
 /// Tries to take a store's `in-use.lock` exclusively without waiting: `Some(lock)` when no
 /// process uses it (the lock is held until the returned fd is dropped), `None` when one does.
-/// The lock file is not created: a store without one is used by nobody.
+/// A store without the file is used by nobody: the file is created then, so an opener waits
+/// for the lock while the store is being deleted.
 pub(crate) fn lock_unused(store: &OtherStore) -> io::Result<Option<OwnedFd>> {
     let fd = match fsx::open_read(b(&store.dir), "in-use.lock") {
         Ok((fd, _)) => fd,
