@@ -1203,3 +1203,24 @@ fn streams_waiting_in_a_ring_on_unreleased_tokens_all_run() {
         }
     }
 }
+
+#[test]
+fn a_raised_stream_is_queued_by_the_age_of_its_front_task() {
+    let mut s = Sched::new();
+    let r = s.stream(LOW);
+    let [h0, h1, h2, w] = [(); 4].map(|_| s.stream(HIGH));
+    s.client(r, 1);
+    // h0 joins High before R's task is enqueued, h1 and h2 after it.
+    s.push(h0, "h0");
+    let mut spec = s.spec("r");
+    spec.release = Some((1, 1));
+    s.enqueue_spec(r, spec, false, &[]);
+    s.push(h1, "h1");
+    s.push(h2, "h2");
+    // W's wait raises R to High: R's older task goes ahead of h1 and h2, not of h0.
+    let spec = s.spec("w");
+    s.enqueue_spec(w, spec, false, &[token(1, 1)]);
+    assert_eq!(s.scheduled(r), HIGH);
+    assert_eq!(s.run_until_idle(), 5);
+    assert_eq!(s.entries(), ["h0", "r", "h1", "h2", "w"]);
+}

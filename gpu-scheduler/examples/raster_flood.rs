@@ -14,14 +14,30 @@
 //! frame after it was enqueued), and the acceptance check: with the scheduler, RealTime p99 delay
 //! <= one time slice + one task.
 //!
+//! A second scenario measures the queue-order rule for a stream raised by priority
+//! inheritance, in virtual time (the scheduler runs on a [`ManualClock`] that the tasks' work
+//! advances, and events are enqueued as the clock reaches them: exact and repeatable, however
+//! loaded the machine): each frame a Low "upload" stream gets a 1 ms task at +5 ms that
+//! releases a token, and a High client a 0.5 ms task at +7 ms that waits on it (raising the
+//! upload stream to High) and is due by the frame's end; busy High "UI" streams get work
+//! either all at +6 ms (2 ms each) or at random times through the frame (0.75 ms, 4 per frame
+//! each); presentation and 2 Normal renderers as above, a Low raster flood underneath. Each
+//! load runs with the raised stream queued at the back of High (the rule before issue 11) and
+//! by the age of its front task (the rule since); printed: each class's delay and the client's
+//! missed frames (its task finished after its frame's end).
+//!
 //! `cargo run --release -p gpusvc-gpu-scheduler --example raster_flood`
 
-use std::sync::{Arc, Mutex};
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex, OnceLock};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use gpu_scheduler::{Priority, Scheduler, SchedulerConfig, Task, TaskContext, TaskResult};
-use sync_points::SyncPointManager;
+use gpu_scheduler::{
+    Clock, ManualClock, Priority, Scheduler, SchedulerConfig, StreamId, Task, TaskContext,
+    TaskResult,
+};
+use sync_points::{ClientId, SyncPointManager, SyncToken};
 
 const FRAME: Duration = Duration::from_micros(16_667);
 const FRAMES: u32 = 90; // ~1.5 s
@@ -35,12 +51,18 @@ const RASTER_CHECK_EVERY: Duration = Duration::from_micros(250);
 /// When the flood arrives.
 const FLOOD_AT: Duration = Duration::from_millis(100);
 
-/// Which class a task belongs to (a row of the table).
+/// Which class a task belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Class {
     RealTime,
     Renderer(usize),
     Raster,
+    /// The inheritance scenario's Low stream whose task releases the client's token.
+    Upload,
+    /// The inheritance scenario's busy High streams.
+    Ui(usize),
+    /// The inheritance scenario's High client waiting on the upload's token.
+    Client,
 }
 
 impl Class {
@@ -48,17 +70,41 @@ impl Class {
         match self {
             Class::RealTime => Priority::RealTime,
             Class::Renderer(_) => Priority::Normal,
-            Class::Raster => Priority::Low,
+            Class::Raster | Class::Upload => Priority::Low,
+            Class::Ui(_) | Class::Client => Priority::High,
+        }
+    }
+
+    /// Its row of the tables ([`ROWS`]).
+    fn row(self) -> usize {
+        match self {
+            Class::RealTime => 0,
+            Class::Renderer(_) => 1,
+            Class::Raster => 2,
+            Class::Upload => 3,
+            Class::Ui(_) => 4,
+            Class::Client => 5,
         }
     }
 }
 
-/// One task of the workload: enqueued `at` after the start, `work` long.
+/// The rows: (name, priority).
+const ROWS: [(&str, &str); 6] = [
+    ("present", "RealTime"),
+    ("renderers", "Normal"),
+    ("raster", "Low"),
+    ("upload", "Low"),
+    ("busy UI", "High"),
+    ("client", "High"),
+];
+
+/// One task of the workload: enqueued `at` after the start, `work` long, in frame `frame`.
 #[derive(Debug, Clone, Copy)]
 struct Event {
     at: Duration,
     class: Class,
     work: Duration,
+    frame: u32,
 }
 
 fn workload() -> Vec<Event> {
@@ -69,12 +115,14 @@ fn workload() -> Vec<Event> {
             at: frame_start,
             class: Class::RealTime,
             work: RT_WORK,
+            frame: f,
         });
         for r in 0..RENDERERS {
             ev.push(Event {
                 at: frame_start + Duration::from_millis(3 + 5 * r as u64),
                 class: Class::Renderer(r),
                 work: RENDERER_WORK,
+                frame: f,
             });
         }
     }
@@ -84,8 +132,134 @@ fn workload() -> Vec<Event> {
             at: FLOOD_AT,
             class: Class::Raster,
             work: RASTER_TASK,
+            frame: 0,
         });
     }
+    ev.sort_by_key(|e| e.at);
+    ev
+}
+
+/// The inheritance scenario: frames simulated (virtual time), and its raster flood: a 4 ms task
+/// every 8 ms, more than the frames leave, so the Low level always has work.
+const INH_FRAMES: u32 = 600;
+const INH_RASTER_EVERY: Duration = Duration::from_millis(8);
+const UPLOAD_AT: Duration = Duration::from_millis(5);
+const UPLOAD_WORK: Duration = Duration::from_millis(1);
+const CLIENT_AT: Duration = Duration::from_millis(7);
+const CLIENT_WORK: Duration = Duration::from_micros(500);
+
+/// The busy High UI streams of the inheritance scenario.
+#[derive(Debug, Clone, Copy)]
+struct UiLoad {
+    streams: usize,
+    /// Tasks per stream per frame, one in each of `per_frame` equal slots of the frame: at
+    /// `at` into the frame when `at` is given, else at a random point of its slot (seeded).
+    per_frame: u32,
+    at: Option<Duration>,
+    work: Duration,
+}
+
+impl UiLoad {
+    fn describe(&self) -> String {
+        format!(
+            "{} x {}/frame {:.2} ms{}",
+            self.streams,
+            self.per_frame,
+            self.work.as_secs_f64() * 1e3,
+            if self.at.is_some() { "" } else { " rnd" }
+        )
+    }
+}
+
+/// The loads measured: every UI task of a frame at once (2 ms each, at +6 ms, just after the
+/// upload task: the High level holds them when the client's wait raises the upload stream,
+/// and nothing new arrives meanwhile); and UI streams that keep getting work through the frame
+/// at random times (0.75 ms, 4 per frame each), so High work arrives while the raised stream
+/// waits.
+const UI_LOADS: [UiLoad; 4] = [
+    UiLoad {
+        streams: 2,
+        per_frame: 1,
+        at: Some(Duration::from_millis(6)),
+        work: Duration::from_millis(2),
+    },
+    UiLoad {
+        streams: 4,
+        per_frame: 1,
+        at: Some(Duration::from_millis(6)),
+        work: Duration::from_millis(2),
+    },
+    UiLoad {
+        streams: 3,
+        per_frame: 4,
+        at: None,
+        work: Duration::from_micros(750),
+    },
+    UiLoad {
+        streams: 4,
+        per_frame: 4,
+        at: None,
+        work: Duration::from_micros(750),
+    },
+];
+
+/// splitmix64, for the random arrival times (seeded: every run the same).
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in `[0, d)`.
+    fn within(&mut self, d: Duration) -> Duration {
+        Duration::from_nanos(self.next() % d.as_nanos().max(1) as u64)
+    }
+}
+
+/// The inheritance scenario with the `ui` load (see the module docs).
+fn inheritance_workload(ui: UiLoad) -> Vec<Event> {
+    let mut rng = Rng(11);
+    let mut ev = Vec::new();
+    let end = FRAME * INH_FRAMES;
+    let mut t = Duration::ZERO;
+    while t < end {
+        ev.push(Event {
+            at: t,
+            class: Class::Raster,
+            work: RASTER_TASK,
+            frame: 0,
+        });
+        t += INH_RASTER_EVERY;
+    }
+    for f in 0..INH_FRAMES {
+        let frame_start = FRAME * f;
+        let at = |d: Duration, class: Class, work: Duration| Event {
+            at: frame_start + d,
+            class,
+            work,
+            frame: f,
+        };
+        ev.push(at(Duration::ZERO, Class::RealTime, RT_WORK));
+        for r in 0..RENDERERS {
+            let d = Duration::from_millis(3 + 5 * r as u64);
+            ev.push(at(d, Class::Renderer(r), RENDERER_WORK));
+        }
+        ev.push(at(UPLOAD_AT, Class::Upload, UPLOAD_WORK));
+        let slot = FRAME / ui.per_frame;
+        for u in 0..ui.streams {
+            for k in 0..ui.per_frame {
+                let d = slot * k + ui.at.unwrap_or_else(|| rng.within(slot));
+                ev.push(at(d, Class::Ui(u), ui.work));
+            }
+        }
+        ev.push(at(CLIENT_AT, Class::Client, CLIENT_WORK));
+    }
+    // Stable: same-time events keep the order above.
     ev.sort_by_key(|e| e.at);
     ev
 }
@@ -98,15 +272,95 @@ fn spin(d: Duration) {
     }
 }
 
-/// Enqueue-to-start delays per priority (Low, Normal, High, RealTime).
+/// Where a run's time comes from: the machine's clock (work is busy-spun: the real-time runs),
+/// or virtual time (work advances the scheduler's [`ManualClock`]: the inheritance scenario,
+/// exact and repeatable however loaded the machine is).
+trait Time: Send + Sync {
+    /// Since the run's start.
+    fn now(&self) -> Duration;
+    /// Does `d` of work.
+    fn work(&self, d: Duration);
+}
+
+/// The machine's clock, from the run's start.
+struct WallTime(Instant);
+
+impl Time for WallTime {
+    fn now(&self) -> Duration {
+        self.0.elapsed()
+    }
+
+    fn work(&self, d: Duration) {
+        spin(d);
+    }
+}
+
+/// Virtual time: the scheduler's clock, moved by the tasks' work and, when nothing is runnable,
+/// by the driver to the next event. The IO thread's role is played by `inject`: each event is
+/// enqueued when the clock reaches its time, also in the middle of a task's work.
+struct VirtualTime {
+    clock: Arc<ManualClock>,
+    due: Mutex<VecDeque<Event>>,
+    inject: OnceLock<Box<dyn Fn(Event) + Send + Sync>>,
+}
+
+impl VirtualTime {
+    fn next_at(&self) -> Option<Duration> {
+        self.due.lock().unwrap().front().map(|e| e.at)
+    }
+
+    /// Enqueues the events due by now.
+    fn inject_due(&self) {
+        loop {
+            let e = {
+                let mut due = self.due.lock().unwrap();
+                match due.front() {
+                    Some(e) if e.at <= self.now() => due.pop_front(),
+                    _ => None,
+                }
+            };
+            let Some(e) = e else {
+                return;
+            };
+            (self.inject.get().expect("set before the run"))(e);
+        }
+    }
+
+    fn advance_to(&self, t: Duration) {
+        self.clock.advance(t.saturating_sub(self.now()));
+    }
+}
+
+impl Time for VirtualTime {
+    fn now(&self) -> Duration {
+        Duration::from_nanos(self.clock.now_ns())
+    }
+
+    fn work(&self, d: Duration) {
+        let end = self.now() + d;
+        loop {
+            self.inject_due();
+            if self.now() >= end {
+                return;
+            }
+            self.advance_to(self.next_at().map_or(end, |at| at.min(end)));
+        }
+    }
+}
+
+/// Enqueue-to-start delays per row ([`ROWS`]), and the client's missed frames.
 #[derive(Debug, Default)]
-struct Delays([Vec<Duration>; 4]);
+struct Delays {
+    rows: [Vec<Duration>; ROWS.len()],
+    client_missed: usize,
+}
 
 type Shared = Arc<Mutex<Delays>>;
 
-fn record(delays: &Shared, class: Class, enqueued: Instant) {
-    let d = enqueued.elapsed();
-    delays.lock().unwrap().0[class.priority().index()].push(d);
+/// Records a start now of a task of `class` enqueued at `enqueued`.
+fn record(delays: &Shared, class: Class, enqueued: Duration, time: &dyn Time) {
+    let d = time.now().saturating_sub(enqueued);
+    delays.lock().unwrap().rows[class.row()].push(d);
 }
 
 /// Sleeps until `start + at`, then enqueues each event with `enqueue`.
@@ -127,14 +381,15 @@ fn run_fifo(events: &[Event]) -> (Delays, Duration) {
     let (tx, rx) = crossbeam_channel::unbounded::<Job>();
     let delays: Shared = Arc::default();
     let start = Instant::now();
+    let time: Arc<dyn Time> = Arc::new(WallTime(start));
     let io = {
-        let (events, delays) = (events.to_vec(), delays.clone());
+        let (events, delays, time) = (events.to_vec(), delays.clone(), time.clone());
         thread::spawn(move || {
             io_thread(start, events, |e| {
-                let (delays, enqueued) = (delays.clone(), Instant::now());
+                let (delays, time, enqueued) = (delays.clone(), time.clone(), time.now());
                 tx.send(Box::new(move || {
-                    record(&delays, e.class, enqueued);
-                    spin(e.work);
+                    record(&delays, e.class, enqueued, &*time);
+                    time.work(e.work);
                 }))
                 .unwrap();
             })
@@ -151,59 +406,133 @@ fn run_fifo(events: &[Event]) -> (Delays, Duration) {
 
 /// A raster task with `left` work to do: works in `RASTER_CHECK_EVERY` steps and yields when
 /// higher-priority work is waiting.
-fn raster(left: Duration) -> impl FnOnce(&TaskContext<'_>) -> TaskResult + Send + 'static {
+fn raster(
+    left: Duration,
+    time: Arc<dyn Time>,
+) -> impl FnOnce(&TaskContext<'_>) -> TaskResult + Send + 'static {
     move |ctx| {
         let mut left = left;
         while !left.is_zero() {
             let step = left.min(RASTER_CHECK_EVERY);
-            spin(step);
+            time.work(step);
             left -= step;
             if !left.is_zero() && ctx.should_yield() {
-                return TaskResult::continue_later(raster(left));
+                return TaskResult::continue_later(raster(left, time));
             }
         }
         TaskResult::Done
     }
 }
 
-/// (b) The scheduler.
+/// The upload stream's client (its token `frame + 1` is the client's wait of that frame).
+const UPLOAD_CLIENT: ClientId = ClientId {
+    namespace: 0,
+    command_buffer_id: 1,
+};
+
+/// The streams of a scheduler run, one per class (per renderer, per UI stream).
+struct Streams {
+    rt: StreamId,
+    renderers: Vec<StreamId>,
+    raster: StreamId,
+    upload: StreamId,
+    uis: Vec<StreamId>,
+    client: StreamId,
+}
+
+fn add_streams(sched: &Scheduler, events: &[Event]) -> Streams {
+    let upload = sched.add_stream(Class::Upload.priority());
+    sched.create_client(upload, UPLOAD_CLIENT).unwrap();
+    let ui_streams = events
+        .iter()
+        .filter_map(|e| match e.class {
+            Class::Ui(u) => Some(u + 1),
+            _ => None,
+        })
+        .max()
+        .unwrap_or(0);
+    Streams {
+        rt: sched.add_stream(Class::RealTime.priority()),
+        renderers: (0..RENDERERS)
+            .map(|r| sched.add_stream(Class::Renderer(r).priority()))
+            .collect(),
+        raster: sched.add_stream(Class::Raster.priority()),
+        upload,
+        uis: (0..ui_streams)
+            .map(|u| sched.add_stream(Class::Ui(u).priority()))
+            .collect(),
+        client: sched.add_stream(Class::Client.priority()),
+    }
+}
+
+/// The task of event `e`, enqueued now, and its stream.
+fn task_for(e: Event, s: &Streams, delays: &Shared, time: &Arc<dyn Time>) -> (StreamId, Task) {
+    let (delays, time, enqueued) = (delays.clone(), time.clone(), time.now());
+    match e.class {
+        Class::RealTime | Class::Renderer(_) | Class::Ui(_) => {
+            let stream = match e.class {
+                Class::Renderer(r) => s.renderers[r],
+                Class::Ui(u) => s.uis[u],
+                _ => s.rt,
+            };
+            let task = Task::simple(move || {
+                record(&delays, e.class, enqueued, &*time);
+                time.work(e.work);
+            });
+            (stream, task)
+        }
+        Class::Upload => {
+            let task = Task::new(move |ctx| {
+                record(&delays, e.class, enqueued, &*time);
+                time.work(e.work);
+                let sync = ctx.scheduler().sync_points();
+                sync.release(UPLOAD_CLIENT, u64::from(e.frame) + 1).unwrap();
+                TaskResult::Done
+            });
+            (s.upload, task)
+        }
+        Class::Client => {
+            // Its frame ends at the next vsync.
+            let deadline = FRAME * (e.frame + 1);
+            let task = Task::simple(move || {
+                record(&delays, e.class, enqueued, &*time);
+                time.work(e.work);
+                if time.now() > deadline {
+                    delays.lock().unwrap().client_missed += 1;
+                }
+            })
+            .wait_for([SyncToken::new(
+                UPLOAD_CLIENT.namespace,
+                UPLOAD_CLIENT.command_buffer_id,
+                u64::from(e.frame) + 1,
+            )]);
+            (s.client, task)
+        }
+        Class::Raster => {
+            let rest = raster(e.work, time.clone());
+            let task = Task::new(move |ctx| {
+                record(&delays, e.class, enqueued, &*time);
+                rest(ctx)
+            });
+            (s.raster, task)
+        }
+    }
+}
+
+/// (b) The scheduler, in real time: an IO thread enqueues, this thread drives.
 fn run_scheduler(events: &[Event], config: SchedulerConfig) -> (Delays, Duration, Arc<Scheduler>) {
     let sched = Scheduler::with_config(Arc::new(SyncPointManager::new()), config);
-    let rt = sched.add_stream(Priority::RealTime);
-    let renderers: Vec<_> = (0..RENDERERS)
-        .map(|_| sched.add_stream(Priority::Normal))
-        .collect();
-    let raster_stream = sched.add_stream(Priority::Low);
+    let streams = add_streams(&sched, events);
     // Wakes the GPU thread when it is idle; disconnected when the IO thread is done.
     let (wake_tx, wake_rx) = crossbeam_channel::unbounded::<()>();
     let delays: Shared = Arc::default();
     let start = Instant::now();
+    let time: Arc<dyn Time> = Arc::new(WallTime(start));
     let io = {
         let (events, delays, sched) = (events.to_vec(), delays.clone(), sched.clone());
         thread::spawn(move || {
             io_thread(start, events, |e| {
-                let (delays, enqueued) = (delays.clone(), Instant::now());
-                let (stream, task) = match e.class {
-                    Class::RealTime | Class::Renderer(_) => {
-                        let stream = match e.class {
-                            Class::Renderer(r) => renderers[r],
-                            _ => rt,
-                        };
-                        let task = Task::simple(move || {
-                            record(&delays, e.class, enqueued);
-                            spin(e.work);
-                        });
-                        (stream, task)
-                    }
-                    Class::Raster => {
-                        let rest = raster(e.work);
-                        let task = Task::new(move |ctx| {
-                            record(&delays, e.class, enqueued);
-                            rest(ctx)
-                        });
-                        (raster_stream, task)
-                    }
-                };
+                let (stream, task) = task_for(e, &streams, &delays, &time);
                 sched.enqueue(stream, task).unwrap();
                 let _ = wake_tx.send(());
             })
@@ -234,6 +563,50 @@ fn run_scheduler(events: &[Event], config: SchedulerConfig) -> (Delays, Duration
     )
 }
 
+/// (c) The scheduler in virtual time (see [`VirtualTime`]), with default slices;
+/// `raised_to_back`: queue a stream raised by inheritance at the back of its new level (the
+/// rule before issue 11) instead of by the age of its front task.
+fn run_virtual(events: &[Event], raised_to_back: bool) -> Delays {
+    let clock = Arc::new(ManualClock::new());
+    let config = SchedulerConfig {
+        clock: clock.clone(),
+        ..SchedulerConfig::default()
+    };
+    let sched = Scheduler::with_config(Arc::new(SyncPointManager::new()), config);
+    sched.set_legacy_rules(false, raised_to_back);
+    let streams = add_streams(&sched, events);
+    let delays: Shared = Arc::default();
+    let vt = Arc::new(VirtualTime {
+        clock,
+        due: Mutex::new(events.iter().copied().collect()),
+        inject: OnceLock::new(),
+    });
+    {
+        let (sched, vt_weak, delays) =
+            (Arc::downgrade(&sched), Arc::downgrade(&vt), delays.clone());
+        let inject = move |e: Event| {
+            if let (Some(sched), Some(vt)) = (sched.upgrade(), vt_weak.upgrade()) {
+                let time: Arc<dyn Time> = vt;
+                let (stream, task) = task_for(e, &streams, &delays, &time);
+                sched.enqueue(stream, task).unwrap();
+            }
+        };
+        assert!(vt.inject.set(Box::new(inject)).is_ok());
+    }
+    loop {
+        vt.inject_due();
+        if sched.run_next().is_some() {
+            continue;
+        }
+        match vt.next_at() {
+            Some(at) => vt.advance_to(at),
+            None => break,
+        }
+    }
+    drop(sched);
+    std::mem::take(&mut *delays.lock().unwrap())
+}
+
 fn ms(d: Option<Duration>) -> String {
     d.map_or_else(|| "-".into(), |d| format!("{:.2}", d.as_secs_f64() * 1e3))
 }
@@ -257,7 +630,7 @@ fn summarize(v: &[Duration]) -> Summary {
 }
 
 fn missed_frames(d: &Delays) -> usize {
-    d.0[Priority::RealTime.index()]
+    d.rows[Class::RealTime.row()]
         .iter()
         .filter(|d| **d > FRAME)
         .count()
@@ -294,9 +667,9 @@ fn main() {
         "queue", "priority", "tasks", "p50 ms", "p99 ms", "max ms", "missed"
     );
     for (name, d, wall) in [("FIFO", &fifo, fifo_wall), ("scheduler", &ours, ours_wall)] {
-        for p in [Priority::RealTime, Priority::Normal, Priority::Low] {
-            let s = summarize(&d.0[p.index()]);
-            let missed = if p == Priority::RealTime {
+        for class in [Class::RealTime, Class::Renderer(0), Class::Raster] {
+            let s = summarize(&d.rows[class.row()]);
+            let missed = if class == Class::RealTime {
                 missed_frames(d).to_string()
             } else {
                 "".into()
@@ -304,7 +677,7 @@ fn main() {
             println!(
                 "{:<10} {:<10} {:>6} {:>10} {:>10} {:>10} {:>8}",
                 name,
-                format!("{p:?}"),
+                ROWS[class.row()].1,
                 s.n,
                 ms(s.p50),
                 ms(s.p99),
@@ -325,10 +698,10 @@ fn main() {
     );
 
     let bound = slice + RASTER_TASK;
-    let ours_p99 = summarize(&ours.0[Priority::RealTime.index()])
+    let ours_p99 = summarize(&ours.rows[Class::RealTime.row()])
         .p99
         .unwrap_or_default();
-    let fifo_p99 = summarize(&fifo.0[Priority::RealTime.index()])
+    let fifo_p99 = summarize(&fifo.rows[Class::RealTime.row()])
         .p99
         .unwrap_or_default();
     let ok = ours_p99 <= bound;
@@ -344,7 +717,65 @@ fn main() {
         missed_frames(&fifo),
         missed_frames(&ours),
     );
+    inheritance();
     if !ok {
         std::process::exit(1);
+    }
+}
+
+/// The inheritance scenario (see the module docs) under both queue-order rules, in virtual
+/// time.
+fn inheritance() {
+    println!(
+        "\ninheritance (virtual time: exact, repeatable): each frame a Low upload task ({:.1} ms, \
+         at +{} ms) releases the token a High client task ({:.1} ms, at +{} ms, due by the \
+         frame's end) waits on; busy High UI streams as listed (rnd: random times); \
+         presentation and renderers as above; a Low raster flood (a {} ms task every {} ms); \
+         {INH_FRAMES} frames",
+        UPLOAD_WORK.as_secs_f64() * 1e3,
+        UPLOAD_AT.as_millis(),
+        CLIENT_WORK.as_secs_f64() * 1e3,
+        CLIENT_AT.as_millis(),
+        RASTER_TASK.as_millis(),
+        INH_RASTER_EVERY.as_millis(),
+    );
+    println!(
+        "{:<22} {:<16} {:<10} {:<9} {:>6} {:>8} {:>8} {:>8} {:>7}",
+        "busy UI (High)",
+        "raised stream",
+        "class",
+        "priority",
+        "tasks",
+        "p50 ms",
+        "p99 ms",
+        "max ms",
+        "missed"
+    );
+    for ui in UI_LOADS {
+        let events = inheritance_workload(ui);
+        for (rule, to_back) in [("at the back", true), ("by age (default)", false)] {
+            let d = run_virtual(&events, to_back);
+            for class in [Class::Client, Class::Upload, Class::Ui(0), Class::RealTime] {
+                let s = summarize(&d.rows[class.row()]);
+                let missed = match class {
+                    Class::Client => d.client_missed.to_string(),
+                    Class::RealTime => missed_frames(&d).to_string(),
+                    _ => String::new(),
+                };
+                let (name, priority) = ROWS[class.row()];
+                println!(
+                    "{:<22} {:<16} {:<10} {:<9} {:>6} {:>8} {:>8} {:>8} {:>7}",
+                    ui.describe(),
+                    rule,
+                    name,
+                    priority,
+                    s.n,
+                    ms(s.p50),
+                    ms(s.p99),
+                    ms(s.max),
+                    missed
+                );
+            }
+        }
     }
 }

@@ -14,6 +14,7 @@ use crate::metrics::{Level, Metrics, RunSample, TaskSample};
 /// Maps keyed by small ids: `foldhash` (a few ns a lookup against ~13 ns for SipHash; the keys
 /// are ids this crate or the host assigns, so HashDoS resistance buys nothing here).
 type HashMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
+type HashSet<K> = std::collections::HashSet<K, foldhash::fast::RandomState>;
 
 use crate::sync::{Arc, AtomicBool, AtomicU64, Mutex, Ordering, OwnArc, OwnWeak, lock};
 
@@ -261,10 +262,17 @@ struct Stream {
     enabled: bool,
     sequence: Arc<OrderData>,
     tasks: VecDeque<QueuedTask>,
-    /// The level it is queued at, if queued.
-    queued: Option<Priority>,
+    /// Where it is queued, if queued (see [`RunQueue`]).
+    queued: Option<Slot>,
     /// Pending waits of the front task: wait id -> releasing stream (if a stream of ours).
     waits: HashMap<u64, Option<StreamId>>,
+    /// The wait graph's edges out of this stream: each releaser in `waits` other than itself,
+    /// with the number of waits it releases (several waits on one releaser are one loan).
+    lends_to: Vec<(StreamId, u32)>,
+    /// The edges into it: the streams whose `lends_to` names it.
+    waiters: HashSet<StreamId>,
+    /// The last lowering pass that put it in its recomputed set (see [`State::lower`]).
+    mark: u64,
 }
 
 /// The running stream and its pick time (clock ns); its slice length is `Scheduler::slice_ns`.
@@ -291,7 +299,11 @@ const BATCH_COUNT: u64 = BATCH_DISABLED - 1;
 #[derive(Default)]
 struct State {
     streams: HashMap<StreamId, Stream>,
-    levels: [VecDeque<StreamId>; 4],
+    queue: RunQueue,
+    /// The newest order number this scheduler handed out (the run queue's back key).
+    last_order: u64,
+    /// Priority propagation's scratch space, counters and rule switches.
+    prio: PrioWork,
     /// Stream of each stream's sequence: a token's releaser is the stream whose sequence its
     /// client releases on.
     by_sequence: HashMap<SequenceId, StreamId>,
@@ -305,6 +317,409 @@ struct State {
     last_sequence: Option<(StreamId, Arc<OrderData>)>,
     /// Set by [`Scheduler::shutdown`]: nothing runs or is accepted any more.
     closed: bool,
+}
+
+/// In debug builds every priority change is checked against the from-scratch oracle
+/// ([`State::wrong_priorities`]) while a scheduler has at most this many streams.
+#[cfg(debug_assertions)]
+const DEBUG_CHECK_MAX_STREAMS: usize = 64;
+
+/// A run-queue key: (order number, ticket). A stream queued at the back of its level gets the
+/// newest order number this scheduler handed out (`State::last_order`); a stream raised by
+/// inheritance gets its front task's, so it sits where it would be had it joined the level when
+/// that task was enqueued. The ticket (a counter) breaks ties in queueing order.
+type QueueKey = (u64, u64);
+
+/// Where a queued stream sits in the [`RunQueue`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Slot {
+    level: Priority,
+    key: QueueKey,
+}
+
+/// The run queue: one FIFO per level, each sorted by [`QueueKey`] (back keys never decrease;
+/// an older key is inserted at its place, found by binary search). Removal is lazy: a stream
+/// leaves by clearing `Stream::queued` and its entry goes stale, skipped when popped and
+/// dropped when stale entries outnumber live ones, so moving, disabling or removing a queued
+/// stream costs O(1) amortized instead of a scan of its level.
+#[derive(Default)]
+struct RunQueue {
+    levels: [VecDeque<(QueueKey, StreamId)>; 4],
+    /// Live entries per level.
+    live: [usize; 4],
+    ticket: u64,
+}
+
+impl RunQueue {
+    /// [`State::queue_stream`] of `s` (stream `id`); `back` is `State::last_order`.
+    #[inline]
+    fn push(&mut self, id: StreamId, s: &mut Stream, back: u64, by_age: bool) {
+        debug_assert!(s.queued.is_none(), "queued twice");
+        let order = match s.tasks.front() {
+            Some(t) if by_age && s.scheduled > s.own => t.order_num.min(back),
+            _ => back,
+        };
+        self.ticket += 1;
+        let key = (order, self.ticket);
+        let level = s.scheduled;
+        s.queued = Some(Slot { level, key });
+        let q = &mut self.levels[level.index()];
+        if q.back().is_none_or(|(k, _)| *k < key) {
+            q.push_back((key, id));
+        } else {
+            insert_sorted(q, key, id);
+        }
+        self.live[level.index()] += 1;
+    }
+}
+
+/// Inserts an entry older than a level's back at its place (a raised stream: the rare path).
+#[cold]
+#[inline(never)]
+fn insert_sorted(q: &mut VecDeque<(QueueKey, StreamId)>, key: QueueKey, id: StreamId) {
+    let at = q.partition_point(|(k, _)| *k < key);
+    q.insert(at, (key, id));
+}
+
+/// Priority propagation's state.
+struct PrioWork {
+    /// Number of the last lowering pass (`Stream::mark`).
+    epoch: u64,
+    /// Streams whose scheduled priority may have changed since the last requeue.
+    moved: Vec<StreamId>,
+    /// Scratch buffers, kept to reuse their memory.
+    work: Vec<StreamId>,
+    set: Vec<StreamId>,
+    edges: Vec<StreamId>,
+    /// Priority changes processed, and streams looked at while propagating them (benches and
+    /// tests: the cost of a change).
+    changes: u64,
+    visits: u64,
+    /// Benches only ([`Scheduler::set_legacy_rules`]): recompute every stream on every change
+    /// (as before issue 11).
+    from_scratch: bool,
+    /// The queue-order rule for raised streams ([`State::queue_stream`]).
+    raised_by_age: bool,
+}
+
+impl Default for PrioWork {
+    fn default() -> Self {
+        PrioWork {
+            epoch: 0,
+            moved: Vec::new(),
+            work: Vec::new(),
+            set: Vec::new(),
+            edges: Vec::new(),
+            changes: 0,
+            visits: 0,
+            from_scratch: false,
+            // Chosen by measurement: see the crate docs.
+            raised_by_age: true,
+        }
+    }
+}
+
+impl State {
+    /// Queues a runnable, unqueued stream at its scheduled level: at the back, or, when it is
+    /// raised by inheritance above its own priority, by the age of its front task (see
+    /// [`QueueKey`]).
+    fn queue_stream(&mut self, id: StreamId) {
+        if let Some(s) = self.streams.get_mut(&id) {
+            self.queue
+                .push(id, s, self.last_order, self.prio.raised_by_age);
+        }
+    }
+
+    /// A stream left `slot` (its `queued` was cleared, or it was removed): its entry is stale.
+    fn slot_freed(&mut self, slot: Slot) {
+        let l = slot.level.index();
+        self.queue.live[l] -= 1;
+        let q = &mut self.queue.levels[l];
+        if q.len() > 2 * self.queue.live[l] + 32 {
+            let streams = &self.streams;
+            q.retain(|(key, id)| {
+                streams.get(id).is_some_and(|s| {
+                    s.queued
+                        == Some(Slot {
+                            level: slot.level,
+                            key: *key,
+                        })
+                })
+            });
+        }
+    }
+
+    /// Takes the front stream of the highest level with one.
+    #[inline(never)]
+    fn pop_queued(&mut self) -> Option<StreamId> {
+        let l = (0..4).rev().find(|l| self.queue.live[*l] > 0)?;
+        let level = Priority::ALL[l];
+        while let Some((key, id)) = self.queue.levels[l].pop_front() {
+            if let Some(s) = self.streams.get_mut(&id)
+                && s.queued == Some(Slot { level, key })
+            {
+                s.queued = None;
+                self.queue.live[l] -= 1;
+                return Some(id);
+            }
+        }
+        debug_assert!(false, "level {l} counted a live entry it does not hold");
+        None
+    }
+
+    /// Requeues the queued streams whose scheduled priority changed level.
+    fn requeue_moved(&mut self) {
+        let mut moved = std::mem::take(&mut self.prio.moved);
+        // In stream order, as a deterministic tie-break between streams placed at once.
+        moved.sort_unstable();
+        moved.dedup();
+        for id in moved.drain(..) {
+            let Some(s) = self.streams.get_mut(&id) else {
+                continue;
+            };
+            if let Some(slot) = s.queued
+                && slot.level != s.scheduled
+            {
+                s.queued = None;
+                self.slot_freed(slot);
+                self.queue_stream(id);
+            }
+        }
+        self.prio.moved = moved;
+    }
+
+    /// Records the front task's pending waits of `id` and adds their edges to the wait graph.
+    fn add_waits(&mut self, id: StreamId, waits: HashMap<u64, Option<StreamId>>) {
+        let mut releasers: Vec<StreamId> = waits.values().flatten().copied().collect();
+        releasers.retain(|r| *r != id);
+        releasers.sort_unstable();
+        let mut lends_to: Vec<(StreamId, u32)> = Vec::with_capacity(releasers.len());
+        for r in releasers {
+            match lends_to.last_mut() {
+                Some((last, n)) if *last == r => *n += 1,
+                _ => lends_to.push((r, 1)),
+            }
+        }
+        for (r, _) in &lends_to {
+            if let Some(rs) = self.streams.get_mut(r) {
+                rs.waiters.insert(id);
+            }
+        }
+        let s = self.streams.get_mut(&id).expect("the caller's stream");
+        debug_assert!(s.lends_to.is_empty(), "waits registered over pending ones");
+        s.waits = waits;
+        s.lends_to = lends_to;
+    }
+
+    /// One wait of `id` on `releaser` ended: drops the edge when it was the last one on that
+    /// releaser; returns the loan that may have ended.
+    fn end_wait(
+        &mut self,
+        id: StreamId,
+        releaser: Option<StreamId>,
+    ) -> Option<(StreamId, Priority)> {
+        let r = releaser.filter(|r| *r != id)?;
+        let s = self.streams.get_mut(&id)?;
+        let i = s.lends_to.iter().position(|(x, _)| *x == r)?;
+        s.lends_to[i].1 -= 1;
+        if s.lends_to[i].1 > 0 {
+            return None;
+        }
+        s.lends_to.swap_remove(i);
+        let (enabled, lent) = (s.enabled, s.scheduled);
+        let rs = self.streams.get_mut(&r)?;
+        rs.waiters.remove(&id);
+        enabled.then_some((r, lent))
+    }
+
+    /// The loans `id` makes (disabling it ends them).
+    fn loans_of(&self, id: StreamId) -> Vec<(StreamId, Priority)> {
+        self.streams.get(&id).map_or_else(Vec::new, |s| {
+            s.lends_to
+                .iter()
+                .filter(|(r, _)| self.streams.contains_key(r))
+                .map(|(r, _)| (*r, s.scheduled))
+                .collect()
+        })
+    }
+
+    /// `stream` (`id`) was taken out of `streams`: drops its edges from its releasers' waiter
+    /// sets and returns the loans that ended. (Edges into it stay in its waiters' `lends_to`
+    /// until their waits end, which the destruction of its sequence brings; they name no
+    /// stream, so they count for nothing.)
+    fn drop_edges(&mut self, id: StreamId, stream: &Stream) -> Vec<(StreamId, Priority)> {
+        let mut lowered = Vec::new();
+        for (r, _) in &stream.lends_to {
+            if let Some(rs) = self.streams.get_mut(r) {
+                rs.waiters.remove(&id);
+                if stream.enabled {
+                    lowered.push((*r, stream.scheduled));
+                }
+            }
+        }
+        lowered
+    }
+
+    /// Raising: pushes each stream's scheduled priority along its loans (out-edges, when it is
+    /// enabled) to every stream below it, transitively. Each step strictly raises a stream,
+    /// which can happen at most 3 times (4 levels): terminates on cycles, and visits only the
+    /// streams it raises and their edges.
+    fn raise(&mut self, work: &mut Vec<StreamId>) {
+        let mut edges = std::mem::take(&mut self.prio.edges);
+        while let Some(u) = work.pop() {
+            self.prio.visits += 1;
+            let Some(s) = self.streams.get(&u) else {
+                continue;
+            };
+            if !s.enabled || s.lends_to.is_empty() {
+                continue;
+            }
+            let p = s.scheduled;
+            edges.extend(s.lends_to.iter().map(|(r, _)| *r));
+            for r in edges.drain(..) {
+                self.prio.visits += 1;
+                if let Some(rs) = self.streams.get_mut(&r)
+                    && rs.scheduled < p
+                {
+                    rs.scheduled = p;
+                    self.prio.moved.push(r);
+                    work.push(r);
+                }
+            }
+        }
+        self.prio.edges = edges;
+    }
+
+    /// Lowering: each `(v, q)` may have lost a loan of priority `q` (an edge into `v` removed,
+    /// its waiter disabled or removed, or `v`'s own priority lowered from `q`). A stream above
+    /// `q` keeps its priority: what lifts it above `q` does not pass through the lost loan. So
+    /// only the set `S` of streams at exactly `q`, reachable from such a `v` (itself at `q`)
+    /// along loans through streams at `q`, can drop. `S` is recomputed from the streams' own
+    /// priorities and the loans into `S` from outside it (exact: unchanged), then raised within
+    /// itself ([`State::raise`]) to the least fixed point. Rebuilding all of `S` from outside,
+    /// rather than taking each stream's max over its current waiters, is what keeps a cycle
+    /// from holding up a loan that ended. Cost: the streams of `S`, their edges in and out.
+    fn lower(&mut self, seeds: &[(StreamId, Priority)]) {
+        if seeds.is_empty() {
+            return;
+        }
+        self.prio.epoch += 1;
+        let epoch = self.prio.epoch;
+        let mut work = std::mem::take(&mut self.prio.work);
+        let mut set = std::mem::take(&mut self.prio.set);
+        let mut edges = std::mem::take(&mut self.prio.edges);
+        for &(v, q) in seeds {
+            self.prio.visits += 1;
+            if let Some(s) = self.streams.get_mut(&v)
+                && s.scheduled == q
+                && s.mark != epoch
+            {
+                s.mark = epoch;
+                work.push(v);
+            }
+        }
+        // S: streams at the same priority, along loans.
+        while let Some(u) = work.pop() {
+            set.push(u);
+            let s = &self.streams[&u];
+            if !s.enabled {
+                continue;
+            }
+            let p = s.scheduled;
+            edges.extend(s.lends_to.iter().map(|(r, _)| *r));
+            for r in edges.drain(..) {
+                self.prio.visits += 1;
+                if let Some(rs) = self.streams.get_mut(&r)
+                    && rs.scheduled == p
+                    && rs.mark != epoch
+                {
+                    rs.mark = epoch;
+                    work.push(r);
+                }
+            }
+        }
+        // Each stream of S from its own priority and the loans into S from outside.
+        for &x in &set {
+            let s = &self.streams[&x];
+            let mut p = s.own;
+            for w in &s.waiters {
+                self.prio.visits += 1;
+                if let Some(ws) = self.streams.get(w)
+                    && ws.enabled
+                    && ws.mark != epoch
+                {
+                    p = p.max(ws.scheduled);
+                }
+            }
+            self.streams.get_mut(&x).expect("in S").scheduled = p;
+        }
+        self.prio.moved.extend_from_slice(&set);
+        self.prio.edges = edges;
+        self.prio.work = work;
+        // Then within S, to the least fixed point.
+        self.raise(&mut set);
+        self.prio.set = set;
+    }
+
+    /// The from-scratch fixed point (the algorithm before issue 11, kept as the oracle of the
+    /// incremental one and as the benches' baseline): every stream at its own priority, then
+    /// every edge of an enabled waiter applied until nothing changes. O(streams + edges x
+    /// rounds).
+    fn priorities_from_scratch(&self) -> (HashMap<StreamId, Priority>, u64) {
+        let mut visits = self.streams.len() as u64;
+        let edges: Vec<(StreamId, StreamId)> = self
+            .streams
+            .iter()
+            .filter(|(_, s)| s.enabled)
+            .flat_map(|(w, s)| s.waits.values().flatten().map(move |r| (*w, *r)))
+            .filter(|(w, r)| w != r)
+            .collect();
+        let mut sched: HashMap<StreamId, Priority> =
+            self.streams.iter().map(|(id, s)| (*id, s.own)).collect();
+        loop {
+            let mut changed = false;
+            visits += edges.len() as u64;
+            for (w, r) in &edges {
+                let (Some(&pw), Some(&pr)) = (sched.get(w), sched.get(r)) else {
+                    continue;
+                };
+                if pr < pw {
+                    sched.insert(*r, pw);
+                    changed = true;
+                }
+            }
+            if !changed {
+                break (sched, visits);
+            }
+        }
+    }
+
+    /// Every stream set to the from-scratch fixed point (benches' baseline).
+    fn recompute_from_scratch(&mut self) {
+        let (sched, visits) = self.priorities_from_scratch();
+        self.prio.visits += visits + self.streams.len() as u64;
+        for (id, s) in self.streams.iter_mut() {
+            if s.scheduled != sched[id] {
+                s.scheduled = sched[id];
+                self.prio.moved.push(*id);
+            }
+        }
+    }
+
+    /// The streams whose scheduled priority differs from the from-scratch oracle, as
+    /// `(stream, scheduled, oracle)`; empty when propagation is exact.
+    #[cfg(any(test, debug_assertions))]
+    fn wrong_priorities(&self) -> Vec<(StreamId, Priority, Priority)> {
+        let (sched, _) = self.priorities_from_scratch();
+        let mut wrong: Vec<_> = self
+            .streams
+            .iter()
+            .filter(|(id, s)| s.scheduled != sched[*id])
+            .map(|(id, s)| (*id, s.scheduled, sched[id]))
+            .collect();
+        wrong.sort_unstable();
+        wrong
+    }
 }
 
 /// The GPU stream scheduler. See the crate docs.
@@ -393,6 +808,9 @@ impl Scheduler {
                 tasks: VecDeque::new(),
                 queued: None,
                 waits: HashMap::default(),
+                lends_to: Vec::new(),
+                waiters: HashSet::default(),
+                mark: 0,
             },
         );
         id
@@ -434,8 +852,8 @@ impl Scheduler {
             } else {
                 0
             };
-            if let Some(level) = stream.queued {
-                st.levels[level.index()].retain(|s| *s != id);
+            if let Some(slot) = stream.queued {
+                st.slot_freed(slot);
             }
             st.by_sequence.remove(&stream.sequence.id());
             let lent = stream
@@ -443,7 +861,8 @@ impl Scheduler {
                 .values()
                 .any(|r| r.is_some())
                 .then_some(stream.scheduled);
-            self.recompute(&mut st);
+            let lowered = st.drop_edges(id, &stream);
+            self.reprioritize(&mut st, &lowered, &[]);
             (stream, lent, unclaimed)
         };
         let dropped_tasks = stream.tasks.len() + unclaimed as usize;
@@ -463,10 +882,17 @@ impl Scheduler {
         let mut st = lock(&self.state);
         let running = st.running.as_ref().is_some_and(|r| r.id == id);
         let s = get_mut(&mut st, id)?;
+        let toggled = s.enabled != enabled;
         s.enabled = enabled;
+        if toggled {
+            // A disabled stream lends nothing: its loans end, and start again when enabled.
+            let lowered = if enabled { Vec::new() } else { st.loans_of(id) };
+            let raised = if enabled { vec![id] } else { Vec::new() };
+            self.reprioritize(&mut st, &lowered, &raised);
+        }
         if !enabled {
-            if let Some(level) = s.queued.take() {
-                st.levels[level.index()].retain(|x| *x != id);
+            if let Some(slot) = get_mut(&mut st, id)?.queued.take() {
+                st.slot_freed(slot);
             }
             if running {
                 // The driver stops after its current task (see BATCH_REMOVED).
@@ -488,10 +914,8 @@ impl Scheduler {
         priority: Priority,
     ) -> Result<(), SchedulerError> {
         let mut st = lock(&self.state);
-        let s = get_mut(&mut st, id)?;
-        s.base = priority;
-        s.own = priority;
-        self.recompute(&mut st);
+        get_mut(&mut st, id)?.base = priority;
+        self.set_own(&mut st, id, priority);
         Ok(())
     }
 
@@ -575,6 +999,7 @@ impl Scheduler {
             extra,
             continuation: false,
         });
+        st.last_order = order_num;
         self.activate(&mut st, id);
         Ok(order_num)
     }
@@ -592,6 +1017,29 @@ impl Scheduler {
         Metrics {
             levels: std::array::from_fn(|i| st.metrics[i].snapshot()),
         }
+    }
+
+    /// Not part of the API (benches and measurements): `from_scratch` recomputes every stream's
+    /// priority on every change (the algorithm before issue 11: O(streams + waits) a change;
+    /// the baseline of `benches/streams.rs`); `raised_to_back` queues a stream raised by
+    /// inheritance at the back of its new level (the rule before issue 11; the "back" rows of
+    /// `examples/raster_flood.rs`).
+    #[doc(hidden)]
+    pub fn set_legacy_rules(&self, from_scratch: bool, raised_to_back: bool) {
+        let mut st = lock(&self.state);
+        st.prio.from_scratch = from_scratch;
+        st.prio.raised_by_age = !raised_to_back;
+        // Exact whichever way it was computed so far.
+        st.recompute_from_scratch();
+        st.requeue_moved();
+    }
+
+    /// Not part of the API (benches and tests): `(changes, visits)`: the priority changes
+    /// processed so far and the streams looked at while propagating them.
+    #[doc(hidden)]
+    pub fn priority_work(&self) -> (u64, u64) {
+        let st = lock(&self.state);
+        (st.prio.changes, st.prio.visits)
     }
 
     /// Shuts the scheduler down, from any thread and from inside a task or callback: every
@@ -655,14 +1103,7 @@ impl Scheduler {
         if st.closed {
             return None;
         }
-        let id = loop {
-            let level = (0..4).rev().find(|l| !st.levels[*l].is_empty())?;
-            let id = st.levels[level].pop_front()?;
-            if let Some(s) = st.streams.get_mut(&id) {
-                s.queued = None;
-                break id;
-            }
-        };
+        let id = st.pop_queued()?;
         let started = now;
         st.running = Some(Running { id, started });
         self.slice_ns.store(slice_ns, Ordering::Relaxed);
@@ -809,8 +1250,7 @@ impl Scheduler {
                 s.base
             };
             if own != s.own {
-                s.own = own;
-                self.recompute(&mut st);
+                self.set_own(&mut st, id, own);
             }
         }
         st.batch = batch;
@@ -917,8 +1357,8 @@ impl Scheduler {
         if waits.is_empty() {
             return true;
         }
-        st.streams.get_mut(&id).expect("checked above").waits = waits;
-        self.recompute(st);
+        st.add_waits(id, waits);
+        self.reprioritize(st, &[], &[id]);
         false
     }
 
@@ -928,80 +1368,83 @@ impl Scheduler {
         let Some(s) = st.streams.get_mut(&id) else {
             return;
         };
-        if s.waits.remove(&wid).is_none() {
+        let Some(releaser) = s.waits.remove(&wid) else {
             return;
-        }
-        self.recompute(&mut st);
+        };
+        let lowered = st.end_wait(id, releaser);
+        self.reprioritize(&mut st, lowered.as_slice(), &[]);
         self.activate(&mut st, id);
     }
 
-    /// Queues the stream at the back of its level if it is runnable and not queued or running.
+    /// Queues the stream at its level ([`State::queue_stream`]) if it is runnable and not queued
+    /// or running.
     fn activate(&self, st: &mut State, id: StreamId) {
         if st.running.as_ref().is_some_and(|r| r.id == id) {
             return;
         }
-        match st.streams.get(&id) {
-            Some(s) if s.enabled && s.queued.is_none() && !s.tasks.is_empty() => {}
-            _ => return,
-        }
-        if !self.front_ready(st, id) {
+        let Some(s) = st.streams.get_mut(&id) else {
+            return;
+        };
+        if !s.enabled || s.queued.is_some() {
             return;
         }
-        let s = st.streams.get_mut(&id).expect("checked above");
-        s.queued = Some(s.scheduled);
-        let level = s.scheduled;
-        st.levels[level.index()].push_back(id);
+        let Some(front) = s.tasks.front() else {
+            return;
+        };
+        if s.waits.is_empty() && !front.has_tokens() {
+            // Nothing to wait for (what `front_ready` would find): queued without another
+            // lookup.
+            st.queue.push(id, s, st.last_order, st.prio.raised_by_age);
+        } else if self.front_ready(st, id) {
+            st.queue_stream(id);
+        } else {
+            return;
+        }
         self.check_preempt(st);
     }
 
-    /// Priority inheritance: every stream's scheduled priority is its own, raised to the
-    /// scheduled priority of every enabled stream waiting on it, transitively. A fixed point of a
-    /// monotone raise over 4 levels: terminates on cycles. Queued streams move to their new
-    /// level (at the back).
-    fn recompute(&self, st: &mut State) {
-        let edges: Vec<(StreamId, StreamId)> = st
-            .streams
-            .iter()
-            .filter(|(_, s)| s.enabled)
-            .flat_map(|(w, s)| s.waits.values().flatten().map(move |r| (*w, *r)))
-            .filter(|(w, r)| w != r)
-            .collect();
-        // No stream lends priority (the common case): every stream is at its own priority.
-        let sched = (!edges.is_empty()).then(|| {
-            let mut sched: HashMap<StreamId, Priority> =
-                st.streams.iter().map(|(id, s)| (*id, s.own)).collect();
-            loop {
-                let mut changed = false;
-                for (w, r) in &edges {
-                    let (Some(&pw), Some(&pr)) = (sched.get(w), sched.get(r)) else {
-                        continue;
-                    };
-                    if pr < pw {
-                        sched.insert(*r, pw);
-                        changed = true;
-                    }
-                }
-                if !changed {
-                    break sched;
-                }
-            }
-        });
-        let mut moved = Vec::new();
-        for (id, s) in st.streams.iter_mut() {
-            s.scheduled = sched.as_ref().map_or(s.own, |m| m[id]);
-            if let Some(level) = s.queued
-                && level != s.scheduled
-            {
-                moved.push((*id, level, s.scheduled));
-                s.queued = Some(s.scheduled);
-            }
+    /// Priority inheritance after a change of the wait graph or of a stream's own priority
+    /// (see [`State::lower`] and [`State::raise`]): `lowered` are `(stream, q)` pairs where the
+    /// stream may have lost a loan of priority `q`, `raised` the streams whose loans may have
+    /// grown. Queued streams whose level changed are requeued ([`State::queue_stream`]); then the
+    /// preemption check. With `PrioWork::from_scratch` (benches only) every stream is recomputed
+    /// instead, as before issue 11.
+    fn reprioritize(&self, st: &mut State, lowered: &[(StreamId, Priority)], raised: &[StreamId]) {
+        st.prio.changes += 1;
+        if st.prio.from_scratch {
+            st.recompute_from_scratch();
+        } else {
+            st.lower(lowered);
+            let mut work = std::mem::take(&mut st.prio.work);
+            work.extend_from_slice(raised);
+            st.raise(&mut work);
+            st.prio.work = work;
         }
-        moved.sort();
-        for (id, from, to) in moved {
-            st.levels[from.index()].retain(|x| *x != id);
-            st.levels[to.index()].push_back(id);
+        st.requeue_moved();
+        #[cfg(debug_assertions)]
+        if st.streams.len() <= DEBUG_CHECK_MAX_STREAMS {
+            let wrong = st.wrong_priorities();
+            debug_assert!(wrong.is_empty(), "priority inheritance drifted: {wrong:?}");
         }
         self.check_preempt(st);
+    }
+
+    /// Sets a stream's own priority (time slices, `set_base_priority`) and propagates it.
+    fn set_own(&self, st: &mut State, id: StreamId, own: Priority) {
+        let Some(s) = st.streams.get_mut(&id) else {
+            return;
+        };
+        let old = std::mem::replace(&mut s.own, own);
+        if own > s.scheduled {
+            s.scheduled = own;
+            st.prio.moved.push(id);
+        }
+        if own < old {
+            // It may have held itself (and what it lends to) at `old`.
+            self.reprioritize(st, &[(id, old)], &[]);
+        } else {
+            self.reprioritize(st, &[], &[id]);
+        }
     }
 
     /// Raises the preemption flag and cuts the running stream's slice (it keeps at least the
@@ -1013,7 +1456,7 @@ impl Scheduler {
         let Some(p) = st.streams.get(&running.id).map(|s| s.scheduled) else {
             return;
         };
-        let higher = (p.index() + 1..4).any(|l| !st.levels[l].is_empty());
+        let higher = (p.index() + 1..4).any(|l| st.queue.live[l] > 0);
         if higher {
             let now = self.config.clock.now_ns();
             // The slice ends now, but no sooner than the granularity after the pick. Only
@@ -1048,3 +1491,7 @@ fn get_mut(st: &mut State, id: StreamId) -> Result<&mut Stream, SchedulerError> 
         .get_mut(&id)
         .ok_or(SchedulerError::UnknownStream(id))
 }
+
+#[cfg(test)]
+#[path = "priority_tests.rs"]
+mod priority_tests;

@@ -565,3 +565,44 @@ fn a_panicking_task_leaves_the_scheduler_consistent() {
     s.run_until_idle();
     assert_eq!(entries(&log), ["a1", "a3", "a4", "b1"]);
 }
+
+#[test]
+fn a_raised_stream_is_queued_by_the_age_of_its_front_task() {
+    let (_sync, s) = setup();
+    let log = new_log();
+    let r = s.add_stream(Priority::Low);
+    let [h0, h1, h2, w] = [(); 4].map(|_| s.add_stream(Priority::High));
+    s.create_client(r, cid(1)).unwrap();
+    // h0 joins High before R's task is enqueued, h1 and h2 after it.
+    s.enqueue(h0, push(&log, "h0")).unwrap();
+    s.enqueue(r, releasing(&log, "r", 1, 1)).unwrap();
+    s.enqueue(h1, push(&log, "h1")).unwrap();
+    s.enqueue(h2, push(&log, "h2")).unwrap();
+    // W's wait raises R to High: R's older task goes ahead of h1 and h2, not of h0. (W, once
+    // released, joins High at the back.)
+    s.enqueue(w, push(&log, "w").wait_for([token(1, 1)]))
+        .unwrap();
+    assert_eq!(s.scheduled_priority(r).unwrap(), Priority::High);
+    assert_eq!(s.run_until_idle(), 5);
+    assert_eq!(entries(&log), ["h0", "r", "h1", "h2", "w"]);
+}
+
+#[test]
+fn disabling_a_waiter_ends_its_loan_at_once() {
+    let (_sync, s) = setup();
+    let r = s.add_stream(Priority::Low);
+    let w = s.add_stream(Priority::High);
+    s.create_client(r, cid(1)).unwrap();
+    s.enqueue(r, Task::simple(|| {})).unwrap();
+    s.enqueue(w, Task::simple(|| {}).wait_for([token(1, 1)]))
+        .unwrap();
+    assert_eq!(s.scheduled_priority(r).unwrap(), Priority::High);
+    // A disabled stream lends nothing (as its removal would end the loan) ...
+    s.set_enabled(w, false).unwrap();
+    assert_eq!(s.scheduled_priority(r).unwrap(), Priority::Low);
+    // ... until it is enabled again, its wait still pending.
+    s.set_enabled(w, true).unwrap();
+    assert_eq!(s.scheduled_priority(r).unwrap(), Priority::High);
+    assert_eq!(s.run_until_idle(), 2);
+    assert_eq!(s.scheduled_priority(r).unwrap(), Priority::Low);
+}
