@@ -2571,7 +2571,11 @@ gpusvc_result gpusvc_sync_token_wait(const struct gpusvc_sync_manager *manager,
 /*
  Blocks this thread until `token` reads as released, at most `timeout_ms` milliseconds;
  whether it is released into `*out_released`. Not for a sequence's own thread (it has no
- order fence): a release that never comes is only ended by the timeout.
+ order fence): a release that never comes is only ended by the timeout. Not from inside a
+ sync-points callback either, when the release would come from a callback queued on the same
+ thread: callbacks a callback triggers run only after it returns, so such a wait lasts its
+ whole timeout (and so does driving the scheduler from a callback: the streams it would
+ unblock stay blocked until the callback returns).
 
  # Safety
  `token` is NULL or valid for one read; `out_released` is NULL or valid for one write.

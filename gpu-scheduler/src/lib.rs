@@ -86,10 +86,15 @@
 //!   new work is refused with [`SchedulerError::ShutDown`] (tests/shutdown.rs; the C ABI's
 //!   `gpusvc_scheduler_free` calls it).
 //!
-//! * A task closure or callback that panics: the panic propagates out of `run_next` once the
-//!   turn is settled (the task's order number finished, the unrun tasks of the turn back at the
-//!   front of their stream, the stream requeued); that task is not run again, nothing else is
-//!   lost, and the scheduler stays drivable.
+//! * A task closure or callback that panics (its start callback, the task, a sync-points
+//!   callback its finish runs, the metrics callback — also after a yield): the panic propagates
+//!   out of `run_next` once the turn is settled (the task's order number begun if it was not and
+//!   finished, the rest of a yielded task and the unrun tasks of the turn back at the front of
+//!   their stream, the stream requeued); that task is not run again, nothing else is lost, and
+//!   the scheduler stays drivable (tests/behaviours.rs, tests/panics.rs).
+//! * Drive the scheduler from the host, not from inside a sync-points callback: callbacks a
+//!   callback triggers (the scheduler's own wait callbacks among them) are queued until it
+//!   returns, so streams they would unblock wait for the host's next `run_next`.
 //!
 //! # Errors
 //! Unknown streams, refused order numbers and client creation failures are

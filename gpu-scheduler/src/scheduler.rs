@@ -356,7 +356,10 @@ impl RunQueue {
     fn push(&mut self, id: StreamId, s: &mut Stream, back: u64, by_age: bool) {
         debug_assert!(s.queued.is_none(), "queued twice");
         let order = match s.tasks.front() {
-            Some(t) if by_age && s.scheduled > s.own => t.order_num.min(back),
+            // Raised above its base by a waiter: by age. A stream downgraded by its time
+            // slices and lifted back to its base is not "raised": it goes to the back, or the
+            // slice penalty would turn into a queue jump.
+            Some(t) if by_age && s.scheduled > s.base => t.order_num.min(back),
             _ => back,
         };
         self.ticket += 1;
@@ -1056,6 +1059,11 @@ impl Scheduler {
                 return 0;
             }
             st.closed = true;
+            // The driver stops claiming at once, before any stream is removed (and before any
+            // task's drop runs code that could let it go on).
+            if st.running.is_some() {
+                self.batch.fetch_or(BATCH_REMOVED, Ordering::AcqRel);
+            }
             st.streams.keys().copied().collect()
         };
         ids.into_iter()
@@ -1180,13 +1188,16 @@ impl Scheduler {
                     let mut t = batch.pop_front().expect("checked above");
                     ran += 1;
                     let start = now;
+                    // Set before anything that may panic (the start callback, a sync-points
+                    // callback run by `begin_processing`): the order number is then finished by
+                    // the panic path, never left begun.
+                    begun = Some(t.order_num);
                     if let Some(cb) = t.extra.as_mut().and_then(|e| e.on_start.take()) {
                         cb();
                     }
                     // Errors mean the stream was removed meanwhile (sequence destroyed): run
                     // anyway, the task was claimed before the removal.
                     let _ = sequence.begin_processing(t.order_num);
-                    begun = Some(t.order_num);
                     let ctx = TaskContext {
                         scheduler: self,
                         stream: id,
@@ -1211,6 +1222,13 @@ impl Scheduler {
                         }
                     };
                     now = self.config.clock.now_ns();
+                    // The rest of a yielded task goes first in its stream and ends the turn: it
+                    // leads what is left of the batch — put there before the metrics callback,
+                    // so a panic in it loses nothing.
+                    let yielded = rest.is_some();
+                    if let Some(rest) = rest {
+                        batch.push_front(rest);
+                    }
                     let sample = RunSample {
                         priority,
                         delay_ns: if t.continuation {
@@ -1225,17 +1243,21 @@ impl Scheduler {
                         cb(&sample.task_sample());
                     }
                     samples.push(sample);
-                    if let Some(rest) = rest {
-                        // The rest of a yielded task goes first in its stream and ends the turn:
-                        // it leads what is left of the batch.
-                        batch.push_front(rest);
+                    if yielded {
                         break;
                     }
                 }
             }));
             if let Err(panic) = outcome {
                 if let Some(n) = begun {
-                    let _ = sequence.finish_processing(n);
+                    // The number may not be begun yet (the start callback panicked): begin it
+                    // (an error when it is begun already), then finish it, so the sequence goes
+                    // on past it. A callback these run may panic too: the turn is settled
+                    // anyway, and the first panic is the one that propagates.
+                    let _ = std::panic::catch_unwind(AssertUnwindSafe(|| {
+                        let _ = sequence.begin_processing(n);
+                        let _ = sequence.finish_processing(n);
+                    }));
                 }
                 self.abandon_turn(id, &mut batch, &mut samples);
                 std::panic::resume_unwind(panic);

@@ -606,3 +606,32 @@ fn disabling_a_waiter_ends_its_loan_at_once() {
     assert_eq!(s.run_until_idle(), 2);
     assert_eq!(s.scheduled_priority(r).unwrap(), Priority::Low);
 }
+
+#[test]
+fn a_stream_downgraded_by_its_slices_and_lifted_back_by_a_waiter_does_not_jump_the_queue() {
+    let (s, clock) = setup_manual();
+    let log = new_log();
+    // F floods at Normal; one long turn downgrades it to Low.
+    let f = s.add_stream(Priority::Normal);
+    let c = clock.clone();
+    s.enqueue(
+        f,
+        Task::simple(move || c.advance(Duration::from_millis(20))),
+    )
+    .unwrap();
+    s.run_next();
+    assert_eq!(s.scheduled_priority(f).unwrap(), Priority::Low);
+    s.create_client(f, cid(7)).unwrap();
+    s.enqueue(f, releasing(&log, "f", 7, 1)).unwrap();
+    // Two Normal streams queue after F's backlog was enqueued.
+    let [n1, n2] = [(); 2].map(|_| s.add_stream(Priority::Normal));
+    s.enqueue(n1, push(&log, "n1")).unwrap();
+    s.enqueue(n2, push(&log, "n2")).unwrap();
+    // A Normal waiter lifts F back to Normal: its base, not above it, so no queue jump.
+    let w = s.add_stream(Priority::Normal);
+    s.enqueue(w, push(&log, "w").wait_for([token(7, 1)]))
+        .unwrap();
+    assert_eq!(s.scheduled_priority(f).unwrap(), Priority::Normal);
+    s.run_until_idle();
+    assert_eq!(entries(&log), ["n1", "n2", "f", "w"]);
+}

@@ -162,3 +162,63 @@ fn a_shutdown_from_another_thread_stops_the_driver_after_its_task() {
         );
     }
 }
+
+/// Shutdown from another thread with several streams: once `shutdown` is called, the driver
+/// claims nothing more, whatever order the streams are removed in (a removed stream's task may
+/// run code on drop that lets the driver go on).
+#[test]
+fn a_shutdown_stops_the_driver_before_any_stream_is_removed() {
+    for _ in 0..20 {
+        let s = setup();
+        let a = s.add_stream(Priority::High);
+        let b = s.add_stream(Priority::Normal);
+        let (started_tx, started_rx) = std::sync::mpsc::channel::<()>();
+        let (b_gone_tx, b_gone_rx) = std::sync::mpsc::channel::<()>();
+        // A's first task returns once B's task was dropped by the shutdown (or after 100 ms).
+        s.enqueue(
+            a,
+            Task::simple(move || {
+                started_tx.send(()).unwrap();
+                let _ = b_gone_rx.recv_timeout(std::time::Duration::from_millis(100));
+            }),
+        )
+        .unwrap();
+        let late: Vec<Arc<Probe>> = (0..5).map(|_| Arc::default()).collect();
+        for p in &late {
+            s.enqueue(a, counted(p)).unwrap();
+        }
+        // B's task, dropped by the shutdown: lets A's task return, then gives the driver time.
+        struct Signal(Option<std::sync::mpsc::Sender<()>>);
+        impl Drop for Signal {
+            fn drop(&mut self) {
+                if let Some(tx) = self.0.take() {
+                    let _ = tx.send(());
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                }
+            }
+        }
+        let signal = Signal(Some(b_gone_tx));
+        s.enqueue(
+            b,
+            Task::simple(move || {
+                let _keep = &signal;
+            }),
+        )
+        .unwrap();
+        let driver = {
+            let s = s.clone();
+            std::thread::spawn(move || s.run_until_idle())
+        };
+        started_rx.recv().unwrap();
+        s.shutdown();
+        driver.join().unwrap();
+        for p in &late {
+            assert_eq!(
+                p.runs.load(Ordering::SeqCst),
+                0,
+                "a task ran after shutdown()"
+            );
+            assert_eq!(p.drops.load(Ordering::SeqCst), 1);
+        }
+    }
+}

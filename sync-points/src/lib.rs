@@ -29,7 +29,11 @@
 //!   triggered, then those the second triggered, ... — breadth-first. A release made from a
 //!   callback therefore returns before the callbacks it triggered run (its
 //!   [`ReleaseOutcome::Released`] count is of callbacks queued); a callback must not block
-//!   waiting for the effect of one of those.
+//!   waiting for the effect of one of those — not with [`SyncPointManager::wait_blocking`] on a
+//!   token a queued callback would release (it waits out its timeout), and not by driving a
+//!   scheduler built on this crate from inside a callback (the scheduler's own wait callbacks
+//!   are queued behind the current one, so streams they would unblock stay blocked until the
+//!   callback returns and the host drives again).
 //! * A callback that panics does not stop the others: the rest of the queue runs, then the first
 //!   panic resumes from the outermost call, and the thread's queue is left empty.
 //!

@@ -257,7 +257,10 @@ impl SyncPointManager {
     }
 
     /// Blocks the calling (host) thread until the token reads as released, parked on a condvar
-    /// (no spinning), at most `timeout`. Returns whether it is released.
+    /// (no spinning), at most `timeout`. Returns whether it is released. Not from inside a
+    /// callback of this crate when the release it waits for would come from a callback queued
+    /// on the same thread: queued callbacks run only after the current one returns (see the
+    /// crate docs), so such a wait lasts its whole timeout.
     pub fn wait_blocking(&self, token: &SyncToken, timeout: Duration) -> bool {
         let signal = Arc::new((Mutex::new(false), Condvar::new()));
         let s = signal.clone();
