@@ -1368,7 +1368,9 @@ fn a_lock_file_planted_after_the_open_is_replaced_at_the_next_eviction() {
 fn a_burst_of_hits_never_crowds_out_saves() {
     let root = tempfile::tempdir().unwrap();
     let (mut c, _) = config(root.path(), ours());
-    c.write_queue = 8;
+    // Room for every save of the test (so a slow writer thread cannot drop one), far less
+    // than the hits.
+    c.write_queue = 32;
     let cache = open_with(c, 8 << 20);
     cache.save(nkey(0), noisy(0, 100), None).unwrap();
     cache.flush_disk();
