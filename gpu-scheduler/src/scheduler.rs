@@ -436,9 +436,14 @@ impl State {
     /// A stream left `slot` (its `queued` was cleared, or it was removed): its entry is stale.
     fn slot_freed(&mut self, slot: Slot) {
         let l = slot.level.index();
-        self.queue.live[l] -= 1;
+        debug_assert!(
+            self.queue.live[l] > 0,
+            "level {l} freed more slots than it counted"
+        );
+        // Saturating: a drifted count must not wrap in release builds (see `pop_queued`).
+        self.queue.live[l] = self.queue.live[l].saturating_sub(1);
         let q = &mut self.queue.levels[l];
-        if q.len() > 2 * self.queue.live[l] + 32 {
+        if q.len() > self.queue.live[l].saturating_mul(2).saturating_add(32) {
             let streams = &self.streams;
             q.retain(|(key, id)| {
                 streams.get(id).is_some_and(|s| {
@@ -455,18 +460,25 @@ impl State {
     /// Takes the front stream of the highest level with one.
     #[inline(never)]
     fn pop_queued(&mut self) -> Option<StreamId> {
-        let l = (0..4).rev().find(|l| self.queue.live[*l] > 0)?;
-        let level = Priority::ALL[l];
-        while let Some((key, id)) = self.queue.levels[l].pop_front() {
-            if let Some(s) = self.streams.get_mut(&id)
-                && s.queued == Some(Slot { level, key })
-            {
-                s.queued = None;
-                self.queue.live[l] -= 1;
-                return Some(id);
+        for l in (0..4).rev() {
+            if self.queue.live[l] == 0 {
+                continue;
             }
+            let level = Priority::ALL[l];
+            while let Some((key, id)) = self.queue.levels[l].pop_front() {
+                if let Some(s) = self.streams.get_mut(&id)
+                    && s.queued == Some(Slot { level, key })
+                {
+                    s.queued = None;
+                    self.queue.live[l] -= 1;
+                    return Some(id);
+                }
+            }
+            debug_assert!(false, "level {l} counted a live entry it does not hold");
+            // A drifted count (a bug) must not stop the scheduler for good: the level holds
+            // nothing live, so it counts none, and lower levels still run.
+            self.queue.live[l] = 0;
         }
-        debug_assert!(false, "level {l} counted a live entry it does not hold");
         None
     }
 
