@@ -879,37 +879,50 @@ fn small_tmpfs(dir: &Path, size: u64) -> Result<(), String> {
     Ok(())
 }
 
-#[test]
-fn a_full_disk_evicts_and_retries_before_giving_up() {
+/// Runs `f` with a cache config over a fresh 1 MiB tmpfs (budget 64 MiB, far larger than the
+/// file system; no compression), on a thread of its own: the private mount namespace stays with
+/// that thread and the threads it starts. `None` (after a SKIP line, or a panic under
+/// `GPUSVC_REQUIRE_GL`) when no tmpfs can be mounted here.
+fn on_small_tmpfs<T: Send + 'static>(
+    test: &str,
+    f: impl FnOnce(&Path, DiskConfig) -> T + Send + 'static,
+) -> Option<T> {
     let dir = tempfile::tempdir().unwrap();
     let mount = dir.path().to_path_buf();
-    // In its own thread: the mount namespace stays with that thread and its children.
-    let result = std::thread::spawn(move || -> Result<_, String> {
+    let result = std::thread::spawn(move || -> Result<T, String> {
         small_tmpfs(&mount, 1 << 20)?;
         let (mut c, _) = config(&mount, ours());
-        // A budget far larger than the file system.
         c.budget_bytes = Some(64 << 20);
         c.compress = false;
+        Ok(f(&mount, c))
+    })
+    .join()
+    .unwrap();
+    match result {
+        Ok(r) => Some(r),
+        Err(why) if std::env::var_os("GPUSVC_REQUIRE_GL").is_some() => {
+            panic!("{test}: a small tmpfs cannot be mounted here: {why}")
+        }
+        Err(why) => {
+            println!("SKIP {test}: {why}");
+            None
+        }
+    }
+}
+
+#[test]
+fn a_full_disk_evicts_and_retries_before_giving_up() {
+    let Some((c, on_disk)) = on_small_tmpfs("a_full_disk_evicts_and_retries", |mount, c| {
         let cache = open_with(c, 64 << 20);
         for i in 0..200 {
             cache.save(nkey(i), noisy(i, 20_000), None).unwrap();
             cache.flush_disk();
         }
         let counters = cache.disk_counters().unwrap();
-        let on_disk = inspect::scan(&mount).unwrap()[0].entries.len();
-        Ok((counters, on_disk))
-    })
-    .join()
-    .unwrap();
-    let (c, on_disk) = match result {
-        Ok(r) => r,
-        Err(why) => {
-            if std::env::var_os("GPUSVC_REQUIRE_GL").is_some() {
-                panic!("a small tmpfs cannot be mounted here: {why}");
-            }
-            println!("SKIP a_full_disk_evicts_and_retries_before_giving_up: {why}");
-            return;
-        }
+        let on_disk = inspect::scan(mount).unwrap()[0].entries.len();
+        (counters, on_disk)
+    }) else {
+        return;
     };
     eprintln!("1 MiB tmpfs, 200 saves of 20 KB: {c:?}, {on_disk} entries on disk at the end");
     assert!(c.space_retries >= 1, "{c:?}");
@@ -1237,13 +1250,7 @@ fn a_store_folder_another_user_owns_or_can_write_is_not_used() {
 
 #[test]
 fn a_disk_filled_by_others_does_not_empty_the_store() {
-    let dir = tempfile::tempdir().unwrap();
-    let mount = dir.path().to_path_buf();
-    let result = std::thread::spawn(move || -> Result<_, String> {
-        small_tmpfs(&mount, 1 << 20)?;
-        let (mut c, _) = config(&mount, ours());
-        c.budget_bytes = Some(64 << 20);
-        c.compress = false;
+    let Some((c, left, filler)) = on_small_tmpfs("a_disk_filled_by_others", |mount, c| {
         let cache = open_with(c, 64 << 20);
         for i in 0..20 {
             cache.save(nkey(i), noisy(i, 8000), None).unwrap();
@@ -1259,20 +1266,10 @@ fn a_disk_filled_by_others_does_not_empty_the_store() {
             cache.save(nkey(i), noisy(i, 8000), None).unwrap();
             cache.flush_disk();
         }
-        let left = inspect::scan(&mount).unwrap()[0].entries.len();
-        Ok((cache.disk_counters().unwrap(), left, filler.exists()))
-    })
-    .join()
-    .unwrap();
-    let (c, left, filler) = match result {
-        Ok(r) => r,
-        Err(why) => {
-            if std::env::var_os("GPUSVC_REQUIRE_GL").is_some() {
-                panic!("a small tmpfs cannot be mounted here: {why}");
-            }
-            println!("SKIP a_disk_filled_by_others_does_not_empty_the_store: {why}");
-            return;
-        }
+        let left = inspect::scan(mount).unwrap()[0].entries.len();
+        (cache.disk_counters().unwrap(), left, filler.exists())
+    }) else {
+        return;
     };
     eprintln!("disk filled by another file, 100 more saves: {c:?}, {left} of our entries left");
     assert!(filler, "never ours to delete");
