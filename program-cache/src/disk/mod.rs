@@ -854,12 +854,12 @@ impl Writer<'_> {
             return;
         }
         match self.dir.evict_to(limit, EVICT_LOCK_WAIT) {
-            Ok((n, total)) => {
+            Ok(n) => {
                 self.evict_backoff_until = None;
                 bump(&self.counters().evictions, n as u64);
                 bump(&self.counters().compactions, 1);
+                // Other processes write too: measure what the store takes now.
                 self.rescan(false);
-                self.size = self.size.max(total);
             }
             Err(EvictError::Busy) => self.lock_busy("eviction"),
             Err(EvictError::Io(e)) if fsx::is_not_regular(&e) && self.repair() => self.evict(limit),

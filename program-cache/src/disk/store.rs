@@ -810,9 +810,9 @@ impl StampDir {
 
     /// Deletes least recently used entries until the store takes at most `limit` bytes on
     /// disk; compacts `lru.log` and `hot.list`. Tries `evict.lock` exclusively for at most
-    /// `wait` ([`EvictError::Busy`] when another process holds it). Returns (entries deleted,
-    /// bytes the store takes after).
-    pub(crate) fn evict_to(&self, limit: u64, wait: Duration) -> Result<(usize, u64), EvictError> {
+    /// `wait` ([`EvictError::Busy`] when another process holds it). Returns the entries
+    /// deleted (the caller re-measures the store once, after).
+    pub(crate) fn evict_to(&self, limit: u64, wait: Duration) -> Result<usize, EvictError> {
         let h = self.h();
         let lock = fsx::open_rw(b(&h.dir), "evict.lock", false)?;
         if !fsx::flock_within(&lock, true, wait)? {
@@ -839,7 +839,7 @@ impl StampDir {
         let result = self.compact_with(&h, &remaining, limit == 0);
         fsx::unflock(&lock);
         result?;
-        Ok((deleted, self.scan_with(&h).total()))
+        Ok(deleted)
     }
 
     /// Rewrites `lru.log` with one record per entry and `hot.list` without duplicates or keys
