@@ -203,23 +203,10 @@ const UI_LOADS: [UiLoad; 4] = [
     },
 ];
 
-/// splitmix64, for the random arrival times (seeded: every run the same).
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in `[0, d)`.
-    fn within(&mut self, d: Duration) -> Duration {
-        Duration::from_nanos(self.next() % d.as_nanos().max(1) as u64)
-    }
-}
+// splitmix64, for the random arrival times (seeded: every run the same).
+#[path = "../support/splitmix.rs"]
+mod splitmix;
+use splitmix::Rng;
 
 /// The inheritance scenario with the `ui` load (see the module docs).
 fn inheritance_workload(ui: UiLoad) -> Vec<Event> {

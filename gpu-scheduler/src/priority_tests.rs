@@ -5,29 +5,12 @@
 
 use super::*;
 
-/// splitmix64: a seeded, dependency-free generator.
-struct Rng(u64);
+#[path = "../support/splitmix.rs"]
+mod splitmix;
+use splitmix::Rng;
 
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-
-    fn chance(&mut self, percent: u64) -> bool {
-        self.next() % 100 < percent
-    }
-
-    fn priority(&mut self) -> Priority {
-        Priority::ALL[self.below(4)]
-    }
+fn random_priority(rng: &mut Rng) -> Priority {
+    Priority::ALL[rng.below(4)]
 }
 
 fn scheduler() -> OwnArc<Scheduler> {
@@ -125,7 +108,9 @@ fn check(s: &Scheduler, context: &str) {
 fn random_changes(seed: u64, streams: usize, steps: usize) {
     let mut rng = Rng(seed);
     let s = scheduler();
-    let mut ids: Vec<StreamId> = (0..streams).map(|_| s.add_stream(rng.priority())).collect();
+    let mut ids: Vec<StreamId> = (0..streams)
+        .map(|_| s.add_stream(random_priority(&mut rng)))
+        .collect();
     for step in 0..steps {
         let context = format!("seed {seed} step {step}");
         let pick = |rng: &mut Rng, ids: &[StreamId]| ids[rng.below(ids.len())];
@@ -158,7 +143,7 @@ fn random_changes(seed: u64, streams: usize, steps: usize) {
             }
             70..=79 => {
                 let w = pick(&mut rng, &ids);
-                s.set_base_priority(w, rng.priority()).unwrap();
+                s.set_base_priority(w, random_priority(&mut rng)).unwrap();
             }
             80..=84 => {
                 // A time-slice downgrade or reset.
@@ -180,7 +165,7 @@ fn random_changes(seed: u64, streams: usize, steps: usize) {
             93..=95 => {
                 let i = rng.below(ids.len());
                 s.remove_stream(ids.swap_remove(i)).unwrap();
-                ids.push(s.add_stream(rng.priority()));
+                ids.push(s.add_stream(random_priority(&mut rng)));
             }
             _ => {
                 s.run_next();
@@ -236,7 +221,9 @@ fn a_change_visits_only_the_streams_it_affects() {
     // and every edge on every change).
     let s = scheduler();
     let mut rng = Rng(7);
-    let ids: Vec<StreamId> = (0..4000).map(|_| s.add_stream(rng.priority())).collect();
+    let ids: Vec<StreamId> = (0..4000)
+        .map(|_| s.add_stream(random_priority(&mut rng)))
+        .collect();
     for pair in ids[..1000].chunks(2) {
         wait_on(&s, pair[0], &[pair[1]]);
     }

@@ -841,25 +841,7 @@ fn a_six_mib_store_takes_at_most_six_mib_of_disk() {
 fn small_tmpfs(dir: &Path, size: u64) -> Result<(), String> {
     use std::ffi::CString;
     let errno = || std::io::Error::last_os_error();
-    // SAFETY: unshare takes no pointers.
-    if unsafe { libc::unshare(libc::CLONE_NEWNS) } != 0 {
-        return Err(format!("unshare(CLONE_NEWNS): {}", errno()));
-    }
-    let root = CString::new("/").unwrap();
-    // SAFETY: valid NUL-terminated strings that outlive the call; nulls are allowed for a
-    // propagation change.
-    let r = unsafe {
-        libc::mount(
-            std::ptr::null(),
-            root.as_ptr(),
-            std::ptr::null(),
-            libc::MS_REC | libc::MS_PRIVATE,
-            std::ptr::null(),
-        )
-    };
-    if r != 0 {
-        return Err(format!("making / private: {}", errno()));
-    }
+    common::private_mount_namespace()?;
     let target = CString::new(dir.as_os_str().as_encoded_bytes()).unwrap();
     let fstype = CString::new("tmpfs").unwrap();
     let data = CString::new(format!("size={size},mode=0700")).unwrap();

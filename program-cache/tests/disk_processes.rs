@@ -34,6 +34,8 @@
 //!   writing the above: colliding temporary files, and `inspect::scan` failing on an entry
 //!   evicted under it.
 
+mod common;
+
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fs::{self, File};
 use std::io::Write;
@@ -399,27 +401,10 @@ fn read_only_mount(dir: &Path) -> Result<(), String> {
     use std::os::unix::ffi::OsStrExt;
     let errno = || std::io::Error::last_os_error();
     let path = CString::new(dir.as_os_str().as_bytes()).unwrap();
-    let root = CString::new("/").unwrap();
-    // SAFETY: unshare takes no pointers; CLONE_NEWNS gives this thread (and the threads it
-    // starts afterwards, which is every thread of the cache) a private copy of the mounts.
-    if unsafe { libc::unshare(libc::CLONE_NEWNS) } != 0 {
-        return Err(format!("unshare(CLONE_NEWNS): {}", errno()));
-    }
-    // SAFETY: the strings are valid NUL-terminated paths that outlive the call; null source,
-    // type and data are allowed for a propagation change.
-    let r = unsafe {
-        libc::mount(
-            std::ptr::null(),
-            root.as_ptr(),
-            std::ptr::null(),
-            libc::MS_REC | libc::MS_PRIVATE,
-            std::ptr::null(),
-        )
-    };
-    if r != 0 {
-        return Err(format!("making / private: {}", errno()));
-    }
-    // SAFETY: as above; a bind mount of the folder onto itself.
+    // For this thread and the threads it starts afterwards, which is every thread of the cache.
+    common::private_mount_namespace()?;
+    // SAFETY: a valid NUL-terminated path that outlives the call; null type and data are allowed
+    // for a bind mount of the folder onto itself.
     let r = unsafe {
         libc::mount(
             path.as_ptr(),
