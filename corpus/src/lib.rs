@@ -1,4 +1,4 @@
-//! `shader_corpus`: GLSL programs to feed a program cache — real ones from piglit, and a small
+//! `corpus`: GLSL programs to feed a program cache — real ones from piglit, and a small
 //! built-in set generated in code.
 //!
 //! * [`parse_shader_test`] reads one piglit `.shader_test` file: the `[require]` section's GLSL

@@ -15,7 +15,7 @@ use program_cache::{
     LinkOrigin, LoadReport, ProgramBackend as _, ProgramCache, ProgramManager, ProgramOptions,
     Shader,
 };
-use shader_corpus::{Dialect, LoadError, ProgramSource, builtin, dedup_sources, load_dir, spread};
+use corpus::{Dialect, LoadError, ProgramSource, builtin, dedup_sources, load_dir, spread};
 
 use crate::{Api, DemoArgs};
 

@@ -35,7 +35,7 @@ use program_cache::{
     CacheConfig, CompileOutcome, GlBackend, LinkOrigin, ProgramBackend, ProgramCache,
     ProgramManager, ProgramOptions, Shader,
 };
-use shader_corpus::{Dialect, ProgramSource, builtin, dedup_sources, load_dir, spread};
+use corpus::{Dialect, ProgramSource, builtin, dedup_sources, load_dir, spread};
 
 const DEFAULT_LIMIT: usize = 400;
 const DEFAULT_REPS: usize = 7;

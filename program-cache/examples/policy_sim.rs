@@ -52,7 +52,7 @@ use program_cache::{
     ProgramBinaryData, ProgramCache, ProgramKey, ProgramManager, ProgramOptions, Shader,
     ShaderHash, ShaderVariables,
 };
-use shader_corpus::{Dialect, builtin, dedup_sources, load_dir, spread};
+use corpus::{Dialect, builtin, dedup_sources, load_dir, spread};
 
 /// The policies compared, with their table names.
 const POLICIES: [(EvictionPolicy, &str); 5] = [

@@ -46,7 +46,7 @@ use program_cache::{
     CacheConfig, CompileOutcome, GlBackend, LinkOrigin, LinkedProgram, ProgramCache,
     ProgramManager, ProgramOptions, Shader,
 };
-use shader_corpus::{ProgramSource, dedup_sources, load_dir, spread};
+use corpus::{ProgramSource, dedup_sources, load_dir, spread};
 
 const DEFAULT_LIMIT: usize = 400;
 const MIN_PROGRAMS: usize = 200;

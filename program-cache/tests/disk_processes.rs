@@ -52,7 +52,7 @@ use program_cache::{
     ProgramBinaryData, ProgramCache, ProgramKey, ProgramManager, ProgramOptions, Shader,
     ShaderHash, ShaderVariables, VariableInfo,
 };
-use shader_corpus::{Dialect, ProgramSource, builtin, dedup_sources, load_dir, spread};
+use corpus::{Dialect, ProgramSource, builtin, dedup_sources, load_dir, spread};
 
 const ROLE: &str = "GPUSVC_DISK_CHILD";
 const DIR: &str = "GPUSVC_DISK_DIR";
