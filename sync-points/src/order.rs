@@ -9,18 +9,25 @@ use crate::sync::{Arc, AtomicU64, Mutex, Ordering, lock};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct SequenceId(pub u64);
 
-/// An order-number transition that is not allowed. Nothing changed.
+/// An order-number transition that is not allowed. Nothing changed. Every variant names the
+/// sequence it happened on ([`OrderError::sequence`]), and so does its message.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum OrderError {
     /// 0 is not an order number.
-    #[error("order number 0 is invalid")]
-    Zero,
+    #[error("sequence {}: order number 0 is invalid", .sequence.0)]
+    Zero {
+        /// The sequence.
+        sequence: SequenceId,
+    },
     /// `begin_processing(n)` needs `processed < n <= last unprocessed` and `n` pending here.
     #[error(
-        "cannot begin order number {n}: processed {processed}, pending {pending:?}{}",
+        "sequence {}: cannot begin order number {n}: processed {processed}, pending {pending:?}{}",
+        .sequence.0,
         if *.busy { ", another number is being processed" } else { "" }
     )]
     Begin {
+        /// The sequence.
+        sequence: SequenceId,
         /// The number asked for.
         n: u64,
         /// Last processed.
@@ -31,11 +38,19 @@ pub enum OrderError {
         busy: bool,
     },
     /// `pause_processing` with nothing being processed.
-    #[error("nothing is being processed")]
-    NotProcessing,
+    #[error("sequence {}: nothing is being processed", .sequence.0)]
+    NotProcessing {
+        /// The sequence.
+        sequence: SequenceId,
+    },
     /// `finish_processing(n)` needs `n` to be the front of the queue and being processed.
-    #[error("cannot finish order number {n}: front {front:?}, current {current}")]
+    #[error(
+        "sequence {}: cannot finish order number {n}: front {front:?}, current {current}",
+        .sequence.0
+    )]
     Finish {
+        /// The sequence.
+        sequence: SequenceId,
         /// The number asked for.
         n: u64,
         /// Front of the unprocessed queue.
@@ -44,8 +59,24 @@ pub enum OrderError {
         current: u64,
     },
     /// The order data was destroyed.
-    #[error("the sequence was destroyed")]
-    Destroyed,
+    #[error("sequence {} was destroyed", .sequence.0)]
+    Destroyed {
+        /// The sequence.
+        sequence: SequenceId,
+    },
+}
+
+impl OrderError {
+    /// The sequence the transition was refused on.
+    pub fn sequence(&self) -> SequenceId {
+        match self {
+            OrderError::Zero { sequence }
+            | OrderError::Begin { sequence, .. }
+            | OrderError::NotProcessing { sequence }
+            | OrderError::Finish { sequence, .. }
+            | OrderError::Destroyed { sequence } => *sequence,
+        }
+    }
 }
 
 /// A wait that must be retired if the releasing sequence passes `order_num` without releasing.
@@ -152,7 +183,7 @@ impl OrderData {
     pub fn generate(&self) -> Result<u64, OrderError> {
         let mut st = lock(&self.state);
         if st.destroyed {
-            return Err(OrderError::Destroyed);
+            return Err(OrderError::Destroyed { sequence: self.id });
         }
         // Relaxed is enough: numbers only need to be unique and increasing, and every use of a
         // number is ordered by the state mutex it is pushed under.
@@ -167,10 +198,10 @@ impl OrderData {
         let fences = {
             let mut st = lock(&self.state);
             if st.destroyed {
-                return Err(OrderError::Destroyed);
+                return Err(OrderError::Destroyed { sequence: self.id });
             }
             if n == 0 {
-                return Err(OrderError::Zero);
+                return Err(OrderError::Zero { sequence: self.id });
             }
             let resume = st.paused && st.current == n;
             let busy = st.current > st.processed && !st.paused;
@@ -178,6 +209,7 @@ impl OrderData {
             let pending = st.unprocessed.front() == Some(&n) || st.unprocessed.contains(&n);
             if !resume && (busy || n <= st.processed || !pending) {
                 return Err(OrderError::Begin {
+                    sequence: self.id,
                     n,
                     processed: st.processed,
                     pending: st.unprocessed.iter().copied().collect(),
@@ -196,7 +228,7 @@ impl OrderData {
     pub fn pause_processing(&self) -> Result<(), OrderError> {
         let mut st = lock(&self.state);
         if !st.is_processing() {
-            return Err(OrderError::NotProcessing);
+            return Err(OrderError::NotProcessing { sequence: self.id });
         }
         st.paused = true;
         Ok(())
@@ -215,10 +247,11 @@ impl OrderData {
         let fences = {
             let mut st = lock(&self.state);
             if st.destroyed {
-                return Err(OrderError::Destroyed);
+                return Err(OrderError::Destroyed { sequence: self.id });
             }
             if st.unprocessed.front() != Some(&n) || st.current != n || n <= st.processed {
                 return Err(OrderError::Finish {
+                    sequence: self.id,
                     n,
                     front: st.unprocessed.front().copied(),
                     current: st.current,

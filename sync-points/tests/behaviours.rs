@@ -46,6 +46,7 @@ fn order_data_transitions() {
     assert_eq!(
         s.finish_processing(a),
         Err(OrderError::Finish {
+            sequence: s.id(),
             n: a,
             front: Some(a),
             current: 0
@@ -55,7 +56,10 @@ fn order_data_transitions() {
     assert!(s.is_processing());
     s.pause_processing().unwrap();
     assert!(!s.is_processing());
-    assert_eq!(s.pause_processing(), Err(OrderError::NotProcessing));
+    assert_eq!(
+        s.pause_processing(),
+        Err(OrderError::NotProcessing { sequence: s.id() })
+    );
     s.begin_processing(a).unwrap(); // resume
     assert!(s.is_processing());
     assert!(matches!(
@@ -68,13 +72,46 @@ fn order_data_transitions() {
         s.begin_processing(a),
         Err(OrderError::Begin { .. })
     ));
-    assert_eq!(s.begin_processing(0), Err(OrderError::Zero));
+    assert_eq!(
+        s.begin_processing(0),
+        Err(OrderError::Zero { sequence: s.id() })
+    );
     s.begin_processing(b).unwrap();
     s.finish_processing(b).unwrap();
     assert!(s.unprocessed().is_empty());
     // Numbers come from one global counter across sequences.
     let t = m.create_sequence();
     assert!(t.generate().unwrap() > b);
+}
+
+/// Issue 12: an order error names its sequence (the C ABI's messages said "sequence 0" for a
+/// scheduler stream's sequence, which it could not know).
+#[test]
+fn order_errors_name_their_sequence() {
+    let m = SyncPointManager::new();
+    let _other = m.create_sequence();
+    let s = m.create_sequence();
+    let id = s.id();
+    assert_ne!(id.0, 0);
+    let n = s.generate().unwrap();
+    let errors = [
+        s.begin_processing(0).unwrap_err(),
+        s.begin_processing(n + 1).unwrap_err(),
+        s.pause_processing().unwrap_err(),
+        s.finish_processing(n).unwrap_err(),
+    ];
+    for e in &errors {
+        assert_eq!(e.sequence(), id, "{e:?}");
+        let text = e.to_string();
+        assert!(
+            text.starts_with(&format!("sequence {}: ", id.0)),
+            "{text:?} names the sequence"
+        );
+    }
+    assert!(m.destroy_sequence(id));
+    let e = s.generate().unwrap_err();
+    assert_eq!(e, OrderError::Destroyed { sequence: id });
+    assert_eq!(e.to_string(), format!("sequence {} was destroyed", id.0));
 }
 
 #[test]
