@@ -546,3 +546,66 @@ fn dropping_the_manager_runs_pending_waits_and_frees_everything() {
     assert_eq!(count.load(Ordering::SeqCst), 1);
     assert!(client.upgrade().is_none(), "the client was freed");
 }
+
+/// Issue 12: what the C ABI's sync manager handle tracked ids for — destroying, when it is
+/// freed, every client and then every sequence made through it — dropping the manager does on
+/// its own: every pending wait (fenced, unordered, on a client or on a sequence the caller
+/// still holds) ends exactly once, and every client and order data is freed, those destroyed
+/// earlier included, even while the caller still holds handles to some of them.
+#[test]
+fn dropping_the_manager_ends_every_wait_and_frees_every_client_and_sequence() {
+    let m = SyncPointManager::new();
+    let releasers: Vec<_> = (0..3).map(|_| m.create_sequence()).collect();
+    let waiter = m.create_sequence();
+    for (i, r) in releasers.iter().enumerate() {
+        m.create_client(id(i as u64 + 1), r.id()).unwrap();
+        r.generate().unwrap();
+    }
+    // Two clients on one sequence, one destroyed before the drop.
+    m.create_client(id(10), releasers[0].id()).unwrap();
+    let wn = waiter.generate().unwrap();
+    let (count, cb) = counter();
+    let mut registered = 0;
+    for i in 1..=3 {
+        // A fenced wait (holds the client and the releaser's order data through each other) and
+        // an unordered one per releaser.
+        assert!(m.wait(&token(i, 1), waiter.id(), wn, cb()));
+        assert!(m.on_release(&token(i, 2), cb()));
+        registered += 2;
+    }
+    assert!(m.wait(&token(10, 1), waiter.id(), wn, cb()));
+    registered += 1;
+    assert!(m.destroy_client(id(10)), "destroyed before the drop");
+    let after_destroy = count.load(Ordering::SeqCst);
+    assert_eq!(after_destroy, 1, "destroying a client ends its waits");
+
+    let clients: Vec<_> = (1..=3)
+        .map(|i| Arc::downgrade(&m.client(id(i)).unwrap()))
+        .collect();
+    let sequences: Vec<_> = releasers
+        .iter()
+        .chain([&waiter])
+        .map(Arc::downgrade)
+        .collect();
+    // The caller still holds one releaser's order data: its fences end all the same.
+    let held = releasers[1].clone();
+    drop(releasers);
+    drop(waiter);
+    drop(m);
+    assert_eq!(
+        count.load(Ordering::SeqCst),
+        registered,
+        "every wait ended once"
+    );
+    assert!(
+        clients.iter().all(|c| c.upgrade().is_none()),
+        "clients freed"
+    );
+    assert_eq!(held.pending_fences(), 0);
+    assert!(held.generate().is_err(), "the held sequence was destroyed");
+    drop(held);
+    assert!(
+        sequences.iter().all(|s| s.upgrade().is_none()),
+        "order data freed"
+    );
+}
