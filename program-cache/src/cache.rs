@@ -4,7 +4,7 @@ use std::num::NonZeroUsize;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use crate::disk::{DiskConfig, DiskCounters, DiskLayer, LoadReport};
+use crate::disk::{DiskConfig, DiskCounters, DiskLayer, LoadReport, LoadSink};
 
 use crate::key::{ProgramKey, ShaderHash};
 use crate::program::{CachedProgram, SharedProgram};
@@ -192,7 +192,8 @@ impl ProgramCache {
             ..Self::new(config)
         });
         if let Some(layer) = &cache.disk {
-            layer.start(Arc::downgrade(&cache));
+            let sink = Arc::downgrade(&cache);
+            layer.start(sink as std::sync::Weak<dyn LoadSink>);
         }
         cache
     }
@@ -370,27 +371,6 @@ impl ProgramCache {
         found
     }
 
-    /// Inserts a program read from the disk store, only if it fits in the budget without
-    /// evicting anything (the startup load never pushes out what this process made). Returns
-    /// whether it is in the cache now.
-    pub(crate) fn insert_from_disk(&self, key: ProgramKey, program: CachedProgram) -> bool {
-        let mut state = self.lock();
-        if state.store.contains(&key) {
-            return true;
-        }
-        let size = program.stored_size();
-        if state.pressure == MemoryPressure::Critical
-            || program.binary.bytes.is_empty()
-            || state.store.used() + size > state.effective_budget()
-        {
-            return false;
-        }
-        state.statuses.add_ref(program.vertex_shader);
-        state.statuses.add_ref(program.fragment_shader);
-        state.store.insert(key, Arc::new(program), size, None, true);
-        true
-    }
-
     /// Tells the cache the driver accepted the binary of `key` (resets the count of disk
     /// binaries refused in a row).
     pub fn binary_accepted(&self, key: &ProgramKey) {
@@ -563,6 +543,29 @@ impl ProgramCache {
     /// The counters alone (cheaper than [`ProgramCache::stats`]).
     pub fn counters(&self) -> Counters {
         self.lock().recorder.counters
+    }
+}
+
+impl LoadSink for ProgramCache {
+    /// Inserts a program read from the disk store, only if it fits in the budget without
+    /// evicting anything (the startup load never pushes out what this process made). Returns
+    /// whether it is in the cache now.
+    fn insert_loaded(&self, key: ProgramKey, program: CachedProgram) -> bool {
+        let mut state = self.lock();
+        if state.store.contains(&key) {
+            return true;
+        }
+        let size = program.stored_size();
+        if state.pressure == MemoryPressure::Critical
+            || program.binary.bytes.is_empty()
+            || state.store.used() + size > state.effective_budget()
+        {
+            return false;
+        }
+        state.statuses.add_ref(program.vertex_shader);
+        state.statuses.add_ref(program.fragment_shader);
+        state.store.insert(key, Arc::new(program), size, None, true);
+        true
     }
 }
 

@@ -38,7 +38,6 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender, TrySendError};
 
-use crate::cache::ProgramCache;
 use crate::key::ProgramKey;
 use crate::program::{CachedProgram, SharedProgram};
 
@@ -51,6 +50,14 @@ pub use store::{EVICT_LOCK_WAIT, OPEN_LOCK_WAIT};
 pub(crate) use store::{ReadError, StampDir};
 
 use store::{EvictError, Published, is_no_space};
+
+/// Where the startup loader puts the entries it reads: the memory cache. The disk layer holds
+/// it weakly (a [`std::sync::Weak`]): once the cache is gone the load stops.
+pub(crate) trait LoadSink: Send + Sync {
+    /// Inserts an entry read from disk; returns whether it is in memory now (false: no room,
+    /// left on disk).
+    fn insert_loaded(&self, key: ProgramKey, program: CachedProgram) -> bool;
+}
 
 /// Host log callback: one line of text, called from whichever thread noticed the condition.
 pub type LogCallback = Arc<dyn Fn(&str) + Send + Sync>;
@@ -324,7 +331,7 @@ struct Pending {
     budget: u64,
 }
 
-/// The disk side of a [`ProgramCache`].
+/// The disk side of the program cache: the GPU thread's handle on the writer and loader.
 pub(crate) struct DiskLayer {
     tx: Option<Sender<Job>>,
     /// Last uses, on their own bounded queue: a burst of hits never fills the save queue.
@@ -375,9 +382,9 @@ impl DiskLayer {
         }
     }
 
-    /// Starts the writer thread, which opens the store, starts the loader into `cache`, removes
+    /// Starts the writer thread, which opens the store, starts the loader into `sink`, removes
     /// stale stores, then serves jobs. Called once.
-    pub(crate) fn start(&self, cache: Weak<ProgramCache>) {
+    pub(crate) fn start(&self, sink: Weak<dyn LoadSink>) {
         let Some(pending) = self
             .pending
             .lock()
@@ -390,7 +397,7 @@ impl DiskLayer {
         let on_loaded = pending.config.on_loaded.clone();
         let spawned = std::thread::Builder::new()
             .name("gpusvc-cache-writer".into())
-            .spawn(move || disk_thread(pending, &shared, cache));
+            .spawn(move || disk_thread(pending, &shared, sink));
         match spawned {
             Ok(handle) => *self.writer.lock().unwrap_or_else(|e| e.into_inner()) = Some(handle),
             Err(e) => {
@@ -510,7 +517,7 @@ impl Drop for DiskLayer {
 }
 
 /// The writer thread: open, load, collect garbage, serve.
-fn disk_thread(pending: Pending, shared: &Arc<Shared>, cache: Weak<ProgramCache>) {
+fn disk_thread(pending: Pending, shared: &Arc<Shared>, sink: Weak<dyn LoadSink>) {
     let Pending {
         rx,
         uses_rx,
@@ -566,7 +573,7 @@ fn disk_thread(pending: Pending, shared: &Arc<Shared>, cache: Weak<ProgramCache>
         let spawned = std::thread::Builder::new()
             .name("gpusvc-cache-loader".into())
             .spawn(move || {
-                let report = load_entries(&dir, &cache, &shared2, start);
+                let report = load_entries(&dir, &sink, &shared2, start);
                 shared2.finish_load(report, on_loaded.as_ref());
             });
         if spawned.is_err() {
@@ -976,7 +983,7 @@ impl Writer<'_> {
 
 fn load_entries(
     dir: &StampDir,
-    cache: &Weak<ProgramCache>,
+    sink: &Weak<dyn LoadSink>,
     shared: &Shared,
     start: Instant,
 ) -> LoadReport {
@@ -985,7 +992,7 @@ fn load_entries(
     let mut full_in_a_row = 0;
     // A clear since the cache was made ends the load: what is on disk is about to go.
     for entry in dir.load_order() {
-        let Some(cache) = cache.upgrade() else { break };
+        let Some(sink) = sink.upgrade() else { break };
         if shared.drop_epoch.load(Ordering::Acquire) != 0 {
             break;
         }
@@ -995,7 +1002,7 @@ fn load_entries(
         }
         match dir.read(&entry.key) {
             Ok(program) => {
-                if cache.insert_from_disk(entry.key, program) {
+                if sink.insert_loaded(entry.key, program) {
                     report.loaded += 1;
                     bump(&counters.loaded, 1);
                     full_in_a_row = 0;
