@@ -1,0 +1,228 @@
+//! [`DiskLayer`], the handle the memory cache holds: queues jobs for the writer thread and reads
+//! the state the disk threads share with it, never touching the disk itself.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, Weak};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use crossbeam_channel::{Sender, TrySendError};
+
+use crate::key::ProgramKey;
+use crate::program::SharedProgram;
+
+use super::condition::Conditions;
+use super::config::{DiskConfig, LoadedCallback};
+use super::counters::{AtomicCounters, DiskCounters, bump};
+use super::loader::{LoadReport, LoadSink};
+use super::store;
+use super::writer::{Job, Pending, USE_QUEUE, disk_thread};
+
+/// State shared by the GPU thread's handle and the disk threads.
+pub(super) struct Shared {
+    pub(super) counters: AtomicCounters,
+    pub(super) conditions: Conditions,
+    pub(super) loaded: (Mutex<Option<LoadReport>>, Condvar),
+    /// False once the store turned out unusable (the cache is memory-only then).
+    pub(super) enabled: AtomicBool,
+    /// Bumped by every clear; saves queued before it are not written, and the writer empties
+    /// the store before its next job.
+    pub(super) drop_epoch: AtomicU64,
+    /// Set when the cache is dropped: long background work (removing a stale store) stops, so
+    /// the drop on the host's thread waits for nothing long.
+    pub(super) closing: AtomicBool,
+}
+
+impl Shared {
+    pub(super) fn finish_load(&self, report: LoadReport, on_loaded: Option<&LoadedCallback>) {
+        *self.loaded.0.lock().unwrap_or_else(|e| e.into_inner()) = Some(report);
+        self.loaded.1.notify_all();
+        if let Some(cb) = on_loaded {
+            cb(&report);
+        }
+    }
+    pub(super) fn load_done(&self) -> bool {
+        self.loaded.0.lock().map_or(true, |r| r.is_some())
+    }
+}
+
+/// The disk side of the program cache: the GPU thread's handle on the writer and loader.
+pub(crate) struct DiskLayer {
+    tx: Option<Sender<Job>>,
+    /// Last uses, on their own bounded queue: a burst of hits never fills the save queue.
+    uses: Option<Sender<(ProgramKey, u64)>>,
+    writer: Mutex<Option<JoinHandle<()>>>,
+    pending: Mutex<Option<Pending>>,
+    shared: Arc<Shared>,
+    pub(crate) max_consecutive_rejections: u32,
+}
+
+impl std::fmt::Debug for DiskLayer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DiskLayer")
+            .field("enabled", &self.enabled())
+            .finish_non_exhaustive()
+    }
+}
+
+impl DiskLayer {
+    /// Makes the layer without touching the disk; [`DiskLayer::start`] starts its threads.
+    pub(crate) fn new(config: &DiskConfig, memory_budget: usize) -> Self {
+        let shared = Arc::new(Shared {
+            counters: AtomicCounters::default(),
+            conditions: Conditions::new(config.log.clone()),
+            loaded: (Mutex::new(None), Condvar::new()),
+            enabled: AtomicBool::new(true),
+            drop_epoch: AtomicU64::new(0),
+            closing: AtomicBool::new(false),
+        });
+        let (tx, rx) = crossbeam_channel::bounded(config.write_queue.max(1));
+        let (uses, uses_rx) = crossbeam_channel::bounded(USE_QUEUE);
+        DiskLayer {
+            tx: Some(tx),
+            uses: Some(uses),
+            writer: Mutex::new(None),
+            pending: Mutex::new(Some(Pending {
+                rx,
+                uses_rx,
+                config: config.clone(),
+                budget: config.budget_bytes.unwrap_or(memory_budget as u64),
+            })),
+            shared,
+            max_consecutive_rejections: config.max_consecutive_rejections,
+        }
+    }
+
+    /// Starts the writer thread, which opens the store, starts the loader into `sink`, removes
+    /// stale stores, then serves jobs. Called once.
+    pub(crate) fn start(&self, sink: Weak<dyn LoadSink>) {
+        let Some(pending) = self
+            .pending
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
+        else {
+            return;
+        };
+        let shared = self.shared.clone();
+        let on_loaded = pending.config.on_loaded.clone();
+        let spawned = std::thread::Builder::new()
+            .name("gpusvc-cache-writer".into())
+            .spawn(move || disk_thread(pending, &shared, sink));
+        match spawned {
+            Ok(handle) => *self.writer.lock().unwrap_or_else(|e| e.into_inner()) = Some(handle),
+            Err(e) => {
+                self.shared.enabled.store(false, Ordering::Release);
+                self.shared.conditions.report(
+                    "open",
+                    format!("program cache: disk cache disabled, no writer thread: {e}"),
+                );
+                self.shared
+                    .finish_load(LoadReport::default(), on_loaded.as_ref());
+            }
+        }
+    }
+
+    /// False once the store turned out unusable (known after the startup load has finished).
+    pub(crate) fn enabled(&self) -> bool {
+        self.shared.enabled.load(Ordering::Acquire)
+    }
+
+    fn try_send(&self, job: Job) -> bool {
+        match self.tx.as_ref().map(|tx| tx.try_send(job)) {
+            Some(Ok(())) => true,
+            Some(Err(TrySendError::Full(_))) | Some(Err(TrySendError::Disconnected(_))) | None => {
+                false
+            }
+        }
+    }
+
+    /// Queues a save; a full queue drops it (counted) rather than wait.
+    pub(crate) fn save(&self, key: ProgramKey, program: SharedProgram) {
+        if !self.enabled() {
+            return;
+        }
+        let epoch = self.shared.drop_epoch.load(Ordering::Acquire);
+        if !self.try_send(Job::Save(key, program, epoch)) {
+            bump(&self.shared.counters.dropped_writes, 1);
+        }
+    }
+
+    /// Queues a last-use record (dropped silently when the queue is full: LRU is advisory).
+    pub(crate) fn used(&self, key: ProgramKey) {
+        if self.enabled()
+            && let Some(uses) = &self.uses
+        {
+            let _ = uses.try_send((key, store::now_ms()));
+        }
+    }
+
+    /// Queues hot marks (dropped when the queue is full: the order of a load is advisory).
+    pub(crate) fn mark_hot(&self, keys: Vec<ProgramKey>) {
+        if self.enabled() {
+            self.try_send(Job::MarkHot(keys));
+        }
+    }
+
+    /// Empties the whole store, after the saves already queued (which are not written). Never
+    /// waits: the writer sees the new epoch before its next job.
+    pub(crate) fn drop_all(&self, why: &'static str) {
+        if self.tx.is_none() {
+            return;
+        }
+        if why != "clear" {
+            self.shared.conditions.report(
+                "dropped",
+                format!("program cache: disk store dropped: {why}"),
+            );
+        }
+        bump(&self.shared.counters.store_drops, 1);
+        self.shared.drop_epoch.fetch_add(1, Ordering::AcqRel);
+        self.try_send(Job::Wake);
+    }
+
+    /// Waits until every queued job has been done. The writer's work is bounded (it never
+    /// waits on another process past its lock timeouts), so this returns.
+    pub(crate) fn flush(&self) {
+        if let Some(tx) = &self.tx {
+            let (ack, done) = crossbeam_channel::bounded(1);
+            if tx.send(Job::Flush(ack)).is_ok() {
+                let _ = done.recv();
+            }
+        }
+    }
+
+    pub(crate) fn counters(&self) -> DiskCounters {
+        self.shared.counters.snapshot()
+    }
+
+    pub(crate) fn condition(&self) -> Option<String> {
+        self.shared.conditions.first()
+    }
+
+    pub(crate) fn wait_until_loaded(&self, timeout: Duration) -> Option<LoadReport> {
+        let (lock, cv) = &self.shared.loaded;
+        let guard = lock.lock().unwrap_or_else(|e| e.into_inner());
+        let (guard, _) = cv
+            .wait_timeout_while(guard, timeout, |r| r.is_none())
+            .unwrap_or_else(|e| e.into_inner());
+        *guard
+    }
+}
+
+impl Drop for DiskLayer {
+    fn drop(&mut self) {
+        // Closing the channel lets the writer finish what is queued and exit; long collection
+        // work stops at the next entry.
+        self.shared.closing.store(true, Ordering::Release);
+        self.uses.take();
+        self.tx.take();
+        self.pending
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        if let Some(w) = self.writer.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            let _ = w.join();
+        }
+    }
+}

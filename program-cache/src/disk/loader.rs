@@ -1,0 +1,85 @@
+//! The startup loader: reads the store's entries (hot ones first, then most recently used
+//! first) and hands them to a [`LoadSink`], the memory cache.
+
+use std::sync::Weak;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use crate::key::ProgramKey;
+use crate::program::CachedProgram;
+
+use super::counters::bump;
+use super::layer::Shared;
+use super::store::{ReadError, StampDir};
+
+/// Where the startup loader puts the entries it reads: the memory cache. The disk layer holds
+/// it weakly (a [`std::sync::Weak`]): once the cache is gone the load stops.
+pub(crate) trait LoadSink: Send + Sync {
+    /// Inserts an entry read from disk; returns whether it is in memory now (false: no room,
+    /// left on disk).
+    fn insert_loaded(&self, key: ProgramKey, program: CachedProgram) -> bool;
+}
+
+/// What the startup load did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LoadReport {
+    /// Entries loaded into memory.
+    pub loaded: usize,
+    /// Entries rejected (damaged, foreign) and deleted.
+    pub rejected: usize,
+    /// Entries left on disk because the memory budget was full.
+    pub skipped: usize,
+    /// Time from open to the end of the load.
+    pub elapsed: Duration,
+}
+
+/// Reads every entry of `dir` in load order into `sink` until the sink is gone or the store is
+/// cleared.
+pub(super) fn load_entries(
+    dir: &StampDir,
+    sink: &Weak<dyn LoadSink>,
+    shared: &Shared,
+    start: Instant,
+) -> LoadReport {
+    let counters = &shared.counters;
+    let mut report = LoadReport::default();
+    let mut full_in_a_row = 0;
+    // A clear since the cache was made ends the load: what is on disk is about to go.
+    for entry in dir.load_order() {
+        let Some(sink) = sink.upgrade() else { break };
+        if shared.drop_epoch.load(Ordering::Acquire) != 0 {
+            break;
+        }
+        if full_in_a_row >= 8 {
+            report.skipped += 1;
+            continue;
+        }
+        match dir.read(&entry.key) {
+            Ok(program) => {
+                if sink.insert_loaded(entry.key, program) {
+                    report.loaded += 1;
+                    bump(&counters.loaded, 1);
+                    full_in_a_row = 0;
+                } else {
+                    report.skipped += 1;
+                    full_in_a_row += 1;
+                }
+            }
+            Err(ReadError::Rejected(e)) => {
+                tracing::debug!(key = %entry.key, error = %e, "disk entry rejected at load");
+                report.rejected += 1;
+                bump(&counters.rejected_entries, 1);
+            }
+            // Replaced by something that is not a file meanwhile: the writer removes it.
+            Err(ReadError::NotRegular(e)) => {
+                tracing::debug!(key = %entry.key, error = %e, "disk entry is not a file");
+            }
+            // Evicted by another process meanwhile.
+            Err(ReadError::Io(e)) => {
+                tracing::debug!(key = %entry.key, error = %e, "disk entry vanished at load");
+            }
+        }
+    }
+    report.elapsed = start.elapsed();
+    report
+}

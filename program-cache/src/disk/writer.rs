@@ -1,0 +1,506 @@
+//! The writer thread: opens the store, starts the loader, removes stale stores, then serves the
+//! jobs the [`super::layer::DiskLayer`] queues (saves, last uses, hot marks, clears, flushes)
+//! and keeps the store within its budget.
+
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Receiver, Sender};
+
+use crate::key::ProgramKey;
+use crate::program::{CachedProgram, SharedProgram};
+
+use super::config::DiskConfig;
+use super::counters::{AtomicCounters, bump};
+use super::format::MAX_PAYLOAD;
+use super::fsx;
+use super::layer::Shared;
+use super::loader::{LoadReport, LoadSink, load_entries};
+use super::store::{
+    self, EVICT_LOCK_WAIT, EvictError, OPEN_LOCK_WAIT, Published, StampDir, is_no_space,
+};
+
+/// A job for the writer thread.
+pub(super) enum Job {
+    /// Write an entry; the clear epoch at the time of the save.
+    Save(ProgramKey, SharedProgram, u64),
+    MarkHot(Vec<ProgramKey>),
+    /// Look at the clear epoch now.
+    Wake,
+    Flush(Sender<()>),
+}
+
+/// What the writer thread needs to open the store.
+pub(super) struct Pending {
+    pub(super) rx: Receiver<Job>,
+    pub(super) uses_rx: Receiver<(ProgramKey, u64)>,
+    pub(super) config: DiskConfig,
+    pub(super) budget: u64,
+}
+
+/// The writer thread: open, load, collect garbage, serve.
+pub(super) fn disk_thread(pending: Pending, shared: &Arc<Shared>, sink: Weak<dyn LoadSink>) {
+    let Pending {
+        rx,
+        uses_rx,
+        config,
+        budget,
+    } = pending;
+    let start = Instant::now();
+    let on_loaded = config.on_loaded.clone();
+    let opened = StampDir::open(&config.dir, &config.stamp, config.compress, OPEN_LOCK_WAIT);
+    let (dir, notes) = match opened {
+        Ok((dir, notes)) => (Arc::new(dir), notes),
+        Err(e) => {
+            if e.kind() == std::io::ErrorKind::WouldBlock {
+                bump(&shared.counters.lock_busy, 1);
+            }
+            shared.enabled.store(false, Ordering::Release);
+            shared.conditions.report(
+                "open",
+                format!(
+                    "program cache: disk cache disabled, folder {} unusable: {e}; working in \
+                     memory only",
+                    config.dir.display()
+                ),
+            );
+            shared.finish_load(LoadReport::default(), on_loaded.as_ref());
+            // Answer flushes until the cache goes; everything else is dropped.
+            for job in rx {
+                if let Job::Flush(ack) = job {
+                    let _ = ack.send(());
+                }
+            }
+            return;
+        }
+    };
+    for side in &notes.replaced {
+        shared.conditions.log(&format!(
+            "program cache: replaced {}/{side}: not a file of ours (never followed)",
+            dir.dir.display()
+        ));
+    }
+    if let Some(why) = &notes.stamp_repaired {
+        shared.conditions.report(
+            "stamp",
+            format!(
+                "program cache: the STAMP file of {} was {why}; rewritten",
+                dir.dir.display()
+            ),
+        );
+    }
+    {
+        let dir = dir.clone();
+        let shared2 = shared.clone();
+        let spawned = std::thread::Builder::new()
+            .name("gpusvc-cache-loader".into())
+            .spawn(move || {
+                let report = load_entries(&dir, &sink, &shared2, start);
+                shared2.finish_load(report, on_loaded.as_ref());
+            });
+        if spawned.is_err() {
+            shared.finish_load(LoadReport::default(), config.on_loaded.as_ref());
+        }
+    }
+    // Garbage collection of other stores and dead writers' files: here, never on the GPU
+    // thread, and never waiting for a lock another process holds.
+    let removed = match dir.root_fd() {
+        Ok(root) => store::remove_other_stores(
+            &root,
+            &config.dir,
+            &config.stamp,
+            notes.previous_open_ms,
+            &|t| shared.conditions.log(&t),
+            &|| shared.closing.load(Ordering::Acquire),
+        ),
+        Err(_) => 0,
+    };
+    bump(&shared.counters.stores_removed, removed as u64);
+    if !shared.closing.load(Ordering::Acquire) {
+        dir.remove_stale_tmp();
+    }
+    let low_water = (budget as f64 * config.low_water.clamp(0.0, 1.0)) as u64;
+    let mut w = Writer {
+        dir: &dir,
+        shared,
+        budget,
+        low_water,
+        interval_ms: config.use_record_interval.as_millis() as u64,
+        size: 0,
+        entries: 0,
+        log_bytes: 0,
+        pending_uses: HashMap::new(),
+        recorded: HashMap::new(),
+        last_use_write: Instant::now(),
+        done_epoch: 0,
+        evict_backoff_until: None,
+        space_backoff: None,
+    };
+    let closing = shared.closing.load(Ordering::Acquire);
+    w.rescan(!closing);
+    w.run(&rx, &uses_rx);
+}
+
+/// Capacity of the last-use queue (a use that finds it full is dropped: LRU is advisory).
+pub(super) const USE_QUEUE: usize = 4096;
+/// Bounds of the writer's in-memory use bookkeeping.
+const MAX_PENDING_USES: usize = 1 << 16;
+const MAX_RECORDED: usize = 1 << 18;
+/// Pending last-use records are appended at most this often (and at flush and exit).
+const USE_WRITE_PERIOD: Duration = Duration::from_secs(1);
+/// `lru.log` is compacted when it exceeds this many records per entry ...
+const LOG_RECORDS_PER_ENTRY: u64 = 4;
+/// ... and this many bytes.
+const LOG_COMPACT_MIN: u64 = 64 * 1024;
+
+struct Writer<'a> {
+    dir: &'a StampDir,
+    shared: &'a Shared,
+    budget: u64,
+    low_water: u64,
+    interval_ms: u64,
+    /// Bytes the store takes on disk (allocated blocks of entries, side files and folders).
+    size: u64,
+    entries: u64,
+    log_bytes: u64,
+    pending_uses: HashMap<ProgramKey, u64>,
+    /// When each key's last record was written (bounded: cleared when too large).
+    recorded: HashMap<ProgramKey, u64>,
+    last_use_write: Instant,
+    done_epoch: u64,
+    evict_backoff_until: Option<Instant>,
+    /// After evicting for space did not help (the disk is full of others' files): no more
+    /// evictions for space until then, and the next pause is twice as long.
+    space_backoff: Option<(Instant, Duration)>,
+}
+
+impl Writer<'_> {
+    fn counters(&self) -> &AtomicCounters {
+        &self.shared.counters
+    }
+
+    /// Re-measures the store; with `clean`, removes the names in `entries/` that are not
+    /// entries (folders, FIFOs, links, oversized files), once, reported once.
+    fn rescan(&mut self, clean: bool) {
+        let scan = self.dir.scan();
+        if clean && !scan.odd.is_empty() {
+            let mut removed = 0;
+            for odd in &scan.odd {
+                match self.dir.remove_odd(odd) {
+                    Ok(()) => {
+                        removed += 1;
+                        self.shared.conditions.log(&format!(
+                            "program cache: removed {}/entries/{} ({})",
+                            self.dir.dir.display(),
+                            odd.name,
+                            odd.what
+                        ));
+                    }
+                    Err(e) => self.shared.conditions.report(
+                        "odd",
+                        format!(
+                            "program cache: {}/entries/{} is not an entry ({}) and could not \
+                             be removed: {e}; it is ignored",
+                            self.dir.dir.display(),
+                            odd.name,
+                            odd.what
+                        ),
+                    ),
+                }
+            }
+            bump(&self.counters().odd_removed, removed);
+        }
+        self.size = scan.total();
+        self.entries = scan.entries.len() as u64;
+        self.log_bytes = scan.log_bytes + scan.hot_bytes;
+    }
+
+    fn run(&mut self, rx: &Receiver<Job>, uses: &Receiver<(ProgramKey, u64)>) {
+        // A store already over budget at open (a smaller budget than last time) is trimmed only
+        // once the startup load is done, so the loader's order (hot first, most recent first)
+        // is not raced by an LRU pass deleting what it is about to read.
+        let mut pending_trim = self.size > self.budget;
+        loop {
+            if pending_trim && self.shared.load_done() {
+                pending_trim = false;
+                if self.size > self.budget {
+                    self.evict(self.low_water);
+                }
+            }
+            self.check_drop();
+            self.take_uses(uses);
+            if !self.pending_uses.is_empty() && self.last_use_write.elapsed() >= USE_WRITE_PERIOD {
+                self.write_uses();
+            }
+            let job = match rx.recv_timeout(Duration::from_millis(100)) {
+                Ok(job) => job,
+                Err(crossbeam_channel::RecvTimeoutError::Timeout) => continue,
+                Err(crossbeam_channel::RecvTimeoutError::Disconnected) => break,
+            };
+            self.check_drop();
+            match job {
+                Job::Save(key, program, epoch) => {
+                    if epoch >= self.done_epoch {
+                        self.save(&key, &program, pending_trim);
+                    }
+                }
+                Job::MarkHot(keys) => {
+                    let n = keys.len() as u64;
+                    if self.with_recovery(|d| d.mark_hot(&keys)).is_ok() {
+                        self.log_bytes += n * 24;
+                        self.size += n * 24;
+                        self.maybe_compact();
+                    }
+                }
+                Job::Wake => {}
+                Job::Flush(ack) => {
+                    self.take_uses(uses);
+                    self.write_uses();
+                    let _ = ack.send(());
+                }
+            }
+        }
+        self.check_drop();
+        self.take_uses(uses);
+        self.write_uses();
+    }
+
+    /// Coalesces the queued last uses into `pending_uses` (bounded).
+    fn take_uses(&mut self, uses: &Receiver<(ProgramKey, u64)>) {
+        for (key, ms) in uses.try_iter() {
+            if self.pending_uses.len() < MAX_PENDING_USES || self.pending_uses.contains_key(&key) {
+                let e = self.pending_uses.entry(key).or_insert(0);
+                *e = (*e).max(ms);
+            }
+        }
+    }
+
+    /// Runs a store operation; when it fails because the store folder vanished (another
+    /// process deleted it), recreates the folder (reported once) and runs it again.
+    fn with_recovery<T>(
+        &mut self,
+        mut op: impl FnMut(&StampDir) -> std::io::Result<T>,
+    ) -> std::io::Result<T> {
+        match op(self.dir) {
+            Err(e) if !self.shared.enabled.load(Ordering::Acquire) => Err(e),
+            Err(e) if self.dir.vanished() => {
+                if let Err(e2) = self.dir.reopen() {
+                    // No second try per job (each would wait for the lock again): the cache is
+                    // memory-only from here on.
+                    self.shared.enabled.store(false, Ordering::Release);
+                    self.shared.conditions.report(
+                        "recreate-failed",
+                        format!(
+                            "program cache: the store folder {} vanished and could not be \
+                             recreated: {e2}; working in memory only",
+                            self.dir.dir.display()
+                        ),
+                    );
+                    return Err(std::io::Error::new(
+                        e.kind(),
+                        format!("{e}; the store folder vanished and could not be recreated: {e2}"),
+                    ));
+                }
+                bump(&self.counters().recreated, 1);
+                self.shared.conditions.report(
+                    "recreated",
+                    format!(
+                        "program cache: the store folder {} vanished (deleted by another \
+                         process?); recreated",
+                        self.dir.dir.display()
+                    ),
+                );
+                self.recorded.clear();
+                self.rescan(false);
+                op(self.dir)
+            }
+            other => other,
+        }
+    }
+
+    fn save(&mut self, key: &ProgramKey, program: &CachedProgram, pending_trim: bool) {
+        let mut result = self.with_recovery(|d| d.publish(key, program));
+        let paused = self
+            .space_backoff
+            .is_some_and(|(until, _)| Instant::now() < until);
+        if let Err(e) = &result
+            && is_no_space(e)
+            && !paused
+        {
+            // Full disk: make room from our own store, then try once more. When that does not
+            // help, others' files fill the disk: stop giving up our entries for a while (30 s,
+            // doubling to 10 min) instead of emptying the store one save at a time.
+            bump(&self.counters().space_retries, 1);
+            self.evict(self.low_water.min(self.size / 2));
+            result = self.with_recovery(|d| d.publish(key, program));
+            if result.as_ref().is_err_and(is_no_space) {
+                let pause = self
+                    .space_backoff
+                    .map_or(Duration::from_secs(30), |(_, p)| {
+                        (p * 2).min(Duration::from_secs(600))
+                    });
+                self.space_backoff = Some((Instant::now() + pause, pause));
+            } else {
+                self.space_backoff = None;
+            }
+        }
+        match result {
+            Ok(Published::Present) => bump(&self.counters().already_present, 1),
+            Ok(Published::TooLarge) => {
+                bump(&self.counters().oversized, 1);
+                self.shared.conditions.report(
+                    "oversized",
+                    format!(
+                        "program cache: an entry over the {MAX_PAYLOAD}-byte payload bound was \
+                         not written (it could never be read back)"
+                    ),
+                );
+            }
+            Ok(Published::Written { bytes, allocated }) => {
+                bump(&self.counters().writes, 1);
+                bump(&self.counters().bytes_written, bytes);
+                self.size += allocated;
+                self.entries += 1;
+                if self.size > self.budget && !pending_trim {
+                    self.evict(self.low_water);
+                }
+            }
+            Err(e) => {
+                bump(&self.counters().write_errors, 1);
+                self.shared.conditions.report(
+                    "write",
+                    format!(
+                        "program cache: writing to {} failed: {e}; entries stay in memory only",
+                        self.dir.dir.display()
+                    ),
+                );
+            }
+        }
+    }
+
+    fn evict(&mut self, limit: u64) {
+        if self.evict_backoff_until.is_some_and(|t| Instant::now() < t) {
+            return;
+        }
+        match self.dir.evict_to(limit, EVICT_LOCK_WAIT) {
+            Ok(n) => {
+                self.evict_backoff_until = None;
+                bump(&self.counters().evictions, n as u64);
+                bump(&self.counters().compactions, 1);
+                // Other processes write too: measure what the store takes now.
+                self.rescan(false);
+            }
+            Err(EvictError::Busy) => self.lock_busy("eviction"),
+            Err(EvictError::Io(e)) if fsx::is_not_regular(&e) && self.repair() => self.evict(limit),
+            Err(EvictError::Io(e)) => {
+                // Not every pass: an eviction that cannot work waits like a busy lock.
+                self.evict_backoff_until = Some(Instant::now() + Duration::from_secs(1));
+                self.shared
+                    .conditions
+                    .report("evict", format!("program cache: disk eviction failed: {e}"))
+            }
+        }
+    }
+
+    /// Replaces side files planted since the open (logged); true when one was.
+    fn repair(&mut self) -> bool {
+        let replaced = self.dir.repair_side_files();
+        for side in &replaced {
+            self.shared.conditions.log(&format!(
+                "program cache: replaced {}/{side}: not a file of ours (never followed)",
+                self.dir.dir.display()
+            ));
+        }
+        !replaced.is_empty()
+    }
+
+    fn lock_busy(&mut self, what: &str) {
+        bump(&self.counters().lock_busy, 1);
+        self.evict_backoff_until = Some(Instant::now() + Duration::from_secs(1));
+        self.shared.conditions.report(
+            "lock-busy",
+            format!(
+                "program cache: another process holds {}/evict.lock past {} ms (frozen?); \
+                 {what} skipped and retried later, the cache keeps serving",
+                self.dir.dir.display(),
+                EVICT_LOCK_WAIT.as_millis()
+            ),
+        );
+    }
+
+    fn check_drop(&mut self) {
+        let epoch = self.shared.drop_epoch.load(Ordering::Acquire);
+        if epoch == self.done_epoch {
+            return;
+        }
+        self.done_epoch = epoch;
+        self.pending_uses.clear();
+        self.recorded.clear();
+        match self.with_recovery(StampDir::drop_all) {
+            Ok(n) => bump(&self.counters().evictions, n as u64),
+            Err(e) => self.shared.conditions.report(
+                "drop",
+                format!("program cache: emptying the disk store failed: {e}"),
+            ),
+        }
+        self.rescan(false);
+    }
+
+    /// Appends the pending last uses, at most one record per key per interval.
+    fn write_uses(&mut self) {
+        self.last_use_write = Instant::now();
+        if self.pending_uses.is_empty() {
+            return;
+        }
+        let interval = self.interval_ms;
+        let mut due = Vec::new();
+        for (key, ms) in self.pending_uses.drain() {
+            let write = match self.recorded.get(&key) {
+                None => true,
+                // Due, or the clock went back by more than an interval.
+                Some(&r) => ms >= r.saturating_add(interval) || ms.saturating_add(interval) < r,
+            };
+            if write {
+                due.push((key, ms));
+            }
+        }
+        if due.is_empty() {
+            return;
+        }
+        if self.recorded.len() + due.len() > MAX_RECORDED {
+            self.recorded.clear();
+        }
+        if self.with_recovery(|d| d.record_uses(&due)).is_ok() {
+            let n = due.len() as u64;
+            bump(&self.counters().use_records, n);
+            self.log_bytes += n * store::LOG_RECORD as u64;
+            self.size += n * store::LOG_RECORD as u64;
+            self.recorded.extend(due);
+            self.maybe_compact();
+        }
+    }
+
+    /// Compacts the logs when they outgrow a small multiple of the entries.
+    fn maybe_compact(&mut self) {
+        let limit =
+            LOG_COMPACT_MIN.max(LOG_RECORDS_PER_ENTRY * self.entries * store::LOG_RECORD as u64);
+        if self.log_bytes <= limit || self.evict_backoff_until.is_some_and(|t| Instant::now() < t) {
+            return;
+        }
+        match self.dir.compact(EVICT_LOCK_WAIT) {
+            Ok(()) => {
+                bump(&self.counters().compactions, 1);
+                self.rescan(false);
+            }
+            Err(EvictError::Busy) => self.lock_busy("log compaction"),
+            // A side file planted since the open: replaced now, compacted next time.
+            Err(EvictError::Io(e)) if fsx::is_not_regular(&e) && self.repair() => {}
+            Err(EvictError::Io(e)) => self.shared.conditions.report(
+                "compact",
+                format!("program cache: compacting lru.log failed: {e}"),
+            ),
+        }
+    }
+}
