@@ -70,6 +70,11 @@
 //! # Guarantees
 //! * Every enqueued task runs at most once, after every task enqueued before it on its stream,
 //!   unless its stream is removed (then it is dropped, never run).
+//! * The scheduler owns the sync-points clients it creates ([`Scheduler::create_client`]): they
+//!   are destroyed with their stream, at [`Scheduler::shutdown`] and when the scheduler is
+//!   dropped (waits on their tokens end; the tokens read as released), so no client outlives
+//!   its stream. A client destroyed earlier through the sync-point manager, and another client
+//!   created since under its id, are left alone (tests/behaviours.rs).
 //! * Task closures, start callbacks, the metrics callback and sync-points callbacks run with no
 //!   lock of this crate held: a task may enqueue, add/remove/enable streams or release tokens.
 //! * A stream's scheduled priority is always the from-scratch fixed point above, and a change

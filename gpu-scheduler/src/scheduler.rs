@@ -273,6 +273,8 @@ struct Stream {
     waiters: HashSet<StreamId>,
     /// The last lowering pass that put it in its recomputed set (see [`State::lower`]).
     mark: u64,
+    /// The clients made with [`Scheduler::create_client`] on it: destroyed with it.
+    clients: Vec<Arc<ClientState>>,
 }
 
 /// The running stream and its pick time (clock ns); its slice length is `Scheduler::slice_ns`.
@@ -764,12 +766,16 @@ impl std::fmt::Debug for Scheduler {
 }
 
 impl Drop for Scheduler {
-    /// Destroys the streams' sequences: waits on them are retired (their callbacks find the
-    /// scheduler gone and do nothing) and no fence outlives the scheduler.
+    /// Destroys the streams' sequences and the clients made on them: waits on them are retired
+    /// (their callbacks find the scheduler gone and do nothing) and no fence or client
+    /// outlives the scheduler.
     fn drop(&mut self) {
         let streams = std::mem::take(&mut lock(&self.state).streams);
         for s in streams.into_values() {
             self.sync.destroy_sequence(s.sequence.id());
+            for client in &s.clients {
+                self.sync.destroy_client_instance(client);
+            }
         }
     }
 }
@@ -826,6 +832,7 @@ impl Scheduler {
                 lends_to: Vec::new(),
                 waiters: HashSet::default(),
                 mark: 0,
+                clients: Vec::new(),
             },
         );
         id
@@ -841,19 +848,29 @@ impl Scheduler {
     /// the stream": a stream waiting on them lends its priority to this one. (The same holds for
     /// a client made directly with `SyncPointManager::create_client` on [`Scheduler::sequence`]:
     /// the releaser of a token is found through its client's sequence.)
+    ///
+    /// The scheduler owns the client: it is destroyed (its pending waits end, its tokens read
+    /// as released) when the stream is removed, at [`Scheduler::shutdown`] and when the
+    /// scheduler is dropped — unless it was destroyed before through the sync-point manager (a
+    /// client created since with the same id is not the scheduler's and is left alone). A
+    /// client made directly with `SyncPointManager::create_client` stays the caller's.
     pub fn create_client(
         &self,
         stream: StreamId,
         client: ClientId,
     ) -> Result<Arc<ClientState>, SchedulerError> {
-        let st = lock(&self.state);
+        let mut st = lock(&self.state);
         let seq = get(&st, stream)?.sequence.id();
         // Lock order: scheduler state, then sync-points.
-        Ok(self.sync.create_client(client, seq)?)
+        let client = self.sync.create_client(client, seq)?;
+        get_mut(&mut st, stream)?.clients.push(client.clone());
+        Ok(client)
     }
 
     /// Removes a stream: its pending tasks are dropped (returned count), its sequence destroyed
-    /// (waits on it are retired) and the priority it lent through its waits is taken back.
+    /// (waits on it are retired), the clients made on it with [`Scheduler::create_client`]
+    /// destroyed (waits on their tokens end; the tokens read as released) and the priority it
+    /// lent through its waits is taken back.
     pub fn remove_stream(&self, id: StreamId) -> Result<RemovedStream, SchedulerError> {
         let (stream, lent, unclaimed) = {
             let mut st = lock(&self.state);
@@ -884,6 +901,9 @@ impl Scheduler {
         // Outside the lock: this retires waits on the stream, whose callbacks take the lock,
         // and dropping the closures may run arbitrary code.
         self.sync.destroy_sequence(stream.sequence.id());
+        for client in &stream.clients {
+            self.sync.destroy_client_instance(client);
+        }
         drop(stream);
         Ok(RemovedStream {
             dropped_tasks,
@@ -1059,9 +1079,9 @@ impl Scheduler {
 
     /// Shuts the scheduler down, from any thread and from inside a task or callback: every
     /// stream is removed (its pending tasks dropped without running, exactly once, outside the
-    /// state lock; its sequence destroyed, so waits on it are retired), the driver stops after
-    /// the task it is running (the rest of its turn, and the rest of a task that yields, are
-    /// dropped too), and from then on `run_next` runs nothing, `enqueue` is
+    /// state lock; its sequence and its clients destroyed, so waits on them end), the driver
+    /// stops after the task it is running (the rest of its turn, and the rest of a task that
+    /// yields, are dropped too), and from then on `run_next` runs nothing, `enqueue` is
     /// [`SchedulerError::ShutDown`] and `add_stream` makes no stream. Returns the number of
     /// tasks dropped. A second call does nothing.
     pub fn shutdown(&self) -> usize {

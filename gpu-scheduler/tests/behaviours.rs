@@ -635,3 +635,67 @@ fn a_stream_downgraded_by_its_slices_and_lifted_back_by_a_waiter_does_not_jump_t
     s.run_until_idle();
     assert_eq!(entries(&log), ["n1", "n2", "f", "w"]);
 }
+
+/// Issue 12: the scheduler owns the clients it creates — removing their stream destroys them
+/// (a wait on one ends, its tokens read as released, its id is free again); a client made
+/// directly on the stream's sequence through the sync-point manager stays the caller's.
+#[test]
+fn removing_a_stream_destroys_the_clients_made_on_it() {
+    let (sync, s) = setup();
+    let r = s.add_stream(Priority::Normal);
+    let client = s.create_client(r, cid(1)).unwrap();
+    sync.create_client(cid(2), s.sequence(r).unwrap().id())
+        .unwrap();
+    let ended = Arc::new(AtomicUsize::new(0));
+    let e = ended.clone();
+    assert!(sync.on_release(&token(1, 1), move || {
+        e.fetch_add(1, Ordering::SeqCst);
+    }));
+    assert!(!sync.is_released(&token(1, 1)));
+    s.remove_stream(r).unwrap();
+    assert!(sync.client(cid(1)).is_none(), "destroyed with its stream");
+    assert!(client.release(1).is_err(), "the handle reads as destroyed");
+    assert_eq!(ended.load(Ordering::SeqCst), 1, "the wait on it ended");
+    assert!(sync.is_released(&token(1, 1)));
+    assert!(sync.client(cid(2)).is_some(), "not the scheduler's");
+    // The id is free: a client made on another stream with it is that stream's, and is not
+    // destroyed again by anything left of the first.
+    let other = s.add_stream(Priority::Normal);
+    s.create_client(other, cid(1)).unwrap();
+    assert!(sync.client(cid(1)).is_some());
+}
+
+/// Issue 12: at shutdown and when the scheduler is dropped its clients are destroyed; a client
+/// the scheduler made that was destroyed through the manager, and then made again by someone
+/// else under the same id, is not the scheduler's any more and survives.
+#[test]
+fn shutdown_and_drop_destroy_the_schedulers_clients_and_only_those() {
+    let sync = Arc::new(SyncPointManager::new());
+    let s = Scheduler::new(sync.clone());
+    let a = s.add_stream(Priority::Normal);
+    s.create_client(a, cid(1)).unwrap();
+    s.create_client(a, cid(2)).unwrap();
+    // Client 2 destroyed by its id and made again by the host on a sequence of its own.
+    assert!(sync.destroy_client(cid(2)));
+    let host = sync.create_sequence();
+    sync.create_client(cid(2), host.id()).unwrap();
+    s.shutdown();
+    assert!(sync.client(cid(1)).is_none(), "destroyed at shutdown");
+    assert!(
+        sync.client(cid(2)).is_some(),
+        "the host's client is left alone"
+    );
+    // A destroy by id of a client the scheduler already destroyed is harmless (the C ABI did
+    // its own at scheduler free).
+    assert!(!sync.destroy_client(cid(1)));
+
+    let s = Scheduler::new(sync.clone());
+    let b = s.add_stream(Priority::Low);
+    s.create_client(b, cid(3)).unwrap();
+    drop(s);
+    assert!(
+        sync.client(cid(3)).is_none(),
+        "destroyed when the scheduler is dropped"
+    );
+    assert!(sync.client(cid(2)).is_some());
+}

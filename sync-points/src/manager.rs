@@ -151,6 +151,28 @@ impl SyncPointManager {
         }
     }
 
+    /// Destroys `client` if it is still the client registered under its id — not when it was
+    /// destroyed already and another client was created with the same id since (that one is
+    /// left alone). Returns whether it was destroyed here. For owners of the clients they
+    /// create (the `gpu-scheduler` crate destroys a stream's clients with it).
+    pub fn destroy_client_instance(&self, client: &Arc<ClientState>) -> bool {
+        let removed = {
+            let mut reg = lock(&self.registry);
+            let id = client.id();
+            match reg.clients.get(&id) {
+                Some(c) if Arc::ptr_eq(c, client) => reg.clients.remove(&id),
+                _ => None,
+            }
+        };
+        match removed {
+            Some(c) => {
+                c.destroy();
+                true
+            }
+            None => false,
+        }
+    }
+
     /// Releases `count` on client `id` (see [`ClientState::release`]).
     pub fn release(&self, id: ClientId, count: u64) -> Result<ReleaseOutcome, ClientError> {
         let client = self.client(id).ok_or(ClientError::UnknownClient(id))?;
