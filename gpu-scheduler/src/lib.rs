@@ -103,7 +103,9 @@
 //!
 //! # Errors
 //! Unknown streams, refused order numbers and client creation failures are
-//! [`SchedulerError`] values; nothing changes when one is returned.
+//! [`SchedulerError`] values; nothing changes when one is returned. A config whose time slice is
+//! shorter than its granularity is a [`ConfigError`] ([`SchedulerConfig::validate`],
+//! [`Scheduler::try_with_config`]).
 //!
 //! # Thread safety and lock order
 //! [`Scheduler`] is `Send + Sync`. One mutex guards the scheduler state; lock order is
@@ -129,6 +131,6 @@ pub(crate) mod sync;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use metrics::{MAX_SAMPLES, Metrics, PriorityMetrics, TaskSample, percentile};
 pub use scheduler::{
-    MetricsCallback, Priority, RemovedStream, Scheduler, SchedulerConfig, SchedulerError, StartFn,
-    StreamId, Task, TaskContext, TaskFn, TaskResult,
+    ConfigError, MetricsCallback, Priority, RemovedStream, Scheduler, SchedulerConfig,
+    SchedulerError, StartFn, StreamId, Task, TaskContext, TaskFn, TaskResult,
 };

@@ -220,6 +220,35 @@ impl std::fmt::Debug for SchedulerConfig {
     }
 }
 
+/// A [`SchedulerConfig`] that cannot work ([`SchedulerConfig::validate`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConfigError {
+    /// The time slice is shorter than the granularity: a stream preempted by higher priority
+    /// would be promised more run time than its whole slice.
+    #[error("time slice {time_slice:?} is shorter than the granularity {granularity:?}")]
+    SliceShorterThanGranularity {
+        /// [`SchedulerConfig::time_slice`].
+        time_slice: Duration,
+        /// [`SchedulerConfig::granularity`].
+        granularity: Duration,
+    },
+}
+
+impl SchedulerConfig {
+    /// Checks the settings: the time slice must be at least the granularity.
+    /// [`Scheduler::try_with_config`] refuses a config that fails this;
+    /// [`Scheduler::with_config`] does not check (as before it existed).
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.time_slice < self.granularity {
+            return Err(ConfigError::SliceShorterThanGranularity {
+                time_slice: self.time_slice,
+                granularity: self.granularity,
+            });
+        }
+        Ok(())
+    }
+}
+
 impl Default for SchedulerConfig {
     fn default() -> Self {
         SchedulerConfig {
@@ -786,7 +815,18 @@ impl Scheduler {
         Self::with_config(sync, SchedulerConfig::default())
     }
 
-    /// A scheduler over `sync`.
+    /// A scheduler over `sync`, with `config` after [`SchedulerConfig::validate`]: an invalid
+    /// config is an error and makes no scheduler.
+    pub fn try_with_config(
+        sync: Arc<SyncPointManager>,
+        config: SchedulerConfig,
+    ) -> Result<OwnArc<Self>, ConfigError> {
+        config.validate()?;
+        Ok(Self::with_config(sync, config))
+    }
+
+    /// A scheduler over `sync`. The config is not checked; [`Scheduler::try_with_config`] is
+    /// the checked form.
     pub fn with_config(sync: Arc<SyncPointManager>, config: SchedulerConfig) -> OwnArc<Self> {
         OwnArc::new_cyclic(|me| Scheduler {
             me: me.clone(),

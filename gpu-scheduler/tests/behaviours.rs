@@ -699,3 +699,38 @@ fn shutdown_and_drop_destroy_the_schedulers_clients_and_only_those() {
     );
     assert!(sync.client(cid(2)).is_some());
 }
+
+/// Issue 12: a time slice shorter than the granularity is refused by the config itself (the C
+/// ABI checked it on its own); the defaults and an equal slice are fine.
+#[test]
+fn a_time_slice_shorter_than_the_granularity_is_refused() {
+    use gpu_scheduler::{ConfigError, SchedulerConfig};
+    assert_eq!(SchedulerConfig::default().validate(), Ok(()));
+    let bad = SchedulerConfig {
+        time_slice: Duration::from_micros(500),
+        granularity: Duration::from_millis(1),
+        ..SchedulerConfig::default()
+    };
+    let expected = ConfigError::SliceShorterThanGranularity {
+        time_slice: Duration::from_micros(500),
+        granularity: Duration::from_millis(1),
+    };
+    assert_eq!(bad.validate(), Err(expected.clone()));
+    assert_eq!(
+        expected.to_string(),
+        "time slice 500µs is shorter than the granularity 1ms"
+    );
+    let sync = Arc::new(SyncPointManager::new());
+    assert_eq!(
+        Scheduler::try_with_config(sync.clone(), bad).unwrap_err(),
+        expected
+    );
+    let equal = SchedulerConfig {
+        time_slice: Duration::from_millis(1),
+        granularity: Duration::from_millis(1),
+        ..SchedulerConfig::default()
+    };
+    assert_eq!(equal.validate(), Ok(()));
+    let s = Scheduler::try_with_config(sync, equal).unwrap();
+    assert!(!s.is_shut_down());
+}
