@@ -7,10 +7,10 @@ use std::time::Duration;
 use crate::disk::{DiskConfig, DiskCounters, DiskLayer, LoadReport, LoadSink};
 
 use crate::key::{ProgramKey, ShaderHash};
+use crate::memory_store::{BinaryStore, Evicted, EvictionPolicy, PageId};
 use crate::program::{CachedProgram, SharedProgram};
 use crate::stats::{Counters, HistogramCallback, Recorder, Stats, names};
 use crate::status::{CompileStatus, LinkStatus, ShaderStatuses};
-use crate::store::{BinaryStore, Evicted, EvictionPolicy, PageId};
 
 /// Default budget on desktop: 6 MiB.
 pub const DESKTOP_BUDGET: usize = 6 * 1024 * 1024;

@@ -59,10 +59,10 @@ mod cache;
 pub mod disk;
 pub mod key;
 mod manager;
+mod memory_store;
 mod program;
 pub mod stats;
 mod status;
-mod store;
 
 pub use backend::{GlBackend, ProgramBackend};
 pub use cache::{
@@ -78,7 +78,7 @@ pub use manager::{
     CompileOutcome, LinkFailure, LinkOrigin, LinkedProgram, ProgramManager, ProgramOptions, Shader,
     ShaderState,
 };
+pub use memory_store::{EvictionPolicy, PageId};
 pub use program::{CachedProgram, ProgramBinaryData, ShaderVariables, SharedProgram, VariableInfo};
 pub use stats::{Counters, Histogram, HistogramCallback, Stats};
 pub use status::{CompileStatus, LinkStatus};
-pub use store::{EvictionPolicy, PageId};

@@ -22,9 +22,9 @@ use headless_gl::{ActiveVariable, LinkOptions, ShaderStage};
 use crate::backend::ProgramBackend;
 use crate::cache::ProgramCache;
 use crate::key::{ProgramKey, ProgramKeyInput, ShaderHash, program_key, shader_hash};
+use crate::memory_store::PageId;
 use crate::program::{CachedProgram, ProgramBinaryData, ShaderVariables, VariableInfo};
 use crate::status::CompileStatus;
-use crate::store::PageId;
 
 /// Where a shader stands.
 #[derive(Debug)]

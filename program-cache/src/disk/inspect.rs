@@ -18,7 +18,7 @@ use crate::key::ProgramKey;
 use super::format::{self, EntryError, HEADER_LEN};
 use super::fsx::{self, b};
 use super::stamp::hex;
-use super::store::{self, MAX_ENTRY_FILE, Recognized, parse_key_hex};
+use super::store_dir::{self, MAX_ENTRY_FILE, Recognized, parse_key_hex};
 
 /// One entry on disk.
 #[derive(Debug, Clone)]
@@ -134,10 +134,10 @@ fn check_entry(
 /// Reads every store under `root` and checks every entry (read-only).
 pub fn scan(root: &Path) -> io::Result<Vec<StoreInfo>> {
     let root_fd = fsx::open_root(root)?;
-    let now = store::now_ms();
+    let now = store_dir::now_ms();
     let mut stores = Vec::new();
-    for name in store::store_names(&root_fd)? {
-        let (dir_fd, stamp_hash, damage) = match store::recognize(&root_fd, &name) {
+    for name in store_dir::store_names(&root_fd)? {
+        let (dir_fd, stamp_hash, damage) = match store_dir::recognize(&root_fd, &name) {
             Recognized::NotOurs => continue,
             Recognized::Store(s) => (s.dir, Some(hex(&s.stamp.hash)), None),
             Recognized::Damaged { why, .. } => match fsx::open_dir(b(&root_fd), &name) {
@@ -152,7 +152,7 @@ pub fn scan(root: &Path) -> io::Result<Vec<StoreInfo>> {
         let expected = stamp_hash.as_deref().and_then(hex_to_20);
         let dir = root.join(&name);
         let mut allocated = 0;
-        for side in store::SIDE_FILES.iter().chain(&["entries", "tmp"]) {
+        for side in store_dir::SIDE_FILES.iter().chain(&["entries", "tmp"]) {
             if let Ok(st) = fsx::lstat(b(&dir_fd), side) {
                 allocated += fsx::allocated(&st);
             }
@@ -163,7 +163,7 @@ pub fn scan(root: &Path) -> io::Result<Vec<StoreInfo>> {
         let mut entries = Vec::new();
         let mut entries_error = None;
         match fsx::open_dir(b(&dir_fd), "entries")
-            .and_then(|fd| Ok((fsx::list(b(&fd), store::MAX_LIST)?, fd)))
+            .and_then(|fd| Ok((fsx::list(b(&fd), store_dir::MAX_LIST)?, fd)))
         {
             Err(e) => entries_error = Some(format!("entries/ cannot be listed: {e}")),
             Ok((list, entries_fd)) => {
@@ -192,7 +192,7 @@ pub fn scan(root: &Path) -> io::Result<Vec<StoreInfo>> {
         }
         entries.sort_by_key(|e| e.key);
         let temporary_files = fsx::open_dir(b(&dir_fd), "tmp")
-            .and_then(|fd| fsx::list(b(&fd), store::MAX_LIST))
+            .and_then(|fd| fsx::list(b(&fd), store_dir::MAX_LIST))
             .map_or(0, |l| l.len());
         let in_use = match fsx::open_read(b(&dir_fd), "in-use.lock") {
             Ok((fd, _)) => match fsx::try_flock(&fd, true) {
@@ -260,10 +260,10 @@ pub fn clear(root: &Path, force: bool) -> Result<ClearReport, ClearError> {
     let mut in_use = Vec::new();
     // First, which stores are in use (each lock is let go at once: a cache opening one
     // meanwhile waits only for this check, never for the whole clear).
-    for name in store::store_names(&root_fd)? {
-        match store::recognize(&root_fd, &name) {
+    for name in store_dir::store_names(&root_fd)? {
+        match store_dir::recognize(&root_fd, &name) {
             Recognized::Store(s) => {
-                match store::lock_unused(&s) {
+                match store_dir::lock_unused(&s) {
                     Ok(Some(_)) => {}
                     Ok(None) => in_use.push(root.join(&name)),
                     Err(e) => {
@@ -282,7 +282,7 @@ pub fn clear(root: &Path, force: bool) -> Result<ClearReport, ClearError> {
     }
     // Then each store under its own lock, one at a time.
     for s in stores {
-        let lock = match store::lock_unused(&s) {
+        let lock = match store_dir::lock_unused(&s) {
             Ok(lock) => lock,
             Err(e) => {
                 report.unusable.push((root.join(&s.name), e.to_string()));
@@ -294,7 +294,7 @@ pub fn clear(root: &Path, force: bool) -> Result<ClearReport, ClearError> {
             report.in_use_left.push(root.join(&s.name));
             continue;
         }
-        let d = store::delete_store(&root_fd, &s, &|| false);
+        let d = store_dir::delete_store(&root_fd, &s, &|| false);
         drop(lock);
         report.entries += d.entries;
         if d.folder_removed {

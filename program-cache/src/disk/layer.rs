@@ -15,7 +15,7 @@ use super::condition::Conditions;
 use super::config::{DiskConfig, LoadedCallback};
 use super::counters::{AtomicCounters, DiskCounters, bump};
 use super::loader::{LoadReport, LoadSink};
-use super::store;
+use super::store_dir;
 use super::writer::{Job, Pending, USE_QUEUE, disk_thread};
 
 /// State shared by the GPU thread's handle and the disk threads.
@@ -153,7 +153,7 @@ impl DiskLayer {
         if self.enabled()
             && let Some(uses) = &self.uses
         {
-            let _ = uses.try_send((key, store::now_ms()));
+            let _ = uses.try_send((key, store_dir::now_ms()));
         }
     }
 

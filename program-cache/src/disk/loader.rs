@@ -10,7 +10,7 @@ use crate::program::CachedProgram;
 
 use super::counters::bump;
 use super::layer::Shared;
-use super::store::{ReadError, StampDir};
+use super::store_dir::{ReadError, StampDir};
 
 /// Where the startup loader puts the entries it reads: the memory cache. The disk layer holds
 /// it weakly (a [`std::sync::Weak`]): once the cache is gone the load stops.

@@ -25,7 +25,7 @@
 //! # Layout
 //! `config` (what a host sets), `layer` (the cache's handle: queues jobs, never touches the
 //! disk), `writer` (the writer thread), `loader` (the startup load into a `LoadSink`),
-//! `counters` and `condition` (what is counted and reported), `store` (one store folder and the
+//! `counters` and `condition` (what is counted and reported), `store_dir` (one store folder and the
 //! folder's other stores), `format` (entry files), `stamp` (`STAMP`), `fsx` (descriptor-relative
 //! file operations), [`inspect`] (the CLI's read-only view and `clear`).
 
@@ -37,7 +37,7 @@ mod fsx;
 mod layer;
 mod loader;
 mod stamp;
-mod store;
+mod store_dir;
 mod writer;
 
 pub mod inspect;
@@ -52,4 +52,4 @@ pub(crate) use layer::DiskLayer;
 pub use loader::LoadReport;
 pub(crate) use loader::LoadSink;
 pub use stamp::CompatibilityStamp;
-pub use store::{EVICT_LOCK_WAIT, OPEN_LOCK_WAIT};
+pub use store_dir::{EVICT_LOCK_WAIT, OPEN_LOCK_WAIT};

@@ -18,7 +18,7 @@ use super::format::MAX_PAYLOAD;
 use super::fsx;
 use super::layer::Shared;
 use super::loader::{LoadReport, LoadSink, load_entries};
-use super::store::{
+use super::store_dir::{
     self, EVICT_LOCK_WAIT, EvictError, OPEN_LOCK_WAIT, Published, StampDir, is_no_space,
 };
 
@@ -107,7 +107,7 @@ pub(super) fn disk_thread(pending: Pending, shared: &Arc<Shared>, sink: Weak<dyn
     // Garbage collection of other stores and dead writers' files: here, never on the GPU
     // thread, and never waiting for a lock another process holds.
     let removed = match dir.root_fd() {
-        Ok(root) => store::remove_other_stores(
+        Ok(root) => store_dir::remove_other_stores(
             &root,
             &config.dir,
             &config.stamp,
@@ -475,8 +475,8 @@ impl Writer<'_> {
         if self.with_recovery(|d| d.record_uses(&due)).is_ok() {
             let n = due.len() as u64;
             bump(&self.counters().use_records, n);
-            self.log_bytes += n * store::LOG_RECORD as u64;
-            self.size += n * store::LOG_RECORD as u64;
+            self.log_bytes += n * store_dir::LOG_RECORD as u64;
+            self.size += n * store_dir::LOG_RECORD as u64;
             self.recorded.extend(due);
             self.maybe_compact();
         }
@@ -484,8 +484,8 @@ impl Writer<'_> {
 
     /// Compacts the logs when they outgrow a small multiple of the entries.
     fn maybe_compact(&mut self) {
-        let limit =
-            LOG_COMPACT_MIN.max(LOG_RECORDS_PER_ENTRY * self.entries * store::LOG_RECORD as u64);
+        let limit = LOG_COMPACT_MIN
+            .max(LOG_RECORDS_PER_ENTRY * self.entries * store_dir::LOG_RECORD as u64);
         if self.log_bytes <= limit || self.evict_backoff_until.is_some_and(|t| Instant::now() < t) {
             return;
         }
