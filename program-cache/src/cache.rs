@@ -4,7 +4,7 @@ use std::num::NonZeroUsize;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use crate::disk::{DiskConfig, DiskCounters, DiskLayer, LoadReport, LoadSink};
+use crate::disk::{DiskConfig, DiskCounters, DiskLayer, DropReason, LoadReport, LoadSink};
 
 use crate::key::{ProgramKey, ShaderHash};
 use crate::memory_store::{BinaryStore, Evicted, EvictionPolicy, PageId};
@@ -403,7 +403,7 @@ impl ProgramCache {
             let evicted = state.store.remove_from_disk();
             state.forget(&evicted);
             drop(state);
-            disk.drop_all("the driver refused several stored binaries in a row");
+            disk.drop_all(DropReason::DriverRefusals);
         }
         removed
     }
@@ -464,7 +464,7 @@ impl ProgramCache {
         state.statuses.clear();
         drop(state);
         if let Some(disk) = &self.disk {
-            disk.drop_all("clear");
+            disk.drop_all(DropReason::Clear);
         }
     }
 

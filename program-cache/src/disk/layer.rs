@@ -46,6 +46,33 @@ impl Shared {
     }
 }
 
+/// Why the whole disk store is emptied ([`DiskLayer::drop_all`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum DropReason {
+    /// The host cleared the cache (`ProgramCache::clear`): not a condition, not reported.
+    Clear,
+    /// The driver refused `max_consecutive_rejections` stored binaries in a row: it changed in
+    /// a way the stamp did not capture. Reported as a condition.
+    DriverRefusals,
+}
+
+impl DropReason {
+    /// Whether the drop is reported as a condition (stats and log): only when the host did
+    /// not ask for it.
+    fn is_reported(self) -> bool {
+        self != DropReason::Clear
+    }
+}
+
+impl std::fmt::Display for DropReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            DropReason::Clear => "clear",
+            DropReason::DriverRefusals => "the driver refused several stored binaries in a row",
+        })
+    }
+}
+
 /// The disk side of the program cache: the GPU thread's handle on the writer and loader.
 pub(crate) struct DiskLayer {
     tx: Option<Sender<Job>>,
@@ -165,15 +192,16 @@ impl DiskLayer {
     }
 
     /// Empties the whole store, after the saves already queued (which are not written). Never
-    /// waits: the writer sees the new epoch before its next job.
-    pub(crate) fn drop_all(&self, why: &'static str) {
+    /// waits: the writer sees the new epoch before its next job. Counted in `store_drops`; a
+    /// drop the host did not ask for is reported (stats and log, once).
+    pub(crate) fn drop_all(&self, reason: DropReason) {
         if self.tx.is_none() {
             return;
         }
-        if why != "clear" {
+        if reason.is_reported() {
             self.shared.conditions.report(
                 "dropped",
-                format!("program cache: disk store dropped: {why}"),
+                format!("program cache: disk store dropped: {reason}"),
             );
         }
         bump(&self.shared.counters.store_drops, 1);
@@ -224,5 +252,20 @@ impl Drop for DiskLayer {
         if let Some(w) = self.writer.lock().unwrap_or_else(|e| e.into_inner()).take() {
             let _ = w.join();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::DropReason;
+
+    #[test]
+    fn only_drops_the_host_did_not_ask_for_are_reported() {
+        assert!(!DropReason::Clear.is_reported());
+        assert!(DropReason::DriverRefusals.is_reported());
+        assert_eq!(
+            DropReason::DriverRefusals.to_string(),
+            "the driver refused several stored binaries in a row"
+        );
     }
 }

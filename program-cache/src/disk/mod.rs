@@ -48,7 +48,7 @@ pub use format::{
     EntryError, EntryHeader, FLAG_LZ4, FORMAT_VERSION, HEADER_LEN, MAGIC, MAX_PAYLOAD,
     check_header, decode, decode_header, encode, encode_bounded,
 };
-pub(crate) use layer::DiskLayer;
+pub(crate) use layer::{DiskLayer, DropReason};
 pub use loader::LoadReport;
 pub(crate) use loader::LoadSink;
 pub use stamp::CompatibilityStamp;
