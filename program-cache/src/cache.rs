@@ -158,9 +158,89 @@ impl std::fmt::Debug for ProgramCache {
 
 type Samples = Vec<(&'static str, f64)>;
 
+/// Builds a [`ProgramCache`]: [`ProgramCache::builder`], then the optional parts, then
+/// [`ProgramCacheBuilder::build`].
+///
+/// ```
+/// use program_cache::{CacheConfig, ProgramCache};
+///
+/// let cache = ProgramCache::builder(CacheConfig::mobile())
+///     .callback(std::sync::Arc::new(|name: &str, value: f64| println!("{name}: {value}")))
+///     .build();
+/// assert!(cache.is_empty());
+/// assert!(!cache.disk_enabled());
+/// ```
+#[must_use = "a builder does nothing until `build` is called"]
+pub struct ProgramCacheBuilder {
+    config: CacheConfig,
+    callback: Option<HistogramCallback>,
+    disk: Option<DiskConfig>,
+}
+
+impl std::fmt::Debug for ProgramCacheBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ProgramCacheBuilder")
+            .field("config", &self.config)
+            .field("callback", &self.callback.is_some())
+            .field("disk", &self.disk)
+            .finish()
+    }
+}
+
+impl ProgramCacheBuilder {
+    /// Pushes every histogram sample to `callback` (called with the cache's lock released).
+    pub fn callback(mut self, callback: HistogramCallback) -> Self {
+        self.callback = Some(callback);
+        self
+    }
+
+    /// Backs the cache with a disk store: entries already on disk start loading into memory on
+    /// a background thread (most recently used first, hot ones before them) and every save is
+    /// also written to disk by a background writer. When the folder cannot be used the cache
+    /// works in memory only and reports the condition once (stats and `disk.log`).
+    pub fn disk(mut self, disk: DiskConfig) -> Self {
+        self.disk = Some(disk);
+        self
+    }
+
+    /// The cache, empty (a disk-backed one fills in the background). Shared: the disk layer's
+    /// loader holds it weakly, so it is made in an [`Arc`]. No file-system work happens here (the
+    /// host's GPU thread): the disk writer thread opens the store.
+    pub fn build(self) -> Arc<ProgramCache> {
+        let ProgramCacheBuilder {
+            config,
+            callback,
+            disk,
+        } = self;
+        let Some(disk) = disk else {
+            return Arc::new(ProgramCache::from_parts(config, callback, None));
+        };
+        let layer = DiskLayer::new(&disk, config.budget_bytes);
+        let cache = Arc::new(ProgramCache::from_parts(config, callback, Some(layer)));
+        if let Some(layer) = &cache.disk {
+            let sink = Arc::downgrade(&cache);
+            layer.start(sink as std::sync::Weak<dyn LoadSink>);
+        }
+        cache
+    }
+}
+
 impl ProgramCache {
-    /// An empty cache.
-    pub fn new(config: CacheConfig) -> Self {
+    /// A builder for a cache with `config`: memory-only and without a histogram callback unless
+    /// [`ProgramCacheBuilder::disk`] and [`ProgramCacheBuilder::callback`] say otherwise.
+    pub fn builder(config: CacheConfig) -> ProgramCacheBuilder {
+        ProgramCacheBuilder {
+            config,
+            callback: None,
+            disk: None,
+        }
+    }
+
+    fn from_parts(
+        config: CacheConfig,
+        callback: Option<HistogramCallback>,
+        disk: Option<DiskLayer>,
+    ) -> Self {
         ProgramCache {
             state: Mutex::new(State {
                 config,
@@ -170,40 +250,38 @@ impl ProgramCache {
                 recorder: Recorder::default(),
                 disk_rejections_in_a_row: 0,
             }),
-            callback: None,
-            disk: None,
+            callback,
+            disk,
         }
     }
 
-    /// A cache backed by a disk store: entries already on disk start loading into memory on a
-    /// background thread (most recently used first, hot ones before them) and every save is
-    /// also written to disk by a background writer. When the folder cannot be used the cache
-    /// works in memory only and reports the condition once (stats and `disk.log`).
+    // kept until ffi and the CLI move to the builder (issue 12)
+    /// An empty memory-only cache: `ProgramCache::builder(config).build()`, unshared.
+    #[doc(hidden)]
+    pub fn new(config: CacheConfig) -> Self {
+        Self::from_parts(config, None, None)
+    }
+
+    // kept until ffi and the CLI move to the builder (issue 12)
+    /// `ProgramCache::builder(config).callback(..).disk(disk).build()`.
+    #[doc(hidden)]
     pub fn with_disk(
         config: CacheConfig,
         callback: Option<HistogramCallback>,
         disk: DiskConfig,
     ) -> Arc<Self> {
-        // No file-system work here (the GPU thread): the writer thread opens the store.
-        let layer = DiskLayer::new(&disk, config.budget_bytes);
-        let cache = Arc::new(ProgramCache {
-            callback,
-            disk: Some(layer),
-            ..Self::new(config)
-        });
-        if let Some(layer) = &cache.disk {
-            let sink = Arc::downgrade(&cache);
-            layer.start(sink as std::sync::Weak<dyn LoadSink>);
+        let builder = Self::builder(config).disk(disk);
+        match callback {
+            Some(callback) => builder.callback(callback).build(),
+            None => builder.build(),
         }
-        cache
     }
 
-    /// An empty cache that pushes every histogram sample to `callback`.
+    // kept until ffi and the CLI move to the builder (issue 12)
+    /// `ProgramCache::builder(config).callback(callback).build()`, unshared.
+    #[doc(hidden)]
     pub fn with_callback(config: CacheConfig, callback: HistogramCallback) -> Self {
-        ProgramCache {
-            callback: Some(callback),
-            ..Self::new(config)
-        }
+        Self::from_parts(config, Some(callback), None)
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
