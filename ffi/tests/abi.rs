@@ -4,7 +4,7 @@ use std::ffi::{CStr, c_char};
 use std::ptr;
 
 use gpusvc::*;
-use headless_gl::testing::{gl_required, isolate_shader_cache};
+use test_support::gl::{gl_required, isolate_shader_cache};
 
 fn message(code: u32, len: usize) -> (gpusvc_result, String, usize) {
     let mut buf = vec![0x7f as c_char; len.max(1)];

@@ -10,7 +10,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use gpusvc::*;
-use headless_gl::testing::{gl_required, isolate_shader_cache};
+use test_support::gl::{gl_required, isolate_shader_cache};
 
 const OK: gpusvc_result = gpusvc_result::GPUSVC_OK;
 const WAIT_MS: u32 = 10_000;

@@ -10,7 +10,7 @@ use std::ptr;
 use std::sync::Mutex;
 
 use gpusvc::*;
-use headless_gl::testing::{gl_required, isolate_shader_cache};
+use test_support::gl::{gl_required, isolate_shader_cache};
 
 const OK: gpusvc_result = gpusvc_result::GPUSVC_OK;
 

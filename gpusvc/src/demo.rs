@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use corpus::{Dialect, LoadError, ProgramSource, builtin, dedup_sources, load_dir, spread};
 use headless_gl::{
     ApiPreference, ContextError, ContextOptions, GlApi, GlContext, LinkOptions, ShaderStage,
 };
@@ -15,7 +16,6 @@ use program_cache::{
     LinkOrigin, LoadReport, ProgramBackend as _, ProgramCache, ProgramManager, ProgramOptions,
     Shader,
 };
-use corpus::{Dialect, LoadError, ProgramSource, builtin, dedup_sources, load_dir, spread};
 
 use crate::{Api, DemoArgs};
 

@@ -10,21 +10,10 @@ use program_cache::{
     CacheConfig, CachedProgram, CompatibilityStamp, DiskConfig, ProgramBinaryData, ProgramCache,
     ProgramKey, ShaderHash, ShaderVariables,
 };
+use test_support::cli::{self, text};
 
 fn gpusvc(args: &[&str], env: &[(&str, &Path)]) -> Output {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_gpusvc"));
-    command.args(args);
-    for (k, v) in env {
-        command.env(k, v);
-    }
-    command.output().expect("gpusvc runs")
-}
-
-fn text(output: &Output) -> (String, String) {
-    (
-        String::from_utf8_lossy(&output.stdout).into_owned(),
-        String::from_utf8_lossy(&output.stderr).into_owned(),
-    )
+    cli::run(env!("CARGO_BIN_EXE_gpusvc"), args, env)
 }
 
 fn stamp() -> CompatibilityStamp {

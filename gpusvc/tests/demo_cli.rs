@@ -5,23 +5,12 @@
 use std::path::Path;
 use std::process::{Command, Output};
 
-use headless_gl::testing::{context_or_skip, open_or_skip};
 use headless_gl::{ContextOptions, DeviceSelection};
+use test_support::cli::{self, row, text};
+use test_support::gl::{context_or_skip, open_or_skip};
 
 fn gpusvc(args: &[&str], env: &[(&str, &str)]) -> Output {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_gpusvc"));
-    command.args(args);
-    for (k, v) in env {
-        command.env(k, v);
-    }
-    command.output().expect("gpusvc runs")
-}
-
-fn text(output: &Output) -> (String, String) {
-    (
-        String::from_utf8_lossy(&output.stdout).into_owned(),
-        String::from_utf8_lossy(&output.stderr).into_owned(),
-    )
+    cli::run(env!("CARGO_BIN_EXE_gpusvc"), args, env)
 }
 
 /// Runs the demo and insists it succeeded; returns stdout.
@@ -35,23 +24,6 @@ fn demo_ok(args: &[&str]) -> String {
     );
     eprintln!("{stdout}");
     stdout
-}
-
-/// The cold and warm cells of a table row, as numbers (a trailing unit is dropped).
-fn row(table: &str, label: &str) -> (f64, f64) {
-    let line = table
-        .lines()
-        .find(|l| {
-            l.strip_prefix(label)
-                .is_some_and(|rest| rest.starts_with("  "))
-        })
-        .unwrap_or_else(|| panic!("no {label:?} row in:\n{table}"));
-    let numbers: Vec<f64> = line[label.len()..]
-        .split_whitespace()
-        .filter_map(|w| w.parse().ok())
-        .collect();
-    assert_eq!(numbers.len(), 2, "row {line:?}");
-    (numbers[0], numbers[1])
 }
 
 /// The summary line that starts with `prefix`.

@@ -37,15 +37,14 @@
 //! their own context at the same time.
 //!
 //! # Test support
-//! [`testing`] holds what every GL test in the workspace uses: a fresh `MESA_SHADER_CACHE_DIR` per
-//! test process and the `GPUSVC_REQUIRE_GL` policy (skip with a reason when no driver is present,
-//! fail when the variable is set).
+//! The workspace's GL test policy (a fresh `MESA_SHADER_CACHE_DIR` per test process; skip with a
+//! reason when no driver is present, fail when `GPUSVC_REQUIRE_GL` is set) lives in the
+//! unpublished `gpusvc-test-support` crate (`test_support::gl`).
 
 mod context;
 mod draw;
 mod driver;
 mod program;
-pub mod testing;
 
 pub use context::{
     ApiPreference, ContextError, ContextOptions, ContextProfile, DEVICE_ENV, DeviceSelection,

@@ -2,26 +2,16 @@
 
 use std::sync::{Arc, Barrier};
 
-use headless_gl::testing::{context_or_skip, open_or_skip};
 use headless_gl::{
     ApiPreference, AttributeBinding, BinaryError, BuildError, ContextError, ContextOptions,
     ContextProfile, DeviceSelection, DrawCall, DrawError, ForeignObject, GlApi, GlContext,
     GlVersion, LinkError, LinkOptions, Program, ProgramBinary, ShaderError, ShaderStage,
     UniformValue, VertexAttribute, glow,
 };
+use test_support::gl::{context_or_skip, open_or_skip};
+use test_support::shaders::VS;
 
 const SIZE: u32 = 32;
-
-const VS: &str = "
-in vec2 a_position;
-in vec4 a_color;
-uniform float u_scale;
-out vec4 v_color;
-void main() {
-    v_color = a_color;
-    gl_Position = vec4(a_position * u_scale, 0.0, 1.0);
-}
-";
 
 const FS: &str = "
 in vec4 v_color;

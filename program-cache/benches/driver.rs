@@ -29,13 +29,13 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use headless_gl::testing::isolate_shader_cache;
+use corpus::{Dialect, ProgramSource, builtin, dedup_sources, load_dir, spread};
 use headless_gl::{ApiPreference, ContextOptions, GlApi, GlContext, LinkOptions, ShaderStage};
 use program_cache::{
     CacheConfig, CompileOutcome, GlBackend, LinkOrigin, ProgramBackend, ProgramCache,
     ProgramManager, ProgramOptions, Shader,
 };
-use corpus::{Dialect, ProgramSource, builtin, dedup_sources, load_dir, spread};
+use test_support::gl::isolate_shader_cache;
 
 const DEFAULT_LIMIT: usize = 400;
 const DEFAULT_REPS: usize = 7;

@@ -46,13 +46,13 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use bench_support::{Row, report};
+use corpus::{Dialect, builtin, dedup_sources, load_dir, spread};
 use headless_gl::{ApiPreference, ContextOptions, GlApi, GlContext, ShaderStage};
 use program_cache::{
     CacheConfig, CachedProgram, CompileOutcome, EvictionPolicy, GlBackend, MOBILE_BUDGET, PageId,
     ProgramBinaryData, ProgramCache, ProgramKey, ProgramManager, ProgramOptions, Shader,
     ShaderHash, ShaderVariables,
 };
-use corpus::{Dialect, builtin, dedup_sources, load_dir, spread};
 
 /// The policies compared, with their table names.
 const POLICIES: [(EvictionPolicy, &str); 5] = [

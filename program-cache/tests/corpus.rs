@@ -39,14 +39,14 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
+use corpus::{ProgramSource, dedup_sources, load_dir, spread};
 use headless_gl::glow::{self, HasContext};
-use headless_gl::testing::{REQUIRE_GL_ENV, gl_required, open_or_skip};
 use headless_gl::{ActiveVariable, ApiPreference, ContextOptions, GlContext, Program, ShaderStage};
 use program_cache::{
     CacheConfig, CompileOutcome, GlBackend, LinkOrigin, LinkedProgram, ProgramCache,
     ProgramManager, ProgramOptions, Shader,
 };
-use corpus::{ProgramSource, dedup_sources, load_dir, spread};
+use test_support::gl::{REQUIRE_GL_ENV, gl_required, open_or_skip};
 
 const DEFAULT_LIMIT: usize = 400;
 const MIN_PROGRAMS: usize = 200;

@@ -2,14 +2,12 @@
 //! clear, repeated refusals, unusable folders. Programs are synthetic here; the real-driver
 //! round trip across processes is in disk_processes.rs.
 
-mod common;
-
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::{key, program};
 use program_cache::disk::{self, inspect};
 use program_cache::{CacheConfig, CompatibilityStamp, DiskConfig, ProgramCache};
+use test_support::programs::{key, program};
 
 fn stamp(driver: &str) -> CompatibilityStamp {
     CompatibilityStamp {

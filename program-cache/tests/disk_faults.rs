@@ -31,14 +31,11 @@
 //!   length is rejected before anything is allocated) never refuses a real entry: programs of
 //!   zeros up to 8 MiB, the most compressible content, round-trip.
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use headless_gl::testing::context_or_skip;
 use headless_gl::{GlContext, ShaderStage};
 use program_cache::disk::{self, EntryError, HEADER_LEN, inspect};
 use program_cache::{
@@ -46,23 +43,9 @@ use program_cache::{
     ProgramCache, ProgramKey, ProgramKeyInput, ProgramManager, ProgramOptions, Shader, program_key,
     shader_hash,
 };
-
-const VS: &str = "
-in vec2 a_position;
-in vec4 a_color;
-uniform float u_scale;
-out vec4 v_color;
-void main() {
-    v_color = a_color;
-    gl_Position = vec4(a_position * u_scale, 0.0, 1.0);
-}
-";
-const FS: &str = "
-in vec4 v_color;
-uniform vec4 u_tint;
-out vec4 o_color;
-void main() { o_color = v_color * u_tint; }
-";
+use test_support::gl::context_or_skip;
+use test_support::programs;
+use test_support::shaders::{FS, VS};
 
 /// Header field offsets (program-cache/FORMAT.md).
 const VERSION_AT: usize = 8;
@@ -368,14 +351,14 @@ fn check_decode(label: &str, key: &ProgramKey, program: &CachedProgram, lz4: boo
 
 #[test]
 fn every_damaged_synthetic_entry_is_rejected_by_decode() {
-    let mut program = common::program(3, 4, 2500);
+    let mut program = programs::program(3, 4, 2500);
     // A binary that does not compress to nothing, and variables on both stages.
     for (i, b) in program.binary.bytes.iter_mut().enumerate() {
         *b = (i as u32).wrapping_mul(2_654_435_761).to_le_bytes()[3];
     }
     program.fragment.uniforms = program.vertex.attributes.clone();
     for lz4 in [false, true] {
-        check_decode("synthetic program", &common::key(7), &program, lz4);
+        check_decode("synthetic program", &programs::key(7), &program, lz4);
     }
 }
 
@@ -385,10 +368,10 @@ fn every_damaged_synthetic_entry_is_rejected_by_decode() {
 fn the_most_compressible_entries_still_decode() {
     let mut best = 0.0f64;
     for len in [1usize, 15, 16, 300, 4096, 65_535, 65_536, 1 << 20, 8 << 20] {
-        let mut program = common::program(1, 1, len);
+        let mut program = programs::program(1, 1, len);
         program.vertex.attributes.clear();
-        let entry = disk::encode(&common::key(1), &program, &[1; 20], 0, true);
-        let (header, decoded) = disk::decode(&entry, &[1; 20], Some(&common::key(1)))
+        let entry = disk::encode(&programs::key(1), &program, &[1; 20], 0, true);
+        let (header, decoded) = disk::decode(&entry, &[1; 20], Some(&programs::key(1)))
             .unwrap_or_else(|e| panic!("{len} zero bytes: {e}"));
         assert_eq!(decoded, program);
         best = best.max(header.raw_len as f64 / header.payload_len as f64);

@@ -6,19 +6,18 @@
 //! Timings these tests measure are printed (`--show-output`) for the record; the assertions use
 //! generous bounds, never tight timing.
 
-mod common;
-
 use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
-use common::program;
 use program_cache::disk::{self, inspect};
 use program_cache::{
     CacheConfig, CachedProgram, CompatibilityStamp, DiskConfig, ProgramCache, ProgramKey,
 };
+use test_support::mount;
+use test_support::programs::program;
 
 fn stamp(product: &str, version: &str, renderer: &str) -> CompatibilityStamp {
     CompatibilityStamp {
@@ -40,7 +39,7 @@ fn ours() -> CompatibilityStamp {
     stamp("tests", "1", "fake")
 }
 
-/// A key from a number (any number: `common::key` has only 256).
+/// A key from a number (any number: `test_support::programs::key` has only 256).
 fn nkey(n: u32) -> ProgramKey {
     let mut k = [0x5a; 20];
     k[..4].copy_from_slice(&n.to_le_bytes());
@@ -841,7 +840,7 @@ fn a_six_mib_store_takes_at_most_six_mib_of_disk() {
 fn small_tmpfs(dir: &Path, size: u64) -> Result<(), String> {
     use std::ffi::CString;
     let errno = || std::io::Error::last_os_error();
-    common::private_mount_namespace()?;
+    mount::private_mount_namespace()?;
     let target = CString::new(dir.as_os_str().as_encoded_bytes()).unwrap();
     let fstype = CString::new("tmpfs").unwrap();
     let data = CString::new(format!("size={size},mode=0700")).unwrap();

@@ -34,8 +34,6 @@
 //!   writing the above: colliding temporary files, and `inspect::scan` failing on an entry
 //!   evicted under it.
 
-mod common;
-
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fs::{self, File};
 use std::io::Write;
@@ -44,7 +42,7 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use headless_gl::testing::{context_or_skip, open_or_skip};
+use corpus::{Dialect, ProgramSource, builtin, dedup_sources, load_dir, spread};
 use headless_gl::{ApiPreference, ContextOptions, GlApi, GlContext, ShaderStage};
 use program_cache::disk::{self, inspect};
 use program_cache::{
@@ -52,7 +50,9 @@ use program_cache::{
     ProgramBinaryData, ProgramCache, ProgramKey, ProgramManager, ProgramOptions, Shader,
     ShaderHash, ShaderVariables, VariableInfo,
 };
-use corpus::{Dialect, ProgramSource, builtin, dedup_sources, load_dir, spread};
+use test_support::gl::{context_or_skip, open_or_skip};
+use test_support::mount;
+use test_support::rng::Rng;
 
 const ROLE: &str = "GPUSVC_DISK_CHILD";
 const DIR: &str = "GPUSVC_DISK_DIR";
@@ -402,7 +402,7 @@ fn read_only_mount(dir: &Path) -> Result<(), String> {
     let errno = || std::io::Error::last_os_error();
     let path = CString::new(dir.as_os_str().as_bytes()).unwrap();
     // For this thread and the threads it starts afterwards, which is every thread of the cache.
-    common::private_mount_namespace()?;
+    mount::private_mount_namespace()?;
     // SAFETY: a valid NUL-terminated path that outlives the call; null type and data are allowed
     // for a bind mount of the folder onto itself.
     let r = unsafe {
@@ -466,24 +466,6 @@ fn synthetic_key(n: u64) -> ProgramKey {
 
 fn key_number(key: &ProgramKey) -> Option<u64> {
     (key.0[8..] == KEY_TAG).then(|| u64::from_le_bytes(key.0[..8].try_into().unwrap()))
-}
-
-/// xorshift64*.
-struct Rng(u64);
-
-impl Rng {
-    fn new(seed: u64) -> Self {
-        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
-    }
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
 }
 
 fn synthetic_program(n: u64) -> CachedProgram {

@@ -3,13 +3,11 @@
 //! bookkeeping and the exact meaning of `eviction_order`, and the scan-resistant ones keep a hot
 //! set through bursts of one-off programs.
 
-mod common;
-
-use common::{key, program, shader};
 use program_cache::{
     CacheConfig, CachedProgram, EvictionPolicy, MOBILE_BUDGET, MemoryPressure, ProgramBinaryData,
     ProgramCache, ProgramKey, ShaderHash, ShaderVariables,
 };
+use test_support::programs::{key, program, shader};
 
 const POLICIES: [EvictionPolicy; 5] = [
     EvictionPolicy::Lru,

@@ -3,33 +3,18 @@
 
 use std::sync::Arc;
 
-use headless_gl::testing::context_or_skip;
 use headless_gl::{
-    ActiveVariable, DrawCall, GlContext, LinkOptions, Program, ShaderStage, TransformFeedbackMode,
-    UniformValue, VertexAttribute, glow,
+    DrawCall, GlContext, LinkOptions, Program, ShaderStage, TransformFeedbackMode, UniformValue,
+    VertexAttribute, glow,
 };
 use program_cache::{
     CacheConfig, CompileOutcome, CompileStatus, GlBackend, LinkOrigin, LinkedProgram,
     MemoryPressure, ProgramBackend, ProgramBinaryData, ProgramCache, ProgramManager,
     ProgramOptions, Shader, shader_hash,
 };
-
-const VS: &str = "
-in vec2 a_position;
-in vec4 a_color;
-uniform float u_scale;
-out vec4 v_color;
-void main() {
-    v_color = a_color;
-    gl_Position = vec4(a_position * u_scale, 0.0, 1.0);
-}
-";
-const FS: &str = "
-in vec4 v_color;
-uniform vec4 u_tint;
-out vec4 o_color;
-void main() { o_color = v_color * u_tint; }
-";
+use test_support::fake_driver::Counting;
+use test_support::gl::context_or_skip;
+use test_support::shaders::{FS, VS};
 
 type Manager<'a> = ProgramManager<GlBackend<'a>>;
 
@@ -241,47 +226,6 @@ fn transform_feedback_programs_are_keyed_and_restored_separately() {
     assert_eq!(hit.key, separate.key);
 }
 
-/// [`GlBackend`] counting the binaries read out of the driver and the length queries.
-struct CountingGl<'a> {
-    gl: GlBackend<'a>,
-    reads: usize,
-    length_queries: usize,
-}
-
-impl ProgramBackend for CountingGl<'_> {
-    type Shader = headless_gl::Shader;
-    type Program = Program;
-
-    fn compile(&mut self, stage: ShaderStage, source: &str) -> Result<Self::Shader, String> {
-        self.gl.compile(stage, source)
-    }
-    fn link(
-        &mut self,
-        vertex: &Self::Shader,
-        fragment: &Self::Shader,
-        options: &LinkOptions,
-    ) -> Result<Program, String> {
-        self.gl.link(vertex, fragment, options)
-    }
-    fn program_binary(&mut self, program: &Program) -> Result<ProgramBinaryData, String> {
-        self.reads += 1;
-        self.gl.program_binary(program)
-    }
-    fn program_binary_length(&mut self, program: &Program) -> Option<usize> {
-        self.length_queries += 1;
-        self.gl.program_binary_length(program)
-    }
-    fn load_binary(&mut self, binary: &ProgramBinaryData) -> Result<Program, String> {
-        self.gl.load_binary(binary)
-    }
-    fn active_attributes(&mut self, program: &Program) -> Vec<ActiveVariable> {
-        self.gl.active_attributes(program)
-    }
-    fn active_uniforms(&mut self, program: &Program) -> Vec<ActiveVariable> {
-        self.gl.active_uniforms(program)
-    }
-}
-
 #[test]
 fn the_driver_binary_is_not_read_when_the_cache_would_refuse_it() {
     let Some(ctx) = context_or_skip("the_driver_binary_is_not_read_when_the_cache_would_refuse_it")
@@ -300,11 +244,7 @@ fn the_driver_binary_is_not_read_when_the_cache_would_refuse_it() {
     let run = |budget: usize, pressure: MemoryPressure| {
         let cache = Arc::new(ProgramCache::new(CacheConfig::with_budget(budget)));
         cache.set_memory_pressure(pressure);
-        let backend = CountingGl {
-            gl: GlBackend::new(&ctx),
-            reads: 0,
-            length_queries: 0,
-        };
+        let backend = Counting::new(GlBackend::new(&ctx));
         let mut m = ProgramManager::new(backend, cache.clone(), "gl_flow test");
         let mut vs = Shader::new(ShaderStage::Vertex, src(&ctx, VS));
         let mut fs = Shader::new(ShaderStage::Fragment, src(&ctx, FS));

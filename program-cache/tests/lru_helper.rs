@@ -1,10 +1,8 @@
 //! The seed's ProgramCacheLruHelper tests: eviction order, reuse, clear, peek/pop; plus the
 //! page-aware policy.
 
-mod common;
-
-use common::{key, program};
 use program_cache::{CacheConfig, EvictionPolicy, ProgramCache};
+use test_support::programs::{self, key, program};
 
 fn cache(policy: EvictionPolicy, budget: usize) -> ProgramCache {
     ProgramCache::new(CacheConfig {
@@ -74,7 +72,7 @@ fn peek_and_pop_work_correctly() {
     c.save(key(1), program(1, 101, 100), None).unwrap();
     c.save(key(2), program(2, 102, 100), None).unwrap();
     // peek returns the entry without promoting it and without counting a hit.
-    assert_eq!(c.peek(&key(1)).unwrap().vertex_shader, common::shader(1));
+    assert_eq!(c.peek(&key(1)).unwrap().vertex_shader, programs::shader(1));
     assert_eq!(c.counters().hits, 0);
     assert_eq!(c.eviction_order(), [key(1), key(2)]);
     // Popping (eviction) takes the least recent first.

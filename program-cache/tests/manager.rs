@@ -1,16 +1,14 @@
 //! The seed's ProgramManager tests on a recording fake driver (the same flows run on the real
 //! driver in gl_flow.rs).
 
-mod common;
-
 use std::sync::Arc;
 
-use common::{Call, FakeDriver};
 use headless_gl::ShaderStage;
 use program_cache::{
     CacheConfig, CompileOutcome, CompileStatus, LinkFailure, LinkOrigin, LinkStatus, ProgramCache,
     ProgramManager, ProgramOptions, Shader, shader_hash,
 };
+use test_support::fake_driver::{Call, FakeDriver};
 
 const VS: &str = "in vec4 a_position; void main() { gl_Position = a_position; }";
 const FS: &str = "out vec4 o; void main() { o = vec4(1.0); }";

@@ -1,16 +1,14 @@
 //! The seed's MemoryProgramCache tests, through the program manager on a recording fake driver
 //! (the same flows run on the real driver in gl_flow.rs).
 
-mod common;
-
 use std::sync::Arc;
 
-use common::{Call, FakeDriver};
 use headless_gl::{AttributeBinding, LinkOptions, ShaderStage};
 use program_cache::{
     CacheConfig, EvictionPolicy, LinkOrigin, LinkStatus, ProgramCache, ProgramManager,
     ProgramOptions, Shader, ShaderVariables, VariableInfo,
 };
+use test_support::fake_driver::{self, Call, FakeDriver};
 
 const VS: &str = "in vec4 a_position; void main() { gl_Position = a_position; }";
 const FS: &str = "out vec4 o; void main() { o = vec4(1.0); }";
@@ -34,7 +32,7 @@ fn build(
     vs_src: &str,
     fs_src: &str,
     options: &ProgramOptions,
-) -> program_cache::LinkedProgram<common::FakeObject> {
+) -> program_cache::LinkedProgram<fake_driver::FakeObject> {
     let mut vs = Shader::new(ShaderStage::Vertex, vs_src);
     let mut fs = Shader::new(ShaderStage::Fragment, fs_src);
     m.compile(&mut vs);

@@ -3,16 +3,15 @@
 //! critical pressure the program manager does not even read the binary out of the driver. The
 //! same skip is proven on the real driver in gl_flow.rs.
 
-mod common;
-
 use std::sync::Arc;
 
-use common::{FakeDriver, FakeObject, key, program};
-use headless_gl::{ActiveVariable, LinkOptions, ShaderStage};
+use headless_gl::ShaderStage;
 use program_cache::{
-    CacheConfig, EvictionPolicy, LinkOrigin, LinkStatus, MemoryPressure, ProgramBackend,
-    ProgramBinaryData, ProgramCache, ProgramManager, ProgramOptions, SaveError, Shader,
+    CacheConfig, EvictionPolicy, LinkOrigin, LinkStatus, MemoryPressure, ProgramCache,
+    ProgramManager, ProgramOptions, SaveError, Shader,
 };
+use test_support::fake_driver::{Counting, FakeDriver, FakeObject};
+use test_support::programs::{self, key, program};
 
 const VS: &str = "in vec4 a_position; void main() { gl_Position = a_position; }";
 const FS: &str = "out vec4 o; void main() { o = vec4(1.0); }";
@@ -87,7 +86,7 @@ fn an_entry_over_a_quarter_of_the_budget_is_refused_under_moderate_pressure() {
     );
     // Nothing changed, and the refusal is counted.
     assert_eq!((c.len(), c.size_bytes()), (1, unit));
-    assert_eq!(c.shader_refcount(&common::shader(2)), 0);
+    assert_eq!(c.shader_refcount(&programs::shader(2)), 0);
     assert_eq!(c.counters().rejected_saves, 1);
     // The same entry fits the full budget once the pressure is gone.
     c.set_memory_pressure(MemoryPressure::None);
@@ -156,56 +155,20 @@ fn no_binary_is_read_from_the_driver_under_critical_pressure() {
     assert_eq!(cache.link_status(&linked.key), LinkStatus::Success);
 }
 
-/// The fake driver, plus `GL_PROGRAM_BINARY_LENGTH`: the length of the binary it would return.
-#[derive(Debug, Default)]
-struct SizedDriver {
-    inner: FakeDriver,
-    length_queries: usize,
-}
-
-impl ProgramBackend for SizedDriver {
-    type Shader = FakeObject;
-    type Program = FakeObject;
-
-    fn compile(&mut self, stage: ShaderStage, source: &str) -> Result<FakeObject, String> {
-        self.inner.compile(stage, source)
-    }
-    fn link(
-        &mut self,
-        vertex: &FakeObject,
-        fragment: &FakeObject,
-        options: &LinkOptions,
-    ) -> Result<FakeObject, String> {
-        self.inner.link(vertex, fragment, options)
-    }
-    fn program_binary(&mut self, program: &FakeObject) -> Result<ProgramBinaryData, String> {
-        self.inner.program_binary(program)
-    }
-    fn program_binary_length(&mut self, program: &FakeObject) -> Option<usize> {
-        self.length_queries += 1;
-        Some(program.source.len())
-    }
-    fn load_binary(&mut self, binary: &ProgramBinaryData) -> Result<FakeObject, String> {
-        self.inner.load_binary(binary)
-    }
-    fn active_attributes(&mut self, program: &FakeObject) -> Vec<ActiveVariable> {
-        self.inner.active_attributes(program)
-    }
-    fn active_uniforms(&mut self, program: &FakeObject) -> Vec<ActiveVariable> {
-        self.inner.active_uniforms(program)
-    }
-}
-
 /// Links VS + `fs` on a fresh sized manager over a cache of `budget` bytes under `pressure`;
 /// returns the manager and the cache.
 fn sized_link(
     budget: usize,
     pressure: MemoryPressure,
     fs: &str,
-) -> (ProgramManager<SizedDriver>, Arc<ProgramCache>) {
+) -> (ProgramManager<Counting<FakeDriver>>, Arc<ProgramCache>) {
     let cache = Arc::new(ProgramCache::new(CacheConfig::with_budget(budget)));
     cache.set_memory_pressure(pressure);
-    let mut m = ProgramManager::new(SizedDriver::default(), cache.clone(), "fake");
+    let mut m = ProgramManager::new(
+        Counting::new(FakeDriver::with_binary_length()),
+        cache.clone(),
+        "fake",
+    );
     let mut vs = Shader::new(ShaderStage::Vertex, VS);
     let mut f = Shader::new(ShaderStage::Fragment, fs);
     m.compile(&mut vs);

@@ -1,17 +1,16 @@
 //! The seed's ProgramCache tests (status storage, eviction with and without shader reuse,
 //! clear) plus keys, budget, memory pressure and histograms.
 
-mod common;
-
 use std::sync::{Arc, Mutex};
 
-use common::{FakeDriver, key, program, shader};
 use headless_gl::{AttributeBinding, LinkOptions, ShaderStage, TransformFeedbackMode};
 use program_cache::{
     CacheConfig, CompileStatus, EvictionPolicy, LinkStatus, MemoryPressure, ProgramCache,
     ProgramKeyInput, ProgramManager, ProgramOptions, SaveError, Shader, program_key, shader_hash,
     stats::names,
 };
+use test_support::fake_driver::FakeDriver;
+use test_support::programs::{key, program, shader};
 
 const VS: &str = "in vec4 a_position; void main() { gl_Position = a_position; }";
 const FS: &str = "out vec4 o; void main() { o = vec4(1.0); }";

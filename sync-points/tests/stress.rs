@@ -10,6 +10,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use sync_points::{ClientId, OrderData, SyncPointManager, SyncToken};
+use test_support::rng::Rng;
 
 const SEQUENCES: u64 = 3;
 const WAITERS: usize = 2;
@@ -19,20 +20,6 @@ const WATCHDOG: Duration = Duration::from_secs(60);
 const RAN: u8 = 1;
 const TRUE: u8 = 2;
 const FALSE: u8 = 4;
-
-/// xorshift64*: enough randomness for choosing actions, no dependency.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
 
 /// The client of sequence slot `slot` in generation `generation` (ids never reused).
 fn client_id(slot: u64, generation: u64) -> ClientId {

@@ -1,4 +1,4 @@
-//! Test support used by every GL test in the workspace.
+//! The GL test policy, used by every GL test in the workspace.
 //!
 //! Two rules hold for all GL tests:
 //! * **Never skip silently.** With no usable driver a test skips only when `GPUSVC_REQUIRE_GL` is
@@ -10,14 +10,19 @@
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-use crate::{ContextOptions, GlContext};
+use headless_gl::{ContextOptions, GlContext};
 
 /// The environment variable that turns a missing GL driver from a skip into a failure.
 pub const REQUIRE_GL_ENV: &str = "GPUSVC_REQUIRE_GL";
 
 /// True when `GPUSVC_REQUIRE_GL` is set to anything but empty or `0`.
 pub fn gl_required() -> bool {
-    std::env::var(REQUIRE_GL_ENV).is_ok_and(|v| !v.is_empty() && v != "0")
+    required(std::env::var(REQUIRE_GL_ENV).ok().as_deref())
+}
+
+/// The rule behind [`gl_required`], for a value of the variable (`None`: unset).
+fn required(value: Option<&str>) -> bool {
+    value.is_some_and(|v| !v.is_empty() && v != "0")
 }
 
 /// Points `MESA_SHADER_CACHE_DIR` at a fresh temporary directory, once per process, and returns
@@ -59,5 +64,31 @@ pub fn open_or_skip(test: &str, options: &ContextOptions) -> Option<GlContext> {
             eprintln!("SKIP {test}: no GL context: {e} (set {REQUIRE_GL_ENV}=1 to fail instead)");
             None
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_non_empty_value_other_than_zero_requires_gl() {
+        assert!(!required(None));
+        assert!(!required(Some("")));
+        assert!(!required(Some("0")));
+        assert!(required(Some("1")));
+        assert!(required(Some("yes")));
+    }
+
+    #[test]
+    fn the_shader_cache_is_one_fresh_directory_per_process() {
+        let dir = isolate_shader_cache();
+        assert!(dir.is_dir(), "{dir:?}");
+        assert_eq!(std::fs::read_dir(dir).unwrap().count(), 0, "fresh: {dir:?}");
+        assert_eq!(
+            std::env::var_os("MESA_SHADER_CACHE_DIR").as_deref(),
+            Some(dir.as_os_str())
+        );
+        assert_eq!(isolate_shader_cache(), dir, "once per process");
     }
 }

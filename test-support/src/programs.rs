@@ -1,0 +1,38 @@
+//! Synthetic program-cache keys and entries, for tests that need no driver.
+
+use program_cache::{
+    CachedProgram, ProgramBinaryData, ProgramKey, ShaderHash, ShaderVariables, VariableInfo,
+};
+
+/// A key made from a number.
+pub fn key(n: u8) -> ProgramKey {
+    ProgramKey([n; 20])
+}
+
+/// A shader hash made from a number.
+pub fn shader(n: u8) -> ShaderHash {
+    ShaderHash([n; 20])
+}
+
+/// A program of `binary_len` bytes using shaders `vs` and `fs`.
+pub fn program(vs: u8, fs: u8, binary_len: usize) -> CachedProgram {
+    CachedProgram {
+        vertex_shader: shader(vs),
+        fragment_shader: shader(fs),
+        vertex: ShaderVariables {
+            attributes: vec![VariableInfo {
+                name: "a_position".into(),
+                mapped_name: "_u1".into(),
+                gl_type: 0x8B52,
+                array_size: 1,
+                location: Some(0),
+            }],
+            uniforms: Vec::new(),
+        },
+        fragment: ShaderVariables::default(),
+        binary: ProgramBinaryData {
+            format: 1,
+            bytes: vec![vs ^ fs; binary_len],
+        },
+    }
+}
