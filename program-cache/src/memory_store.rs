@@ -1,4 +1,5 @@
-//! The byte-budget binary store and its eviction policies (the seed's ProgramCacheLruHelper).
+//! The in-memory byte-budget binary store and its eviction policies (the `ProgramCacheLruHelper`
+//! of the original design brief, which is not part of this repository).
 //!
 //! Every policy is byte-weighted (each program counts its stored size against the capacity) and
 //! deterministic (no randomness, no clock). The capacity is the cache's budget, a quarter of it
@@ -56,8 +57,8 @@ pub type PageId = u64;
 /// the exact sequence of victims under each.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum EvictionPolicy {
-    /// Least recently used program first (the seed's final choice). A working set larger than
-    /// the budget, asked for in a fixed cyclic order, gets no hits at all under it.
+    /// Least recently used program first (the original design brief's choice). A working set
+    /// larger than the budget, asked for in a fixed cyclic order, gets no hits at all under it.
     Lru,
     /// Most recently used program of the least recently used page first: within one page
     /// programs are loaded once (MRU is optimal), across pages recency matters (LRU). A program

@@ -1,5 +1,5 @@
-//! Histograms and counters (the seed's "Histograms"), readable by hosts and pushed per event to
-//! an optional host callback.
+//! Histograms and counters (the "Histograms" of the original design brief, which is not part of
+//! this repository), readable by hosts and pushed per event to an optional host callback.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

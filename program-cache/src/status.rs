@@ -1,4 +1,5 @@
-//! Compile and link status storage (the seed's "Status Storage").
+//! Compile and link status storage (the "Status Storage" of the original design brief, which is
+//! not part of this repository).
 //!
 //! A shader's compile status is `Success` once it compiled; it is reference-counted by the cached
 //! programs that use it. When the last such program leaves the cache the status becomes
