@@ -190,6 +190,19 @@
  The result of every fallible gpusvc call. The numbers are part of the ABI: they are explicit,
  never change and are never reused for another meaning. Codes arrive back into the library
  (e.g. in `gpusvc_result_message`) as `uint32_t`, so unknown values are handled, not UB.
+
+ Codes come in blocks of 100, one block per service; a new service takes the next free block
+ and a new code the next free number of its block:
+
+ | numbers | block |
+ |---------|-------|
+ | 0-99    | general (the boundary, arguments, handles) |
+ | 100-199 | GL contexts (`gpusvc_gl_*`) |
+ | 200-299 | program cache and program manager (`gpusvc_program_cache_*`, `gpusvc_program_manager_*`) |
+ | 300-399 | sync points (`gpusvc_sync_*`) |
+ | 400-499 | scheduler (`gpusvc_scheduler_*`) |
+ | 500-599 | bo-cache (reserved; nothing defined yet) |
+ | 600-699 | vertex-cache (reserved; nothing defined yet) |
  */
 enum gpusvc_result
 #if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
@@ -435,8 +448,9 @@ typedef uint32_t gpusvc_scheduler_task_result;
 typedef struct gpusvc_cached_program gpusvc_cached_program;
 
 /*
- An opaque headless GL context, bound to the thread that opened it (its owner thread is kept
- in the live-context registry).
+ An opaque headless GL context, bound to the thread that opened it (a handle of the
+ thread-bound kind: its identity strings may be read from any thread; anything else, `_free`
+ included, only on its own thread).
  */
 typedef struct gpusvc_gl_context gpusvc_gl_context;
 
@@ -481,6 +495,31 @@ typedef struct gpusvc_shader gpusvc_shader;
  is still calling with it (a call in flight finishes on a live manager either way).
  */
 typedef struct gpusvc_sync_manager gpusvc_sync_manager;
+
+/*
+ The driver identity that goes into the program cache's compatibility stamp: `GL_VENDOR`,
+ `GL_RENDERER` and `GL_VERSION` (UTF-8, NUL-terminated). From a `gpusvc_gl_context` with
+ `gpusvc_gl_context_driver_identity`, or the host's own strings.
+ */
+typedef struct gpusvc_driver_identity {
+  /*
+   `GL_VENDOR`.
+   */
+  const char *gl_vendor;
+  /*
+   `GL_RENDERER`.
+   */
+  const char *gl_renderer;
+  /*
+   `GL_VERSION` (carries the driver version).
+   */
+  const char *gl_version;
+  /*
+   The kind of context, e.g. "OpenGL core profile" or "OpenGL ES"; NULL for "". Stores of
+   different kinds of context on one folder are kept apart and do not replace each other.
+   */
+  const char *context;
+} gpusvc_driver_identity;
 
 /*
  Receives each disk condition (folder unusable, a write failed, the store was dropped) once,
@@ -588,31 +627,6 @@ typedef struct gpusvc_program_cache_config {
  in microseconds, sizes in bytes) and the `user_data` given at creation.
  */
 typedef void (*gpusvc_histogram_callback)(const char *name, double value, void *user_data);
-
-/*
- The driver identity that goes into the compatibility stamp: `GL_VENDOR`, `GL_RENDERER` and
- `GL_VERSION` (UTF-8, NUL-terminated). From a `gpusvc_gl_context` with
- `gpusvc_gl_context_driver_identity`, or the host's own strings.
- */
-typedef struct gpusvc_driver_identity {
-  /*
-   `GL_VENDOR`.
-   */
-  const char *gl_vendor;
-  /*
-   `GL_RENDERER`.
-   */
-  const char *gl_renderer;
-  /*
-   `GL_VERSION` (carries the driver version).
-   */
-  const char *gl_version;
-  /*
-   The kind of context, e.g. "OpenGL core profile" or "OpenGL ES"; NULL for "". Stores of
-   different kinds of context on one folder are kept apart and do not replace each other.
-   */
-  const char *context;
-} gpusvc_driver_identity;
 
 /*
  What the startup load did.
@@ -734,6 +748,40 @@ typedef struct gpusvc_disk_stats {
 } gpusvc_disk_stats;
 
 /*
+ One attribute or uniform of a shader's variable map: the name in the application's source,
+ the name in the translated source, GL type, array size and location.
+
+ In arguments both names must be non-NULL UTF-8; in results they point into the handle that
+ returned them and stay valid until that handle is freed (or, for a shader, changed).
+ */
+typedef struct gpusvc_variable_info {
+  /*
+   Name in the application's source.
+   */
+  const char *name;
+  /*
+   Name in the translated source (equal to `name` without a translator).
+   */
+  const char *mapped_name;
+  /*
+   GL type enum.
+   */
+  uint32_t gl_type;
+  /*
+   Array size (1 for non-arrays).
+   */
+  int32_t array_size;
+  /*
+   Whether `location` is meaningful.
+   */
+  bool has_location;
+  /*
+   Location.
+   */
+  int32_t location;
+} gpusvc_variable_info;
+
+/*
  `glBindAttribLocation(name, location)` before linking.
  */
 typedef struct gpusvc_attribute_binding {
@@ -794,40 +842,6 @@ typedef struct gpusvc_program_key_input {
    */
   struct gpusvc_link_options link;
 } gpusvc_program_key_input;
-
-/*
- One attribute or uniform of a shader's variable map: the name in the application's source,
- the name in the translated source, GL type, array size and location.
-
- In arguments both names must be non-NULL UTF-8; in results they point into the handle that
- returned them and stay valid until that handle is freed (or, for a shader, changed).
- */
-typedef struct gpusvc_variable_info {
-  /*
-   Name in the application's source.
-   */
-  const char *name;
-  /*
-   Name in the translated source (equal to `name` without a translator).
-   */
-  const char *mapped_name;
-  /*
-   GL type enum.
-   */
-  uint32_t gl_type;
-  /*
-   Array size (1 for non-arrays).
-   */
-  int32_t array_size;
-  /*
-   Whether `location` is meaningful.
-   */
-  bool has_location;
-  /*
-   Location.
-   */
-  int32_t location;
-} gpusvc_variable_info;
 
 /*
  A shader's variable maps, as a translator reports them.
@@ -1329,20 +1343,108 @@ extern "C" {
 const char *gpusvc_version(void);
 
 /*
- Writes the detail of the last failing gpusvc call on this thread into `buf` (empty when no
- call on this thread has failed), with the truncation rules of `gpusvc_result_message`.
- Successful calls do not clear it, so it can be read after `gpusvc_result_message`.
+ Opens a headless GL context on the machine's EGL driver (a hardware device when there is
+ one, else Mesa llvmpipe; `GPUSVC_EGL_DEVICE=software|hardware|N` overrides) and makes it
+ current on the calling thread. `api` is a `gpusvc_gl_api` value.
+
+ On failure the code says what is missing (`GPUSVC_GL_NO_LIBEGL`, `GPUSVC_GL_NO_DEVICE`,
+ `GPUSVC_GL_NO_MATCHING_CONFIG`, `GPUSVC_GL_VERSION_TOO_OLD`, ...) and
+ `gpusvc_last_error_detail` has the driver's words.
 
  # Safety
- `buf` must be valid for `len` bytes of writes and `out_len` for one `size_t`.
+ `out` must be valid for one pointer write.
  */
-gpusvc_result gpusvc_last_error_detail(char *buf, size_t len, size_t *out_len);
+gpusvc_result gpusvc_gl_context_open(uint32_t api, struct gpusvc_gl_context **out);
 
 /*
- Panics inside the boundary and returns `GPUSVC_PANIC`. It exists so hosts and tests can prove
- that a panic never takes the process down; it has no other effect.
+ Frees a context. NULL is a no-op, and so is a pointer that is not a live context (already
+ freed: this thread's error detail says `GPUSVC_INVALID_HANDLE`). It must be called on the
+ thread that opened the context: from another thread the context cannot be made current to
+ release its objects, so it is left alone (leaked unless freed later on its own thread,
+ never destroyed under another thread's feet) and this thread's error detail
+ (`gpusvc_last_error_detail`, code `GPUSVC_WRONG_THREAD`) says so. Program managers made over
+ the context keep the GL context alive until they are freed.
+
+ # Safety
+ None beyond passing a value that came from gpusvc (or NULL).
  */
-gpusvc_result gpusvc_debug_panic(void);
+void gpusvc_gl_context_free(struct gpusvc_gl_context *ctx);
+
+/*
+ `GL_VENDOR`, as a NUL-terminated string owned by the context (valid until it is freed).
+ May be called from any thread.
+
+ # Safety
+ `out` is NULL or valid for one pointer write.
+ */
+gpusvc_result gpusvc_gl_context_vendor(const struct gpusvc_gl_context *ctx, const char **out);
+
+/*
+ `GL_RENDERER`; see `gpusvc_gl_context_vendor`.
+
+ # Safety
+ `out` is NULL or valid for one pointer write.
+ */
+gpusvc_result gpusvc_gl_context_renderer(const struct gpusvc_gl_context *ctx, const char **out);
+
+/*
+ `GL_VERSION` (it carries the driver version); see `gpusvc_gl_context_vendor`.
+
+ # Safety
+ `out` is NULL or valid for one pointer write.
+ */
+gpusvc_result gpusvc_gl_context_version(const struct gpusvc_gl_context *ctx, const char **out);
+
+/*
+ `GL_SHADING_LANGUAGE_VERSION`; see `gpusvc_gl_context_vendor`.
+
+ # Safety
+ `out` is NULL or valid for one pointer write.
+ */
+gpusvc_result gpusvc_gl_context_glsl_version(const struct gpusvc_gl_context *ctx, const char **out);
+
+/*
+ The context's driver identity (`GL_VENDOR`, `GL_RENDERER`, `GL_VERSION` and the kind of
+ context) for the disk cache's compatibility stamp (`gpusvc_program_cache_new_with_disk`). The strings belong to the
+ context and stay valid until it is freed. May be called from any thread.
+
+ # Safety
+ `out` is NULL or valid for one write.
+ */
+gpusvc_result gpusvc_gl_context_driver_identity(const struct gpusvc_gl_context *ctx,
+                                                struct gpusvc_driver_identity *out);
+
+/*
+ The API the context speaks, as a `gpusvc_gl_api` value (never AUTO).
+
+ # Safety
+ `out` is NULL or valid for one write.
+ */
+gpusvc_result gpusvc_gl_context_api(const struct gpusvc_gl_context *ctx, uint32_t *out);
+
+/*
+ Whether the context runs on a software rasterizer (llvmpipe) rather than a GPU.
+
+ # Safety
+ `out` is NULL or valid for one write.
+ */
+gpusvc_result gpusvc_gl_context_is_software(const struct gpusvc_gl_context *ctx, bool *out);
+
+/*
+ The driver's program-binary formats (`GL_PROGRAM_BINARY_FORMATS`).
+
+ `*out_count` receives how many there are. With `formats` NULL and `len` 0 this only counts.
+ Otherwise `len` must be at least the count (else `GPUSVC_INSUFFICIENT_SIZE`, nothing
+ written) and the formats are copied into `formats`.
+
+ # Safety
+ `formats` is NULL or valid for `len` writes; `out_count` is
+ NULL or valid for one write.
+ */
+gpusvc_result gpusvc_gl_context_program_binary_formats(const struct gpusvc_gl_context *ctx,
+                                                       uint32_t *formats,
+                                                       size_t len,
+                                                       size_t *out_count);
 
 /*
  Writes the defaults into `*out`: enabled, LZ4 on, the memory budget, the store dropped after
@@ -1454,108 +1556,63 @@ gpusvc_result gpusvc_program_cache_disk_condition(const struct gpusvc_program_ca
                                                   size_t *out_len);
 
 /*
- Opens a headless GL context on the machine's EGL driver (a hardware device when there is
- one, else Mesa llvmpipe; `GPUSVC_EGL_DEVICE=software|hardware|N` overrides) and makes it
- current on the calling thread. `api` is a `gpusvc_gl_api` value.
-
- On failure the code says what is missing (`GPUSVC_GL_NO_LIBEGL`, `GPUSVC_GL_NO_DEVICE`,
- `GPUSVC_GL_NO_MATCHING_CONFIG`, `GPUSVC_GL_VERSION_TOO_OLD`, ...) and
- `gpusvc_last_error_detail` has the driver's words.
+ Frees a cached-program copy. NULL is a no-op; a freed or unknown handle is
+ `GPUSVC_INVALID_HANDLE`.
 
  # Safety
- `out` must be valid for one pointer write.
+ None beyond passing a value that came from gpusvc (or NULL).
  */
-gpusvc_result gpusvc_gl_context_open(uint32_t api, struct gpusvc_gl_context **out);
+gpusvc_result gpusvc_cached_program_free(struct gpusvc_cached_program *program);
 
 /*
- Frees a context. NULL is a no-op, and so is a pointer that is not a live context (already
- freed: this thread's error detail says `GPUSVC_INVALID_HANDLE`). It must be called on the
- thread that opened the context: from another thread the context cannot be made current to
- release its objects, so it is left alone (leaked unless freed later on its own thread,
- never destroyed under another thread's feet) and this thread's error detail
- (`gpusvc_last_error_detail`, code `GPUSVC_WRONG_THREAD`) says so. Program managers made over
- the context keep the GL context alive until they are freed.
+ The hashes of the program's vertex and fragment shaders.
 
  # Safety
- `ctx` must be NULL or a pointer from `gpusvc_gl_context_open`.
+ `out_vertex` and `out_fragment` are NULL or valid for one write each.
  */
-void gpusvc_gl_context_free(struct gpusvc_gl_context *ctx);
+gpusvc_result gpusvc_cached_program_shader_hashes(const struct gpusvc_cached_program *program,
+                                                  struct gpusvc_sha1 *out_vertex,
+                                                  struct gpusvc_sha1 *out_fragment);
 
 /*
- `GL_VENDOR`, as a NUL-terminated string owned by the context (valid until it is freed).
- May be called from any thread.
+ The program binary: `*out_format` gets its format and `*out_len` its length. With `buf` NULL
+ and `len` 0 nothing else happens (a size query); otherwise `len` must be at least the
+ length (else `GPUSVC_INSUFFICIENT_SIZE`, nothing written) and the bytes are copied to `buf`.
 
  # Safety
- `ctx` is NULL or a live context; `out` is NULL or valid for one pointer write.
+ `buf` is NULL or valid for `len` bytes of writes; `out_format` and `out_len` are NULL or
+ valid for one write each.
  */
-gpusvc_result gpusvc_gl_context_vendor(const struct gpusvc_gl_context *ctx, const char **out);
+gpusvc_result gpusvc_cached_program_binary(const struct gpusvc_cached_program *program,
+                                           uint32_t *out_format,
+                                           uint8_t *buf,
+                                           size_t len,
+                                           size_t *out_len);
 
 /*
- `GL_RENDERER`; see `gpusvc_gl_context_vendor`.
+ How many variables of `kind` (`GPUSVC_VARIABLE_KIND_*`) the map of `stage`
+ (`GPUSVC_SHADER_STAGE_VERTEX` or `_FRAGMENT`) holds.
 
  # Safety
- `ctx` is NULL or a live context; `out` is NULL or valid for one pointer write.
+ `out` is NULL or valid for one write.
  */
-gpusvc_result gpusvc_gl_context_renderer(const struct gpusvc_gl_context *ctx, const char **out);
+gpusvc_result gpusvc_cached_program_variable_count(const struct gpusvc_cached_program *program,
+                                                   uint32_t stage,
+                                                   uint32_t kind,
+                                                   size_t *out);
 
 /*
- `GL_VERSION` (it carries the driver version); see `gpusvc_gl_context_vendor`.
+ Variable `index` of `kind` in the map of `stage`. The strings in `*out` belong to the handle
+ and stay valid until it is freed. An index past the end is `GPUSVC_INVALID_ARGUMENT`.
 
  # Safety
- `ctx` is NULL or a live context; `out` is NULL or valid for one pointer write.
+ `out` is NULL or valid for one write.
  */
-gpusvc_result gpusvc_gl_context_version(const struct gpusvc_gl_context *ctx, const char **out);
-
-/*
- `GL_SHADING_LANGUAGE_VERSION`; see `gpusvc_gl_context_vendor`.
-
- # Safety
- `ctx` is NULL or a live context; `out` is NULL or valid for one pointer write.
- */
-gpusvc_result gpusvc_gl_context_glsl_version(const struct gpusvc_gl_context *ctx, const char **out);
-
-/*
- The context's driver identity (`GL_VENDOR`, `GL_RENDERER`, `GL_VERSION` and the kind of
- context) for the disk cache's compatibility stamp (`gpusvc_program_cache_new_with_disk`). The strings belong to the
- context and stay valid until it is freed. May be called from any thread.
-
- # Safety
- `ctx` is NULL or a live context; `out` is NULL or valid for one write.
- */
-gpusvc_result gpusvc_gl_context_driver_identity(const struct gpusvc_gl_context *ctx,
-                                                struct gpusvc_driver_identity *out);
-
-/*
- The API the context speaks, as a `gpusvc_gl_api` value (never AUTO).
-
- # Safety
- `ctx` is NULL or a live context; `out` is NULL or valid for one write.
- */
-gpusvc_result gpusvc_gl_context_api(const struct gpusvc_gl_context *ctx, uint32_t *out);
-
-/*
- Whether the context runs on a software rasterizer (llvmpipe) rather than a GPU.
-
- # Safety
- `ctx` is NULL or a live context; `out` is NULL or valid for one write.
- */
-gpusvc_result gpusvc_gl_context_is_software(const struct gpusvc_gl_context *ctx, bool *out);
-
-/*
- The driver's program-binary formats (`GL_PROGRAM_BINARY_FORMATS`).
-
- `*out_count` receives how many there are. With `formats` NULL and `len` 0 this only counts.
- Otherwise `len` must be at least the count (else `GPUSVC_INSUFFICIENT_SIZE`, nothing
- written) and the formats are copied into `formats`.
-
- # Safety
- `ctx` is NULL or a live context; `formats` is NULL or valid for `len` writes; `out_count` is
- NULL or valid for one write.
- */
-gpusvc_result gpusvc_gl_context_program_binary_formats(const struct gpusvc_gl_context *ctx,
-                                                       uint32_t *formats,
-                                                       size_t len,
-                                                       size_t *out_count);
+gpusvc_result gpusvc_cached_program_variable(const struct gpusvc_cached_program *program,
+                                             uint32_t stage,
+                                             uint32_t kind,
+                                             size_t index,
+                                             struct gpusvc_variable_info *out);
 
 /*
  Writes the defaults of a profile (`GPUSVC_CACHE_PROFILE_*`) into `*out`.
@@ -1750,26 +1807,6 @@ gpusvc_result gpusvc_program_cache_get_stats(const struct gpusvc_program_cache *
                                              struct gpusvc_program_cache_stats *out);
 
 /*
- The name of histogram `index` (0-based) as a static string; past the last one
- `GPUSVC_INVALID_ARGUMENT`.
-
- # Safety
- `out` is NULL or valid for one write.
- */
-gpusvc_result gpusvc_program_cache_histogram_name(size_t index, const char **out);
-
-/*
- A summary of the histogram called `name` (see `gpusvc_program_cache_histogram_name`); all
- zeros while it has no samples. An unknown name is `GPUSVC_INVALID_ARGUMENT`.
-
- # Safety
- `name` is NULL or a NUL-terminated string; `out` is NULL or valid for one write.
- */
-gpusvc_result gpusvc_program_cache_histogram(const struct gpusvc_program_cache *cache,
-                                             const char *name,
-                                             struct gpusvc_histogram_summary *out);
-
-/*
  Evicts by policy until at most `limit` bytes are stored; `*out_freed` gets the bytes freed.
 
  # Safety
@@ -1805,92 +1842,83 @@ gpusvc_result gpusvc_program_cache_set_memory_pressure(const struct gpusvc_progr
 gpusvc_result gpusvc_program_cache_clear(const struct gpusvc_program_cache *cache);
 
 /*
- Frees a cached-program copy. NULL is a no-op; a freed or unknown handle is
- `GPUSVC_INVALID_HANDLE`.
+ The name of histogram `index` (0-based) as a static string; past the last one
+ `GPUSVC_INVALID_ARGUMENT`.
+
+ # Safety
+ `out` is NULL or valid for one write.
+ */
+gpusvc_result gpusvc_program_cache_histogram_name(size_t index, const char **out);
+
+/*
+ A summary of the histogram called `name` (see `gpusvc_program_cache_histogram_name`); all
+ zeros while it has no samples. An unknown name is `GPUSVC_INVALID_ARGUMENT`.
+
+ # Safety
+ `name` is NULL or a NUL-terminated string; `out` is NULL or valid for one write.
+ */
+gpusvc_result gpusvc_program_cache_histogram(const struct gpusvc_program_cache *cache,
+                                             const char *name,
+                                             struct gpusvc_histogram_summary *out);
+
+/*
+ Frees a linked program and deletes its driver object (GL form; host form when
+ `delete_program` is given). NULL is a no-op; a freed or unknown handle is
+ `GPUSVC_INVALID_HANDLE`; from another thread `GPUSVC_WRONG_THREAD`.
 
  # Safety
  None beyond passing a value that came from gpusvc (or NULL).
  */
-gpusvc_result gpusvc_cached_program_free(struct gpusvc_cached_program *program);
+gpusvc_result gpusvc_linked_program_free(struct gpusvc_linked_program *program);
 
 /*
- The hashes of the program's vertex and fragment shaders.
-
- # Safety
- `out_vertex` and `out_fragment` are NULL or valid for one write each.
- */
-gpusvc_result gpusvc_cached_program_shader_hashes(const struct gpusvc_cached_program *program,
-                                                  struct gpusvc_sha1 *out_vertex,
-                                                  struct gpusvc_sha1 *out_fragment);
-
-/*
- The program binary: `*out_format` gets its format and `*out_len` its length. With `buf` NULL
- and `len` 0 nothing else happens (a size query); otherwise `len` must be at least the
- length (else `GPUSVC_INSUFFICIENT_SIZE`, nothing written) and the bytes are copied to `buf`.
-
- # Safety
- `buf` is NULL or valid for `len` bytes of writes; `out_format` and `out_len` are NULL or
- valid for one write each.
- */
-gpusvc_result gpusvc_cached_program_binary(const struct gpusvc_cached_program *program,
-                                           uint32_t *out_format,
-                                           uint8_t *buf,
-                                           size_t len,
-                                           size_t *out_len);
-
-/*
- How many variables of `kind` (`GPUSVC_VARIABLE_KIND_*`) the map of `stage`
- (`GPUSVC_SHADER_STAGE_VERTEX` or `_FRAGMENT`) holds.
+ The program object: its GL name (GL form) or the host's program id (host form).
 
  # Safety
  `out` is NULL or valid for one write.
  */
-gpusvc_result gpusvc_cached_program_variable_count(const struct gpusvc_cached_program *program,
-                                                   uint32_t stage,
+gpusvc_result gpusvc_linked_program_object(const struct gpusvc_linked_program *program,
+                                           uint64_t *out);
+
+/*
+ How the program came about (`GPUSVC_LINK_ORIGIN_*`).
+
+ # Safety
+ `out` is NULL or valid for one write.
+ */
+gpusvc_result gpusvc_linked_program_origin(const struct gpusvc_linked_program *program,
+                                           uint32_t *out);
+
+/*
+ The program's cache key.
+
+ # Safety
+ `out` is NULL or valid for one write.
+ */
+gpusvc_result gpusvc_linked_program_key(const struct gpusvc_linked_program *program,
+                                        struct gpusvc_sha1 *out);
+
+/*
+ How many active variables of `kind` (`GPUSVC_VARIABLE_KIND_*`) the program has.
+
+ # Safety
+ `out` is NULL or valid for one write.
+ */
+gpusvc_result gpusvc_linked_program_variable_count(const struct gpusvc_linked_program *program,
                                                    uint32_t kind,
                                                    size_t *out);
 
 /*
- Variable `index` of `kind` in the map of `stage`. The strings in `*out` belong to the handle
- and stay valid until it is freed. An index past the end is `GPUSVC_INVALID_ARGUMENT`.
+ Active variable `index` of `kind`, sorted by name. The name in `*out` belongs to the handle
+ and stays valid until it is freed. An index past the end is `GPUSVC_INVALID_ARGUMENT`.
 
  # Safety
  `out` is NULL or valid for one write.
  */
-gpusvc_result gpusvc_cached_program_variable(const struct gpusvc_cached_program *program,
-                                             uint32_t stage,
+gpusvc_result gpusvc_linked_program_variable(const struct gpusvc_linked_program *program,
                                              uint32_t kind,
                                              size_t index,
-                                             struct gpusvc_variable_info *out);
-
-/*
- Appends `len` bytes of text (an info log, a reason) to a sink; invalid UTF-8 is replaced.
-
- # Safety
- `text` is NULL or valid for `len` bytes of reads.
- */
-gpusvc_result gpusvc_host_sink_write_text(struct gpusvc_host_sink *sink,
-                                          const char *text,
-                                          size_t len);
-
-/*
- Appends `len` bytes (a program binary) to a sink.
-
- # Safety
- `bytes` is NULL or valid for `len` bytes of reads.
- */
-gpusvc_result gpusvc_host_sink_write_bytes(struct gpusvc_host_sink *sink,
-                                           const uint8_t *bytes,
-                                           size_t len);
-
-/*
- Adds one active variable to a sink (the name is copied; it must be UTF-8).
-
- # Safety
- `variable` is NULL or valid for one read, its name NULL or NUL-terminated.
- */
-gpusvc_result gpusvc_host_sink_push_variable(struct gpusvc_host_sink *sink,
-                                             const struct gpusvc_active_variable *variable);
+                                             struct gpusvc_active_variable *out);
 
 /*
  Creates a program manager over a headless GL context (`gpusvc_gl_context_open`) and a
@@ -1931,6 +1959,40 @@ gpusvc_result gpusvc_program_manager_new_host(const struct gpusvc_host_gl *gl,
  None beyond passing a value that came from gpusvc (or NULL).
  */
 gpusvc_result gpusvc_program_manager_free(struct gpusvc_program_manager *manager);
+
+/*
+ Compiles a shader (`glCompileShader` through the cache): when its compile status is known
+ the driver compile is deferred (`GPUSVC_COMPILE_OUTCOME_DEFERRED`); otherwise the driver
+ compiles it and, only when it succeeds, the status is recorded. A failed compile is an
+ outcome (`GPUSVC_COMPILE_OUTCOME_FAILED`, log in `gpusvc_shader_info_log`), not an error.
+
+ # Safety
+ `out_outcome` is NULL or valid for one write.
+ */
+gpusvc_result gpusvc_program_manager_compile(const struct gpusvc_program_manager *manager,
+                                             const struct gpusvc_shader *shader,
+                                             uint32_t *out_outcome);
+
+/*
+ Links a vertex and a fragment shader of `manager` through the cache (`glLinkProgram`):
+ a cached binary is loaded (`GPUSVC_LINK_ORIGIN_CACHE_HIT`, the shaders' variable maps are
+ restored, nothing is compiled, linked or saved); a binary the driver refuses is evicted and
+ the program is built from source (`..._RELINKED_AFTER_REJECTION`); a miss compiles what was
+ deferred, links and saves the binary (`..._LINKED`). `options` may be NULL (no bindings, no
+ transform feedback, no page).
+
+ Errors: `GPUSVC_PROGRAM_CACHE_SHADER_NOT_COMPILED`, `..._COMPILE_FAILED` (a deferred shader
+ failed), `..._LINK_FAILED`, with the driver's log in `gpusvc_last_error_detail`.
+
+ # Safety
+ `options` is NULL or valid for one read, its pointers as documented on its fields; `out` is
+ NULL or valid for one write.
+ */
+gpusvc_result gpusvc_program_manager_link(const struct gpusvc_program_manager *manager,
+                                          const struct gpusvc_shader *vertex,
+                                          const struct gpusvc_shader *fragment,
+                                          const struct gpusvc_program_options *options,
+                                          struct gpusvc_linked_program **out);
 
 /*
  Creates a shader of `manager` with a stage (`GPUSVC_SHADER_STAGE_*`) and `source_len` bytes
@@ -2059,97 +2121,33 @@ gpusvc_result gpusvc_shader_variable(const struct gpusvc_shader *shader,
                                      struct gpusvc_variable_info *out);
 
 /*
- Compiles a shader (`glCompileShader` through the cache): when its compile status is known
- the driver compile is deferred (`GPUSVC_COMPILE_OUTCOME_DEFERRED`); otherwise the driver
- compiles it and, only when it succeeds, the status is recorded. A failed compile is an
- outcome (`GPUSVC_COMPILE_OUTCOME_FAILED`, log in `gpusvc_shader_info_log`), not an error.
+ Appends `len` bytes of text (an info log, a reason) to a sink; invalid UTF-8 is replaced.
 
  # Safety
- `out_outcome` is NULL or valid for one write.
+ `text` is NULL or valid for `len` bytes of reads.
  */
-gpusvc_result gpusvc_program_manager_compile(const struct gpusvc_program_manager *manager,
-                                             const struct gpusvc_shader *shader,
-                                             uint32_t *out_outcome);
+gpusvc_result gpusvc_host_sink_write_text(struct gpusvc_host_sink *sink,
+                                          const char *text,
+                                          size_t len);
 
 /*
- Links a vertex and a fragment shader of `manager` through the cache (`glLinkProgram`):
- a cached binary is loaded (`GPUSVC_LINK_ORIGIN_CACHE_HIT`, the shaders' variable maps are
- restored, nothing is compiled, linked or saved); a binary the driver refuses is evicted and
- the program is built from source (`..._RELINKED_AFTER_REJECTION`); a miss compiles what was
- deferred, links and saves the binary (`..._LINKED`). `options` may be NULL (no bindings, no
- transform feedback, no page).
-
- Errors: `GPUSVC_PROGRAM_CACHE_SHADER_NOT_COMPILED`, `..._COMPILE_FAILED` (a deferred shader
- failed), `..._LINK_FAILED`, with the driver's log in `gpusvc_last_error_detail`.
+ Appends `len` bytes (a program binary) to a sink.
 
  # Safety
- `options` is NULL or valid for one read, its pointers as documented on its fields; `out` is
- NULL or valid for one write.
+ `bytes` is NULL or valid for `len` bytes of reads.
  */
-gpusvc_result gpusvc_program_manager_link(const struct gpusvc_program_manager *manager,
-                                          const struct gpusvc_shader *vertex,
-                                          const struct gpusvc_shader *fragment,
-                                          const struct gpusvc_program_options *options,
-                                          struct gpusvc_linked_program **out);
+gpusvc_result gpusvc_host_sink_write_bytes(struct gpusvc_host_sink *sink,
+                                           const uint8_t *bytes,
+                                           size_t len);
 
 /*
- Frees a linked program and deletes its driver object (GL form; host form when
- `delete_program` is given). NULL is a no-op; a freed or unknown handle is
- `GPUSVC_INVALID_HANDLE`; from another thread `GPUSVC_WRONG_THREAD`.
+ Adds one active variable to a sink (the name is copied; it must be UTF-8).
 
  # Safety
- None beyond passing a value that came from gpusvc (or NULL).
+ `variable` is NULL or valid for one read, its name NULL or NUL-terminated.
  */
-gpusvc_result gpusvc_linked_program_free(struct gpusvc_linked_program *program);
-
-/*
- The program object: its GL name (GL form) or the host's program id (host form).
-
- # Safety
- `out` is NULL or valid for one write.
- */
-gpusvc_result gpusvc_linked_program_object(const struct gpusvc_linked_program *program,
-                                           uint64_t *out);
-
-/*
- How the program came about (`GPUSVC_LINK_ORIGIN_*`).
-
- # Safety
- `out` is NULL or valid for one write.
- */
-gpusvc_result gpusvc_linked_program_origin(const struct gpusvc_linked_program *program,
-                                           uint32_t *out);
-
-/*
- The program's cache key.
-
- # Safety
- `out` is NULL or valid for one write.
- */
-gpusvc_result gpusvc_linked_program_key(const struct gpusvc_linked_program *program,
-                                        struct gpusvc_sha1 *out);
-
-/*
- How many active variables of `kind` (`GPUSVC_VARIABLE_KIND_*`) the program has.
-
- # Safety
- `out` is NULL or valid for one write.
- */
-gpusvc_result gpusvc_linked_program_variable_count(const struct gpusvc_linked_program *program,
-                                                   uint32_t kind,
-                                                   size_t *out);
-
-/*
- Active variable `index` of `kind`, sorted by name. The name in `*out` belongs to the handle
- and stays valid until it is freed. An index past the end is `GPUSVC_INVALID_ARGUMENT`.
-
- # Safety
- `out` is NULL or valid for one write.
- */
-gpusvc_result gpusvc_linked_program_variable(const struct gpusvc_linked_program *program,
-                                             uint32_t kind,
-                                             size_t index,
-                                             struct gpusvc_active_variable *out);
+gpusvc_result gpusvc_host_sink_push_variable(struct gpusvc_host_sink *sink,
+                                             const struct gpusvc_active_variable *variable);
 
 /*
  Writes the message for `code` into `buf` as a NUL-terminated string.
@@ -2165,6 +2163,22 @@ gpusvc_result gpusvc_linked_program_variable(const struct gpusvc_linked_program 
  `buf` must be valid for `len` bytes of writes and `out_len` for one `size_t`.
  */
 gpusvc_result gpusvc_result_message(uint32_t code, char *buf, size_t len, size_t *out_len);
+
+/*
+ Writes the detail of the last failing gpusvc call on this thread into `buf` (empty when no
+ call on this thread has failed), with the truncation rules of `gpusvc_result_message`.
+ Successful calls do not clear it, so it can be read after `gpusvc_result_message`.
+
+ # Safety
+ `buf` must be valid for `len` bytes of writes and `out_len` for one `size_t`.
+ */
+gpusvc_result gpusvc_last_error_detail(char *buf, size_t len, size_t *out_len);
+
+/*
+ Panics inside the boundary and returns `GPUSVC_PANIC`. It exists so hosts and tests can prove
+ that a panic never takes the process down; it has no other effect.
+ */
+gpusvc_result gpusvc_debug_panic(void);
 
 /*
  Creates a scheduler into `*out`. With `manager` non-NULL its streams' sequences and clients

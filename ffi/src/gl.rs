@@ -1,16 +1,13 @@
 //! `gpusvc_gl_context_*`: a headless GL context on the machine's driver, seen from C.
 
-use std::collections::HashMap;
 use std::ffi::{CString, c_char};
 use std::rc::Rc;
-use std::sync::{Mutex, MutexGuard};
-use std::thread::ThreadId;
+use std::sync::Arc;
 
 use headless_gl::{ApiPreference, ContextError, ContextOptions, GlApi, GlContext};
 
-use crate::boundary::{FfiError, ffi_guard, null_argument, out_ptr};
-use crate::disk_cache::gpusvc_driver_identity;
-use crate::result::gpusvc_result;
+use crate::kit::handle::{self, Kind};
+use crate::kit::{FfiError, Out, c_enum, c_string, ffi_guard, gpusvc_result, list_out};
 
 /// Which GL API to open (passed as `uint32_t`).
 #[repr(u32)]
@@ -24,60 +21,43 @@ pub enum gpusvc_gl_api {
     GPUSVC_GL_API_GLES = 2,
 }
 
-/// An opaque headless GL context, bound to the thread that opened it (its owner thread is kept
-/// in the live-context registry).
+c_enum!(impl gpusvc_gl_api {
+    GPUSVC_GL_API_AUTO,
+    GPUSVC_GL_API_DESKTOP_CORE,
+    GPUSVC_GL_API_GLES,
+});
+
+/// An opaque headless GL context, bound to the thread that opened it (a handle of the
+/// thread-bound kind: its identity strings may be read from any thread; anything else, `_free`
+/// included, only on its own thread).
 #[derive(Debug)]
 pub struct gpusvc_gl_context {
-    /// Read from any thread; plain immutable data.
-    identity: Identity,
-    /// Touched only on `owner`. Program managers made over the context share it, so the GL
-    /// context is destroyed when `_free` has run and the last of them is freed.
-    ctx: Rc<GlContext>,
+    _opaque: [u8; 0],
 }
 
-/// Contexts opened and not yet freed, with their owner threads: a freed or foreign pointer is
-/// `GPUSVC_INVALID_HANDLE` rather than a read of freed memory.
-static LIVE_CONTEXTS: Mutex<Option<HashMap<usize, ThreadId>>> = Mutex::new(None);
-
-fn live_contexts() -> MutexGuard<'static, Option<HashMap<usize, ThreadId>>> {
-    LIVE_CONTEXTS.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// The owner thread of a live context.
-fn live_owner(ctx: *const gpusvc_gl_context) -> Result<ThreadId, FfiError> {
-    if ctx.is_null() {
-        return Err(null_argument("ctx"));
-    }
-    live_contexts()
-        .as_ref()
-        .and_then(|m| m.get(&ctx.addr()).copied())
-        .ok_or_else(|| {
-            FfiError::new(
-                gpusvc_result::GPUSVC_INVALID_HANDLE,
-                format!(
-                    "{ctx:p} is not a live gpusvc_gl_context (freed, or never opened by gpusvc)"
-                ),
-            )
-        })
+/// The driver identity that goes into the program cache's compatibility stamp: `GL_VENDOR`,
+/// `GL_RENDERER` and `GL_VERSION` (UTF-8, NUL-terminated). From a `gpusvc_gl_context` with
+/// `gpusvc_gl_context_driver_identity`, or the host's own strings.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct gpusvc_driver_identity {
+    /// `GL_VENDOR`.
+    pub gl_vendor: *const c_char,
+    /// `GL_RENDERER`.
+    pub gl_renderer: *const c_char,
+    /// `GL_VERSION` (carries the driver version).
+    pub gl_version: *const c_char,
+    /// The kind of context, e.g. "OpenGL core profile" or "OpenGL ES"; NULL for "". Stores of
+    /// different kinds of context on one folder are kept apart and do not replace each other.
+    pub context: *const c_char,
 }
 
 /// The GL context behind a live handle, for use on its own thread (`GPUSVC_WRONG_THREAD` from
-/// any other).
-///
-/// # Safety
-/// `ctx` is NULL, a pointer from `gpusvc_gl_context_open`, or a pointer that was never a
-/// context (it is looked up, not dereferenced, unless it is live).
-pub(crate) unsafe fn gl_context(ctx: *const gpusvc_gl_context) -> Result<Rc<GlContext>, FfiError> {
-    if live_owner(ctx)? != std::thread::current().id() {
-        return Err(FfiError::new(
-            gpusvc_result::GPUSVC_WRONG_THREAD,
-            "the gpusvc_gl_context belongs to another thread; use it on the thread that opened it",
-        ));
-    }
-    // SAFETY: live (registered, and only its owner thread — this one — can unregister and free
-    // it), so the pointer is a valid `gpusvc_gl_context`; the `Rc<GlContext>` is only touched on
-    // its owner thread, which is this one.
-    Ok(unsafe { (*ctx).ctx.clone() })
+/// any other). Program managers made over the context share it, so the GL context is destroyed
+/// when `_free` has run and the last of them is freed.
+pub(crate) fn gl_context(ctx: *const gpusvc_gl_context) -> Result<Rc<GlContext>, FfiError> {
+    let ctx = handle::local::<_, Rc<GlContext>>(ctx, "ctx", Kind::GlContext)?;
+    Ok(ctx.borrow()?.clone())
 }
 
 /// The driver identity, copied out of the context at open so that any thread may read it
@@ -94,21 +74,9 @@ struct Identity {
     program_binary_formats: Vec<u32>,
 }
 
-/// Borrows the identity part of a context.
-///
-/// # Safety
-/// `ctx` is NULL or a context that no other thread frees during the call.
-unsafe fn identity<'a>(ctx: *const gpusvc_gl_context) -> Result<&'a Identity, FfiError> {
-    live_owner(ctx)?;
-    // SAFETY: `ctx` is live (checked) and not freed during the call (contract). Only the
-    // `identity` field is borrowed, never the thread-bound `GlContext`, so this is sound from
-    // any thread.
-    Ok(unsafe { &(*ctx).identity })
-}
-
-fn c_string(s: &str) -> CString {
-    // Driver strings have no NUL; drop any rather than fail.
-    CString::new(s.replace('\0', "")).unwrap_or_default()
+/// The identity part of a context, from any thread.
+fn identity(ctx: *const gpusvc_gl_context) -> Result<Arc<Identity>, FfiError> {
+    handle::view(ctx, "ctx", Kind::GlContext)
 }
 
 fn context_error(e: &ContextError) -> FfiError {
@@ -141,17 +109,12 @@ pub unsafe extern "C" fn gpusvc_gl_context_open(
     out: *mut *mut gpusvc_gl_context,
 ) -> gpusvc_result {
     ffi_guard(|| {
-        let out = out_ptr(out, "out")?;
-        let api = match api {
-            0 => ApiPreference::Auto,
-            1 => ApiPreference::DesktopCore,
-            2 => ApiPreference::Gles,
-            other => {
-                return Err(FfiError::new(
-                    gpusvc_result::GPUSVC_INVALID_ARGUMENT,
-                    format!("unknown gpusvc_gl_api value {other}"),
-                ));
-            }
+        // SAFETY: an output argument (this function's contract).
+        let out = unsafe { Out::new(out, "out") }?;
+        let api = match gpusvc_gl_api::decode(api)? {
+            gpusvc_gl_api::GPUSVC_GL_API_AUTO => ApiPreference::Auto,
+            gpusvc_gl_api::GPUSVC_GL_API_DESKTOP_CORE => ApiPreference::DesktopCore,
+            gpusvc_gl_api::GPUSVC_GL_API_GLES => ApiPreference::Gles,
         };
         let options = ContextOptions {
             api,
@@ -172,16 +135,11 @@ pub unsafe extern "C" fn gpusvc_gl_context_open(
             software: info.device.software,
             program_binary_formats: info.program_binary_formats.clone(),
         };
-        let owner = std::thread::current().id();
-        let handle = Box::into_raw(Box::new(gpusvc_gl_context {
-            identity,
-            ctx: Rc::new(ctx),
-        }));
-        live_contexts()
-            .get_or_insert_with(HashMap::new)
-            .insert(handle.addr(), owner);
-        // SAFETY: `out` is non-null (checked) and valid for a write (contract).
-        unsafe { *out = handle };
+        out.write(handle::new_local_with_view(
+            Kind::GlContext,
+            Rc::new(ctx),
+            Some(Arc::new(identity)),
+        ));
         Ok(())
     })
 }
@@ -195,47 +153,33 @@ pub unsafe extern "C" fn gpusvc_gl_context_open(
 /// the context keep the GL context alive until they are freed.
 ///
 /// # Safety
-/// `ctx` must be NULL or a pointer from `gpusvc_gl_context_open`.
+/// None beyond passing a value that came from gpusvc (or NULL).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn gpusvc_gl_context_free(ctx: *mut gpusvc_gl_context) {
     let _ = ffi_guard(|| {
-        if ctx.is_null() {
-            return Ok(());
-        }
-        if live_owner(ctx)? != std::thread::current().id() {
-            tracing::error!("gpusvc_gl_context_free called off its thread; context leaked");
-            return Err(FfiError::new(
-                gpusvc_result::GPUSVC_WRONG_THREAD,
-                "gpusvc_gl_context_free called on a thread other than the one that opened the \
-                 context; the context was leaked, not destroyed",
-            ));
-        }
-        if let Some(m) = live_contexts().as_mut() {
-            m.remove(&ctx.addr());
-        }
-        // SAFETY: live until the line above and owned by this thread, so it came from
-        // `Box::into_raw` in `gpusvc_gl_context_open` and nothing else frees it.
-        drop(unsafe { Box::from_raw(ctx) });
-        Ok(())
+        handle::free(ctx, Kind::GlContext).inspect_err(|e| {
+            if e.code() == gpusvc_result::GPUSVC_WRONG_THREAD {
+                tracing::error!("gpusvc_gl_context_free called off its thread; context leaked");
+            }
+        })
     });
 }
 
 /// Reads one of the context's identity strings into `*out`.
 ///
 /// # Safety
-/// `ctx` is NULL or a live context; `out` is NULL or valid for one pointer write.
+/// `out` is NULL or valid for one pointer write.
 unsafe fn string_out(
     ctx: *const gpusvc_gl_context,
     out: *mut *const c_char,
     pick: impl FnOnce(&Identity) -> &CString,
 ) -> gpusvc_result {
     ffi_guard(|| {
-        // SAFETY: forwarded from the caller's contract.
-        let id = unsafe { identity(ctx) }?;
-        let out = out_ptr(out, "out")?;
-        // SAFETY: `out` is non-null (checked) and valid for a write (contract); the string lives
-        // in the context and stays valid until the context is freed.
-        unsafe { *out = pick(id).as_ptr() };
+        let id = identity(ctx)?;
+        // SAFETY: forwarded from this function's contract.
+        let out = unsafe { Out::new(out, "out") }?;
+        // The string lives in the context and stays valid until the context is freed.
+        out.write(pick(&id).as_ptr());
         Ok(())
     })
 }
@@ -244,7 +188,7 @@ unsafe fn string_out(
 /// May be called from any thread.
 ///
 /// # Safety
-/// `ctx` is NULL or a live context; `out` is NULL or valid for one pointer write.
+/// `out` is NULL or valid for one pointer write.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn gpusvc_gl_context_vendor(
     ctx: *const gpusvc_gl_context,
@@ -257,7 +201,7 @@ pub unsafe extern "C" fn gpusvc_gl_context_vendor(
 /// `GL_RENDERER`; see `gpusvc_gl_context_vendor`.
 ///
 /// # Safety
-/// `ctx` is NULL or a live context; `out` is NULL or valid for one pointer write.
+/// `out` is NULL or valid for one pointer write.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn gpusvc_gl_context_renderer(
     ctx: *const gpusvc_gl_context,
@@ -270,7 +214,7 @@ pub unsafe extern "C" fn gpusvc_gl_context_renderer(
 /// `GL_VERSION` (it carries the driver version); see `gpusvc_gl_context_vendor`.
 ///
 /// # Safety
-/// `ctx` is NULL or a live context; `out` is NULL or valid for one pointer write.
+/// `out` is NULL or valid for one pointer write.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn gpusvc_gl_context_version(
     ctx: *const gpusvc_gl_context,
@@ -283,7 +227,7 @@ pub unsafe extern "C" fn gpusvc_gl_context_version(
 /// `GL_SHADING_LANGUAGE_VERSION`; see `gpusvc_gl_context_vendor`.
 ///
 /// # Safety
-/// `ctx` is NULL or a live context; `out` is NULL or valid for one pointer write.
+/// `out` is NULL or valid for one pointer write.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn gpusvc_gl_context_glsl_version(
     ctx: *const gpusvc_gl_context,
@@ -298,25 +242,24 @@ pub unsafe extern "C" fn gpusvc_gl_context_glsl_version(
 /// context and stay valid until it is freed. May be called from any thread.
 ///
 /// # Safety
-/// `ctx` is NULL or a live context; `out` is NULL or valid for one write.
+/// `out` is NULL or valid for one write.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn gpusvc_gl_context_driver_identity(
     ctx: *const gpusvc_gl_context,
     out: *mut gpusvc_driver_identity,
 ) -> gpusvc_result {
     ffi_guard(|| {
-        // SAFETY: forwarded from this function's contract.
-        let id = unsafe { identity(ctx) }?;
-        let out = out_ptr(out, "out")?;
+        let id = identity(ctx)?;
+        // SAFETY: an output argument (this function's contract).
+        let out = unsafe { Out::new(out, "out") }?;
         let identity = gpusvc_driver_identity {
             gl_vendor: id.vendor.as_ptr(),
             gl_renderer: id.renderer.as_ptr(),
             gl_version: id.version.as_ptr(),
             context: id.context.as_ptr(),
         };
-        // SAFETY: `out` is non-null (checked) and valid for a write (contract); the strings live
-        // in the context and stay valid until the context is freed.
-        unsafe { out.write(identity) };
+        // The strings live in the context and stay valid until the context is freed.
+        out.write(identity);
         Ok(())
     })
 }
@@ -324,18 +267,17 @@ pub unsafe extern "C" fn gpusvc_gl_context_driver_identity(
 /// The API the context speaks, as a `gpusvc_gl_api` value (never AUTO).
 ///
 /// # Safety
-/// `ctx` is NULL or a live context; `out` is NULL or valid for one write.
+/// `out` is NULL or valid for one write.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn gpusvc_gl_context_api(
     ctx: *const gpusvc_gl_context,
     out: *mut u32,
 ) -> gpusvc_result {
     ffi_guard(|| {
-        // SAFETY: forwarded from this function's contract.
-        let id = unsafe { identity(ctx) }?;
-        let out = out_ptr(out, "out")?;
-        // SAFETY: `out` is non-null (checked) and valid for a write (contract).
-        unsafe { *out = id.api as u32 };
+        let id = identity(ctx)?;
+        // SAFETY: an output argument (this function's contract).
+        let out = unsafe { Out::new(out, "out") }?;
+        out.write(id.api as u32);
         Ok(())
     })
 }
@@ -343,18 +285,17 @@ pub unsafe extern "C" fn gpusvc_gl_context_api(
 /// Whether the context runs on a software rasterizer (llvmpipe) rather than a GPU.
 ///
 /// # Safety
-/// `ctx` is NULL or a live context; `out` is NULL or valid for one write.
+/// `out` is NULL or valid for one write.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn gpusvc_gl_context_is_software(
     ctx: *const gpusvc_gl_context,
     out: *mut bool,
 ) -> gpusvc_result {
     ffi_guard(|| {
-        // SAFETY: forwarded from this function's contract.
-        let id = unsafe { identity(ctx) }?;
-        let out = out_ptr(out, "out")?;
-        // SAFETY: `out` is non-null (checked) and valid for a write (contract).
-        unsafe { *out = id.software };
+        let id = identity(ctx)?;
+        // SAFETY: an output argument (this function's contract).
+        let out = unsafe { Out::new(out, "out") }?;
+        out.write(id.software);
         Ok(())
     })
 }
@@ -366,7 +307,7 @@ pub unsafe extern "C" fn gpusvc_gl_context_is_software(
 /// written) and the formats are copied into `formats`.
 ///
 /// # Safety
-/// `ctx` is NULL or a live context; `formats` is NULL or valid for `len` writes; `out_count` is
+/// `formats` is NULL or valid for `len` writes; `out_count` is
 /// NULL or valid for one write.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn gpusvc_gl_context_program_binary_formats(
@@ -376,23 +317,16 @@ pub unsafe extern "C" fn gpusvc_gl_context_program_binary_formats(
     out_count: *mut usize,
 ) -> gpusvc_result {
     ffi_guard(|| {
+        let id = identity(ctx)?;
         // SAFETY: forwarded from this function's contract.
-        let id = unsafe { identity(ctx) }?;
-        let out_count = out_ptr(out_count, "out_count")?;
-        let list = &id.program_binary_formats;
-        if !(formats.is_null() && len == 0) {
-            let formats = out_ptr(formats, "formats")?;
-            if len < list.len() {
-                return Err(FfiError::new(
-                    gpusvc_result::GPUSVC_INSUFFICIENT_SIZE,
-                    format!("{} formats, room for {len}", list.len()),
-                ));
-            }
-            // SAFETY: `formats` is non-null and valid for `len >= list.len()` writes (contract).
-            unsafe { std::ptr::copy_nonoverlapping(list.as_ptr(), formats, list.len()) };
+        unsafe {
+            list_out(
+                &id.program_binary_formats,
+                formats,
+                len,
+                out_count,
+                "formats",
+            )
         }
-        // SAFETY: `out_count` is non-null (checked) and valid for a write (contract).
-        unsafe { *out_count = list.len() };
-        Ok(())
     })
 }

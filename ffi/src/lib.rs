@@ -23,28 +23,19 @@
 
 #![allow(non_camel_case_types)]
 
-mod args;
-mod boundary;
-mod disk_cache;
 mod gl;
-mod handle;
+mod kit;
 mod program_cache;
 mod program_manager;
 mod result;
 mod scheduler;
 mod sync;
 
-pub use boundary::{gpusvc_debug_panic, gpusvc_last_error_detail};
-pub use disk_cache::*;
-pub use gl::{
-    gpusvc_gl_api, gpusvc_gl_context, gpusvc_gl_context_api, gpusvc_gl_context_driver_identity,
-    gpusvc_gl_context_free, gpusvc_gl_context_glsl_version, gpusvc_gl_context_is_software,
-    gpusvc_gl_context_open, gpusvc_gl_context_program_binary_formats, gpusvc_gl_context_renderer,
-    gpusvc_gl_context_vendor, gpusvc_gl_context_version,
-};
+pub use gl::*;
+pub use kit::error::gpusvc_result;
 pub use program_cache::*;
 pub use program_manager::*;
-pub use result::{gpusvc_result, gpusvc_result_message};
+pub use result::*;
 pub use scheduler::*;
 pub use sync::*;
 

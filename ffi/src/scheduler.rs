@@ -23,10 +23,11 @@ use gpu_scheduler::{
 };
 use sync_points::{ClientId, SyncPointManager, SyncToken};
 
-use crate::args::write;
-use crate::boundary::{FfiError, ffi_guard, null_argument, out_ptr};
-use crate::handle::{self, Kind};
-use crate::result::gpusvc_result;
+use crate::kit::handle::{self, Kind};
+use crate::kit::{
+    FfiError, HostFn, Out, UserData, c_enum, ffi_guard, gpusvc_result, invalid_argument,
+    null_argument, struct_in,
+};
 use crate::sync::{
     client_error, client_id, gpusvc_sync_manager, gpusvc_sync_token, order_error, read_token,
     sync_points_of,
@@ -53,6 +54,13 @@ pub enum gpusvc_scheduler_priority {
     GPUSVC_SCHEDULER_PRIORITY_REAL_TIME = 3,
 }
 
+c_enum!(impl gpusvc_scheduler_priority {
+    GPUSVC_SCHEDULER_PRIORITY_LOW,
+    GPUSVC_SCHEDULER_PRIORITY_NORMAL,
+    GPUSVC_SCHEDULER_PRIORITY_HIGH,
+    GPUSVC_SCHEDULER_PRIORITY_REAL_TIME,
+});
+
 /// What a task callback returns (as `uint32_t`).
 #[repr(u32)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -63,6 +71,11 @@ pub enum gpusvc_scheduler_task_result {
     /// order number.
     GPUSVC_SCHEDULER_TASK_CONTINUE_LATER = 1,
 }
+
+c_enum!(impl gpusvc_scheduler_task_result {
+    GPUSVC_SCHEDULER_TASK_DONE,
+    GPUSVC_SCHEDULER_TASK_CONTINUE_LATER,
+});
 
 /// A task body: returns a `gpusvc_scheduler_task_result` value (any value other than
 /// `GPUSVC_SCHEDULER_TASK_CONTINUE_LATER` means done).
@@ -201,15 +214,13 @@ fn scheduler(s: *const gpusvc_scheduler) -> Result<Arc<SchedulerHandle>, FfiErro
 }
 
 fn priority(value: u32) -> Result<Priority, FfiError> {
-    match value {
-        0 => Ok(Priority::Low),
-        1 => Ok(Priority::Normal),
-        2 => Ok(Priority::High),
-        3 => Ok(Priority::RealTime),
-        other => Err(crate::args::invalid_argument(format!(
-            "unknown gpusvc_scheduler_priority value {other}"
-        ))),
-    }
+    use gpusvc_scheduler_priority::*;
+    Ok(match gpusvc_scheduler_priority::decode(value)? {
+        GPUSVC_SCHEDULER_PRIORITY_LOW => Priority::Low,
+        GPUSVC_SCHEDULER_PRIORITY_NORMAL => Priority::Normal,
+        GPUSVC_SCHEDULER_PRIORITY_HIGH => Priority::High,
+        GPUSVC_SCHEDULER_PRIORITY_REAL_TIME => Priority::RealTime,
+    })
 }
 
 fn priority_out(p: Priority) -> u32 {
@@ -221,36 +232,22 @@ fn nanos(d: Duration) -> u64 {
 }
 
 /// The host's clock: ns since its first reading, never backwards.
+/// Used from any thread that uses the scheduler, at the same time
+/// (`gpusvc_scheduler_new_with_config`'s contract).
+#[derive(Debug)]
 struct HostClock {
-    now_ns: unsafe extern "C" fn(*mut c_void) -> u64,
-    user_data: *mut c_void,
+    now_ns: HostFn<unsafe extern "C" fn(*mut c_void) -> u64>,
     first: u64,
     /// The highest offset from `first` reported so far.
     latest: AtomicU64,
 }
 
-// SAFETY: `gpusvc_scheduler_new_with_config`'s contract: `now_ns` and its user_data may be used
-// from any thread that uses the scheduler, at the same time.
-unsafe impl Send for HostClock {}
-// SAFETY: as above.
-unsafe impl Sync for HostClock {}
-
-impl std::fmt::Debug for HostClock {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("HostClock")
-            .field("first", &self.first)
-            .field("latest", &self.latest)
-            .finish_non_exhaustive()
-    }
-}
-
 impl HostClock {
-    fn new(now_ns: unsafe extern "C" fn(*mut c_void) -> u64, user_data: *mut c_void) -> Self {
+    fn new(now_ns: HostFn<unsafe extern "C" fn(*mut c_void) -> u64>) -> Self {
         // SAFETY: a host function taking its own user_data (contract).
-        let first = unsafe { now_ns(user_data) };
+        let first = unsafe { (now_ns.f)(now_ns.user_data.get()) };
         HostClock {
             now_ns,
-            user_data,
             first,
             latest: AtomicU64::new(0),
         }
@@ -259,37 +256,27 @@ impl HostClock {
 
 impl Clock for HostClock {
     fn now_ns(&self) -> u64 {
+        let now_ns = self.now_ns;
         // SAFETY: a host function taking its own user_data (contract).
-        let offset = unsafe { (self.now_ns)(self.user_data) }.saturating_sub(self.first);
+        let offset = unsafe { (now_ns.f)(now_ns.user_data.get()) }.saturating_sub(self.first);
         // Relaxed: a max over readings; the scheduler orders its own uses of time.
         self.latest.fetch_max(offset, Ordering::Relaxed).max(offset)
     }
 }
 
-/// The host's metrics callback.
-struct HostMetrics {
-    on_task: unsafe extern "C" fn(*const gpusvc_scheduler_task_sample, *mut c_void),
-    user_data: *mut c_void,
-}
+/// The host's metrics callback, called from the driving thread (whichever thread that is; one
+/// at a time) after every task run.
+type HostMetrics = HostFn<unsafe extern "C" fn(*const gpusvc_scheduler_task_sample, *mut c_void)>;
 
-// SAFETY: `gpusvc_scheduler_new_with_config`'s contract: `on_task` and its user_data may be used
-// from the driving thread (whichever thread that is).
-unsafe impl Send for HostMetrics {}
-// SAFETY: as above; the scheduler calls it from one driving thread at a time.
-unsafe impl Sync for HostMetrics {}
-
-impl HostMetrics {
-    fn call(&self, s: &TaskSample) {
-        let sample = gpusvc_scheduler_task_sample {
-            priority: priority_out(s.priority),
-            delay_ns: nanos(s.delay),
-            run_ns: nanos(s.run),
-            continuation: s.continuation,
-        };
-        // SAFETY: a host function taking its own user_data (contract); the sample outlives the
-        // call.
-        unsafe { (self.on_task)(&sample, self.user_data) };
-    }
+fn report_sample(host: HostMetrics, s: &TaskSample) {
+    let sample = gpusvc_scheduler_task_sample {
+        priority: priority_out(s.priority),
+        delay_ns: nanos(s.delay),
+        run_ns: nanos(s.run),
+        continuation: s.continuation,
+    };
+    // SAFETY: a host function taking its own user_data (contract); the sample outlives the call.
+    unsafe { (host.f)(&sample, host.user_data.get()) };
 }
 
 fn config_in(c: &gpusvc_scheduler_config) -> Result<SchedulerConfig, FfiError> {
@@ -301,21 +288,17 @@ fn config_in(c: &gpusvc_scheduler_config) -> Result<SchedulerConfig, FfiError> {
         config.granularity = Duration::from_nanos(c.granularity_ns);
     }
     if config.time_slice < config.granularity {
-        return Err(crate::args::invalid_argument(format!(
+        return Err(invalid_argument(format!(
             "time slice {:?} is shorter than the granularity {:?}",
             config.time_slice, config.granularity
         )));
     }
-    if let Some(now_ns) = c.now_ns {
-        config.clock = Arc::new(HostClock::new(now_ns, c.clock_user_data));
+    if let Some(now_ns) = HostFn::optional(c.now_ns, c.clock_user_data) {
+        config.clock = Arc::new(HostClock::new(now_ns));
     }
-    if let Some(on_task) = c.on_task {
-        let host = HostMetrics {
-            on_task,
-            user_data: c.on_task_user_data,
-        };
+    if let Some(host) = HostFn::optional(c.on_task, c.on_task_user_data) {
         config.metrics_callback =
-            Some(Arc::new(move |s: &TaskSample| host.call(s)) as MetricsCallback);
+            Some(Arc::new(move |s: &TaskSample| report_sample(host, s)) as MetricsCallback);
     }
     Ok(config)
 }
@@ -360,21 +343,12 @@ unsafe fn stream_query<T>(
 ) -> gpusvc_result {
     ffi_guard(|| {
         let s = self::scheduler(scheduler)?;
-        let out = out_ptr(out, out_name)?;
-        let v = query(&s.inner, StreamId(stream)).map_err(scheduler_error)?;
-        // SAFETY: non-null (checked) and valid for a write (contract).
-        unsafe { write(out, v) };
+        // SAFETY: forwarded from this function's contract.
+        let out = unsafe { Out::new(out, out_name) }?;
+        out.write(query(&s.inner, StreamId(stream)).map_err(scheduler_error)?);
         Ok(())
     })
 }
-
-/// A host pointer carried to the driving thread.
-#[derive(Clone, Copy)]
-struct UserData(*mut c_void);
-
-// SAFETY: `gpusvc_scheduler_enqueue`'s contract: callbacks and their user_data may be used from
-// the driving thread (and `destroy` from whichever thread drops the task).
-unsafe impl Send for UserData {}
 
 /// A host task owned by its closure: dropping it (after the completing run, or unrun) calls
 /// `destroy` once, unless the enqueue failed (`disarmed`: the user data stays the host's).
@@ -392,7 +366,7 @@ impl Drop for HostTask {
             if !disarmed.load(Ordering::Relaxed) {
                 // SAFETY: a host function taking its own user_data (contract of the enqueue);
                 // called once, as this drop runs once.
-                unsafe { destroy(self.user_data.0) }
+                unsafe { destroy(self.user_data.get()) }
             }
         }
     }
@@ -401,8 +375,10 @@ impl Drop for HostTask {
 fn host_task(host: HostTask) -> TaskFn {
     Box::new(move |_| {
         // SAFETY: a host function taking its own user_data (contract of the enqueue).
-        let r = unsafe { (host.run)(host.user_data.0) };
-        if r == gpusvc_scheduler_task_result::GPUSVC_SCHEDULER_TASK_CONTINUE_LATER as u32 {
+        let r = unsafe { (host.run)(host.user_data.get()) };
+        if gpusvc_scheduler_task_result::from_u32(r)
+            == Some(gpusvc_scheduler_task_result::GPUSVC_SCHEDULER_TASK_CONTINUE_LATER)
+        {
             TaskResult::ContinueLater(host_task(host))
         } else {
             // `host` drops here: `destroy` after the completing run.
@@ -423,10 +399,10 @@ pub unsafe extern "C" fn gpusvc_scheduler_new(
     out: *mut *mut gpusvc_scheduler,
 ) -> gpusvc_result {
     ffi_guard(|| {
-        let out = out_ptr(out, "out")?;
+        // SAFETY: an output argument (this function's contract).
+        let out = unsafe { Out::new(out, "out") }?;
         let h = new_handle(manager, SchedulerConfig::default())?;
-        // SAFETY: non-null (checked) and valid for a write (contract).
-        unsafe { write(out, h) };
+        out.write(h);
         Ok(())
     })
 }
@@ -466,17 +442,14 @@ pub unsafe extern "C" fn gpusvc_scheduler_new_with_config(
     out: *mut *mut gpusvc_scheduler,
 ) -> gpusvc_result {
     ffi_guard(|| {
-        if config.is_null() {
-            return Err(null_argument("config"));
-        }
-        let out = out_ptr(out, "out")?;
-        // SAFETY: non-null (checked) and valid for one read (contract). The integer and pointer
-        // fields accept any bit pattern, and the callbacks are `Option`s of function pointers
-        // (NULL is `None`; what a non-NULL one may do is the host's contract).
-        let c = unsafe { config.read_unaligned() };
+        // SAFETY: NULL or valid for one read (contract). The integer and pointer fields accept
+        // any bit pattern, and the callbacks are `Option`s of function pointers (NULL is `None`;
+        // what a non-NULL one may do is the host's contract).
+        let c = unsafe { struct_in(config, "config") }?;
+        // SAFETY: an output argument (this function's contract).
+        let out = unsafe { Out::new(out, "out") }?;
         let h = new_handle(manager, config_in(&c)?)?;
-        // SAFETY: non-null (checked) and valid for a write (contract).
-        unsafe { write(out, h) };
+        out.write(h);
         Ok(())
     })
 }
@@ -513,11 +486,11 @@ pub unsafe extern "C" fn gpusvc_scheduler_add_stream(
 ) -> gpusvc_result {
     ffi_guard(|| {
         let s = self::scheduler(scheduler)?;
-        let out = out_ptr(out_stream, "out_stream")?;
+        // SAFETY: an output argument (this function's contract).
+        let out = unsafe { Out::new(out_stream, "out_stream") }?;
         let p = self::priority(priority)?;
         let id = s.inner.add_stream(p).0;
-        // SAFETY: non-null (checked) and valid for a write (contract).
-        unsafe { write(out, id) };
+        out.write(id);
         Ok(())
     })
 }
@@ -535,7 +508,8 @@ pub unsafe extern "C" fn gpusvc_scheduler_remove_stream(
 ) -> gpusvc_result {
     ffi_guard(|| {
         let s = self::scheduler(scheduler)?;
-        let out = out_ptr(out_removed, "out_removed")?;
+        // SAFETY: an output argument (this function's contract).
+        let out = unsafe { Out::new(out_removed, "out_removed") }?;
         let removed = s
             .inner
             .remove_stream(StreamId(stream))
@@ -545,8 +519,7 @@ pub unsafe extern "C" fn gpusvc_scheduler_remove_stream(
             lent: removed.lent_priority.is_some(),
             lent_priority: removed.lent_priority.map_or(0, priority_out),
         };
-        // SAFETY: non-null (checked) and valid for a write (contract).
-        unsafe { write(out, r) };
+        out.write(r);
         Ok(())
     })
 }
@@ -640,11 +613,11 @@ pub unsafe extern "C" fn gpusvc_scheduler_metrics(
 ) -> gpusvc_result {
     ffi_guard(|| {
         let s = self::scheduler(scheduler)?;
-        let out = out_ptr(out_metrics, "out_metrics")?;
+        // SAFETY: an output argument (this function's contract).
+        let out = unsafe { Out::new(out_metrics, "out_metrics") }?;
         let p = self::priority(priority)?;
         let m = metrics_out(s.inner.metrics().get(p));
-        // SAFETY: non-null (checked) and valid for a write (contract).
-        unsafe { write(out, m) };
+        out.write(m);
         Ok(())
     })
 }
@@ -686,11 +659,8 @@ pub unsafe extern "C" fn gpusvc_scheduler_enqueue(
 ) -> gpusvc_result {
     ffi_guard(|| {
         let s = self::scheduler(scheduler)?;
-        if task.is_null() {
-            return Err(null_argument("task"));
-        }
-        // SAFETY: non-null (checked) and valid for one read (contract).
-        let task = unsafe { *task };
+        // SAFETY: NULL or valid for one read (contract).
+        let task = unsafe { struct_in(task, "task") }?;
         let Some(run) = task.run else {
             return Err(null_argument("task->run"));
         };
@@ -699,16 +669,17 @@ pub unsafe extern "C" fn gpusvc_scheduler_enqueue(
             return Err(null_argument("task->waits"));
         }
         if count > isize::MAX as usize / size_of::<gpusvc_sync_token>() {
-            return Err(crate::args::invalid_argument(format!(
+            return Err(invalid_argument(format!(
                 "`task->wait_count` {count} is absurd"
             )));
         }
-        let out = out_ptr(out_order_num, "out_order_num")?;
+        // SAFETY: an output argument (this function's contract).
+        let out = unsafe { Out::new(out_order_num, "out_order_num") }?;
         let waits: Vec<SyncToken> = (0..count)
             // SAFETY: `waits` is non-null and valid for `count` reads (contract); `i < count`.
             .map(|i| unsafe { read_token(task.waits.add(i)) })
             .collect();
-        let ud = UserData(task.user_data);
+        let ud = UserData::new(task.user_data);
         let disarmed = task.destroy.map(|d| (d, Arc::new(AtomicBool::new(false))));
         let disarm = disarmed.as_ref().map(|(_, flag)| flag.clone());
         let mut t = Task::new(host_task(HostTask {
@@ -719,9 +690,8 @@ pub unsafe extern "C" fn gpusvc_scheduler_enqueue(
         .wait_for(waits);
         if let Some(start) = task.start {
             t = t.on_start(move || {
-                let ud = ud;
                 // SAFETY: a host function taking its own user_data (contract).
-                unsafe { start(ud.0) }
+                unsafe { start(ud.get()) }
             });
         }
         let n = match s.inner.try_enqueue(StreamId(stream), t) {
@@ -734,8 +704,7 @@ pub unsafe extern "C" fn gpusvc_scheduler_enqueue(
                 return Err(scheduler_error(e));
             }
         };
-        // SAFETY: non-null (checked) and valid for a write (contract).
-        unsafe { write(out, n) };
+        out.write(n);
         Ok(())
     })
 }
@@ -752,10 +721,10 @@ pub unsafe extern "C" fn gpusvc_scheduler_run_next(
 ) -> gpusvc_result {
     ffi_guard(|| {
         let s = self::scheduler(scheduler)?;
-        let out = out_ptr(out_ran, "out_ran")?;
+        // SAFETY: an output argument (this function's contract).
+        let out = unsafe { Out::new(out_ran, "out_ran") }?;
         let n = s.inner.run_next().unwrap_or(0);
-        // SAFETY: non-null (checked) and valid for a write (contract).
-        unsafe { write(out, n) };
+        out.write(n);
         Ok(())
     })
 }
@@ -772,10 +741,10 @@ pub unsafe extern "C" fn gpusvc_scheduler_run_until_idle(
 ) -> gpusvc_result {
     ffi_guard(|| {
         let s = self::scheduler(scheduler)?;
-        let out = out_ptr(out_ran, "out_ran")?;
+        // SAFETY: an output argument (this function's contract).
+        let out = unsafe { Out::new(out_ran, "out_ran") }?;
         let n = s.inner.run_until_idle();
-        // SAFETY: non-null (checked) and valid for a write (contract).
-        unsafe { write(out, n) };
+        out.write(n);
         Ok(())
     })
 }
@@ -792,10 +761,10 @@ pub unsafe extern "C" fn gpusvc_scheduler_should_yield(
 ) -> gpusvc_result {
     ffi_guard(|| {
         let s = self::scheduler(scheduler)?;
-        let out = out_ptr(out_yield, "out_yield")?;
+        // SAFETY: an output argument (this function's contract).
+        let out = unsafe { Out::new(out_yield, "out_yield") }?;
         let y = s.inner.should_yield();
-        // SAFETY: non-null (checked) and valid for a write (contract).
-        unsafe { write(out, y) };
+        out.write(y);
         Ok(())
     })
 }

@@ -22,10 +22,10 @@ use sync_points::{
     SyncPointManager, SyncToken,
 };
 
-use crate::args::{copy_list_out, write};
-use crate::boundary::{FfiError, ffi_guard, null_argument, out_ptr};
-use crate::handle::{self, Kind};
-use crate::result::gpusvc_result;
+use crate::kit::handle::{self, Kind};
+use crate::kit::{
+    FfiError, Out, UserData, ffi_guard, gpusvc_result, invalid_argument, list_out, null_argument,
+};
 
 /// An opaque sync manager. Thread-safe: any thread may use it, and free it once no other thread
 /// is still calling with it (a call in flight finishes on a live manager either way).
@@ -167,7 +167,7 @@ fn sequence(m: &Manager, id: u64) -> Result<Arc<OrderData>, FfiError> {
 
 pub(crate) fn order_error(id: u64, e: OrderError) -> FfiError {
     match e {
-        OrderError::Destroyed => unknown_sequence(id),
+        OrderError::Destroyed { .. } => unknown_sequence(id),
         e => FfiError::new(
             gpusvc_result::GPUSVC_SYNC_ORDER_VIOLATION,
             format!("sync sequence {id}: {e}"),
@@ -207,22 +207,20 @@ pub(crate) fn client_id(namespace_id: i8, command_buffer_id: u64) -> ClientId {
 /// The host's wait callback. It runs at most once: when the wait ends, or, once the wait was
 /// registered (`armed`), when it is dropped without ending (the manager was freed). A refused
 /// wait drops it unarmed: the callback never runs.
+/// The callback and its user data may be called from any thread (the one that ends the wait:
+/// `gpusvc_sync_token_wait`'s contract).
 struct HostCallback {
     callback: Option<unsafe extern "C" fn(*mut c_void)>,
-    user_data: *mut c_void,
+    user_data: UserData,
     armed: Arc<AtomicBool>,
 }
-
-// SAFETY: `gpusvc_sync_token_wait`'s contract: the callback and its user_data may be called from
-// any thread (the one that ends the wait).
-unsafe impl Send for HostCallback {}
 
 impl HostCallback {
     fn fire(&mut self) {
         if let Some(f) = self.callback.take() {
             // SAFETY: a host function taking its own user_data, called once (contract of
             // `gpusvc_sync_token_wait`).
-            unsafe { f(self.user_data) }
+            unsafe { f(self.user_data.get()) }
         }
     }
 }
@@ -248,10 +246,10 @@ pub unsafe extern "C" fn gpusvc_sync_manager_new(
     out: *mut *mut gpusvc_sync_manager,
 ) -> gpusvc_result {
     ffi_guard(|| {
-        let out = out_ptr(out, "out")?;
+        // SAFETY: an output argument (this function's contract).
+        let out = unsafe { Out::new(out, "out") }?;
         let h = handle::new_shared(Kind::SyncManager, Manager::default());
-        // SAFETY: non-null (checked) and valid for a write (contract).
-        unsafe { write(out, h) };
+        out.write(h);
         Ok(())
     })
 }
@@ -281,11 +279,11 @@ pub unsafe extern "C" fn gpusvc_sync_sequence_create(
 ) -> gpusvc_result {
     ffi_guard(|| {
         let m = self::manager(manager)?;
-        let out = out_ptr(out_sequence, "out_sequence")?;
+        // SAFETY: an output argument (this function's contract).
+        let out = unsafe { Out::new(out_sequence, "out_sequence") }?;
         let id = m.create_sequence().id().0;
         ids(&m.sequences).insert(id);
-        // SAFETY: non-null (checked) and valid for a write (contract).
-        unsafe { write(out, id) };
+        out.write(id);
         Ok(())
     })
 }
@@ -324,11 +322,11 @@ pub unsafe extern "C" fn gpusvc_sync_sequence_generate(
 ) -> gpusvc_result {
     ffi_guard(|| {
         let m = self::manager(manager)?;
-        let out = out_ptr(out_order_num, "out_order_num")?;
+        // SAFETY: an output argument (this function's contract).
+        let out = unsafe { Out::new(out_order_num, "out_order_num") }?;
         let s = self::sequence(&m, sequence)?;
         let n = s.generate().map_err(|e| order_error(sequence, e))?;
-        // SAFETY: non-null (checked) and valid for a write (contract).
-        unsafe { write(out, n) };
+        out.write(n);
         Ok(())
     })
 }
@@ -402,10 +400,10 @@ pub unsafe extern "C" fn gpusvc_sync_sequence_processed(
 ) -> gpusvc_result {
     ffi_guard(|| {
         let m = self::manager(manager)?;
-        let out = out_ptr(out_order_num, "out_order_num")?;
+        // SAFETY: an output argument (this function's contract).
+        let out = unsafe { Out::new(out_order_num, "out_order_num") }?;
         let n = self::sequence(&m, sequence)?.processed();
-        // SAFETY: non-null (checked) and valid for a write (contract).
-        unsafe { write(out, n) };
+        out.write(n);
         Ok(())
     })
 }
@@ -422,10 +420,10 @@ pub unsafe extern "C" fn gpusvc_sync_sequence_is_processing(
 ) -> gpusvc_result {
     ffi_guard(|| {
         let m = self::manager(manager)?;
-        let out = out_ptr(out_processing, "out_processing")?;
+        // SAFETY: an output argument (this function's contract).
+        let out = unsafe { Out::new(out_processing, "out_processing") }?;
         let p = self::sequence(&m, sequence)?.is_processing();
-        // SAFETY: non-null (checked) and valid for a write (contract).
-        unsafe { write(out, p) };
+        out.write(p);
         Ok(())
     })
 }
@@ -448,7 +446,7 @@ pub unsafe extern "C" fn gpusvc_sync_sequence_unprocessed(
         let m = self::manager(manager)?;
         let list = self::sequence(&m, sequence)?.unprocessed();
         // SAFETY: forwarded from this function's contract.
-        unsafe { copy_list_out(&list, buf, len, out_count, "order numbers") }
+        unsafe { list_out(&list, buf, len, out_count, "order numbers") }
     })
 }
 
@@ -521,8 +519,10 @@ pub unsafe extern "C" fn gpusvc_sync_client_release(
 ) -> gpusvc_result {
     ffi_guard(|| {
         let m = self::manager(manager)?;
-        let out_released = out_ptr(out_released, "out_released")?;
-        let out_callbacks = out_ptr(out_callbacks, "out_callbacks")?;
+        // SAFETY: an output argument (this function's contract).
+        let out_released = unsafe { Out::new(out_released, "out_released") }?;
+        // SAFETY: an output argument (this function's contract).
+        let out_callbacks = unsafe { Out::new(out_callbacks, "out_callbacks") }?;
         let outcome = m
             .release(client_id(namespace_id, command_buffer_id), release_count)
             .map_err(client_error)?;
@@ -530,11 +530,8 @@ pub unsafe extern "C" fn gpusvc_sync_client_release(
             ReleaseOutcome::Released { callbacks } => (true, callbacks),
             ReleaseOutcome::Ignored { .. } => (false, 0),
         };
-        // SAFETY: both non-null (checked) and valid for a write (contract).
-        unsafe {
-            write(out_released, released);
-            write(out_callbacks, callbacks);
-        }
+        out_released.write(released);
+        out_callbacks.write(callbacks);
         Ok(())
     })
 }
@@ -556,10 +553,10 @@ pub unsafe extern "C" fn gpusvc_sync_token_is_released(
         let m = self::manager(manager)?;
         // SAFETY: forwarded from this function's contract.
         let token = unsafe { token_in(token, "token") }?;
-        let out = out_ptr(out_released, "out_released")?;
+        // SAFETY: an output argument (this function's contract).
+        let out = unsafe { Out::new(out_released, "out_released") }?;
         let released = m.is_released(&token);
-        // SAFETY: non-null (checked) and valid for a write (contract).
-        unsafe { write(out, released) };
+        out.write(released);
         Ok(())
     })
 }
@@ -592,12 +589,13 @@ pub unsafe extern "C" fn gpusvc_sync_token_wait(
         // SAFETY: forwarded from this function's contract.
         let token = unsafe { token_in(token, "token") }?;
         let callback = callback.ok_or_else(|| null_argument("callback"))?;
-        let out = out_ptr(out_registered, "out_registered")?;
+        // SAFETY: an output argument (this function's contract).
+        let out = unsafe { Out::new(out_registered, "out_registered") }?;
         self::sequence(&m, waiting_sequence)?;
         let armed = Arc::new(AtomicBool::new(false));
         let mut host = HostCallback {
             callback: Some(callback),
-            user_data,
+            user_data: UserData::new(user_data),
             armed: armed.clone(),
         };
         let registered = m.wait(&token, SequenceId(waiting_sequence), wait_order_num, {
@@ -607,8 +605,7 @@ pub unsafe extern "C" fn gpusvc_sync_token_wait(
             // This call holds the manager, so the wait cannot be dropped unrun before this.
             armed.store(true, Ordering::Release);
         }
-        // SAFETY: non-null (checked) and valid for a write (contract).
-        unsafe { write(out, registered) };
+        out.write(registered);
         Ok(())
     })
 }
@@ -634,10 +631,10 @@ pub unsafe extern "C" fn gpusvc_sync_token_wait_blocking(
         let m = self::manager(manager)?;
         // SAFETY: forwarded from this function's contract.
         let token = unsafe { token_in(token, "token") }?;
-        let out = out_ptr(out_released, "out_released")?;
+        // SAFETY: an output argument (this function's contract).
+        let out = unsafe { Out::new(out_released, "out_released") }?;
         let released = m.wait_blocking(&token, Duration::from_millis(timeout_ms));
-        // SAFETY: non-null (checked) and valid for a write (contract).
-        unsafe { write(out, released) };
+        out.write(released);
         Ok(())
     })
 }
@@ -664,7 +661,7 @@ pub unsafe extern "C" fn gpusvc_sync_token_reduce(
             return Err(null_argument("tokens"));
         }
         if count > isize::MAX as usize / size_of::<gpusvc_sync_token>() {
-            return Err(crate::args::invalid_argument(format!(
+            return Err(invalid_argument(format!(
                 "`tokens` count {count} is absurd"
             )));
         }
@@ -677,6 +674,6 @@ pub unsafe extern "C" fn gpusvc_sync_token_reduce(
             .map(gpusvc_sync_token::from)
             .collect();
         // SAFETY: forwarded from this function's contract.
-        unsafe { copy_list_out(&reduced, out, len, out_count, "tokens") }
+        unsafe { list_out(&reduced, out, len, out_count, "tokens") }
     })
 }

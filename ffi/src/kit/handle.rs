@@ -7,10 +7,16 @@
 //! * **shared** objects (`Send + Sync`, usable from any thread) live in the global registry as
 //!   an `Arc`; a call clones the `Arc` under the registry lock, so a concurrent `_free` on
 //!   another thread only drops the registry's reference and the call finishes on a live object;
-//! * **local** objects (thread-bound: GL objects, host callbacks) live in a per-thread map as
-//!   `Rc<RefCell<_>>`; the registry records the owner thread, so use from another thread is
-//!   `GPUSVC_WRONG_THREAD`, and a host callback that re-enters the library with a handle the
-//!   outer call is using gets `GPUSVC_HANDLE_BUSY` instead of an aliased `&mut`.
+//! * **local** objects (thread-bound: GL contexts and GL objects, host sinks) live in a
+//!   per-thread map as `Rc<RefCell<_>>`; the registry records the owner thread, so use from
+//!   another thread is `GPUSVC_WRONG_THREAD`, and a host callback that re-enters the library
+//!   with a handle the outer call is using gets `GPUSVC_HANDLE_BUSY` instead of an aliased
+//!   `&mut`. A local object may have a **view**: an `Arc` part that any thread may read (a GL
+//!   context's identity strings).
+//!
+//! Which of the two a handle is, is a property of its [`Kind`] ([`Kind::thread_bound`]). A
+//! shared handle may own free-time [`Gate`]s: `free` closes them once the handle is gone, so
+//! the host callbacks they guard are never called after `_free` returns.
 
 use std::any::Any;
 use std::cell::{RefCell, RefMut};
@@ -20,12 +26,13 @@ use std::rc::Rc;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::ThreadId;
 
-use crate::boundary::{FfiError, null_argument};
-use crate::result::gpusvc_result;
+use crate::kit::error::{FfiError, gpusvc_result, null_argument};
+use crate::kit::host::Gate;
 
 /// What a handle is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Kind {
+    GlContext,
     ProgramCache,
     CachedProgram,
     ProgramManager,
@@ -37,8 +44,24 @@ pub(crate) enum Kind {
 }
 
 impl Kind {
+    /// Whether objects of this kind are bound to the thread that made them (a GL context is
+    /// current on one thread; GL objects and host sinks live on it): use or `_free` from another
+    /// thread is `GPUSVC_WRONG_THREAD`. The other kinds are `Send + Sync`, usable from any
+    /// thread.
+    pub(crate) fn thread_bound(self) -> bool {
+        match self {
+            Kind::GlContext
+            | Kind::ProgramManager
+            | Kind::Shader
+            | Kind::LinkedProgram
+            | Kind::HostSink => true,
+            Kind::ProgramCache | Kind::CachedProgram | Kind::SyncManager | Kind::Scheduler => false,
+        }
+    }
+
     fn c_name(self) -> &'static str {
         match self {
+            Kind::GlContext => "gpusvc_gl_context",
             Kind::ProgramCache => "gpusvc_program_cache",
             Kind::CachedProgram => "gpusvc_cached_program",
             Kind::ProgramManager => "gpusvc_program_manager",
@@ -55,10 +78,14 @@ enum Slot {
     Shared {
         kind: Kind,
         value: Arc<dyn Any + Send + Sync>,
+        /// Closed by `free`.
+        gates: Vec<Arc<Gate>>,
     },
     Local {
         kind: Kind,
         owner: ThreadId,
+        /// The part any thread may read.
+        view: Option<Arc<dyn Any + Send + Sync>>,
     },
 }
 
@@ -148,17 +175,31 @@ fn wrong_thread(kind: Kind) -> FfiError {
     )
 }
 
-/// Registers a shared (any-thread) object; returns its handle.
-pub(crate) fn new_shared<H, T: Any + Send + Sync>(kind: Kind, value: T) -> *mut H {
-    to_handle(allocate(Slot::Shared {
-        kind,
-        value: Arc::new(value),
-    }))
+fn freed_on_wrong_thread(kind: Kind) -> FfiError {
+    FfiError::new(
+        gpusvc_result::GPUSVC_WRONG_THREAD,
+        format!(
+            "this {} belongs to another thread and was not freed here: it is leaked unless it \
+             is freed on the thread that made it",
+            kind.c_name()
+        ),
+    )
 }
 
-/// Registers a shared (any-thread) object that is already in an `Arc`; returns its handle.
-pub(crate) fn new_shared_arc<H, T: Any + Send + Sync>(kind: Kind, value: Arc<T>) -> *mut H {
-    to_handle(allocate(Slot::Shared { kind, value }))
+/// Registers a shared (any-thread) object; returns its handle.
+pub(crate) fn new_shared<H, T: Any + Send + Sync>(kind: Kind, value: T) -> *mut H {
+    new_shared_gated(kind, Arc::new(value), Vec::new())
+}
+
+/// Registers a shared (any-thread) object that is already in an `Arc`, with the gates of the
+/// host callbacks it owns (closed by `free`); returns its handle.
+pub(crate) fn new_shared_gated<H, T: Any + Send + Sync>(
+    kind: Kind,
+    value: Arc<T>,
+    gates: Vec<Arc<Gate>>,
+) -> *mut H {
+    debug_assert!(!kind.thread_bound(), "{} is thread-bound", kind.c_name());
+    to_handle(allocate(Slot::Shared { kind, value, gates }))
 }
 
 /// The object behind a shared handle.
@@ -173,7 +214,7 @@ pub(crate) fn shared<H, T: Any + Send + Sync>(
     let id = handle.addr();
     let value = match registry().slots.get(&id) {
         None => return Err(invalid(id, kind)),
-        Some(Slot::Shared { kind: k, value }) if *k == kind => value.clone(),
+        Some(Slot::Shared { kind: k, value, .. }) if *k == kind => value.clone(),
         Some(slot) => return Err(wrong_kind(id, slot.kind(), kind)),
     };
     value.downcast::<T>().map_err(|_| invalid(id, kind))
@@ -181,20 +222,51 @@ pub(crate) fn shared<H, T: Any + Send + Sync>(
 
 /// Registers a thread-bound object owned by the calling thread; returns its handle.
 pub(crate) fn new_local<H, T: Any>(kind: Kind, value: T) -> *mut H {
+    new_local_with_view(kind, value, None)
+}
+
+/// Registers a thread-bound object owned by the calling thread, with a part that any thread may
+/// read (see [`view`]); returns its handle.
+pub(crate) fn new_local_with_view<H, T: Any>(
+    kind: Kind,
+    value: T,
+    view: Option<Arc<dyn Any + Send + Sync>>,
+) -> *mut H {
+    debug_assert!(kind.thread_bound(), "{} is not thread-bound", kind.c_name());
     let id = allocate(Slot::Local {
         kind,
         owner: std::thread::current().id(),
+        view,
     });
     let value: Rc<dyn Any> = Rc::new(RefCell::new(value));
     LOCAL.with(|m| m.borrow_mut().0.insert(id, value));
     to_handle(id)
 }
 
+/// The any-thread part of a thread-bound handle (from [`new_local_with_view`]), from any thread.
+pub(crate) fn view<H, V: Any + Send + Sync>(
+    handle: *const H,
+    name: &str,
+    kind: Kind,
+) -> Result<Arc<V>, FfiError> {
+    if handle.is_null() {
+        return Err(null_argument(name));
+    }
+    let id = handle.addr();
+    let view = match registry().slots.get(&id) {
+        None => return Err(invalid(id, kind)),
+        Some(Slot::Local { kind: k, view, .. }) if *k == kind => view.clone(),
+        Some(slot) => return Err(wrong_kind(id, slot.kind(), kind)),
+    };
+    view.and_then(|v| v.downcast::<V>().ok())
+        .ok_or_else(|| invalid(id, kind))
+}
+
 /// Checks that `id` is a live local object of `kind` owned by this thread.
 fn check_local(id: usize, kind: Kind) -> Result<(), FfiError> {
     match registry().slots.get(&id) {
         None => Err(invalid(id, kind)),
-        Some(Slot::Local { kind: k, owner }) if *k == kind => {
+        Some(Slot::Local { kind: k, owner, .. }) if *k == kind => {
             if *owner == std::thread::current().id() {
                 Ok(())
             } else {
@@ -261,8 +333,10 @@ pub(crate) fn local<H, T: Any>(
     Ok(Local { rc, kind })
 }
 
-/// Frees a handle of `kind`. NULL is a no-op. The object is dropped once no call that is still
-/// running (an outer call, when a callback frees a handle) uses it.
+/// Frees a handle of `kind`. NULL is a no-op. A thread-bound handle is freed only on its own
+/// thread (`GPUSVC_WRONG_THREAD` elsewhere, and it is left alone). The handle's gates are closed;
+/// the object is dropped once no call that is still running (an outer call, when a callback
+/// frees a handle; a call on another thread, for a shared one) uses it.
 pub(crate) fn free<H>(handle: *const H, kind: Kind) -> Result<(), FfiError> {
     if handle.is_null() {
         return Ok(());
@@ -276,14 +350,21 @@ pub(crate) fn free<H>(handle: *const H, kind: Kind) -> Result<(), FfiError> {
                 return Err(wrong_kind(id, slot.kind(), kind));
             }
             Some(Slot::Local { owner, .. }) if *owner != std::thread::current().id() => {
-                return Err(wrong_thread(kind));
+                return Err(freed_on_wrong_thread(kind));
             }
             Some(_) => reg.slots.remove(&id),
         }
     };
     // Dropped with no lock and no borrow held: drops may call host callbacks that re-enter.
     match removed {
-        Some(Slot::Shared { value, .. }) => drop(value),
+        Some(Slot::Shared { value, gates, .. }) => {
+            // The drop first (when it is the last reference, it may still report through the
+            // callbacks, as the object winds down), then the gates.
+            drop(value);
+            for gate in gates {
+                gate.close();
+            }
+        }
         Some(Slot::Local { .. }) => {
             let value = LOCAL.with(|m| m.borrow_mut().0.remove(&id));
             drop(value);

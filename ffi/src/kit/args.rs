@@ -1,14 +1,22 @@
-//! Reading arguments that arrive from C: pointer + length pairs, NUL-terminated strings, enum
-//! values as `uint32_t`. Everything is validated and copied; nothing borrows the caller's memory
-//! beyond the call.
+//! Reading arguments that arrive from C: structs, pointer + length pairs, NUL-terminated
+//! strings (enum values as `uint32_t` are decoded by `c_enum!`). Everything is validated and
+//! copied; nothing borrows the caller's memory beyond the call.
 
 use std::ffi::{CStr, c_char};
 
-use crate::boundary::{FfiError, null_argument, out_ptr};
-use crate::result::gpusvc_result;
+use crate::kit::error::{FfiError, gpusvc_result, invalid_argument, null_argument};
 
-pub(crate) fn invalid_argument(detail: impl Into<String>) -> FfiError {
-    FfiError::new(gpusvc_result::GPUSVC_INVALID_ARGUMENT, detail)
+/// Copies a struct in; NULL is `GPUSVC_NULL_ARGUMENT`. The read is unaligned-safe.
+///
+/// # Safety
+/// `ptr` is NULL or valid for one read of a `T`, and every bit pattern C may pass is a valid `T`
+/// (plain integers, raw pointers, `Option`s of function pointers).
+pub(crate) unsafe fn struct_in<T: Copy>(ptr: *const T, name: &str) -> Result<T, FfiError> {
+    if ptr.is_null() {
+        return Err(null_argument(name));
+    }
+    // SAFETY: non-null and valid for one read of a `T` (contract).
+    Ok(unsafe { ptr.read_unaligned() })
 }
 
 /// Borrows `len` elements at `ptr`. `len == 0` is the empty slice whatever `ptr` is; otherwise
@@ -92,51 +100,18 @@ fn invalid_utf8(name: &str, e: std::str::Utf8Error) -> FfiError {
     )
 }
 
-/// An enum value that arrived as `uint32_t`.
-pub(crate) fn enum_in<T>(
-    value: u32,
-    what: &str,
-    decode: impl FnOnce(u32) -> Option<T>,
-) -> Result<T, FfiError> {
-    decode(value).ok_or_else(|| invalid_argument(format!("unknown {what} value {value}")))
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-/// Writes `value` to a checked output pointer.
-///
-/// # Safety
-/// `out` is non-NULL (checked by the caller) and valid for one write.
-pub(crate) unsafe fn write<T>(out: *mut T, value: T) {
-    // SAFETY: forwarded from this function's contract.
-    unsafe { out.write(value) }
-}
-
-/// Copies `items` into a caller buffer with the count-query pattern: with `buf` NULL and `len`
-/// 0 only `*out_count` is written; otherwise `len` must be at least the count
-/// (`GPUSVC_INSUFFICIENT_SIZE`, nothing written).
-///
-/// # Safety
-/// `buf` is NULL or valid for `len` writes; `out_count` is NULL or valid for one write.
-pub(crate) unsafe fn copy_list_out<T: Copy>(
-    items: &[T],
-    buf: *mut T,
-    len: usize,
-    out_count: *mut usize,
-    what: &str,
-) -> Result<(), FfiError> {
-    let out_count = out_ptr(out_count, "out_count")?;
-    if !(buf.is_null() && len == 0) {
-        let buf = out_ptr(buf, "buf")?;
-        if len < items.len() {
-            return Err(FfiError::new(
-                gpusvc_result::GPUSVC_INSUFFICIENT_SIZE,
-                format!("{} {what}, room for {len}", items.len()),
-            ));
+    #[test]
+    fn text_arguments_are_checked() {
+        // SAFETY: NULL and a live local buffer of the given length.
+        unsafe {
+            assert!(text_in(std::ptr::null(), 0, "x").is_err());
+            let bad = [0xffu8, 0xfe];
+            let e = text_in(bad.as_ptr().cast(), bad.len(), "x").unwrap_err();
+            assert!(format!("{e:?}").contains("INVALID_UTF8"));
         }
-        // SAFETY: `buf` is non-null and valid for `len >= items.len()` writes (contract); the
-        // source is our own slice, which cannot overlap a caller buffer we only write to.
-        unsafe { std::ptr::copy_nonoverlapping(items.as_ptr(), buf, items.len()) };
     }
-    // SAFETY: non-null (checked) and valid for a write (contract).
-    unsafe { write(out_count, items.len()) };
-    Ok(())
 }

@@ -1,0 +1,231 @@
+//! The error half of the kit: [`gpusvc_result`] (every code, its number and its message),
+//! [`FfiError`] (a code with the detail kept for `gpusvc_last_error_detail`), the panic
+//! boundary [`ffi_guard`] and this thread's last error detail.
+//!
+//! The codes and the error type live in one module so that nothing here depends on the rest of
+//! the crate.
+
+use std::any::Any;
+use std::cell::RefCell;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+
+use crate::kit::c_enum;
+
+/// The result of every fallible gpusvc call. The numbers are part of the ABI: they are explicit,
+/// never change and are never reused for another meaning. Codes arrive back into the library
+/// (e.g. in `gpusvc_result_message`) as `uint32_t`, so unknown values are handled, not UB.
+///
+/// Codes come in blocks of 100, one block per service; a new service takes the next free block
+/// and a new code the next free number of its block:
+///
+/// | numbers | block |
+/// |---------|-------|
+/// | 0-99    | general (the boundary, arguments, handles) |
+/// | 100-199 | GL contexts (`gpusvc_gl_*`) |
+/// | 200-299 | program cache and program manager (`gpusvc_program_cache_*`, `gpusvc_program_manager_*`) |
+/// | 300-399 | sync points (`gpusvc_sync_*`) |
+/// | 400-499 | scheduler (`gpusvc_scheduler_*`) |
+/// | 500-599 | bo-cache (reserved; nothing defined yet) |
+/// | 600-699 | vertex-cache (reserved; nothing defined yet) |
+#[repr(u32)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum gpusvc_result {
+    /// Success.
+    GPUSVC_OK = 0,
+    /// A Rust panic was caught at the boundary; the library state touched by the call may be
+    /// incomplete, the process is unharmed.
+    GPUSVC_PANIC = 1,
+    /// A required pointer argument was NULL.
+    GPUSVC_NULL_ARGUMENT = 2,
+    /// An argument is out of range (unknown enum value, bad size, ...).
+    GPUSVC_INVALID_ARGUMENT = 3,
+    /// A caller-provided buffer is too small.
+    GPUSVC_INSUFFICIENT_SIZE = 4,
+    /// A thread-bound handle was used from another thread.
+    GPUSVC_WRONG_THREAD = 5,
+    /// A string argument (a name, a source, an identity) is not valid UTF-8.
+    GPUSVC_INVALID_UTF8 = 6,
+    /// A handle is not a live gpusvc object of the expected kind: already freed, never made by
+    /// gpusvc, or a handle of another kind.
+    GPUSVC_INVALID_HANDLE = 7,
+    /// The handle is in use by an outer gpusvc call on this thread (a host callback re-entered
+    /// the library with it).
+    GPUSVC_HANDLE_BUSY = 8,
+    /// libEGL.so.1 could not be loaded.
+    GPUSVC_GL_NO_LIBEGL = 100,
+    /// EGL lists no usable device.
+    GPUSVC_GL_NO_DEVICE = 101,
+    /// The EGL display could not be initialized.
+    GPUSVC_GL_DISPLAY_INIT_FAILED = 102,
+    /// No PBUFFER-capable EGL config for the requested API.
+    GPUSVC_GL_NO_MATCHING_CONFIG = 103,
+    /// The driver's GL version is below the minimum.
+    GPUSVC_GL_VERSION_TOO_OLD = 104,
+    /// eglCreateContext failed.
+    GPUSVC_GL_CONTEXT_FAILED = 105,
+    /// The context could not be made current.
+    GPUSVC_GL_MAKE_CURRENT_FAILED = 106,
+    /// Program cache: a program with an empty binary cannot be saved.
+    GPUSVC_PROGRAM_CACHE_EMPTY_BINARY = 200,
+    /// Program cache: the entry alone is larger than the cache budget.
+    GPUSVC_PROGRAM_CACHE_OVER_BUDGET = 201,
+    /// Program cache: memory pressure is critical, saves are refused.
+    GPUSVC_PROGRAM_CACHE_CRITICAL_PRESSURE = 202,
+    /// Program cache: no program with this key is cached.
+    GPUSVC_PROGRAM_CACHE_NOT_FOUND = 203,
+    /// Program cache: a deferred shader failed when the link compiled it (log in the detail).
+    GPUSVC_PROGRAM_CACHE_COMPILE_FAILED = 204,
+    /// Program cache: the driver refused to link the program (log in the detail).
+    GPUSVC_PROGRAM_CACHE_LINK_FAILED = 205,
+    /// Program cache: a shader given to a link was never compiled or failed to compile.
+    GPUSVC_PROGRAM_CACHE_SHADER_NOT_COMPILED = 206,
+    /// Program cache: the startup load from the disk store did not finish within the timeout
+    /// (the cache works meanwhile; programs not loaded yet are misses).
+    GPUSVC_PROGRAM_CACHE_LOAD_TIMEOUT = 207,
+    /// Program cache: there is no default cache folder (neither `XDG_CACHE_HOME` nor `HOME` is
+    /// set to an absolute path); pass a folder, or run memory-only.
+    GPUSVC_PROGRAM_CACHE_NO_DEFAULT_DIR = 208,
+    /// Sync: an order-number transition that is not allowed (begin, pause or finish out of
+    /// order, or order number 0); nothing changed.
+    GPUSVC_SYNC_ORDER_VIOLATION = 300,
+    /// Sync: a release while the client's sequence is not processing an order number.
+    GPUSVC_SYNC_RELEASE_OUTSIDE_PROCESSING = 301,
+    /// Sync: a client with this (namespace, command buffer id) exists.
+    GPUSVC_SYNC_CLIENT_EXISTS = 302,
+    /// Sync: no client with this (namespace, command buffer id): destroyed or never created.
+    GPUSVC_SYNC_UNKNOWN_CLIENT = 303,
+    /// Sync: no sequence with this id: destroyed or never created.
+    GPUSVC_SYNC_UNKNOWN_SEQUENCE = 304,
+    /// Scheduler: no stream with this id: removed or never added.
+    GPUSVC_SCHEDULER_UNKNOWN_STREAM = 400,
+    /// Scheduler: it was shut down (freed, possibly from inside one of its tasks, while this
+    /// call was in flight): nothing is accepted any more.
+    GPUSVC_SCHEDULER_SHUT_DOWN = 401,
+}
+
+c_enum!(impl gpusvc_result {
+    GPUSVC_OK => "success",
+    GPUSVC_PANIC => "internal error: a panic was caught at the gpusvc C ABI boundary",
+    GPUSVC_NULL_ARGUMENT => "a required pointer argument was NULL",
+    GPUSVC_INVALID_ARGUMENT => "an argument is out of range",
+    GPUSVC_INSUFFICIENT_SIZE => "the provided buffer is too small",
+    GPUSVC_WRONG_THREAD => "a thread-bound handle was used from another thread",
+    GPUSVC_INVALID_UTF8 => "a string argument is not valid UTF-8",
+    GPUSVC_INVALID_HANDLE =>
+        "the handle is not a live gpusvc object of the expected kind (freed or never made)",
+    GPUSVC_HANDLE_BUSY => "the handle is in use by an outer gpusvc call on this thread",
+    GPUSVC_GL_NO_LIBEGL => "no libEGL: libEGL.so.1 could not be loaded",
+    GPUSVC_GL_NO_DEVICE => "no usable EGL device",
+    GPUSVC_GL_DISPLAY_INIT_FAILED => "the EGL display could not be initialized",
+    GPUSVC_GL_NO_MATCHING_CONFIG =>
+        "no matching EGL config (PBUFFER) for the requested API",
+    GPUSVC_GL_VERSION_TOO_OLD => "the driver's GL version is too old",
+    GPUSVC_GL_CONTEXT_FAILED => "creating the GL context failed",
+    GPUSVC_GL_MAKE_CURRENT_FAILED => "the GL context could not be made current",
+    GPUSVC_PROGRAM_CACHE_EMPTY_BINARY => "program cache: the program binary is empty",
+    GPUSVC_PROGRAM_CACHE_OVER_BUDGET =>
+        "program cache: the entry is larger than the cache budget",
+    GPUSVC_PROGRAM_CACHE_CRITICAL_PRESSURE =>
+        "program cache: memory pressure is critical, saves are refused",
+    GPUSVC_PROGRAM_CACHE_NOT_FOUND => "program cache: no program with this key is cached",
+    GPUSVC_PROGRAM_CACHE_COMPILE_FAILED => "program cache: a shader failed to compile",
+    GPUSVC_PROGRAM_CACHE_LINK_FAILED => "program cache: the program failed to link",
+    GPUSVC_PROGRAM_CACHE_SHADER_NOT_COMPILED =>
+        "program cache: a shader given to the link is not compiled",
+    GPUSVC_PROGRAM_CACHE_LOAD_TIMEOUT =>
+        "program cache: the startup load from disk did not finish within the timeout",
+    GPUSVC_PROGRAM_CACHE_NO_DEFAULT_DIR =>
+        "program cache: no default cache folder (neither XDG_CACHE_HOME nor HOME is set)",
+    GPUSVC_SYNC_ORDER_VIOLATION => "sync: the order-number transition is not allowed",
+    GPUSVC_SYNC_RELEASE_OUTSIDE_PROCESSING =>
+        "sync: release outside processing (the client's sequence is not processing)",
+    GPUSVC_SYNC_CLIENT_EXISTS => "sync: a client with this id exists",
+    GPUSVC_SYNC_UNKNOWN_CLIENT => "sync: no such client (destroyed or never created)",
+    GPUSVC_SYNC_UNKNOWN_SEQUENCE => "sync: no such sequence (destroyed or never created)",
+    GPUSVC_SCHEDULER_UNKNOWN_STREAM => "scheduler: no such stream (removed or never added)",
+    GPUSVC_SCHEDULER_SHUT_DOWN => "scheduler: shut down (freed); nothing is accepted",
+});
+
+/// A failed call: the code returned to C and the detail kept for `gpusvc_last_error_detail`.
+#[derive(Debug)]
+pub(crate) struct FfiError {
+    code: gpusvc_result,
+    detail: String,
+}
+
+impl FfiError {
+    pub(crate) fn new(code: gpusvc_result, detail: impl Into<String>) -> Self {
+        FfiError {
+            code,
+            detail: detail.into(),
+        }
+    }
+
+    /// The code this error returns to C.
+    pub(crate) fn code(&self) -> gpusvc_result {
+        self.code
+    }
+}
+
+impl From<gpusvc_result> for FfiError {
+    fn from(code: gpusvc_result) -> Self {
+        FfiError::new(code, code.message())
+    }
+}
+
+/// `GPUSVC_NULL_ARGUMENT` for the argument `name`.
+pub(crate) fn null_argument(name: &str) -> FfiError {
+    FfiError::new(
+        gpusvc_result::GPUSVC_NULL_ARGUMENT,
+        format!("argument `{name}` is NULL"),
+    )
+}
+
+/// `GPUSVC_INVALID_ARGUMENT` with `detail`.
+pub(crate) fn invalid_argument(detail: impl Into<String>) -> FfiError {
+    FfiError::new(gpusvc_result::GPUSVC_INVALID_ARGUMENT, detail)
+}
+
+/// `GPUSVC_INSUFFICIENT_SIZE` with `detail`.
+pub(crate) fn insufficient_size(detail: impl Into<String>) -> FfiError {
+    FfiError::new(gpusvc_result::GPUSVC_INSUFFICIENT_SIZE, detail)
+}
+
+thread_local! {
+    static LAST_ERROR: RefCell<String> = const { RefCell::new(String::new()) };
+}
+
+fn set_detail(detail: String) {
+    LAST_ERROR.with(|d| *d.borrow_mut() = detail);
+}
+
+/// The detail of the last failing call on this thread (empty when none failed).
+pub(crate) fn last_detail() -> String {
+    LAST_ERROR.with(|d| d.borrow().clone())
+}
+
+fn panic_text(payload: &(dyn Any + Send)) -> &str {
+    payload
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| payload.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("non-string panic payload")
+}
+
+/// Runs `f` inside the panic boundary. `Ok` is `GPUSVC_OK`; an error's code is returned and its
+/// detail stored for this thread; a panic is `GPUSVC_PANIC` with the panic message as detail.
+pub(crate) fn ffi_guard(f: impl FnOnce() -> Result<(), FfiError>) -> gpusvc_result {
+    match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(Ok(())) => gpusvc_result::GPUSVC_OK,
+        Ok(Err(e)) => {
+            set_detail(e.detail);
+            e.code
+        }
+        Err(payload) => {
+            // Even storing the detail must not unwind across the boundary.
+            let detail = format!("panic: {}", panic_text(payload.as_ref()));
+            let _ = catch_unwind(|| set_detail(detail));
+            gpusvc_result::GPUSVC_PANIC
+        }
+    }
+}

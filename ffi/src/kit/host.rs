@@ -1,0 +1,114 @@
+//! Host callbacks: [`UserData`] (the host's `void *user_data`, the one type that carries a host
+//! pointer across threads), [`HostFn`] (a C function pointer with its user data) and [`Gate`]
+//! (the free-time gate: once the owning handle's `_free` has returned, the callback is never
+//! called again).
+
+use std::cell::Cell;
+use std::ffi::c_void;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+/// The host's `void *user_data`. gpusvc never dereferences it: it only hands it back to the
+/// host's own callbacks, on the threads the header documents for each of them.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct UserData(*mut c_void);
+
+// SAFETY: the pointer is opaque to gpusvc (never dereferenced here) and only passed back to the
+// host's callbacks. Every function that takes a callback documents, in the header, the threads
+// it may be called from (any thread for the program cache's histogram and disk log callbacks,
+// the scheduler's clock and the sync wait callbacks; the driving thread for scheduler tasks and
+// metrics, the thread that drops a task for `destroy`); the host promises that the callback and
+// its user data are safe to use from those threads. This is the only place gpusvc asserts that
+// for a host pointer.
+unsafe impl Send for UserData {}
+// SAFETY: as above; concurrent use is allowed exactly where the header says so.
+unsafe impl Sync for UserData {}
+
+impl UserData {
+    pub(crate) fn new(ptr: *mut c_void) -> Self {
+        UserData(ptr)
+    }
+
+    /// The pointer, to pass back to the host.
+    pub(crate) fn get(self) -> *mut c_void {
+        self.0
+    }
+}
+
+/// A host callback `f` (a C function pointer) with the user data it is called with.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct HostFn<F> {
+    pub(crate) f: F,
+    pub(crate) user_data: UserData,
+}
+
+impl<F: Copy> HostFn<F> {
+    pub(crate) fn new(f: F, user_data: *mut c_void) -> Self {
+        HostFn {
+            f,
+            user_data: UserData::new(user_data),
+        }
+    }
+
+    /// `None` for a NULL callback.
+    pub(crate) fn optional(f: Option<F>, user_data: *mut c_void) -> Option<Self> {
+        f.map(|f| HostFn::new(f, user_data))
+    }
+}
+
+thread_local! {
+    /// True while this thread is inside a gated host call.
+    static IN_GATED_CALL: Cell<bool> = const { Cell::new(false) };
+}
+
+/// The free-time gate of a host callback, registered with the handle that owns the callback
+/// (`handle::new_shared_gated`) and closed by that handle's `_free`: once closed the callback is
+/// never called again, and closing waits for a call in flight on another thread. Calls are
+/// serialized (one at a time); a call made while this thread is already inside a gated host call
+/// (the host called gpusvc from its callback, and that raised another one) is skipped rather
+/// than deadlocking.
+#[derive(Debug)]
+pub(crate) struct Gate {
+    open: AtomicBool,
+    /// Held during each call.
+    calling: Mutex<()>,
+}
+
+impl Gate {
+    pub(crate) fn new() -> Arc<Gate> {
+        Arc::new(Gate {
+            open: AtomicBool::new(true),
+            calling: Mutex::new(()),
+        })
+    }
+
+    fn lock(&self) -> MutexGuard<'_, ()> {
+        self.calling.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Runs `call` (a call into the host) unless the gate is closed or this thread is inside a
+    /// gated host call already; `None` when skipped.
+    pub(crate) fn call<R>(&self, call: impl FnOnce() -> R) -> Option<R> {
+        if IN_GATED_CALL.with(Cell::get) {
+            return None;
+        }
+        let _calling = self.lock();
+        if !self.open.load(Ordering::Acquire) {
+            return None;
+        }
+        IN_GATED_CALL.with(|f| f.set(true));
+        let r = call();
+        IN_GATED_CALL.with(|f| f.set(false));
+        Some(r)
+    }
+
+    /// Closes the gate: no call starts after this returns.
+    pub(crate) fn close(&self) {
+        self.open.store(false, Ordering::Release);
+        // Wait for a call in flight on another thread; from inside a callback (the host freed
+        // the owner from its callback) that call is this one.
+        if !IN_GATED_CALL.with(Cell::get) {
+            drop(self.lock());
+        }
+    }
+}

@@ -1,0 +1,499 @@
+//! `gpusvc_program_cache_*`: making, configuring and using a program cache (keys, compile and
+//! link statuses, saves, loads, eviction, statistics, memory pressure).
+
+use std::ffi::{c_char, c_void};
+
+use program_cache::{
+    CachedProgram, ProgramBinaryData, ProgramCache, ProgramKey, ProgramKeyInput, SaveError,
+    ShaderHash, program_key, shader_hash,
+};
+
+use crate::kit::handle::{self, Kind};
+use crate::kit::{
+    FfiError, Out, cstr_in, ffi_guard, gpusvc_result, list_out, slice_in, source_in, struct_in,
+};
+use crate::program_cache::entry::{found, gpusvc_cached_program};
+use crate::program_cache::histogram::{gpusvc_histogram_callback, host_histogram};
+use crate::program_cache::types::*;
+use crate::program_cache::{cache, gpusvc_program_cache};
+
+/// Writes the defaults of a profile (`GPUSVC_CACHE_PROFILE_*`) into `*out`.
+///
+/// # Safety
+/// `out` is NULL or valid for one write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gpusvc_program_cache_config_defaults(
+    profile: u32,
+    out: *mut gpusvc_program_cache_config,
+) -> gpusvc_result {
+    ffi_guard(|| {
+        // SAFETY: an output argument (this function's contract).
+        let out = unsafe { Out::new(out, "out") }?;
+        let config = profile_in(profile)?;
+        out.write(config.into());
+        Ok(())
+    })
+}
+
+/// Creates an empty program cache.
+///
+/// `histogram` (may be NULL) is called once per histogram sample with `user_data`, on whichever
+/// thread recorded it and with no cache lock held (it may call back into the cache). It must
+/// not unwind, and it and `user_data` must stay valid until the cache is freed.
+///
+/// Errors: `GPUSVC_INVALID_ARGUMENT` for an unknown policy, a budget over `PTRDIFF_MAX` or
+/// `max_unreferenced_shader_statuses` 0.
+///
+/// # Safety
+/// `config` is NULL or valid for one read; `out` is NULL or valid for one write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gpusvc_program_cache_new(
+    config: *const gpusvc_program_cache_config,
+    histogram: gpusvc_histogram_callback,
+    user_data: *mut c_void,
+    out: *mut *mut gpusvc_program_cache,
+) -> gpusvc_result {
+    ffi_guard(|| {
+        // SAFETY: NULL or valid for one read (contract); plain integers.
+        let config = unsafe { struct_in(config, "config") }?;
+        // SAFETY: an output argument (this function's contract).
+        let out = unsafe { Out::new(out, "out") }?;
+        let config = config_in(&config)?;
+        let cache = match host_histogram(histogram, user_data) {
+            None => ProgramCache::new(config),
+            Some(callback) => ProgramCache::with_callback(config, callback),
+        };
+        let handle = handle::new_shared(Kind::ProgramCache, cache);
+        out.write(handle);
+        Ok(())
+    })
+}
+
+/// Frees a cache. NULL is a no-op (`GPUSVC_OK`); a freed or unknown handle is
+/// `GPUSVC_INVALID_HANDLE`. Program managers made over the cache keep it alive until they are
+/// freed.
+///
+/// A cache with a disk store (`gpusvc_program_cache_new_with_disk`): when this frees the last
+/// reference, it waits for the writes already queued. Its log callback is never called once
+/// this has returned, even while program managers keep the cache alive.
+///
+/// # Safety
+/// None beyond passing a value that came from gpusvc (or NULL).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gpusvc_program_cache_free(
+    cache: *mut gpusvc_program_cache,
+) -> gpusvc_result {
+    ffi_guard(|| handle::free(cache, Kind::ProgramCache))
+}
+
+/// The configuration the cache was made with.
+///
+/// # Safety
+/// `out` is NULL or valid for one write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gpusvc_program_cache_get_config(
+    cache: *const gpusvc_program_cache,
+    out: *mut gpusvc_program_cache_config,
+) -> gpusvc_result {
+    ffi_guard(|| {
+        let cache = self::cache(cache)?;
+        // SAFETY: an output argument (this function's contract).
+        let out = unsafe { Out::new(out, "out") }?;
+        out.write(cache.config().into());
+        Ok(())
+    })
+}
+
+/// Hash of one shader as compiled: its stage (`GPUSVC_SHADER_STAGE_*`), the source
+/// (`source_len` bytes of UTF-8, non-empty) and the compile options that change the output
+/// (opaque bytes; `options` may be NULL when `options_len` is 0).
+///
+/// # Safety
+/// `source` is NULL or valid for `source_len` bytes; `options` is NULL or valid for
+/// `options_len` bytes; `out` is NULL or valid for one write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gpusvc_program_cache_shader_hash(
+    stage: u32,
+    source: *const c_char,
+    source_len: usize,
+    options: *const u8,
+    options_len: usize,
+    out: *mut gpusvc_sha1,
+) -> gpusvc_result {
+    ffi_guard(|| {
+        let stage = stage_in(stage)?;
+        // SAFETY: forwarded from this function's contract.
+        let source = unsafe { source_in(source, source_len) }?;
+        // SAFETY: forwarded from this function's contract.
+        let options = unsafe { slice_in(options, options_len, "options") }?;
+        // SAFETY: an output argument (this function's contract).
+        let out = unsafe { Out::new(out, "out") }?;
+        let hash = shader_hash(stage, source, options);
+        out.write(hash.into());
+        Ok(())
+    })
+}
+
+/// The program key of two compiled shaders with a backend identity and link options (binding
+/// order does not matter; varying order does).
+///
+/// # Safety
+/// `input` is NULL or valid for one read, its pointers as documented on its fields; `out` is
+/// NULL or valid for one write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gpusvc_program_cache_program_key(
+    input: *const gpusvc_program_key_input,
+    out: *mut gpusvc_sha1,
+) -> gpusvc_result {
+    ffi_guard(|| {
+        // SAFETY: NULL or valid for one read (contract).
+        let input = unsafe { struct_in(input, "input") }?;
+        // SAFETY: an output argument (this function's contract).
+        let out = unsafe { Out::new(out, "out") }?;
+        // SAFETY: forwarded from this function's contract.
+        let identity = unsafe { cstr_in(input.backend_identity, "backend_identity") }?;
+        // SAFETY: forwarded from this function's contract.
+        let link = unsafe { link_options_in(&input.link) }?;
+        let key = program_key(&ProgramKeyInput {
+            vertex: ShaderHash(input.vertex.bytes),
+            fragment: ShaderHash(input.fragment.bytes),
+            backend_identity: identity,
+            attribute_bindings: &link.attribute_bindings,
+            transform_feedback_varyings: &link.transform_feedback_varyings,
+            transform_feedback_mode: link.transform_feedback_mode,
+        });
+        out.write(key.into());
+        Ok(())
+    })
+}
+
+/// The compile status of a shader (`GPUSVC_COMPILE_STATUS_*`). The hash is copied.
+///
+/// # Safety
+/// `hash` is NULL or valid for one read; `out` is NULL or valid for one write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gpusvc_program_cache_shader_compile_status(
+    cache: *const gpusvc_program_cache,
+    hash: *const gpusvc_sha1,
+    out: *mut u32,
+) -> gpusvc_result {
+    ffi_guard(|| {
+        let cache = self::cache(cache)?;
+        // SAFETY: forwarded from this function's contract.
+        let hash = ShaderHash(unsafe { sha1_in(hash, "hash") }?);
+        // SAFETY: an output argument (this function's contract).
+        let out = unsafe { Out::new(out, "out") }?;
+        let status = compile_status_out(cache.shader_compile_status(&hash));
+        out.write(status);
+        Ok(())
+    })
+}
+
+/// Records that a shader compiled successfully (the hash is copied).
+///
+/// # Safety
+/// `hash` is NULL or valid for one read.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gpusvc_program_cache_mark_shader_compiled(
+    cache: *const gpusvc_program_cache,
+    hash: *const gpusvc_sha1,
+) -> gpusvc_result {
+    ffi_guard(|| {
+        let cache = self::cache(cache)?;
+        // SAFETY: forwarded from this function's contract.
+        let hash = ShaderHash(unsafe { sha1_in(hash, "hash") }?);
+        cache.shader_compile_succeeded(hash);
+        Ok(())
+    })
+}
+
+/// How many cached programs use a shader.
+///
+/// # Safety
+/// `hash` is NULL or valid for one read; `out` is NULL or valid for one write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gpusvc_program_cache_shader_refcount(
+    cache: *const gpusvc_program_cache,
+    hash: *const gpusvc_sha1,
+    out: *mut u32,
+) -> gpusvc_result {
+    ffi_guard(|| {
+        let cache = self::cache(cache)?;
+        // SAFETY: forwarded from this function's contract.
+        let hash = ShaderHash(unsafe { sha1_in(hash, "hash") }?);
+        // SAFETY: an output argument (this function's contract).
+        let out = unsafe { Out::new(out, "out") }?;
+        out.write(cache.shader_refcount(&hash));
+        Ok(())
+    })
+}
+
+/// The link status of a program (`GPUSVC_LINK_STATUS_*`): SUCCESS while its binary is cached.
+///
+/// # Safety
+/// `key` is NULL or valid for one read; `out` is NULL or valid for one write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gpusvc_program_cache_link_status(
+    cache: *const gpusvc_program_cache,
+    key: *const gpusvc_sha1,
+    out: *mut u32,
+) -> gpusvc_result {
+    ffi_guard(|| {
+        let cache = self::cache(cache)?;
+        // SAFETY: forwarded from this function's contract.
+        let key = ProgramKey(unsafe { sha1_in(key, "key") }?);
+        // SAFETY: an output argument (this function's contract).
+        let out = unsafe { Out::new(out, "out") }?;
+        let status = link_status_out(cache.link_status(&key));
+        out.write(status);
+        Ok(())
+    })
+}
+
+fn save_error(e: &SaveError) -> FfiError {
+    let code = match e {
+        SaveError::EmptyBinary => gpusvc_result::GPUSVC_PROGRAM_CACHE_EMPTY_BINARY,
+        SaveError::OverBudget { .. } => gpusvc_result::GPUSVC_PROGRAM_CACHE_OVER_BUDGET,
+        SaveError::CriticalPressure => gpusvc_result::GPUSVC_PROGRAM_CACHE_CRITICAL_PRESSURE,
+    };
+    FfiError::new(code, e.to_string())
+}
+
+/// Stores a program under `key`, replacing an entry with the same key and evicting by policy
+/// until it fits. Everything is copied in. The shaders it names become known-compiled and are
+/// referenced by the entry.
+///
+/// Refusals leave the cache unchanged: `GPUSVC_PROGRAM_CACHE_EMPTY_BINARY`,
+/// `GPUSVC_PROGRAM_CACHE_OVER_BUDGET` (the entry alone exceeds the budget, a quarter of it under
+/// moderate memory pressure),
+/// `GPUSVC_PROGRAM_CACHE_CRITICAL_PRESSURE`. A `binary_len` or count over `PTRDIFF_MAX` is
+/// `GPUSVC_INVALID_ARGUMENT`, a non-UTF-8 name `GPUSVC_INVALID_UTF8`.
+///
+/// # Safety
+/// `key` and `program` are NULL or valid for one read, with `program`'s pointers as documented
+/// on its fields; `out_report` is NULL or valid for one write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gpusvc_program_cache_save(
+    cache: *const gpusvc_program_cache,
+    key: *const gpusvc_sha1,
+    program: *const gpusvc_cached_program_desc,
+    out_report: *mut gpusvc_save_report,
+) -> gpusvc_result {
+    ffi_guard(|| {
+        let cache = self::cache(cache)?;
+        // SAFETY: forwarded from this function's contract.
+        let key = ProgramKey(unsafe { sha1_in(key, "key") }?);
+        // SAFETY: NULL or valid for one read (contract).
+        let desc = unsafe { struct_in(program, "program") }?;
+        // SAFETY: an output argument (this function's contract).
+        let out_report = unsafe { Out::new(out_report, "out_report") }?;
+        // SAFETY: forwarded from this function's contract.
+        let bytes = unsafe { slice_in(desc.binary, desc.binary_len, "binary") }?;
+        let value = CachedProgram {
+            vertex_shader: ShaderHash(desc.vertex_shader.bytes),
+            fragment_shader: ShaderHash(desc.fragment_shader.bytes),
+            // SAFETY: forwarded from this function's contract.
+            vertex: unsafe { shader_variables_in(&desc.vertex) }?,
+            // SAFETY: forwarded from this function's contract.
+            fragment: unsafe { shader_variables_in(&desc.fragment) }?,
+            binary: ProgramBinaryData {
+                format: desc.binary_format,
+                bytes: bytes.to_vec(),
+            },
+        };
+        let page = desc.has_page.then_some(desc.page);
+        let report = cache.save(key, value, page).map_err(|e| save_error(&e))?;
+        let report = gpusvc_save_report {
+            replaced: report.replaced,
+            evicted: report.evicted,
+        };
+        out_report.write(report);
+        Ok(())
+    })
+}
+
+/// Looks a program up and copies it into a new `gpusvc_cached_program` (free it with
+/// `gpusvc_cached_program_free`). A hit counts and promotes the entry (and moves it to `page`
+/// when `has_page`); a miss counts and returns `GPUSVC_PROGRAM_CACHE_NOT_FOUND`.
+///
+/// # Safety
+/// `key` is NULL or valid for one read; `out` is NULL or valid for one write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gpusvc_program_cache_load(
+    cache: *const gpusvc_program_cache,
+    key: *const gpusvc_sha1,
+    has_page: bool,
+    page: u64,
+    out: *mut *mut gpusvc_cached_program,
+) -> gpusvc_result {
+    ffi_guard(|| {
+        let cache = self::cache(cache)?;
+        // SAFETY: forwarded from this function's contract.
+        let key = ProgramKey(unsafe { sha1_in(key, "key") }?);
+        // SAFETY: an output argument (this function's contract).
+        let out = unsafe { Out::new(out, "out") }?;
+        let handle = found(&key, cache.load(&key, has_page.then_some(page)))?;
+        out.write(handle);
+        Ok(())
+    })
+}
+
+/// Like `gpusvc_program_cache_load` without changing recency or counters.
+///
+/// # Safety
+/// `key` is NULL or valid for one read; `out` is NULL or valid for one write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gpusvc_program_cache_peek(
+    cache: *const gpusvc_program_cache,
+    key: *const gpusvc_sha1,
+    out: *mut *mut gpusvc_cached_program,
+) -> gpusvc_result {
+    ffi_guard(|| {
+        let cache = self::cache(cache)?;
+        // SAFETY: forwarded from this function's contract.
+        let key = ProgramKey(unsafe { sha1_in(key, "key") }?);
+        // SAFETY: an output argument (this function's contract).
+        let out = unsafe { Out::new(out, "out") }?;
+        let handle = found(&key, cache.peek(&key))?;
+        out.write(handle);
+        Ok(())
+    })
+}
+
+/// Removes one program; `*out_removed` says whether it was there.
+///
+/// # Safety
+/// `key` is NULL or valid for one read; `out_removed` is NULL or valid for one write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gpusvc_program_cache_evict(
+    cache: *const gpusvc_program_cache,
+    key: *const gpusvc_sha1,
+    out_removed: *mut bool,
+) -> gpusvc_result {
+    ffi_guard(|| {
+        let cache = self::cache(cache)?;
+        // SAFETY: forwarded from this function's contract.
+        let key = ProgramKey(unsafe { sha1_in(key, "key") }?);
+        // SAFETY: an output argument (this function's contract).
+        let out_removed = unsafe { Out::new(out_removed, "out_removed") }?;
+        let removed = cache.evict(&key);
+        out_removed.write(removed);
+        Ok(())
+    })
+}
+
+/// The keys of the cached programs in the order the policy would evict them (next victim
+/// first), with the count-query pattern: `keys` NULL and `len` 0 only count; otherwise `len`
+/// must be at least the count (`GPUSVC_INSUFFICIENT_SIZE`, nothing written).
+///
+/// # Safety
+/// `keys` is NULL or valid for `len` writes; `out_count` is NULL or valid for one write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gpusvc_program_cache_eviction_order(
+    cache: *const gpusvc_program_cache,
+    keys: *mut gpusvc_sha1,
+    len: usize,
+    out_count: *mut usize,
+) -> gpusvc_result {
+    ffi_guard(|| {
+        let cache = self::cache(cache)?;
+        let order: Vec<gpusvc_sha1> = cache.eviction_order().into_iter().map(Into::into).collect();
+        // SAFETY: forwarded from this function's contract.
+        unsafe { list_out(&order, keys, len, out_count, "keys") }
+    })
+}
+
+/// A snapshot of the counters, the bytes and the number of programs stored.
+///
+/// # Safety
+/// `out` is NULL or valid for one write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gpusvc_program_cache_get_stats(
+    cache: *const gpusvc_program_cache,
+    out: *mut gpusvc_program_cache_stats,
+) -> gpusvc_result {
+    ffi_guard(|| {
+        let cache = self::cache(cache)?;
+        // SAFETY: an output argument (this function's contract).
+        let out = unsafe { Out::new(out, "out") }?;
+        let c = cache.counters();
+        let stats = gpusvc_program_cache_stats {
+            counters: gpusvc_program_cache_counters {
+                hits: c.hits,
+                misses: c.misses,
+                evictions: c.evictions,
+                driver_rejections: c.driver_rejections,
+                saves: c.saves,
+                rejected_saves: c.rejected_saves,
+                status_hits: c.status_hits,
+                status_misses: c.status_misses,
+            },
+            size_bytes: cache.size_bytes(),
+            entries: cache.len(),
+        };
+        out.write(stats);
+        Ok(())
+    })
+}
+
+/// Evicts by policy until at most `limit` bytes are stored; `*out_freed` gets the bytes freed.
+///
+/// # Safety
+/// `out_freed` is NULL or valid for one write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gpusvc_program_cache_trim(
+    cache: *const gpusvc_program_cache,
+    limit: usize,
+    out_freed: *mut usize,
+) -> gpusvc_result {
+    ffi_guard(|| {
+        let cache = self::cache(cache)?;
+        // SAFETY: an output argument (this function's contract).
+        let out_freed = unsafe { Out::new(out_freed, "out_freed") }?;
+        let freed = cache.trim(limit);
+        out_freed.write(freed);
+        Ok(())
+    })
+}
+
+/// Applies a memory-pressure level (`GPUSVC_MEMORY_PRESSURE_*`): MODERATE trims to a quarter of
+/// the budget and keeps the cache there (saves evict down to it, a larger entry is refused with
+/// `GPUSVC_PROGRAM_CACHE_OVER_BUDGET`), CRITICAL drops everything and refuses saves (program
+/// managers then do not read binaries out of the driver at all), each until the level is NONE
+/// again.
+/// `*out_freed` gets the bytes freed.
+///
+/// # Safety
+/// `out_freed` is NULL or valid for one write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gpusvc_program_cache_set_memory_pressure(
+    cache: *const gpusvc_program_cache,
+    level: u32,
+    out_freed: *mut usize,
+) -> gpusvc_result {
+    ffi_guard(|| {
+        let cache = self::cache(cache)?;
+        let level = memory_pressure_in(level)?;
+        // SAFETY: an output argument (this function's contract).
+        let out_freed = unsafe { Out::new(out_freed, "out_freed") }?;
+        let freed = cache.set_memory_pressure(level);
+        out_freed.write(freed);
+        Ok(())
+    })
+}
+
+/// Drops every program and every status. Statistics are kept. With a disk store, its entries
+/// are deleted too, by the disk writer after the writes already queued:
+/// `gpusvc_program_cache_flush_disk` waits until they are gone.
+///
+/// # Safety
+/// None beyond passing a value that came from gpusvc (or NULL).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gpusvc_program_cache_clear(
+    cache: *const gpusvc_program_cache,
+) -> gpusvc_result {
+    ffi_guard(|| {
+        self::cache(cache)?.clear();
+        Ok(())
+    })
+}

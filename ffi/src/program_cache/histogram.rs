@@ -1,0 +1,112 @@
+//! The program cache's histograms seen from C: the host's histogram callback
+//! (`gpusvc_histogram_callback`) and the histogram queries.
+
+use std::ffi::{CString, c_char, c_void};
+use std::sync::{Arc, OnceLock};
+
+use program_cache::HistogramCallback;
+use program_cache::stats::names;
+
+use crate::kit::{HostFn, Out, c_string, cstr_in, ffi_guard, gpusvc_result, invalid_argument};
+use crate::program_cache::types::gpusvc_histogram_summary;
+use crate::program_cache::{cache, gpusvc_program_cache};
+
+/// Called once per histogram sample: the histogram's name (a static string), the value (times
+/// in microseconds, sizes in bytes) and the `user_data` given at creation.
+pub type gpusvc_histogram_callback =
+    Option<unsafe extern "C" fn(name: *const c_char, value: f64, user_data: *mut c_void)>;
+
+/// Histogram names as static C strings.
+fn histogram_names() -> &'static [(&'static str, CString)] {
+    static NAMES: OnceLock<Vec<(&'static str, CString)>> = OnceLock::new();
+    NAMES.get_or_init(|| names::ALL.iter().map(|&n| (n, c_string(n))).collect())
+}
+
+/// The host's histogram callback as the cache takes it (`None` for a NULL callback). It is
+/// called from any thread that uses the cache, at the same time (`gpusvc_program_cache_new`'s
+/// contract).
+pub(crate) fn host_histogram(
+    histogram: gpusvc_histogram_callback,
+    user_data: *mut c_void,
+) -> Option<HistogramCallback> {
+    HostFn::optional(histogram, user_data).map(|host| {
+        Arc::new(move |name: &str, value: f64| {
+            let fallback;
+            let c_name = match histogram_names().iter().find(|(n, _)| *n == name) {
+                Some((_, c)) => c.as_c_str(),
+                None => {
+                    fallback = c_string(name);
+                    fallback.as_c_str()
+                }
+            };
+            // SAFETY: the host gave this callback and user_data for exactly this use; the name
+            // is a NUL-terminated string that outlives the call.
+            unsafe { (host.f)(c_name.as_ptr(), value, host.user_data.get()) };
+        }) as HistogramCallback
+    })
+}
+
+/// The name of histogram `index` (0-based) as a static string; past the last one
+/// `GPUSVC_INVALID_ARGUMENT`.
+///
+/// # Safety
+/// `out` is NULL or valid for one write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gpusvc_program_cache_histogram_name(
+    index: usize,
+    out: *mut *const c_char,
+) -> gpusvc_result {
+    ffi_guard(|| {
+        // SAFETY: an output argument (this function's contract).
+        let out = unsafe { Out::new(out, "out") }?;
+        let names = histogram_names();
+        let (_, name) = names.get(index).ok_or_else(|| {
+            invalid_argument(format!(
+                "index {index} is past the {} histograms",
+                names.len()
+            ))
+        })?;
+        // The string is static.
+        out.write(name.as_ptr());
+        Ok(())
+    })
+}
+
+/// A summary of the histogram called `name` (see `gpusvc_program_cache_histogram_name`); all
+/// zeros while it has no samples. An unknown name is `GPUSVC_INVALID_ARGUMENT`.
+///
+/// # Safety
+/// `name` is NULL or a NUL-terminated string; `out` is NULL or valid for one write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gpusvc_program_cache_histogram(
+    cache: *const gpusvc_program_cache,
+    name: *const c_char,
+    out: *mut gpusvc_histogram_summary,
+) -> gpusvc_result {
+    ffi_guard(|| {
+        let cache = self::cache(cache)?;
+        // SAFETY: forwarded from this function's contract.
+        let name = unsafe { cstr_in(name, "name") }?;
+        // SAFETY: an output argument (this function's contract).
+        let out = unsafe { Out::new(out, "out") }?;
+        if !names::ALL.contains(&name) {
+            return Err(invalid_argument(format!("unknown histogram {name:?}")));
+        }
+        let summary = cache
+            .stats()
+            .histograms
+            .get(name)
+            .map(|h| gpusvc_histogram_summary {
+                count: h.count,
+                sum: h.sum,
+                min: h.min,
+                max: h.max,
+                mean: h.mean(),
+                p50: h.quantile_upper_bound(0.5),
+                p95: h.quantile_upper_bound(0.95),
+            })
+            .unwrap_or_default();
+        out.write(summary);
+        Ok(())
+    })
+}

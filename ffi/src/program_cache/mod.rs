@@ -1,0 +1,45 @@
+//! `gpusvc_program_cache_*` and `gpusvc_cached_program_*`: the GL program binary cache
+//! (status storage, byte-budget binary storage, statistics, the disk store) seen from C.
+//!
+//! A `gpusvc_program_cache` may be used from any thread at once (one lock inside); the
+//! histogram callback runs on the calling thread with no lock held. Keys, names and binaries are
+//! copied in; nothing keeps a pointer into the caller's memory.
+//!
+//! * [`types`]: the C enumerations and structs, and their conversions;
+//! * [`exports`]: the cache's functions; [`entry`]: the cached-program copies it hands out;
+//! * [`histogram`]: the host's histogram callback and the histogram queries;
+//! * [`disk_types`] and [`disk`]: the persistent disk store's configuration, statistics and
+//!   functions.
+
+use std::sync::Arc;
+
+use program_cache::ProgramCache;
+
+use crate::kit::FfiError;
+use crate::kit::handle::{self, Kind};
+
+pub(crate) mod disk;
+pub(crate) mod disk_types;
+pub(crate) mod entry;
+pub(crate) mod exports;
+pub(crate) mod histogram;
+pub(crate) mod types;
+
+pub use disk::*;
+pub use disk_types::*;
+pub use entry::*;
+pub use exports::*;
+pub use histogram::*;
+pub use types::*;
+
+/// An opaque program cache. Thread-safe: any thread may use it, and free it once no other
+/// thread is still calling with it (a call in flight finishes on a live cache either way).
+#[derive(Debug)]
+pub struct gpusvc_program_cache {
+    _opaque: [u8; 0],
+}
+
+/// The cache behind a handle.
+pub(crate) fn cache(cache: *const gpusvc_program_cache) -> Result<Arc<ProgramCache>, FfiError> {
+    handle::shared(cache, "cache", Kind::ProgramCache)
+}

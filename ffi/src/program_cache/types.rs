@@ -1,0 +1,585 @@
+//! The program cache's C types (the enumerations passed as `uint32_t`, the plain structs) and
+//! their conversions to and from the `program-cache` crate's types.
+
+use std::ffi::{CString, c_char};
+use std::num::NonZeroUsize;
+
+use headless_gl::{AttributeBinding, LinkOptions, ShaderStage, TransformFeedbackMode};
+use program_cache::{
+    CacheConfig, CompileStatus, EvictionPolicy, LinkStatus, MemoryPressure, ProgramKey, ShaderHash,
+    ShaderVariables, VariableInfo,
+};
+
+use crate::kit::{
+    FfiError, Out, c_enum, c_string, cstr_in, invalid_argument, null_argument, slice_in,
+};
+
+// ---- enumerations (passed as uint32_t) ----
+
+/// `gpusvc_program_cache_config_defaults` profile: desktop (6 MiB, W-TinyLFU).
+pub const GPUSVC_CACHE_PROFILE_DESKTOP: u32 = 0u32;
+/// `gpusvc_program_cache_config_defaults` profile: mobile (2 MiB, W-TinyLFU).
+pub const GPUSVC_CACHE_PROFILE_MOBILE: u32 = 1u32;
+/// `gpusvc_program_cache_config_defaults` profile: low-memory devices (128 KiB, W-TinyLFU).
+pub const GPUSVC_CACHE_PROFILE_LOW_MEMORY: u32 = 2u32;
+
+/// Eviction policy: least recently used program first. A working set larger than the budget
+/// asked for in a fixed cyclic order gets no hits under it.
+pub const GPUSVC_EVICTION_POLICY_LRU: u32 = 0u32;
+/// Eviction policy: most recently used program of the least recently used page first.
+pub const GPUSVC_EVICTION_POLICY_PAGE_LRU_MRU: u32 = 1u32;
+/// Eviction policy: segmented LRU (probation first; programs hit at least once are protected).
+pub const GPUSVC_EVICTION_POLICY_SLRU: u32 = 2u32;
+/// Eviction policy: S3-FIFO (small FIFO, main FIFO with reinsertion, ghost keys).
+pub const GPUSVC_EVICTION_POLICY_S3_FIFO: u32 = 3u32;
+/// Eviction policy: window TinyLFU (a program enters the main area only when it is asked for
+/// more often than the program it would displace). The default of every profile.
+pub const GPUSVC_EVICTION_POLICY_W_TINYLFU: u32 = 4u32;
+
+/// Shader compile status: not known, compile it.
+pub const GPUSVC_COMPILE_STATUS_UNKNOWN: u32 = 0u32;
+/// Shader compile status: compiled successfully before.
+pub const GPUSVC_COMPILE_STATUS_SUCCESS: u32 = 1u32;
+
+/// Program link status: not known.
+pub const GPUSVC_LINK_STATUS_UNKNOWN: u32 = 0u32;
+/// Program link status: linked and cached.
+pub const GPUSVC_LINK_STATUS_SUCCESS: u32 = 1u32;
+
+/// Memory pressure: normal operation.
+pub const GPUSVC_MEMORY_PRESSURE_NONE: u32 = 0u32;
+/// Memory pressure: trim to a quarter of the budget and keep to it (saves evict down to it, a
+/// larger entry is refused) until the level is NONE again.
+pub const GPUSVC_MEMORY_PRESSURE_MODERATE: u32 = 1u32;
+/// Memory pressure: drop everything and refuse saves until the level is NONE again.
+pub const GPUSVC_MEMORY_PRESSURE_CRITICAL: u32 = 2u32;
+
+/// Shader stage: vertex.
+pub const GPUSVC_SHADER_STAGE_VERTEX: u32 = 0u32;
+/// Shader stage: fragment.
+pub const GPUSVC_SHADER_STAGE_FRAGMENT: u32 = 1u32;
+/// Shader stage: compute (hashing and compiling only; programs are vertex + fragment).
+pub const GPUSVC_SHADER_STAGE_COMPUTE: u32 = 2u32;
+
+/// Transform-feedback buffer mode: `GL_INTERLEAVED_ATTRIBS`.
+pub const GPUSVC_TRANSFORM_FEEDBACK_INTERLEAVED: u32 = 0u32;
+/// Transform-feedback buffer mode: `GL_SEPARATE_ATTRIBS`.
+pub const GPUSVC_TRANSFORM_FEEDBACK_SEPARATE: u32 = 1u32;
+
+/// Variable kind: attributes.
+pub const GPUSVC_VARIABLE_KIND_ATTRIBUTE: u32 = 0u32;
+/// Variable kind: uniforms.
+pub const GPUSVC_VARIABLE_KIND_UNIFORM: u32 = 1u32;
+
+/// Bytes in a SHA-1 digest (`gpusvc_sha1`).
+pub const GPUSVC_SHA1_LEN: usize = 20;
+
+c_enum!(fn profile_in("GPUSVC_CACHE_PROFILE") -> CacheConfig {
+    GPUSVC_CACHE_PROFILE_DESKTOP => CacheConfig::desktop(),
+    GPUSVC_CACHE_PROFILE_MOBILE => CacheConfig::mobile(),
+    GPUSVC_CACHE_PROFILE_LOW_MEMORY => CacheConfig::low_memory(),
+});
+
+c_enum!(fn policy_in / policy_out ("GPUSVC_EVICTION_POLICY") -> EvictionPolicy {
+    GPUSVC_EVICTION_POLICY_LRU => EvictionPolicy::Lru,
+    GPUSVC_EVICTION_POLICY_PAGE_LRU_MRU => EvictionPolicy::PageLruMru,
+    GPUSVC_EVICTION_POLICY_SLRU => EvictionPolicy::Slru,
+    GPUSVC_EVICTION_POLICY_S3_FIFO => EvictionPolicy::S3Fifo,
+    GPUSVC_EVICTION_POLICY_W_TINYLFU => EvictionPolicy::WTinyLfu,
+});
+
+c_enum!(fn compile_status_in / compile_status_out ("GPUSVC_COMPILE_STATUS") -> CompileStatus {
+    GPUSVC_COMPILE_STATUS_UNKNOWN => CompileStatus::Unknown,
+    GPUSVC_COMPILE_STATUS_SUCCESS => CompileStatus::Success,
+});
+
+c_enum!(fn link_status_in / link_status_out ("GPUSVC_LINK_STATUS") -> LinkStatus {
+    GPUSVC_LINK_STATUS_UNKNOWN => LinkStatus::Unknown,
+    GPUSVC_LINK_STATUS_SUCCESS => LinkStatus::Success,
+});
+
+c_enum!(fn memory_pressure_in("GPUSVC_MEMORY_PRESSURE") -> MemoryPressure {
+    GPUSVC_MEMORY_PRESSURE_NONE => MemoryPressure::None,
+    GPUSVC_MEMORY_PRESSURE_MODERATE => MemoryPressure::Moderate,
+    GPUSVC_MEMORY_PRESSURE_CRITICAL => MemoryPressure::Critical,
+});
+
+c_enum!(fn stage_in / stage_out ("gpusvc shader stage") -> ShaderStage {
+    GPUSVC_SHADER_STAGE_VERTEX => ShaderStage::Vertex,
+    GPUSVC_SHADER_STAGE_FRAGMENT => ShaderStage::Fragment,
+    GPUSVC_SHADER_STAGE_COMPUTE => ShaderStage::Compute,
+});
+
+c_enum!(fn transform_feedback_in / transform_feedback_out ("GPUSVC_TRANSFORM_FEEDBACK")
+    -> TransformFeedbackMode {
+    GPUSVC_TRANSFORM_FEEDBACK_INTERLEAVED => TransformFeedbackMode::Interleaved,
+    GPUSVC_TRANSFORM_FEEDBACK_SEPARATE => TransformFeedbackMode::Separate,
+});
+
+/// Which list of a variable set: `GPUSVC_VARIABLE_KIND_*`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum VariableKind {
+    Attribute,
+    Uniform,
+}
+
+c_enum!(fn variable_kind_in("gpusvc variable kind") -> VariableKind {
+    GPUSVC_VARIABLE_KIND_ATTRIBUTE => VariableKind::Attribute,
+    GPUSVC_VARIABLE_KIND_UNIFORM => VariableKind::Uniform,
+});
+
+// ---- plain C types ----
+
+/// A SHA-1 digest: a shader hash or a program key.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct gpusvc_sha1 {
+    /// The digest.
+    pub bytes: [u8; 20],
+}
+
+impl From<ShaderHash> for gpusvc_sha1 {
+    fn from(h: ShaderHash) -> Self {
+        gpusvc_sha1 { bytes: h.0 }
+    }
+}
+
+impl From<ProgramKey> for gpusvc_sha1 {
+    fn from(k: ProgramKey) -> Self {
+        gpusvc_sha1 { bytes: k.0 }
+    }
+}
+
+/// Copies a digest in.
+///
+/// # Safety
+/// `ptr` is NULL or valid for one read.
+pub(crate) unsafe fn sha1_in(ptr: *const gpusvc_sha1, name: &str) -> Result<[u8; 20], FfiError> {
+    if ptr.is_null() {
+        return Err(null_argument(name));
+    }
+    // SAFETY: non-null and valid for a read (contract); the struct is plain bytes, any value is
+    // valid, and `read_unaligned` copies it whatever the caller's alignment.
+    Ok(unsafe { ptr.read_unaligned() }.bytes)
+}
+
+/// Configuration of a program cache.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct gpusvc_program_cache_config {
+    /// Byte budget of the binary store (at most `PTRDIFF_MAX`).
+    pub budget_bytes: usize,
+    /// A `GPUSVC_EVICTION_POLICY_*` value.
+    pub policy: u32,
+    /// How many compile statuses of shaders that no cached program uses are remembered (> 0).
+    pub max_unreferenced_shader_statuses: usize,
+}
+
+impl From<CacheConfig> for gpusvc_program_cache_config {
+    fn from(c: CacheConfig) -> Self {
+        gpusvc_program_cache_config {
+            budget_bytes: c.budget_bytes,
+            policy: policy_out(c.policy),
+            max_unreferenced_shader_statuses: c.max_unreferenced_shader_statuses.get(),
+        }
+    }
+}
+
+pub(crate) fn config_in(c: &gpusvc_program_cache_config) -> Result<CacheConfig, FfiError> {
+    if c.budget_bytes > isize::MAX as usize {
+        return Err(invalid_argument(format!(
+            "budget_bytes {} is absurd (more than PTRDIFF_MAX)",
+            c.budget_bytes
+        )));
+    }
+    let policy = policy_in(c.policy)?;
+    let max = NonZeroUsize::new(c.max_unreferenced_shader_statuses)
+        .ok_or_else(|| invalid_argument("max_unreferenced_shader_statuses is 0"))?;
+    Ok(CacheConfig {
+        budget_bytes: c.budget_bytes,
+        policy,
+        max_unreferenced_shader_statuses: max,
+    })
+}
+/// What a successful save did.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct gpusvc_save_report {
+    /// An entry with the same key was replaced.
+    pub replaced: bool,
+    /// Entries evicted to make room.
+    pub evicted: usize,
+}
+
+/// The cache's counters.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct gpusvc_program_cache_counters {
+    /// Binary loads that found the program.
+    pub hits: u64,
+    /// Binary loads that did not.
+    pub misses: u64,
+    /// Programs evicted for space, by trim, pressure or a driver rejection.
+    pub evictions: u64,
+    /// Cached binaries the driver refused.
+    pub driver_rejections: u64,
+    /// Programs stored.
+    pub saves: u64,
+    /// Saves refused (empty, over budget, critical memory pressure).
+    pub rejected_saves: u64,
+    /// Compile calls answered by the status cache.
+    pub status_hits: u64,
+    /// Compile calls that went to the driver.
+    pub status_misses: u64,
+}
+
+/// A snapshot of the cache's statistics.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct gpusvc_program_cache_stats {
+    /// Counters.
+    pub counters: gpusvc_program_cache_counters,
+    /// Bytes stored now.
+    pub size_bytes: usize,
+    /// Programs stored now.
+    pub entries: usize,
+}
+
+/// A summary of one histogram (all zeros when it has no samples).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct gpusvc_histogram_summary {
+    /// Samples recorded.
+    pub count: u64,
+    /// Sum of the samples.
+    pub sum: f64,
+    /// Smallest sample.
+    pub min: f64,
+    /// Largest sample.
+    pub max: f64,
+    /// Mean.
+    pub mean: f64,
+    /// Upper bound of the bucket holding the median (clamped to min..max).
+    pub p50: f64,
+    /// Upper bound of the bucket holding the 95th percentile.
+    pub p95: f64,
+}
+
+/// One attribute or uniform of a shader's variable map: the name in the application's source,
+/// the name in the translated source, GL type, array size and location.
+///
+/// In arguments both names must be non-NULL UTF-8; in results they point into the handle that
+/// returned them and stay valid until that handle is freed (or, for a shader, changed).
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct gpusvc_variable_info {
+    /// Name in the application's source.
+    pub name: *const c_char,
+    /// Name in the translated source (equal to `name` without a translator).
+    pub mapped_name: *const c_char,
+    /// GL type enum.
+    pub gl_type: u32,
+    /// Array size (1 for non-arrays).
+    pub array_size: i32,
+    /// Whether `location` is meaningful.
+    pub has_location: bool,
+    /// Location.
+    pub location: i32,
+}
+
+/// A shader's variable maps, as a translator reports them.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct gpusvc_shader_variables {
+    /// `attribute_count` attributes (may be NULL when the count is 0).
+    pub attributes: *const gpusvc_variable_info,
+    /// Number of attributes.
+    pub attribute_count: usize,
+    /// `uniform_count` uniforms (may be NULL when the count is 0).
+    pub uniforms: *const gpusvc_variable_info,
+    /// Number of uniforms.
+    pub uniform_count: usize,
+}
+
+/// A linked program as the cache stores it, described for `gpusvc_program_cache_save`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct gpusvc_cached_program_desc {
+    /// Hash of the vertex shader (its compile status becomes referenced by this entry).
+    pub vertex_shader: gpusvc_sha1,
+    /// Hash of the fragment shader.
+    pub fragment_shader: gpusvc_sha1,
+    /// Vertex shader variable maps.
+    pub vertex: gpusvc_shader_variables,
+    /// Fragment shader variable maps.
+    pub fragment: gpusvc_shader_variables,
+    /// `binaryFormat` of `glGetProgramBinary`.
+    pub binary_format: u32,
+    /// `binary_len` bytes of program binary.
+    pub binary: *const u8,
+    /// Length of the binary (an empty binary is refused).
+    pub binary_len: usize,
+    /// Whether `page` is given.
+    pub has_page: bool,
+    /// The page / client the program is for (for GPUSVC_EVICTION_POLICY_PAGE_LRU_MRU).
+    pub page: u64,
+}
+
+/// `glBindAttribLocation(name, location)` before linking.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct gpusvc_attribute_binding {
+    /// Attribute name (UTF-8, NUL-terminated).
+    pub name: *const c_char,
+    /// Location.
+    pub location: u32,
+}
+
+/// What goes into a link besides the shaders (all of it is part of the program key).
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct gpusvc_link_options {
+    /// `attribute_binding_count` bindings (may be NULL when the count is 0).
+    pub attribute_bindings: *const gpusvc_attribute_binding,
+    /// Number of bindings.
+    pub attribute_binding_count: usize,
+    /// `transform_feedback_varying_count` varying names (may be NULL when the count is 0).
+    pub transform_feedback_varyings: *const *const c_char,
+    /// Number of varyings.
+    pub transform_feedback_varying_count: usize,
+    /// A `GPUSVC_TRANSFORM_FEEDBACK_*` value.
+    pub transform_feedback_mode: u32,
+}
+
+/// Everything a program key covers.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct gpusvc_program_key_input {
+    /// Hash of the vertex shader as compiled.
+    pub vertex: gpusvc_sha1,
+    /// Hash of the fragment shader as compiled.
+    pub fragment: gpusvc_sha1,
+    /// The host's translator / ANGLE version (UTF-8, NUL-terminated; may be empty).
+    pub backend_identity: *const c_char,
+    /// Attribute bindings and transform feedback.
+    pub link: gpusvc_link_options,
+}
+
+/// Copies link options in.
+///
+/// # Safety
+/// The pointers in `o` follow the contract documented on `gpusvc_link_options`.
+pub(crate) unsafe fn link_options_in(o: &gpusvc_link_options) -> Result<LinkOptions, FfiError> {
+    // SAFETY: forwarded from this function's contract.
+    let bindings = unsafe {
+        slice_in(
+            o.attribute_bindings,
+            o.attribute_binding_count,
+            "attribute_bindings",
+        )
+    }?;
+    let attribute_bindings = bindings
+        .iter()
+        .map(|b| {
+            Ok(AttributeBinding {
+                // SAFETY: each binding's name is NULL or a NUL-terminated string (contract).
+                name: unsafe { cstr_in(b.name, "attribute_bindings[].name") }?.to_owned(),
+                location: b.location,
+            })
+        })
+        .collect::<Result<Vec<_>, FfiError>>()?;
+    // SAFETY: forwarded from this function's contract.
+    let varyings = unsafe {
+        slice_in(
+            o.transform_feedback_varyings,
+            o.transform_feedback_varying_count,
+            "transform_feedback_varyings",
+        )
+    }?;
+    let transform_feedback_varyings = varyings
+        .iter()
+        .map(|&v| {
+            // SAFETY: each varying is NULL or a NUL-terminated string (contract).
+            Ok(unsafe { cstr_in(v, "transform_feedback_varyings[]") }?.to_owned())
+        })
+        .collect::<Result<Vec<_>, FfiError>>()?;
+    let transform_feedback_mode = transform_feedback_in(o.transform_feedback_mode)?;
+    Ok(LinkOptions {
+        attribute_bindings,
+        transform_feedback_varyings,
+        transform_feedback_mode,
+    })
+}
+
+/// Copies a variable list in.
+///
+/// # Safety
+/// `ptr` is valid for `len` reads when `len > 0`, each entry's names NULL or NUL-terminated.
+unsafe fn variables_in(
+    ptr: *const gpusvc_variable_info,
+    len: usize,
+    name: &str,
+) -> Result<Vec<VariableInfo>, FfiError> {
+    // SAFETY: forwarded from this function's contract.
+    let list = unsafe { slice_in(ptr, len, name) }?;
+    list.iter()
+        .map(|v| {
+            Ok(VariableInfo {
+                // SAFETY: names are NULL or NUL-terminated strings (contract).
+                name: unsafe { cstr_in(v.name, "variable name") }?.to_owned(),
+                // SAFETY: as above.
+                mapped_name: unsafe { cstr_in(v.mapped_name, "variable mapped_name") }?.to_owned(),
+                gl_type: v.gl_type,
+                array_size: v.array_size,
+                location: v.has_location.then_some(v.location),
+            })
+        })
+        .collect()
+}
+
+/// Copies a shader's variable maps in.
+///
+/// # Safety
+/// The pointers in `v` follow the contract documented on `gpusvc_shader_variables`.
+pub(crate) unsafe fn shader_variables_in(
+    v: &gpusvc_shader_variables,
+) -> Result<ShaderVariables, FfiError> {
+    Ok(ShaderVariables {
+        // SAFETY: forwarded from this function's contract.
+        attributes: unsafe { variables_in(v.attributes, v.attribute_count, "attributes") }?,
+        // SAFETY: forwarded from this function's contract.
+        uniforms: unsafe { variables_in(v.uniforms, v.uniform_count, "uniforms") }?,
+    })
+}
+
+/// A variable with its names as C strings, owned by the handle that hands it out.
+#[derive(Debug)]
+pub(crate) struct CVariable {
+    name: CString,
+    mapped_name: CString,
+    gl_type: u32,
+    array_size: i32,
+    location: Option<i32>,
+}
+
+impl CVariable {
+    fn new(v: &VariableInfo) -> Self {
+        CVariable {
+            name: c_string(&v.name),
+            mapped_name: c_string(&v.mapped_name),
+            gl_type: v.gl_type,
+            array_size: v.array_size,
+            location: v.location,
+        }
+    }
+
+    fn info(&self) -> gpusvc_variable_info {
+        gpusvc_variable_info {
+            name: self.name.as_ptr(),
+            mapped_name: self.mapped_name.as_ptr(),
+            gl_type: self.gl_type,
+            array_size: self.array_size,
+            has_location: self.location.is_some(),
+            location: self.location.unwrap_or(-1),
+        }
+    }
+}
+
+/// A shader's variable maps with C strings.
+#[derive(Debug, Default)]
+pub(crate) struct CShaderVariables {
+    attributes: Vec<CVariable>,
+    uniforms: Vec<CVariable>,
+}
+
+impl CShaderVariables {
+    pub(crate) fn new(v: &ShaderVariables) -> Self {
+        CShaderVariables {
+            attributes: v.attributes.iter().map(CVariable::new).collect(),
+            uniforms: v.uniforms.iter().map(CVariable::new).collect(),
+        }
+    }
+
+    pub(crate) fn list(&self, kind: VariableKind) -> &[CVariable] {
+        match kind {
+            VariableKind::Attribute => &self.attributes,
+            VariableKind::Uniform => &self.uniforms,
+        }
+    }
+
+    /// Writes the count of one list.
+    pub(crate) fn count_out(&self, kind: VariableKind, out: Out<usize>) {
+        out.write(self.list(kind).len());
+    }
+
+    /// Writes one entry; `GPUSVC_INVALID_ARGUMENT` past the end.
+    pub(crate) fn entry_out(
+        &self,
+        kind: VariableKind,
+        index: usize,
+        out: Out<gpusvc_variable_info>,
+    ) -> Result<(), FfiError> {
+        let list = self.list(kind);
+        let v = list.get(index).ok_or_else(|| {
+            invalid_argument(format!(
+                "index {index} is past the {} variables",
+                list.len()
+            ))
+        })?;
+        out.write(v.info());
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn config_round_trips_and_rejects_nonsense() {
+        let c: gpusvc_program_cache_config = CacheConfig::mobile().into();
+        assert_eq!(config_in(&c).unwrap(), CacheConfig::mobile());
+        let bad = gpusvc_program_cache_config { policy: 9, ..c };
+        assert!(config_in(&bad).is_err());
+        let bad = gpusvc_program_cache_config {
+            max_unreferenced_shader_statuses: 0,
+            ..c
+        };
+        assert!(config_in(&bad).is_err());
+        let bad = gpusvc_program_cache_config {
+            budget_bytes: usize::MAX,
+            ..c
+        };
+        assert!(config_in(&bad).is_err());
+    }
+
+    #[test]
+    fn every_enumeration_decodes_what_it_encodes_and_nothing_else() {
+        for p in [
+            EvictionPolicy::Lru,
+            EvictionPolicy::PageLruMru,
+            EvictionPolicy::Slru,
+            EvictionPolicy::S3Fifo,
+            EvictionPolicy::WTinyLfu,
+        ] {
+            assert_eq!(policy_in(policy_out(p)).unwrap(), p);
+        }
+        for s in [
+            ShaderStage::Vertex,
+            ShaderStage::Fragment,
+            ShaderStage::Compute,
+        ] {
+            assert_eq!(stage_in(stage_out(s)).unwrap(), s);
+        }
+        let e = stage_in(3).unwrap_err();
+        assert!(
+            format!("{e:?}").contains("unknown gpusvc shader stage value 3"),
+            "{e:?}"
+        );
+        assert!(format!("{:?}", policy_in(5).unwrap_err()).contains("INVALID_ARGUMENT"));
+        assert!(memory_pressure_in(3).is_err());
+        assert!(profile_in(3).is_err());
+        assert!(variable_kind_in(2).is_err());
+        assert!(transform_feedback_in(2).is_err());
+    }
+}

@@ -1,0 +1,377 @@
+//! The host-GL backend of a program manager: the host's GL entry points (`gpusvc_host_gl`),
+//! checked, behind a `ProgramBackend`; the objects they make are owned by gpusvc and deleted
+//! through the host's callbacks.
+
+use std::ffi::{CString, c_char, c_void};
+use std::rc::Rc;
+
+use headless_gl::{ActiveVariable, LinkOptions, ShaderStage};
+use program_cache::{ProgramBackend, ProgramBinaryData};
+
+use crate::kit::{FfiError, UserData, c_string, null_argument};
+use crate::program_cache::{
+    gpusvc_attribute_binding, gpusvc_link_options, stage_out, transform_feedback_out,
+};
+use crate::program_manager::sink::{Sink, gpusvc_host_sink};
+
+/// The host's GL entry points, for a program manager over the host's own context (a browser's
+/// command decoder, an engine's device). Object ids are the host's (GL names or anything else
+/// non-zero); every callback gets `user_data` and runs on the manager's thread. The callbacks may
+/// call `gpusvc_host_sink_*` with the sink they were given; calling back into the manager or the
+/// shaders being compiled or linked returns `GPUSVC_HANDLE_BUSY`. They must not unwind.
+///
+/// The struct is copied; the callbacks and `user_data` must stay valid until the manager and
+/// every shader and linked program made through it are freed.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct gpusvc_host_gl {
+    /// Passed to every callback.
+    pub user_data: *mut c_void,
+    /// Compiles `source_len` bytes of `source` (NUL-terminated as well) for `stage`
+    /// (`GPUSVC_SHADER_STAGE_*`). On success writes the shader id to `*out_shader` and returns
+    /// true; on failure writes the info log to `log` (`gpusvc_host_sink_write_text`), deletes
+    /// its own object and returns false. Required.
+    pub compile: Option<
+        unsafe extern "C" fn(
+            user_data: *mut c_void,
+            stage: u32,
+            source: *const c_char,
+            source_len: usize,
+            out_shader: *mut u64,
+            log: *mut gpusvc_host_sink,
+        ) -> bool,
+    >,
+    /// Links a vertex and a fragment shader with `options` (binary-retrievable). On success
+    /// writes the program id and returns true; on failure writes the info log and returns
+    /// false. Required.
+    pub link: Option<
+        unsafe extern "C" fn(
+            user_data: *mut c_void,
+            vertex_shader: u64,
+            fragment_shader: u64,
+            options: *const gpusvc_link_options,
+            out_program: *mut u64,
+            log: *mut gpusvc_host_sink,
+        ) -> bool,
+    >,
+    /// `glGetProgramBinary`: writes the format to `*out_format`, the bytes to `out`
+    /// (`gpusvc_host_sink_write_bytes`) and returns true; or returns false (optionally with a
+    /// reason as text). Required.
+    pub program_binary: Option<
+        unsafe extern "C" fn(
+            user_data: *mut c_void,
+            program: u64,
+            out_format: *mut u32,
+            out: *mut gpusvc_host_sink,
+        ) -> bool,
+    >,
+    /// `glProgramBinary` into a new program: returns its `GL_LINK_STATUS`. True: writes the
+    /// program id. False (the driver refused the binary): deletes its own object, optionally
+    /// writes a reason as text, and the manager compiles and links from source. Required.
+    pub load_binary: Option<
+        unsafe extern "C" fn(
+            user_data: *mut c_void,
+            format: u32,
+            bytes: *const u8,
+            len: usize,
+            out_program: *mut u64,
+            log: *mut gpusvc_host_sink,
+        ) -> bool,
+    >,
+    /// Pushes each active attribute of a linked program (`gpusvc_host_sink_push_variable`).
+    /// Required.
+    pub active_attributes: Option<
+        unsafe extern "C" fn(user_data: *mut c_void, program: u64, out: *mut gpusvc_host_sink),
+    >,
+    /// Pushes each active uniform of a linked program. Required.
+    pub active_uniforms: Option<
+        unsafe extern "C" fn(user_data: *mut c_void, program: u64, out: *mut gpusvc_host_sink),
+    >,
+    /// Deletes a shader object gpusvc owns and no longer needs. Optional (NULL: never called).
+    pub delete_shader: Option<unsafe extern "C" fn(user_data: *mut c_void, shader: u64)>,
+    /// Deletes a program object gpusvc owns (a freed `gpusvc_linked_program`). Optional.
+    pub delete_program: Option<unsafe extern "C" fn(user_data: *mut c_void, program: u64)>,
+}
+
+type SinkFn = unsafe extern "C" fn(*mut c_void, u64, *mut gpusvc_host_sink);
+
+/// The host's callbacks, checked: the required ones are present.
+#[derive(Debug)]
+pub(crate) struct HostGl {
+    user_data: UserData,
+    compile: unsafe extern "C" fn(
+        *mut c_void,
+        u32,
+        *const c_char,
+        usize,
+        *mut u64,
+        *mut gpusvc_host_sink,
+    ) -> bool,
+    link: unsafe extern "C" fn(
+        *mut c_void,
+        u64,
+        u64,
+        *const gpusvc_link_options,
+        *mut u64,
+        *mut gpusvc_host_sink,
+    ) -> bool,
+    program_binary: unsafe extern "C" fn(*mut c_void, u64, *mut u32, *mut gpusvc_host_sink) -> bool,
+    load_binary: unsafe extern "C" fn(
+        *mut c_void,
+        u32,
+        *const u8,
+        usize,
+        *mut u64,
+        *mut gpusvc_host_sink,
+    ) -> bool,
+    active_attributes: SinkFn,
+    active_uniforms: SinkFn,
+    delete_shader: Option<unsafe extern "C" fn(*mut c_void, u64)>,
+    delete_program: Option<unsafe extern "C" fn(*mut c_void, u64)>,
+}
+
+impl HostGl {
+    pub(crate) fn new(gl: &gpusvc_host_gl) -> Result<Self, FfiError> {
+        let required = |name: &str| null_argument(&format!("gl->{name}"));
+        Ok(HostGl {
+            user_data: UserData::new(gl.user_data),
+            compile: gl.compile.ok_or_else(|| required("compile"))?,
+            link: gl.link.ok_or_else(|| required("link"))?,
+            program_binary: gl
+                .program_binary
+                .ok_or_else(|| required("program_binary"))?,
+            load_binary: gl.load_binary.ok_or_else(|| required("load_binary"))?,
+            active_attributes: gl
+                .active_attributes
+                .ok_or_else(|| required("active_attributes"))?,
+            active_uniforms: gl
+                .active_uniforms
+                .ok_or_else(|| required("active_uniforms"))?,
+            delete_shader: gl.delete_shader,
+            delete_program: gl.delete_program,
+        })
+    }
+}
+
+/// A host object id that gpusvc owns: deleted through the host's callback when dropped.
+#[derive(Debug)]
+pub(crate) struct HostObject {
+    pub(crate) id: u64,
+    gl: Rc<HostGl>,
+    program: bool,
+}
+
+impl Drop for HostObject {
+    fn drop(&mut self) {
+        let delete = if self.program {
+            self.gl.delete_program
+        } else {
+            self.gl.delete_shader
+        };
+        if let Some(delete) = delete {
+            // SAFETY: `gpusvc_host_gl`'s contract: the callback and user_data are valid until
+            // every object made through the manager is freed, which is now.
+            unsafe { delete(self.gl.user_data.get(), self.id) };
+        }
+    }
+}
+
+/// [`ProgramBackend`] over the host's callbacks.
+#[derive(Debug)]
+pub(crate) struct HostBackend {
+    gl: Rc<HostGl>,
+}
+
+impl HostBackend {
+    pub(crate) fn new(gl: HostGl) -> Self {
+        HostBackend { gl: Rc::new(gl) }
+    }
+}
+
+/// `options` as C: the strings and arrays the pointers in `view` point into.
+struct CLinkOptions {
+    _names: Vec<CString>,
+    _bindings: Vec<gpusvc_attribute_binding>,
+    _varying_strings: Vec<CString>,
+    _varyings: Vec<*const c_char>,
+    view: gpusvc_link_options,
+}
+
+impl CLinkOptions {
+    fn new(o: &LinkOptions) -> Self {
+        let names: Vec<CString> = o
+            .attribute_bindings
+            .iter()
+            .map(|b| c_string(&b.name))
+            .collect();
+        let bindings: Vec<gpusvc_attribute_binding> = o
+            .attribute_bindings
+            .iter()
+            .zip(&names)
+            .map(|(b, n)| gpusvc_attribute_binding {
+                name: n.as_ptr(),
+                location: b.location,
+            })
+            .collect();
+        let varying_strings: Vec<CString> = o
+            .transform_feedback_varyings
+            .iter()
+            .map(|v| c_string(v))
+            .collect();
+        let varyings: Vec<*const c_char> = varying_strings.iter().map(|v| v.as_ptr()).collect();
+        let view = gpusvc_link_options {
+            attribute_bindings: bindings.as_ptr(),
+            attribute_binding_count: bindings.len(),
+            transform_feedback_varyings: varyings.as_ptr(),
+            transform_feedback_varying_count: varyings.len(),
+            transform_feedback_mode: transform_feedback_out(o.transform_feedback_mode),
+        };
+        CLinkOptions {
+            _names: names,
+            _bindings: bindings,
+            _varying_strings: varying_strings,
+            _varyings: varyings,
+            view,
+        }
+    }
+}
+
+impl HostBackend {
+    fn object(&self, id: u64, program: bool) -> HostObject {
+        HostObject {
+            id,
+            gl: self.gl.clone(),
+            program,
+        }
+    }
+
+    fn variables(&self, f: SinkFn, program: &HostObject) -> Vec<ActiveVariable> {
+        let sink = Sink::new();
+        // SAFETY: the host's callback with its user_data (`gpusvc_host_gl`'s contract); the sink
+        // handle is registered for the call.
+        unsafe { f(self.gl.user_data.get(), program.id, sink.handle()) };
+        sink.finish().variables
+    }
+}
+
+fn refusal(text: String, default: &str) -> String {
+    if text.is_empty() {
+        default.into()
+    } else {
+        text
+    }
+}
+
+impl ProgramBackend for HostBackend {
+    type Shader = HostObject;
+    type Program = HostObject;
+
+    fn compile(&mut self, stage: ShaderStage, source: &str) -> Result<Self::Shader, String> {
+        let mut text = Vec::with_capacity(source.len() + 1);
+        text.extend_from_slice(source.as_bytes());
+        text.push(0);
+        let mut id = 0u64;
+        let sink = Sink::new();
+        // SAFETY: the host's callback with its user_data (`gpusvc_host_gl`'s contract); `text`
+        // holds `source.len()` bytes and a NUL and outlives the call; `id` is a live local.
+        let ok = unsafe {
+            (self.gl.compile)(
+                self.gl.user_data.get(),
+                stage_out(stage),
+                text.as_ptr().cast(),
+                source.len(),
+                &mut id,
+                sink.handle(),
+            )
+        };
+        let log = sink.finish().text;
+        if ok {
+            Ok(self.object(id, false))
+        } else {
+            Err(log)
+        }
+    }
+
+    fn link(
+        &mut self,
+        vertex: &Self::Shader,
+        fragment: &Self::Shader,
+        options: &LinkOptions,
+    ) -> Result<Self::Program, String> {
+        let options = CLinkOptions::new(options);
+        let mut id = 0u64;
+        let sink = Sink::new();
+        // SAFETY: the host's callback with its user_data; `options.view` points into `options`,
+        // which outlives the call; `id` is a live local.
+        let ok = unsafe {
+            (self.gl.link)(
+                self.gl.user_data.get(),
+                vertex.id,
+                fragment.id,
+                &options.view,
+                &mut id,
+                sink.handle(),
+            )
+        };
+        let log = sink.finish().text;
+        if ok {
+            Ok(self.object(id, true))
+        } else {
+            Err(refusal(log, "the host refused to link the program"))
+        }
+    }
+
+    fn program_binary(&mut self, program: &Self::Program) -> Result<ProgramBinaryData, String> {
+        let mut format = 0u32;
+        let sink = Sink::new();
+        // SAFETY: the host's callback with its user_data; `format` is a live local.
+        let ok = unsafe {
+            (self.gl.program_binary)(
+                self.gl.user_data.get(),
+                program.id,
+                &mut format,
+                sink.handle(),
+            )
+        };
+        let data = sink.finish();
+        if ok {
+            Ok(ProgramBinaryData {
+                format,
+                bytes: data.bytes,
+            })
+        } else {
+            Err(refusal(data.text, "the host returned no program binary"))
+        }
+    }
+
+    fn load_binary(&mut self, binary: &ProgramBinaryData) -> Result<Self::Program, String> {
+        let mut id = 0u64;
+        let sink = Sink::new();
+        // SAFETY: the host's callback with its user_data; the bytes outlive the call; `id` is a
+        // live local.
+        let ok = unsafe {
+            (self.gl.load_binary)(
+                self.gl.user_data.get(),
+                binary.format,
+                binary.bytes.as_ptr(),
+                binary.bytes.len(),
+                &mut id,
+                sink.handle(),
+            )
+        };
+        let log = sink.finish().text;
+        if ok {
+            Ok(self.object(id, true))
+        } else {
+            Err(refusal(log, "the host refused the program binary"))
+        }
+    }
+
+    fn active_attributes(&mut self, program: &Self::Program) -> Vec<ActiveVariable> {
+        self.variables(self.gl.active_attributes, program)
+    }
+
+    fn active_uniforms(&mut self, program: &Self::Program) -> Vec<ActiveVariable> {
+        self.variables(self.gl.active_uniforms, program)
+    }
+}

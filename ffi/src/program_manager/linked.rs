@@ -1,0 +1,143 @@
+//! `gpusvc_linked_program_*`: a linked program (its driver object, key, origin and
+//! reflection).
+
+use crate::kit::handle::{self, Kind};
+use crate::kit::{Out, ffi_guard, gpusvc_result, invalid_argument};
+use crate::program_cache::{VariableKind, gpusvc_sha1, variable_kind_in};
+use crate::program_manager::objects::{CActive, LinkedHandle, linked};
+use crate::program_manager::{gpusvc_active_variable, gpusvc_linked_program, link_origin_out};
+
+/// Frees a linked program and deletes its driver object (GL form; host form when
+/// `delete_program` is given). NULL is a no-op; a freed or unknown handle is
+/// `GPUSVC_INVALID_HANDLE`; from another thread `GPUSVC_WRONG_THREAD`.
+///
+/// # Safety
+/// None beyond passing a value that came from gpusvc (or NULL).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gpusvc_linked_program_free(
+    program: *mut gpusvc_linked_program,
+) -> gpusvc_result {
+    ffi_guard(|| handle::free(program, Kind::LinkedProgram))
+}
+
+/// The program object: its GL name (GL form) or the host's program id (host form).
+///
+/// # Safety
+/// `out` is NULL or valid for one write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gpusvc_linked_program_object(
+    program: *const gpusvc_linked_program,
+    out: *mut u64,
+) -> gpusvc_result {
+    ffi_guard(|| {
+        let p = linked(program)?;
+        // SAFETY: an output argument (this function's contract).
+        let out = unsafe { Out::new(out, "out") }?;
+        let object = p.borrow()?.object;
+        out.write(object);
+        Ok(())
+    })
+}
+
+/// How the program came about (`GPUSVC_LINK_ORIGIN_*`).
+///
+/// # Safety
+/// `out` is NULL or valid for one write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gpusvc_linked_program_origin(
+    program: *const gpusvc_linked_program,
+    out: *mut u32,
+) -> gpusvc_result {
+    ffi_guard(|| {
+        let p = linked(program)?;
+        // SAFETY: an output argument (this function's contract).
+        let out = unsafe { Out::new(out, "out") }?;
+        let origin = link_origin_out(p.borrow()?.origin);
+        out.write(origin);
+        Ok(())
+    })
+}
+
+/// The program's cache key.
+///
+/// # Safety
+/// `out` is NULL or valid for one write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gpusvc_linked_program_key(
+    program: *const gpusvc_linked_program,
+    out: *mut gpusvc_sha1,
+) -> gpusvc_result {
+    ffi_guard(|| {
+        let p = linked(program)?;
+        // SAFETY: an output argument (this function's contract).
+        let out = unsafe { Out::new(out, "out") }?;
+        let key = p.borrow()?.key;
+        out.write(key.into());
+        Ok(())
+    })
+}
+
+fn active_list(p: &LinkedHandle, kind: VariableKind) -> &[CActive] {
+    match kind {
+        VariableKind::Attribute => &p.attributes,
+        VariableKind::Uniform => &p.uniforms,
+    }
+}
+
+/// How many active variables of `kind` (`GPUSVC_VARIABLE_KIND_*`) the program has.
+///
+/// # Safety
+/// `out` is NULL or valid for one write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gpusvc_linked_program_variable_count(
+    program: *const gpusvc_linked_program,
+    kind: u32,
+    out: *mut usize,
+) -> gpusvc_result {
+    ffi_guard(|| {
+        let p = linked(program)?;
+        let kind = variable_kind_in(kind)?;
+        // SAFETY: an output argument (this function's contract).
+        let out = unsafe { Out::new(out, "out") }?;
+        let n = active_list(&*p.borrow()?, kind).len();
+        out.write(n);
+        Ok(())
+    })
+}
+
+/// Active variable `index` of `kind`, sorted by name. The name in `*out` belongs to the handle
+/// and stays valid until it is freed. An index past the end is `GPUSVC_INVALID_ARGUMENT`.
+///
+/// # Safety
+/// `out` is NULL or valid for one write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gpusvc_linked_program_variable(
+    program: *const gpusvc_linked_program,
+    kind: u32,
+    index: usize,
+    out: *mut gpusvc_active_variable,
+) -> gpusvc_result {
+    ffi_guard(|| {
+        let p = linked(program)?;
+        let kind = variable_kind_in(kind)?;
+        // SAFETY: an output argument (this function's contract).
+        let out = unsafe { Out::new(out, "out") }?;
+        let p = p.borrow()?;
+        let list = active_list(&p, kind);
+        let v = list.get(index).ok_or_else(|| {
+            invalid_argument(format!(
+                "index {index} is past the {} variables",
+                list.len()
+            ))
+        })?;
+        let value = gpusvc_active_variable {
+            name: v.name.as_ptr(),
+            gl_type: v.gl_type,
+            size: v.size,
+            has_location: v.location.is_some(),
+            location: v.location.unwrap_or(-1),
+        };
+        out.write(value);
+        Ok(())
+    })
+}

@@ -1,0 +1,288 @@
+//! `gpusvc_shader_*`: a program manager's shaders (source, compile options, variable maps,
+//! compile state and log).
+
+use std::ffi::c_char;
+
+use program_cache::{Shader, ShaderState};
+
+use crate::kit::handle::{self, Kind};
+use crate::kit::{
+    FfiError, Out, ffi_guard, gpusvc_result, slice_in, source_in, struct_in, text_out,
+};
+use crate::program_cache::{
+    gpusvc_sha1, gpusvc_shader_variables, gpusvc_variable_info, shader_variables_in, stage_in,
+    stage_out, variable_kind_in,
+};
+use crate::program_manager::objects::{
+    Manager, ShaderHandle, ShaderObject, each_shader, manager, shader,
+};
+use crate::program_manager::{
+    GPUSVC_SHADER_STATE_COMPILED, GPUSVC_SHADER_STATE_DEFERRED, GPUSVC_SHADER_STATE_FAILED,
+    GPUSVC_SHADER_STATE_NOT_COMPILED, gpusvc_program_manager, gpusvc_shader,
+};
+
+/// Creates a shader of `manager` with a stage (`GPUSVC_SHADER_STAGE_*`) and `source_len` bytes
+/// of UTF-8 source (non-empty; copied). It is not compiled yet.
+///
+/// # Safety
+/// `source` is NULL or valid for `source_len` bytes; `out` is NULL or valid for one write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gpusvc_shader_new(
+    manager: *const gpusvc_program_manager,
+    stage: u32,
+    source: *const c_char,
+    source_len: usize,
+    out: *mut *mut gpusvc_shader,
+) -> gpusvc_result {
+    ffi_guard(|| {
+        let m = self::manager(manager)?;
+        let stage = stage_in(stage)?;
+        // SAFETY: forwarded from this function's contract.
+        let source = unsafe { source_in(source, source_len) }?;
+        // SAFETY: an output argument (this function's contract).
+        let out = unsafe { Out::new(out, "out") }?;
+        let shader = match &*m.borrow()? {
+            Manager::Gl(_) => ShaderObject::Gl(Shader::new(stage, source)),
+            Manager::Host(_) => ShaderObject::Host(Shader::new(stage, source)),
+        };
+        let handle = handle::new_local(
+            Kind::Shader,
+            ShaderHandle {
+                manager: manager.addr(),
+                shader,
+                c_variables: None,
+            },
+        );
+        out.write(handle);
+        Ok(())
+    })
+}
+
+/// Frees a shader (and the driver object it holds). NULL is a no-op; a freed or unknown handle
+/// is `GPUSVC_INVALID_HANDLE`; from another thread `GPUSVC_WRONG_THREAD`.
+///
+/// # Safety
+/// None beyond passing a value that came from gpusvc (or NULL).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gpusvc_shader_free(shader: *mut gpusvc_shader) -> gpusvc_result {
+    ffi_guard(|| handle::free(shader, Kind::Shader))
+}
+
+/// Replaces the source (`glShaderSource`): non-empty UTF-8, copied. The shader's hash does not
+/// change until it is compiled again.
+///
+/// # Safety
+/// `source` is NULL or valid for `source_len` bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gpusvc_shader_set_source(
+    shader: *const gpusvc_shader,
+    source: *const c_char,
+    source_len: usize,
+) -> gpusvc_result {
+    ffi_guard(|| {
+        let s = self::shader(shader, "shader")?;
+        // SAFETY: forwarded from this function's contract.
+        let source = unsafe { source_in(source, source_len) }?;
+        each_shader!(&mut s.borrow_mut()?.shader, s => s.set_source(source));
+        Ok(())
+    })
+}
+
+/// Sets the compile options that change the compiled output (translator flags, ...; opaque
+/// bytes, part of the shader hash; `options` may be NULL when `options_len` is 0).
+///
+/// # Safety
+/// `options` is NULL or valid for `options_len` bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gpusvc_shader_set_compile_options(
+    shader: *const gpusvc_shader,
+    options: *const u8,
+    options_len: usize,
+) -> gpusvc_result {
+    ffi_guard(|| {
+        let s = self::shader(shader, "shader")?;
+        // SAFETY: forwarded from this function's contract.
+        let options = unsafe { slice_in(options, options_len, "options") }?;
+        each_shader!(&mut s.borrow_mut()?.shader, s => s.set_compile_options(options));
+        Ok(())
+    })
+}
+
+/// Sets the variable maps a translator produced for this shader (copied). They are stored with
+/// the program and restored on a cache hit.
+///
+/// # Safety
+/// `variables` is NULL or valid for one read, its pointers as documented on
+/// `gpusvc_shader_variables`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gpusvc_shader_set_variables(
+    shader: *const gpusvc_shader,
+    variables: *const gpusvc_shader_variables,
+) -> gpusvc_result {
+    ffi_guard(|| {
+        let s = self::shader(shader, "shader")?;
+        // SAFETY: NULL or valid for one read (contract).
+        let variables = unsafe { struct_in(variables, "variables") }?;
+        // SAFETY: its pointers as documented on `gpusvc_shader_variables` (contract).
+        let v = unsafe { shader_variables_in(&variables) }?;
+        let mut s = s.borrow_mut()?;
+        each_shader!(&mut s.shader, s => s.set_variables(v));
+        s.c_variables = None;
+        Ok(())
+    })
+}
+
+/// The shader's stage (`GPUSVC_SHADER_STAGE_*`).
+///
+/// # Safety
+/// `out` is NULL or valid for one write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gpusvc_shader_stage(
+    shader: *const gpusvc_shader,
+    out: *mut u32,
+) -> gpusvc_result {
+    ffi_guard(|| {
+        let s = self::shader(shader, "shader")?;
+        // SAFETY: an output argument (this function's contract).
+        let out = unsafe { Out::new(out, "out") }?;
+        let stage = stage_out(s.borrow()?.stage());
+        out.write(stage);
+        Ok(())
+    })
+}
+
+/// The shader's state (`GPUSVC_SHADER_STATE_*`).
+///
+/// # Safety
+/// `out` is NULL or valid for one write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gpusvc_shader_state(
+    shader: *const gpusvc_shader,
+    out: *mut u32,
+) -> gpusvc_result {
+    ffi_guard(|| {
+        let s = self::shader(shader, "shader")?;
+        // SAFETY: an output argument (this function's contract).
+        let out = unsafe { Out::new(out, "out") }?;
+        let state = each_shader!(&s.borrow()?.shader, s => match s.state() {
+            ShaderState::NotCompiled => GPUSVC_SHADER_STATE_NOT_COMPILED,
+            ShaderState::Compiled { .. } => GPUSVC_SHADER_STATE_COMPILED,
+            ShaderState::Deferred { .. } => GPUSVC_SHADER_STATE_DEFERRED,
+            ShaderState::Failed { .. } => GPUSVC_SHADER_STATE_FAILED,
+        });
+        out.write(state);
+        Ok(())
+    })
+}
+
+/// `GL_COMPILE_STATUS` as the host reports it: true when compiled or deferred.
+///
+/// # Safety
+/// `out` is NULL or valid for one write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gpusvc_shader_compile_status(
+    shader: *const gpusvc_shader,
+    out: *mut bool,
+) -> gpusvc_result {
+    ffi_guard(|| {
+        let s = self::shader(shader, "shader")?;
+        // SAFETY: an output argument (this function's contract).
+        let out = unsafe { Out::new(out, "out") }?;
+        let status = each_shader!(&s.borrow()?.shader, s => s.compile_status());
+        out.write(status);
+        Ok(())
+    })
+}
+
+/// The hash of the shader's last compile (compiled, deferred or failed);
+/// `GPUSVC_PROGRAM_CACHE_SHADER_NOT_COMPILED` before the first compile.
+///
+/// # Safety
+/// `out` is NULL or valid for one write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gpusvc_shader_compiled_hash(
+    shader: *const gpusvc_shader,
+    out: *mut gpusvc_sha1,
+) -> gpusvc_result {
+    ffi_guard(|| {
+        let s = self::shader(shader, "shader")?;
+        // SAFETY: an output argument (this function's contract).
+        let out = unsafe { Out::new(out, "out") }?;
+        let hash = each_shader!(&s.borrow()?.shader, s => s.compiled_hash()).ok_or_else(|| {
+            FfiError::new(
+                gpusvc_result::GPUSVC_PROGRAM_CACHE_SHADER_NOT_COMPILED,
+                "the shader was never compiled",
+            )
+        })?;
+        out.write(hash.into());
+        Ok(())
+    })
+}
+
+/// The info log of a failed compile (empty otherwise). `*out_len` gets its length in bytes, NUL
+/// excluded. With `buf` NULL and `len` 0 nothing else happens (a size query); otherwise `len`
+/// must exceed the length (room for the NUL; else `GPUSVC_INSUFFICIENT_SIZE`, nothing written)
+/// and the log is copied NUL-terminated.
+///
+/// # Safety
+/// `buf` is NULL or valid for `len` bytes of writes; `out_len` is NULL or valid for one write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gpusvc_shader_info_log(
+    shader: *const gpusvc_shader,
+    buf: *mut c_char,
+    len: usize,
+    out_len: *mut usize,
+) -> gpusvc_result {
+    ffi_guard(|| {
+        let s = self::shader(shader, "shader")?;
+        if out_len.is_null() {
+            return Err(crate::kit::null_argument("out_len"));
+        }
+        let s = s.borrow()?;
+        let log = each_shader!(&s.shader, s => s.info_log()).unwrap_or("");
+        // SAFETY: forwarded from this function's contract.
+        unsafe { text_out(log, buf, len, out_len) }
+    })
+}
+
+/// How many variables of `kind` (`GPUSVC_VARIABLE_KIND_*`) the shader's variable maps hold
+/// (those set by `gpusvc_shader_set_variables` or restored by a cache hit; 0 when none).
+///
+/// # Safety
+/// `out` is NULL or valid for one write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gpusvc_shader_variable_count(
+    shader: *const gpusvc_shader,
+    kind: u32,
+    out: *mut usize,
+) -> gpusvc_result {
+    ffi_guard(|| {
+        let s = self::shader(shader, "shader")?;
+        let kind = variable_kind_in(kind)?;
+        // SAFETY: an output argument (this function's contract).
+        let out = unsafe { Out::new(out, "out") }?;
+        s.borrow_mut()?.c_variables().count_out(kind, out);
+        Ok(())
+    })
+}
+
+/// Variable `index` of `kind` in the shader's maps. The strings in `*out` belong to the shader
+/// and stay valid until it is freed, given new variables, or linked.
+///
+/// # Safety
+/// `out` is NULL or valid for one write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gpusvc_shader_variable(
+    shader: *const gpusvc_shader,
+    kind: u32,
+    index: usize,
+    out: *mut gpusvc_variable_info,
+) -> gpusvc_result {
+    ffi_guard(|| {
+        let s = self::shader(shader, "shader")?;
+        let kind = variable_kind_in(kind)?;
+        // SAFETY: an output argument (this function's contract).
+        let out = unsafe { Out::new(out, "out") }?;
+        s.borrow_mut()?.c_variables().entry_out(kind, index, out)
+    })
+}
