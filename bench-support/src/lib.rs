@@ -61,16 +61,31 @@ pub fn median_ns(samples: usize, sample_ms: f64, mut f: impl FnMut()) -> f64 {
     median(&mut times)
 }
 
-pub fn median(v: &mut [f64]) -> f64 {
+/// The median of `v` (the mean of the two middle values when the count is even); sorts `v`.
+/// `None` when `v` is empty.
+pub fn try_median(v: &mut [f64]) -> Option<f64> {
     v.sort_by(f64::total_cmp);
     let n = v.len();
-    if n == 0 {
-        0.0
-    } else if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    match n {
+        0 => None,
+        _ if n % 2 == 1 => Some(v[n / 2]),
+        _ => Some((v[n / 2 - 1] + v[n / 2]) / 2.0),
     }
+}
+
+/// [`try_median`], with 0 for an empty slice; sorts `v`.
+pub fn median(v: &mut [f64]) -> f64 {
+    try_median(v).unwrap_or(0.0)
+}
+
+/// The `p` quantile of `v` (`p` in `0.0..=1.0`) by nearest rank: the sorted value at index
+/// `round((len - 1) * p)`; sorts `v`. NaN when `v` is empty.
+pub fn percentile(v: &mut [f64], p: f64) -> f64 {
+    v.sort_by(f64::total_cmp);
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    v[((v.len() - 1) as f64 * p).round() as usize]
 }
 
 fn bench_dir() -> PathBuf {
@@ -118,5 +133,30 @@ pub fn report(suite: &str, rows: &[Row]) {
     match written {
         Ok(()) => println!("wrote {}", path.display()),
         Err(e) => eprintln!("could not write {}: {e}", path.display()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn median_of_odd_even_and_empty() {
+        assert_eq!(try_median(&mut [3.0, 1.0, 2.0]), Some(2.0));
+        assert_eq!(try_median(&mut [4.0, 1.0, 3.0, 2.0]), Some(2.5));
+        assert_eq!(try_median(&mut []), None);
+        assert_eq!(median(&mut [4.0, 1.0, 3.0, 2.0]), 2.5);
+        assert_eq!(median(&mut []), 0.0);
+    }
+
+    #[test]
+    fn percentile_is_the_nearest_rank() {
+        let mut v: Vec<f64> = (1..=101).rev().map(f64::from).collect();
+        assert_eq!(percentile(&mut v, 0.0), 1.0);
+        assert_eq!(percentile(&mut v, 0.5), 51.0);
+        assert_eq!(percentile(&mut v, 0.99), 100.0);
+        assert_eq!(percentile(&mut v, 1.0), 101.0);
+        assert_eq!(percentile(&mut [2.0, 1.0], 0.5), 2.0);
+        assert!(percentile(&mut [], 0.5).is_nan());
     }
 }

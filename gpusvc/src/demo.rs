@@ -164,15 +164,9 @@ pub(crate) const HOST_PRODUCT: &str = "gpusvc-demo";
 /// How long the demo waits for the startup load from disk before it starts anyway.
 const LOAD_TIMEOUT: Duration = Duration::from_secs(120);
 
+/// The median of `values` (`None` when there are none).
 pub(crate) fn median(values: &[f64]) -> Option<f64> {
-    let mut sorted = values.to_vec();
-    sorted.sort_by(f64::total_cmp);
-    let n = sorted.len();
-    match n {
-        0 => None,
-        _ if n % 2 == 1 => Some(sorted[n / 2]),
-        _ => Some((sorted[n / 2 - 1] + sorted[n / 2]) / 2.0),
-    }
+    bench_support::try_median(&mut values.to_vec())
 }
 
 fn ms(value: Option<f64>) -> String {

@@ -117,14 +117,9 @@ fn millis(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
 }
 
+/// The median; NaN when there are no values.
 fn median(values: &mut [f64]) -> f64 {
-    values.sort_by(f64::total_cmp);
-    let n = values.len();
-    match n {
-        0 => f64::NAN,
-        _ if n % 2 == 1 => values[n / 2],
-        _ => (values[n / 2 - 1] + values[n / 2]) / 2.0,
-    }
+    bench_support::try_median(values).unwrap_or(f64::NAN)
 }
 
 /// One program's medians, in milliseconds.

@@ -20,7 +20,7 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use support::Row;
+use support::{Row, percentile};
 use sync_points::{ClientId, ClientState, SyncPointManager, SyncToken};
 
 const ROUNDS: u64 = 8_000;
@@ -144,11 +144,6 @@ impl Pair {
         }
         (ours, bare)
     }
-}
-
-fn percentile(v: &mut [f64], p: f64) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[((v.len() - 1) as f64 * p).round() as usize]
 }
 
 fn latency(mode: Mode, label: &str, rows: &mut Vec<Row>) {
