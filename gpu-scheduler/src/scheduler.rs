@@ -769,6 +769,42 @@ impl State {
 }
 
 /// The GPU stream scheduler. See the crate docs.
+///
+/// ```
+/// use std::sync::{Arc, Mutex};
+/// use gpu_scheduler::{Priority, Scheduler, Task};
+/// use sync_points::{ClientId, SyncPointManager, SyncToken};
+///
+/// let scheduler = Scheduler::new(Arc::new(SyncPointManager::new()));
+/// let upload = scheduler.add_stream(Priority::Low);
+/// let compositor = scheduler.add_stream(Priority::High);
+/// let log = Arc::new(Mutex::new(Vec::new()));
+///
+/// // The upload stream's command buffer releases a token; the compositor's task, enqueued
+/// // after the upload (a wait is only valid on work ordered before it), waits for it.
+/// let buffer = ClientId { namespace: 0, command_buffer_id: 1 };
+/// let client = scheduler.create_client(upload, buffer).unwrap();
+/// let l = log.clone();
+/// let upload_task = Task::simple(move || {
+///     l.lock().unwrap().push("upload");
+///     client.release(1).unwrap();
+/// });
+/// scheduler.enqueue(upload, upload_task).unwrap();
+/// let l = log.clone();
+/// let composite = Task::simple(move || l.lock().unwrap().push("composite"))
+///     .wait_for([SyncToken::new(0, 1, 1)]);
+/// scheduler.enqueue(compositor, composite).unwrap();
+///
+/// // The compositor's task is blocked on the token; the upload stream inherits its priority
+/// // (High) while it lends it, runs, releases, and then the compositor's task runs.
+/// assert_eq!(scheduler.run_until_idle(), 2);
+/// assert_eq!(*log.lock().unwrap(), ["upload", "composite"]);
+/// assert_eq!(scheduler.scheduled_priority(upload), Ok(Priority::Low));
+///
+/// // Removing the stream destroys the client the scheduler made for it.
+/// scheduler.remove_stream(upload).unwrap();
+/// assert!(scheduler.sync_points().client(buffer).is_none());
+/// ```
 pub struct Scheduler {
     me: OwnWeak<Scheduler>,
     sync: Arc<SyncPointManager>,

@@ -35,7 +35,45 @@ struct Registry {
 }
 
 /// Sync points for one process: sequences with their order numbers, clients with their
-/// releases, and waits between them. Thread-safe; share it in an `Arc`.
+/// releases, and waits between them. Thread-safe; share it in an `Arc`. Dropping it destroys
+/// every client and sequence still registered: every pending wait ends (its callback runs once)
+/// and nothing leaks, whoever still holds an `OrderData` or `ClientState`.
+///
+/// ```
+/// use std::sync::Arc;
+/// use std::sync::atomic::{AtomicUsize, Ordering};
+/// use sync_points::{ClientId, SyncPointManager, SyncToken};
+///
+/// let manager = SyncPointManager::new();
+/// // A producer stream with a command buffer (client) that releases on it, and a consumer.
+/// let producer = manager.create_sequence();
+/// let consumer = manager.create_sequence();
+/// let buffer = ClientId { namespace: 0, command_buffer_id: 1 };
+/// manager.create_client(buffer, producer.id()).unwrap();
+/// let produce = producer.generate().unwrap();
+/// let consume = consumer.generate().unwrap();
+///
+/// // The consumer's number waits for release 1 of the buffer, and for release 2.
+/// let ended = Arc::new(AtomicUsize::new(0));
+/// for count in [1, 2] {
+///     let e = ended.clone();
+///     let token = SyncToken::new(0, 1, count);
+///     let on_end = move || {
+///         e.fetch_add(1, Ordering::SeqCst);
+///     };
+///     assert!(manager.wait(&token, consumer.id(), consume, on_end));
+/// }
+///
+/// producer.begin_processing(produce).unwrap();
+/// manager.release(buffer, 1).unwrap(); // ends the first wait
+/// assert_eq!(ended.load(Ordering::SeqCst), 1);
+/// // Release 2 can no longer come before the consumer's number: finishing retires that wait
+/// // (its callback runs) instead of leaving the consumer blocked; the token stays unreleased.
+/// producer.finish_processing(produce).unwrap();
+/// assert_eq!(ended.load(Ordering::SeqCst), 2);
+/// assert!(manager.is_released(&SyncToken::new(0, 1, 1)));
+/// assert!(!manager.is_released(&SyncToken::new(0, 1, 2)));
+/// ```
 pub struct SyncPointManager {
     order_counter: Arc<AtomicU64>,
     next_sequence: AtomicU64,
