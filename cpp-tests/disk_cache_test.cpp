@@ -44,7 +44,7 @@ class TempDir {
 
 gpusvc_program_cache_config Config(size_t budget) {
   gpusvc_program_cache_config config{};
-  EXPECT_EQ(gpusvc::ProgramCacheDefaults(GPUSVC_CACHE_PROFILE_DESKTOP, &config), GPUSVC_OK);
+  EXPECT_EQ(gpusvc::ProgramCacheDefaults(GPUSVC_PROGRAM_CACHE_PROFILE_DESKTOP, &config), GPUSVC_OK);
   config.budget_bytes = budget;
   return config;
 }
@@ -69,22 +69,22 @@ gpusvc::ProgramCachePtr Open(const gpusvc::DiskOptions& disk, const gpusvc::Driv
   return cache;
 }
 
-gpusvc_disk_load_report Wait(const gpusvc::ProgramCachePtr& cache) {
-  gpusvc_disk_load_report report{};
+gpusvc_program_cache_disk_load_report Wait(const gpusvc::ProgramCachePtr& cache) {
+  gpusvc_program_cache_disk_load_report report{};
   EXPECT_EQ(gpusvc::WaitUntilLoaded(cache.get(), kWaitMs, &report), GPUSVC_OK)
       << gpusvc::LastErrorDetail();
   return report;
 }
 
-gpusvc_disk_stats DiskStats(const gpusvc::ProgramCachePtr& cache) {
-  gpusvc_disk_stats stats{};
-  EXPECT_EQ(gpusvc_program_cache_get_disk_stats(cache.get(), &stats), GPUSVC_OK);
+gpusvc_program_cache_disk_stats_snapshot DiskStats(const gpusvc::ProgramCachePtr& cache) {
+  gpusvc_program_cache_disk_stats_snapshot stats{};
+  EXPECT_EQ(gpusvc_program_cache_disk_stats(cache.get(), &stats), GPUSVC_OK);
   return stats;
 }
 
-gpusvc_program_cache_stats Stats(const gpusvc::ProgramCachePtr& cache) {
-  gpusvc_program_cache_stats stats{};
-  EXPECT_EQ(gpusvc_program_cache_get_stats(cache.get(), &stats), GPUSVC_OK);
+gpusvc_program_cache_stats_snapshot Stats(const gpusvc::ProgramCachePtr& cache) {
+  gpusvc_program_cache_stats_snapshot stats{};
+  EXPECT_EQ(gpusvc_program_cache_stats(cache.get(), &stats), GPUSVC_OK);
   return stats;
 }
 
@@ -92,8 +92,8 @@ void Flush(const gpusvc::ProgramCachePtr& cache) {
   EXPECT_EQ(gpusvc_program_cache_flush_disk(cache.get()), GPUSVC_OK);
 }
 
-gpusvc_sha1 KeyOf(uint8_t n) {
-  gpusvc_sha1 k{};
+gpusvc_program_cache_sha1 KeyOf(uint8_t n) {
+  gpusvc_program_cache_sha1 k{};
   for (auto& b : k.bytes) b = n;
   return k;
 }
@@ -175,7 +175,7 @@ TEST(DiskCache, ANewCacheOnTheSameFolderLoadsWhatTheFirstSaved) {
   }
   gpusvc::ProgramCachePtr b = Open(Disk(dir.path()), Driver("1.0"));
   ASSERT_NE(b, nullptr);
-  const gpusvc_disk_load_report report = Wait(b);
+  const gpusvc_program_cache_disk_load_report report = Wait(b);
   EXPECT_EQ(report.loaded, 3u);
   EXPECT_EQ(report.rejected, 0u);
   EXPECT_EQ(report.skipped, 0u);
@@ -249,7 +249,7 @@ TEST(DiskCache, StatsCountWritesLoadsAndRepeats) {
   {
     gpusvc::ProgramCachePtr a = Open(Disk(dir.path()), Driver("1.0"));
     Wait(a);
-    const gpusvc_disk_stats empty = DiskStats(a);
+    const gpusvc_program_cache_disk_stats_snapshot empty = DiskStats(a);
     EXPECT_TRUE(empty.configured);
     EXPECT_TRUE(empty.enabled);
     EXPECT_TRUE(empty.load_finished);
@@ -257,7 +257,7 @@ TEST(DiskCache, StatsCountWritesLoadsAndRepeats) {
     Save(a, 1);
     Save(a, 2);
     Flush(a);
-    const gpusvc_disk_stats s = DiskStats(a);
+    const gpusvc_program_cache_disk_stats_snapshot s = DiskStats(a);
     EXPECT_EQ(s.writes, 2u);
     EXPECT_GT(s.bytes_written, 0u);
     EXPECT_EQ(s.dropped_writes, 0u);
@@ -268,7 +268,7 @@ TEST(DiskCache, StatsCountWritesLoadsAndRepeats) {
   Wait(b);
   Save(b, 1);  // on disk already
   Flush(b);
-  const gpusvc_disk_stats s = DiskStats(b);
+  const gpusvc_program_cache_disk_stats_snapshot s = DiskStats(b);
   EXPECT_EQ(s.loaded, 2u);
   EXPECT_EQ(s.writes, 0u);
   EXPECT_EQ(s.already_present, 1u);
@@ -283,7 +283,7 @@ TEST(DiskCache, WaitUntilLoadedReportsWhatTheLoadDid) {
     gpusvc::ProgramCachePtr a = Open(Disk(dir.path()), Driver("1.0"));
     Wait(a);
     for (uint8_t n = 1; n <= 3; ++n) Save(a, n);
-    const gpusvc_sha1 hot[] = {KeyOf(2)};
+    const gpusvc_program_cache_sha1 hot[] = {KeyOf(2)};
     ASSERT_EQ(gpusvc_program_cache_mark_hot(a.get(), hot, 1), GPUSVC_OK);
     Flush(a);
     one_entry = Stats(a).size_bytes / 3;
@@ -292,7 +292,7 @@ TEST(DiskCache, WaitUntilLoadedReportsWhatTheLoadDid) {
   gpusvc::DiskOptions disk = Disk(dir.path());
   disk.budget_bytes = 1 << 20;
   gpusvc::ProgramCachePtr b = Open(disk, Driver("1.0"), one_entry + one_entry / 2);
-  gpusvc_disk_load_report report{};
+  gpusvc_program_cache_disk_load_report report{};
   ASSERT_EQ(gpusvc::WaitUntilLoaded(b.get(), kWaitMs, &report), GPUSVC_OK);
   EXPECT_EQ(report.loaded, 1u);
   EXPECT_EQ(report.skipped, 2u);
@@ -300,7 +300,7 @@ TEST(DiskCache, WaitUntilLoadedReportsWhatTheLoadDid) {
   EXPECT_GT(report.elapsed_us, 0u);
   EXPECT_EQ(CachedBinary(b, 2), BinaryOf(2)) << "the hot program loads first";
   // Waiting again returns the same report at once.
-  gpusvc_disk_load_report again{};
+  gpusvc_program_cache_disk_load_report again{};
   ASSERT_EQ(gpusvc::WaitUntilLoaded(b.get(), 0, &again), GPUSVC_OK);
   EXPECT_EQ(again.loaded, report.loaded);
   EXPECT_EQ(again.elapsed_us, report.elapsed_us);
@@ -318,7 +318,7 @@ TEST(DiskCache, AnUnusableFolderMeansMemoryOnlyAndOneReport) {
     gpusvc::ProgramCachePtr cache = Open(disk, Driver("1.0"));
     ASSERT_NE(cache, nullptr);
     EXPECT_EQ(Wait(cache).loaded, 0u);
-    const gpusvc_disk_stats s = DiskStats(cache);
+    const gpusvc_program_cache_disk_stats_snapshot s = DiskStats(cache);
     EXPECT_TRUE(s.configured);
     EXPECT_FALSE(s.enabled);
     const std::string condition = gpusvc::DiskCondition(cache.get());
@@ -341,10 +341,10 @@ TEST(DiskCache, DisabledMeansNoDiskAtAll) {
   gpusvc::DiskOptions disk = Disk(dir.path() / "would-be-made");
   disk.enabled = false;
   gpusvc_program_cache_config config = Config(1 << 20);
-  const gpusvc_disk_config c = disk.View();
+  const gpusvc_program_cache_disk_config c = disk.View();
   gpusvc_program_cache* raw = nullptr;
   // No driver identity is needed without a disk store.
-  ASSERT_EQ(gpusvc_program_cache_new_with_disk(&config, nullptr, nullptr, &c, nullptr, &raw),
+  ASSERT_EQ(gpusvc_program_cache_open(&config, nullptr, nullptr, &c, nullptr, &raw),
             GPUSVC_OK)
       << gpusvc::LastErrorDetail();
   gpusvc::ProgramCachePtr cache(raw);
@@ -365,20 +365,20 @@ TEST(DiskCache, NullAndInvalidArgumentsAreCodesAndWriteNothing) {
   TempDir dir;
   const gpusvc::DiskOptions options = Disk(dir.path());
   const gpusvc::DriverStrings strings = Driver("1.0");
-  const gpusvc_disk_config good = options.View();
+  const gpusvc_program_cache_disk_config good = options.View();
   const gpusvc_driver_identity driver = strings.View();
   const gpusvc_program_cache_config config = Config(1 << 20);
-  auto attempt = [](const gpusvc_program_cache_config* c, const gpusvc_disk_config* d,
+  auto attempt = [](const gpusvc_program_cache_config* c, const gpusvc_program_cache_disk_config* d,
                     const gpusvc_driver_identity* i) {
     gpusvc_program_cache* out = nullptr;
-    const gpusvc_result r = gpusvc_program_cache_new_with_disk(c, nullptr, nullptr, d, i, &out);
+    const gpusvc_result r = gpusvc_program_cache_open(c, nullptr, nullptr, d, i, &out);
     EXPECT_EQ(out, nullptr) << "nothing written on failure";
     return r;
   };
   EXPECT_EQ(attempt(nullptr, &good, &driver), GPUSVC_NULL_ARGUMENT);
   EXPECT_EQ(attempt(&config, nullptr, &driver), GPUSVC_NULL_ARGUMENT);
   EXPECT_EQ(attempt(&config, &good, nullptr), GPUSVC_NULL_ARGUMENT);
-  gpusvc_disk_config bad = good;
+  gpusvc_program_cache_disk_config bad = good;
   bad.dir_len = 0;
   EXPECT_EQ(attempt(&config, &bad, &driver), GPUSVC_INVALID_ARGUMENT);
   bad = good;
@@ -404,13 +404,13 @@ TEST(DiskCache, NullAndInvalidArgumentsAreCodesAndWriteNothing) {
   gpusvc_program_cache_config bad_config = config;
   bad_config.policy = 77;
   EXPECT_EQ(attempt(&bad_config, &good, &driver), GPUSVC_INVALID_ARGUMENT);
-  EXPECT_EQ(gpusvc_program_cache_new_with_disk(&config, nullptr, nullptr, &good, &driver, nullptr),
+  EXPECT_EQ(gpusvc_program_cache_open(&config, nullptr, nullptr, &good, &driver, nullptr),
             GPUSVC_NULL_ARGUMENT);
-  EXPECT_EQ(gpusvc_disk_config_defaults(nullptr), GPUSVC_NULL_ARGUMENT);
+  EXPECT_EQ(gpusvc_program_cache_disk_config_defaults(nullptr), GPUSVC_NULL_ARGUMENT);
   EXPECT_TRUE(Stores(dir.path()).empty()) << "failed calls make nothing";
 
   gpusvc::ProgramCachePtr cache = Open(options, strings);
-  gpusvc_disk_load_report report{};
+  gpusvc_program_cache_disk_load_report report{};
   report.loaded = 99;
   EXPECT_EQ(gpusvc_program_cache_wait_until_loaded(cache.get(), kWaitMs, nullptr),
             GPUSVC_NULL_ARGUMENT);
@@ -419,7 +419,7 @@ TEST(DiskCache, NullAndInvalidArgumentsAreCodesAndWriteNothing) {
   EXPECT_EQ(gpusvc_program_cache_flush_disk(nullptr), GPUSVC_NULL_ARGUMENT);
   EXPECT_EQ(gpusvc_program_cache_mark_hot(cache.get(), nullptr, 2), GPUSVC_NULL_ARGUMENT);
   EXPECT_EQ(gpusvc_program_cache_mark_hot(cache.get(), nullptr, 0), GPUSVC_OK);
-  EXPECT_EQ(gpusvc_program_cache_get_disk_stats(cache.get(), nullptr), GPUSVC_NULL_ARGUMENT);
+  EXPECT_EQ(gpusvc_program_cache_disk_stats(cache.get(), nullptr), GPUSVC_NULL_ARGUMENT);
   size_t len = 0;
   EXPECT_EQ(gpusvc_program_cache_disk_condition(cache.get(), nullptr, 0, nullptr),
             GPUSVC_NULL_ARGUMENT);
@@ -461,10 +461,10 @@ uint32_t LinkOnce(const gpusvc::GlContextPtr& ctx, const gpusvc::ProgramCachePtr
   gpusvc::ProgramManagerPtr manager;
   EXPECT_EQ(gpusvc::NewGlProgramManager(ctx.get(), cache.get(), "cpp disk", &manager), GPUSVC_OK);
   gpusvc::ShaderPtr vs, fs;
-  EXPECT_EQ(gpusvc::NewShader(manager.get(), GPUSVC_SHADER_STAGE_VERTEX, Glsl(ctx.get(), kVs), &vs),
+  EXPECT_EQ(gpusvc::NewShader(manager.get(), GPUSVC_PROGRAM_CACHE_SHADER_STAGE_VERTEX, Glsl(ctx.get(), kVs), &vs),
             GPUSVC_OK);
   EXPECT_EQ(
-      gpusvc::NewShader(manager.get(), GPUSVC_SHADER_STAGE_FRAGMENT, Glsl(ctx.get(), kFs), &fs),
+      gpusvc::NewShader(manager.get(), GPUSVC_PROGRAM_CACHE_SHADER_STAGE_FRAGMENT, Glsl(ctx.get(), kFs), &fs),
       GPUSVC_OK);
   uint32_t outcome = 0;
   EXPECT_EQ(gpusvc::Compile(manager.get(), vs.get(), &outcome), GPUSVC_OK);
@@ -474,7 +474,7 @@ uint32_t LinkOnce(const gpusvc::GlContextPtr& ctx, const gpusvc::ProgramCachePtr
       << gpusvc::LastErrorDetail();
   uint32_t origin = 99;
   if (p != nullptr) {
-    EXPECT_EQ(gpusvc_linked_program_origin(p.get(), &origin), GPUSVC_OK);
+    EXPECT_EQ(gpusvc_program_manager_linked_program_origin(p.get(), &origin), GPUSVC_OK);
   }
   return origin;
 }
@@ -495,7 +495,7 @@ TEST(DiskCacheGl, TheStampFromALiveContextAndARealBinaryRoundTrip) {
   {
     gpusvc::ProgramCachePtr a = Open(Disk(dir.path()), driver, 1 << 22);
     Wait(a);
-    EXPECT_EQ(LinkOnce(ctx, a), GPUSVC_LINK_ORIGIN_LINKED);
+    EXPECT_EQ(LinkOnce(ctx, a), GPUSVC_PROGRAM_MANAGER_LINK_ORIGIN_LINKED);
     Flush(a);
     EXPECT_EQ(DiskStats(a).writes, 1u);
   }
@@ -505,8 +505,8 @@ TEST(DiskCacheGl, TheStampFromALiveContextAndARealBinaryRoundTrip) {
   // A fresh cache, as in the next process: the driver's binary comes from disk and is accepted.
   gpusvc::ProgramCachePtr b = Open(Disk(dir.path()), driver, 1 << 22);
   EXPECT_EQ(Wait(b).loaded, 1u);
-  EXPECT_EQ(LinkOnce(ctx, b), GPUSVC_LINK_ORIGIN_CACHE_HIT);
-  const gpusvc_program_cache_stats s = Stats(b);
+  EXPECT_EQ(LinkOnce(ctx, b), GPUSVC_PROGRAM_MANAGER_LINK_ORIGIN_CACHE_HIT);
+  const gpusvc_program_cache_stats_snapshot s = Stats(b);
   EXPECT_EQ(s.counters.hits, 1u);
   EXPECT_EQ(s.counters.driver_rejections, 0u);
 }

@@ -20,22 +20,22 @@
 
 namespace {
 
-constexpr uint32_t kVertex = GPUSVC_SHADER_STAGE_VERTEX;
-constexpr uint32_t kFragment = GPUSVC_SHADER_STAGE_FRAGMENT;
-constexpr uint32_t kAttribute = GPUSVC_VARIABLE_KIND_ATTRIBUTE;
-constexpr uint32_t kUniform = GPUSVC_VARIABLE_KIND_UNIFORM;
+constexpr uint32_t kVertex = GPUSVC_PROGRAM_CACHE_SHADER_STAGE_VERTEX;
+constexpr uint32_t kFragment = GPUSVC_PROGRAM_CACHE_SHADER_STAGE_FRAGMENT;
+constexpr uint32_t kAttribute = GPUSVC_PROGRAM_CACHE_VARIABLE_KIND_ATTRIBUTE;
+constexpr uint32_t kUniform = GPUSVC_PROGRAM_CACHE_VARIABLE_KIND_UNIFORM;
 constexpr uint32_t kFloatVec2 = 0x8B50;  // GL_FLOAT_VEC2
 constexpr uint32_t kFloatVec4 = 0x8B52;  // GL_FLOAT_VEC4
 
-gpusvc_sha1 Hash(uint32_t stage, const std::string& source) {
-  gpusvc_sha1 h{};
+gpusvc_program_cache_sha1 Hash(uint32_t stage, const std::string& source) {
+  gpusvc_program_cache_sha1 h{};
   EXPECT_EQ(gpusvc::ShaderHash(stage, source, &h), GPUSVC_OK) << gpusvc::LastErrorDetail();
   return h;
 }
 
-gpusvc_sha1 Key(const gpusvc_sha1& vs, const gpusvc_sha1& fs,
+gpusvc_program_cache_sha1 Key(const gpusvc_program_cache_sha1& vs, const gpusvc_program_cache_sha1& fs,
                 const gpusvc::LinkOptions& options = gpusvc::LinkOptions()) {
-  gpusvc_sha1 k{};
+  gpusvc_program_cache_sha1 k{};
   EXPECT_EQ(gpusvc::ProgramKey(vs, fs, "cpp tests", options, &k), GPUSVC_OK)
       << gpusvc::LastErrorDetail();
   return k;
@@ -44,7 +44,7 @@ gpusvc_sha1 Key(const gpusvc_sha1& vs, const gpusvc_sha1& fs,
 // A cache of `budget` bytes with the desktop profile's policy (W-TinyLFU), or `policy`.
 gpusvc::ProgramCachePtr MakeCache(size_t budget, uint32_t policy = UINT32_MAX) {
   gpusvc_program_cache_config config{};
-  EXPECT_EQ(gpusvc::ProgramCacheDefaults(GPUSVC_CACHE_PROFILE_DESKTOP, &config), GPUSVC_OK);
+  EXPECT_EQ(gpusvc::ProgramCacheDefaults(GPUSVC_PROGRAM_CACHE_PROFILE_DESKTOP, &config), GPUSVC_OK);
   config.budget_bytes = budget;
   if (policy != UINT32_MAX) config.policy = policy;
   gpusvc::ProgramCachePtr cache;
@@ -52,37 +52,37 @@ gpusvc::ProgramCachePtr MakeCache(size_t budget, uint32_t policy = UINT32_MAX) {
   return cache;
 }
 
-uint32_t CompileStatus(const gpusvc::ProgramCachePtr& cache, const gpusvc_sha1& hash) {
+uint32_t CompileStatus(const gpusvc::ProgramCachePtr& cache, const gpusvc_program_cache_sha1& hash) {
   uint32_t status = 99;
   EXPECT_EQ(gpusvc_program_cache_shader_compile_status(cache.get(), &hash, &status), GPUSVC_OK);
   return status;
 }
 
-uint32_t LinkStatus(const gpusvc::ProgramCachePtr& cache, const gpusvc_sha1& key) {
+uint32_t LinkStatus(const gpusvc::ProgramCachePtr& cache, const gpusvc_program_cache_sha1& key) {
   uint32_t status = 99;
   EXPECT_EQ(gpusvc_program_cache_link_status(cache.get(), &key, &status), GPUSVC_OK);
   return status;
 }
 
-uint32_t Refcount(const gpusvc::ProgramCachePtr& cache, const gpusvc_sha1& hash) {
+uint32_t Refcount(const gpusvc::ProgramCachePtr& cache, const gpusvc_program_cache_sha1& hash) {
   uint32_t n = 99;
   EXPECT_EQ(gpusvc_program_cache_shader_refcount(cache.get(), &hash, &n), GPUSVC_OK);
   return n;
 }
 
-gpusvc_program_cache_stats Stats(const gpusvc::ProgramCachePtr& cache) {
-  gpusvc_program_cache_stats stats{};
-  EXPECT_EQ(gpusvc_program_cache_get_stats(cache.get(), &stats), GPUSVC_OK);
+gpusvc_program_cache_stats_snapshot Stats(const gpusvc::ProgramCachePtr& cache) {
+  gpusvc_program_cache_stats_snapshot stats{};
+  EXPECT_EQ(gpusvc_program_cache_stats(cache.get(), &stats), GPUSVC_OK);
   return stats;
 }
 
-std::vector<gpusvc_sha1> Order(const gpusvc::ProgramCachePtr& cache) {
-  std::vector<gpusvc_sha1> keys;
+std::vector<gpusvc_program_cache_sha1> Order(const gpusvc::ProgramCachePtr& cache) {
+  std::vector<gpusvc_program_cache_sha1> keys;
   EXPECT_EQ(gpusvc::EvictionOrder(cache.get(), &keys), GPUSVC_OK);
   return keys;
 }
 
-gpusvc::CachedProgram Program(const gpusvc_sha1& vs, const gpusvc_sha1& fs, uint8_t fill,
+gpusvc::CachedProgram Program(const gpusvc_program_cache_sha1& vs, const gpusvc_program_cache_sha1& fs, uint8_t fill,
                               size_t binary_len = 100) {
   gpusvc::CachedProgram p;
   p.vertex_shader = vs;
@@ -96,7 +96,7 @@ gpusvc::CachedProgram Program(const gpusvc_sha1& vs, const gpusvc_sha1& fs, uint
 // measured rather than assumed.
 size_t EntrySize(size_t binary_len = 100) {
   gpusvc::ProgramCachePtr probe = MakeCache(1 << 20);
-  const gpusvc_sha1 vs = Hash(kVertex, "probe vs"), fs = Hash(kFragment, "probe fs");
+  const gpusvc_program_cache_sha1 vs = Hash(kVertex, "probe vs"), fs = Hash(kFragment, "probe fs");
   EXPECT_EQ(gpusvc::SaveProgram(probe.get(), Key(vs, fs), Program(vs, fs, 1, binary_len)),
             GPUSVC_OK);
   return Stats(probe).size_bytes;
@@ -104,7 +104,7 @@ size_t EntrySize(size_t binary_len = 100) {
 
 // Three distinct programs A, B, C (no shared shaders).
 struct ThreePrograms {
-  gpusvc_sha1 vs[3], fs[3], key[3];
+  gpusvc_program_cache_sha1 vs[3], fs[3], key[3];
   ThreePrograms() {
     for (int i = 0; i < 3; ++i) {
       vs[i] = Hash(kVertex, "vertex " + std::to_string(i));
@@ -134,8 +134,8 @@ class FakeGl {
   // Behaviour.
   bool refuse_binaries = false;  // glProgramBinary leaves GL_LINK_STATUS false
 
-  gpusvc_host_gl Gl() {
-    gpusvc_host_gl gl{};
+  gpusvc_program_manager_host_gl Gl() {
+    gpusvc_program_manager_host_gl gl{};
     gl.user_data = this;
     gl.compile = &CompileCb;
     gl.link = &LinkCb;
@@ -157,13 +157,13 @@ class FakeGl {
   static FakeGl* Self(void* user_data) { return static_cast<FakeGl*>(user_data); }
 
   static bool CompileCb(void* user_data, uint32_t, const char* source, size_t len, uint64_t* out,
-                        gpusvc_host_sink* log) {
+                        gpusvc_program_manager_host_sink* log) {
     FakeGl* gl = Self(user_data);
     std::string text(source, len);
     gl->compiled.push_back(text);
     if (text.find("error") != std::string::npos) {
       const char msg[] = "0:1(1): error: syntax error";
-      gpusvc_host_sink_write_text(log, msg, sizeof msg - 1);
+      gpusvc_program_manager_host_sink_write_text(log, msg, sizeof msg - 1);
       return false;
     }
     *out = ++gl->next_;
@@ -171,8 +171,8 @@ class FakeGl {
     return true;
   }
 
-  static bool LinkCb(void* user_data, uint64_t vs, uint64_t fs, const gpusvc_link_options* options,
-                     uint64_t* out, gpusvc_host_sink*) {
+  static bool LinkCb(void* user_data, uint64_t vs, uint64_t fs, const gpusvc_program_cache_link_options* options,
+                     uint64_t* out, gpusvc_program_manager_host_sink*) {
     FakeGl* gl = Self(user_data);
     ++gl->links;
     LinkedProgram p;
@@ -187,7 +187,7 @@ class FakeGl {
   }
 
   static bool BinaryCb(void* user_data, uint64_t program, uint32_t* format,
-                       gpusvc_host_sink* out) {
+                       gpusvc_program_manager_host_sink* out) {
     FakeGl* gl = Self(user_data);
     ++gl->binaries_read;
     const LinkedProgram& p = gl->programs_[program];
@@ -195,18 +195,18 @@ class FakeGl {
     std::vector<uint8_t> bytes(blob.begin(), blob.end());
     gl->binaries_returned.push_back(bytes);
     *format = kFormat;
-    return gpusvc_host_sink_write_bytes(out, bytes.data(), bytes.size()) == GPUSVC_OK;
+    return gpusvc_program_manager_host_sink_write_bytes(out, bytes.data(), bytes.size()) == GPUSVC_OK;
   }
 
   static bool LoadCb(void* user_data, uint32_t format, const uint8_t* bytes, size_t len,
-                     uint64_t* out, gpusvc_host_sink* log) {
+                     uint64_t* out, gpusvc_program_manager_host_sink* log) {
     FakeGl* gl = Self(user_data);
     std::vector<uint8_t> blob(bytes, bytes + len);
     gl->binaries_loaded.push_back(blob);
     std::string text(blob.begin(), blob.end());
     if (gl->refuse_binaries || format != kFormat || text.rfind("FAKEBIN ", 0) != 0) {
       const char why[] = "binary from another driver build";
-      gpusvc_host_sink_write_text(log, why, sizeof why - 1);
+      gpusvc_program_manager_host_sink_write_text(log, why, sizeof why - 1);
       return false;
     }
     LinkedProgram p;
@@ -218,23 +218,23 @@ class FakeGl {
     return true;
   }
 
-  static void Push(gpusvc_host_sink* out, const char* name, uint32_t type, int32_t location) {
-    gpusvc_active_variable v{};
+  static void Push(gpusvc_program_manager_host_sink* out, const char* name, uint32_t type, int32_t location) {
+    gpusvc_program_manager_active_variable v{};
     v.name = name;
     v.gl_type = type;
     v.size = 1;
     v.has_location = true;
     v.location = location;
-    EXPECT_EQ(gpusvc_host_sink_push_variable(out, &v), GPUSVC_OK);
+    EXPECT_EQ(gpusvc_program_manager_host_sink_push_variable(out, &v), GPUSVC_OK);
   }
 
-  static void AttributesCb(void* user_data, uint64_t program, gpusvc_host_sink* out) {
+  static void AttributesCb(void* user_data, uint64_t program, gpusvc_program_manager_host_sink* out) {
     const LinkedProgram& p = Self(user_data)->programs_[program];
     Push(out, "a_position", kFloatVec2, p.position);
     Push(out, "a_color", kFloatVec4, p.position == 1 ? 0 : 1);
   }
 
-  static void UniformsCb(void*, uint64_t, gpusvc_host_sink* out) {
+  static void UniformsCb(void*, uint64_t, gpusvc_program_manager_host_sink* out) {
     Push(out, "u_tint", kFloatVec4, 0);
   }
 
@@ -304,13 +304,13 @@ struct HostFlow {
 
 uint32_t Origin(const gpusvc::LinkedProgramPtr& p) {
   uint32_t origin = 99;
-  EXPECT_EQ(gpusvc_linked_program_origin(p.get(), &origin), GPUSVC_OK);
+  EXPECT_EQ(gpusvc_program_manager_linked_program_origin(p.get(), &origin), GPUSVC_OK);
   return origin;
 }
 
-gpusvc_sha1 ProgramKeyOf(const gpusvc::LinkedProgramPtr& p) {
-  gpusvc_sha1 k{};
-  EXPECT_EQ(gpusvc_linked_program_key(p.get(), &k), GPUSVC_OK);
+gpusvc_program_cache_sha1 ProgramKeyOf(const gpusvc::LinkedProgramPtr& p) {
+  gpusvc_program_cache_sha1 k{};
+  EXPECT_EQ(gpusvc_program_manager_linked_program_key(p.get(), &k), GPUSVC_OK);
   return k;
 }
 
@@ -322,7 +322,7 @@ std::vector<gpusvc::ActiveVariable> Active(const gpusvc::LinkedProgramPtr& p, ui
 
 uint32_t State(const gpusvc::ShaderPtr& s) {
   uint32_t state = 99;
-  EXPECT_EQ(gpusvc_shader_state(s.get(), &state), GPUSVC_OK);
+  EXPECT_EQ(gpusvc_program_manager_shader_state(s.get(), &state), GPUSVC_OK);
   return state;
 }
 
@@ -331,39 +331,39 @@ uint32_t State(const gpusvc::ShaderPtr& s) {
 // ============================== ProgramCacheLruHelper ==============================
 
 TEST(ProgramCacheLruHelper, LruEvictionOrderWithoutReuse) {
-  gpusvc::ProgramCachePtr cache = MakeCache(3 * EntrySize(), GPUSVC_EVICTION_POLICY_LRU);
+  gpusvc::ProgramCachePtr cache = MakeCache(3 * EntrySize(), GPUSVC_PROGRAM_CACHE_EVICTION_POLICY_LRU);
   ThreePrograms p;
   for (int i = 0; i < 3; ++i) ASSERT_EQ(p.Save(cache, i), GPUSVC_OK);
-  EXPECT_EQ(Order(cache), (std::vector<gpusvc_sha1>{p.key[0], p.key[1], p.key[2]}));
+  EXPECT_EQ(Order(cache), (std::vector<gpusvc_program_cache_sha1>{p.key[0], p.key[1], p.key[2]}));
 
   // A fourth program evicts the least recently saved one, and only that one.
-  const gpusvc_sha1 vs = Hash(kVertex, "vertex 3"), fs = Hash(kFragment, "fragment 3");
-  const gpusvc_sha1 d = Key(vs, fs);
-  gpusvc_save_report report{};
+  const gpusvc_program_cache_sha1 vs = Hash(kVertex, "vertex 3"), fs = Hash(kFragment, "fragment 3");
+  const gpusvc_program_cache_sha1 d = Key(vs, fs);
+  gpusvc_program_cache_save_report report{};
   ASSERT_EQ(gpusvc::SaveProgram(cache.get(), d, Program(vs, fs, 3), &report), GPUSVC_OK);
   EXPECT_EQ(report.evicted, 1u);
-  EXPECT_EQ(Order(cache), (std::vector<gpusvc_sha1>{p.key[1], p.key[2], d}));
-  EXPECT_EQ(LinkStatus(cache, p.key[0]), GPUSVC_LINK_STATUS_UNKNOWN);
+  EXPECT_EQ(Order(cache), (std::vector<gpusvc_program_cache_sha1>{p.key[1], p.key[2], d}));
+  EXPECT_EQ(LinkStatus(cache, p.key[0]), GPUSVC_PROGRAM_CACHE_LINK_STATUS_UNKNOWN);
   EXPECT_EQ(Stats(cache).counters.evictions, 1u);
 }
 
 TEST(ProgramCacheLruHelper, LruEvictionOrderWithReuse) {
-  gpusvc::ProgramCachePtr cache = MakeCache(3 * EntrySize(), GPUSVC_EVICTION_POLICY_LRU);
+  gpusvc::ProgramCachePtr cache = MakeCache(3 * EntrySize(), GPUSVC_PROGRAM_CACHE_EVICTION_POLICY_LRU);
   ThreePrograms p;
   for (int i = 0; i < 3; ++i) ASSERT_EQ(p.Save(cache, i), GPUSVC_OK);
   gpusvc::CachedProgramPtr used;
   ASSERT_EQ(gpusvc::LoadProgram(cache.get(), p.key[0], &used), GPUSVC_OK);
-  EXPECT_EQ(Order(cache), (std::vector<gpusvc_sha1>{p.key[1], p.key[2], p.key[0]}));
+  EXPECT_EQ(Order(cache), (std::vector<gpusvc_program_cache_sha1>{p.key[1], p.key[2], p.key[0]}));
 
   // Saving again counts as a use too.
   ASSERT_EQ(p.Save(cache, 1), GPUSVC_OK);
-  EXPECT_EQ(Order(cache), (std::vector<gpusvc_sha1>{p.key[2], p.key[0], p.key[1]}));
+  EXPECT_EQ(Order(cache), (std::vector<gpusvc_program_cache_sha1>{p.key[2], p.key[0], p.key[1]}));
 
-  const gpusvc_sha1 vs = Hash(kVertex, "vertex 3"), fs = Hash(kFragment, "fragment 3");
+  const gpusvc_program_cache_sha1 vs = Hash(kVertex, "vertex 3"), fs = Hash(kFragment, "fragment 3");
   ASSERT_EQ(gpusvc::SaveProgram(cache.get(), Key(vs, fs), Program(vs, fs, 3)), GPUSVC_OK);
-  EXPECT_EQ(LinkStatus(cache, p.key[2]), GPUSVC_LINK_STATUS_UNKNOWN);
-  EXPECT_EQ(LinkStatus(cache, p.key[0]), GPUSVC_LINK_STATUS_SUCCESS);
-  EXPECT_EQ(LinkStatus(cache, p.key[1]), GPUSVC_LINK_STATUS_SUCCESS);
+  EXPECT_EQ(LinkStatus(cache, p.key[2]), GPUSVC_PROGRAM_CACHE_LINK_STATUS_UNKNOWN);
+  EXPECT_EQ(LinkStatus(cache, p.key[0]), GPUSVC_PROGRAM_CACHE_LINK_STATUS_SUCCESS);
+  EXPECT_EQ(LinkStatus(cache, p.key[1]), GPUSVC_PROGRAM_CACHE_LINK_STATUS_SUCCESS);
 }
 
 TEST(ProgramCacheLruHelper, ClearWorksCorrectly) {
@@ -380,7 +380,7 @@ TEST(ProgramCacheLruHelper, ClearWorksCorrectly) {
   // The order starts afresh.
   ASSERT_EQ(p.Save(cache, 2), GPUSVC_OK);
   ASSERT_EQ(p.Save(cache, 0), GPUSVC_OK);
-  EXPECT_EQ(Order(cache), (std::vector<gpusvc_sha1>{p.key[2], p.key[0]}));
+  EXPECT_EQ(Order(cache), (std::vector<gpusvc_program_cache_sha1>{p.key[2], p.key[0]}));
 }
 
 TEST(ProgramCacheLruHelper, PeekPopWorkCorrectly) {
@@ -396,7 +396,7 @@ TEST(ProgramCacheLruHelper, PeekPopWorkCorrectly) {
   ASSERT_EQ(gpusvc::ReadCachedProgram(peeked.get(), &copy), GPUSVC_OK);
   EXPECT_EQ(copy.vertex_shader, p.vs[0]);
   EXPECT_EQ(copy.binary, std::vector<uint8_t>(100, 0));
-  EXPECT_EQ(Order(cache), (std::vector<gpusvc_sha1>{p.key[0], p.key[1], p.key[2]}));
+  EXPECT_EQ(Order(cache), (std::vector<gpusvc_program_cache_sha1>{p.key[0], p.key[1], p.key[2]}));
   EXPECT_EQ(Stats(cache).counters.hits, 0u);
 
   // Each pop (a trim by one byte) removes exactly the next victim.
@@ -405,7 +405,7 @@ TEST(ProgramCacheLruHelper, PeekPopWorkCorrectly) {
     ASSERT_EQ(gpusvc_program_cache_trim(cache.get(), Stats(cache).size_bytes - 1, &freed),
               GPUSVC_OK);
     EXPECT_EQ(freed, entry);
-    EXPECT_EQ(LinkStatus(cache, p.key[i]), GPUSVC_LINK_STATUS_UNKNOWN) << i;
+    EXPECT_EQ(LinkStatus(cache, p.key[i]), GPUSVC_PROGRAM_CACHE_LINK_STATUS_UNKNOWN) << i;
     EXPECT_EQ(Order(cache).size(), size_t(2 - i));
   }
   // The copy taken before outlives its entry.
@@ -417,125 +417,125 @@ TEST(ProgramCacheLruHelper, PeekPopWorkCorrectly) {
 
 TEST(ProgramCache, CompilationStatusStorageMakeSureKeyIsCopied) {
   gpusvc::ProgramCachePtr cache = MakeCache(1 << 20);
-  const gpusvc_sha1 expected = Hash(kVertex, kVs);
+  const gpusvc_program_cache_sha1 expected = Hash(kVertex, kVs);
   {
     // The hash lives in memory that is scribbled over and freed after the call.
-    std::unique_ptr<gpusvc_sha1> heap(new gpusvc_sha1(expected));
+    std::unique_ptr<gpusvc_program_cache_sha1> heap(new gpusvc_program_cache_sha1(expected));
     ASSERT_EQ(gpusvc_program_cache_mark_shader_compiled(cache.get(), heap.get()), GPUSVC_OK);
     std::memset(heap->bytes, 0xAB, sizeof heap->bytes);
   }
-  EXPECT_EQ(CompileStatus(cache, expected), GPUSVC_COMPILE_STATUS_SUCCESS);
-  gpusvc_sha1 scribbled{};
+  EXPECT_EQ(CompileStatus(cache, expected), GPUSVC_PROGRAM_CACHE_COMPILE_STATUS_SUCCESS);
+  gpusvc_program_cache_sha1 scribbled{};
   std::memset(scribbled.bytes, 0xAB, sizeof scribbled.bytes);
-  EXPECT_EQ(CompileStatus(cache, scribbled), GPUSVC_COMPILE_STATUS_UNKNOWN);
+  EXPECT_EQ(CompileStatus(cache, scribbled), GPUSVC_PROGRAM_CACHE_COMPILE_STATUS_UNKNOWN);
 }
 
 TEST(ProgramCache, CompilationUnknownOnSourceChange) {
   gpusvc::ProgramCachePtr cache = MakeCache(1 << 20);
-  const gpusvc_sha1 h = Hash(kVertex, kVs);
+  const gpusvc_program_cache_sha1 h = Hash(kVertex, kVs);
   ASSERT_EQ(gpusvc_program_cache_mark_shader_compiled(cache.get(), &h), GPUSVC_OK);
-  EXPECT_EQ(CompileStatus(cache, Hash(kVertex, kVs)), GPUSVC_COMPILE_STATUS_SUCCESS);
+  EXPECT_EQ(CompileStatus(cache, Hash(kVertex, kVs)), GPUSVC_PROGRAM_CACHE_COMPILE_STATUS_SUCCESS);
   EXPECT_EQ(CompileStatus(cache, Hash(kVertex, std::string(kVs) + " ")),
-            GPUSVC_COMPILE_STATUS_UNKNOWN);
-  EXPECT_EQ(CompileStatus(cache, Hash(kFragment, kVs)), GPUSVC_COMPILE_STATUS_UNKNOWN)
+            GPUSVC_PROGRAM_CACHE_COMPILE_STATUS_UNKNOWN);
+  EXPECT_EQ(CompileStatus(cache, Hash(kFragment, kVs)), GPUSVC_PROGRAM_CACHE_COMPILE_STATUS_UNKNOWN)
       << "the same text as another stage is another shader";
-  gpusvc_sha1 with_options{};
+  gpusvc_program_cache_sha1 with_options{};
   ASSERT_EQ(gpusvc::ShaderHash(kVertex, kVs, &with_options, "translator flags"), GPUSVC_OK);
-  EXPECT_EQ(CompileStatus(cache, with_options), GPUSVC_COMPILE_STATUS_UNKNOWN);
+  EXPECT_EQ(CompileStatus(cache, with_options), GPUSVC_PROGRAM_CACHE_COMPILE_STATUS_UNKNOWN);
 }
 
 TEST(ProgramCache, LinkedStatusStorageMakeSureKeyIsCopied) {
   gpusvc::ProgramCachePtr cache = MakeCache(1 << 20);
-  const gpusvc_sha1 vs = Hash(kVertex, kVs), fs = Hash(kFragment, kFs);
-  const gpusvc_sha1 expected = Key(vs, fs);
+  const gpusvc_program_cache_sha1 vs = Hash(kVertex, kVs), fs = Hash(kFragment, kFs);
+  const gpusvc_program_cache_sha1 expected = Key(vs, fs);
   {
-    std::unique_ptr<gpusvc_sha1> heap(new gpusvc_sha1(expected));
+    std::unique_ptr<gpusvc_program_cache_sha1> heap(new gpusvc_program_cache_sha1(expected));
     gpusvc::CachedProgram program = Program(vs, fs, 7);
     ASSERT_EQ(gpusvc::SaveProgram(cache.get(), *heap, program), GPUSVC_OK);
     std::memset(heap->bytes, 0xCD, sizeof heap->bytes);
     program.binary.assign(3, 0);  // the binary is copied too
   }
-  EXPECT_EQ(LinkStatus(cache, expected), GPUSVC_LINK_STATUS_SUCCESS);
+  EXPECT_EQ(LinkStatus(cache, expected), GPUSVC_PROGRAM_CACHE_LINK_STATUS_SUCCESS);
   gpusvc::CachedProgramPtr stored;
   ASSERT_EQ(gpusvc::PeekProgram(cache.get(), expected, &stored), GPUSVC_OK);
   gpusvc::CachedProgram copy;
   ASSERT_EQ(gpusvc::ReadCachedProgram(stored.get(), &copy), GPUSVC_OK);
   EXPECT_EQ(copy.binary, std::vector<uint8_t>(100, 7));
-  gpusvc_sha1 scribbled{};
+  gpusvc_program_cache_sha1 scribbled{};
   std::memset(scribbled.bytes, 0xCD, sizeof scribbled.bytes);
-  EXPECT_EQ(LinkStatus(cache, scribbled), GPUSVC_LINK_STATUS_UNKNOWN);
+  EXPECT_EQ(LinkStatus(cache, scribbled), GPUSVC_PROGRAM_CACHE_LINK_STATUS_UNKNOWN);
 }
 
 TEST(ProgramCache, LinkUnknownOnSourceChangeForBothVertexAndFragmentSource) {
   gpusvc::ProgramCachePtr cache = MakeCache(1 << 20);
-  const gpusvc_sha1 vs = Hash(kVertex, kVs), fs = Hash(kFragment, kFs);
+  const gpusvc_program_cache_sha1 vs = Hash(kVertex, kVs), fs = Hash(kFragment, kFs);
   ASSERT_EQ(gpusvc::SaveProgram(cache.get(), Key(vs, fs), Program(vs, fs, 1)), GPUSVC_OK);
   EXPECT_EQ(LinkStatus(cache, Key(Hash(kVertex, kVs), Hash(kFragment, kFs))),
-            GPUSVC_LINK_STATUS_SUCCESS);
-  const gpusvc_sha1 vs_changed = Hash(kVertex, std::string(kVs) + "// edit\n");
-  const gpusvc_sha1 fs_changed = Hash(kFragment, std::string(kFs) + "// edit\n");
-  EXPECT_EQ(LinkStatus(cache, Key(vs_changed, fs)), GPUSVC_LINK_STATUS_UNKNOWN);
-  EXPECT_EQ(LinkStatus(cache, Key(vs, fs_changed)), GPUSVC_LINK_STATUS_UNKNOWN);
-  EXPECT_EQ(LinkStatus(cache, Key(vs_changed, fs_changed)), GPUSVC_LINK_STATUS_UNKNOWN);
+            GPUSVC_PROGRAM_CACHE_LINK_STATUS_SUCCESS);
+  const gpusvc_program_cache_sha1 vs_changed = Hash(kVertex, std::string(kVs) + "// edit\n");
+  const gpusvc_program_cache_sha1 fs_changed = Hash(kFragment, std::string(kFs) + "// edit\n");
+  EXPECT_EQ(LinkStatus(cache, Key(vs_changed, fs)), GPUSVC_PROGRAM_CACHE_LINK_STATUS_UNKNOWN);
+  EXPECT_EQ(LinkStatus(cache, Key(vs, fs_changed)), GPUSVC_PROGRAM_CACHE_LINK_STATUS_UNKNOWN);
+  EXPECT_EQ(LinkStatus(cache, Key(vs_changed, fs_changed)), GPUSVC_PROGRAM_CACHE_LINK_STATUS_UNKNOWN);
 }
 
 // The seed's eviction tests name the least recently used program as the one evicted: LRU.
 TEST(ProgramCache, EvictionWithoutShaderReuse) {
-  gpusvc::ProgramCachePtr cache = MakeCache(2 * EntrySize(), GPUSVC_EVICTION_POLICY_LRU);
+  gpusvc::ProgramCachePtr cache = MakeCache(2 * EntrySize(), GPUSVC_PROGRAM_CACHE_EVICTION_POLICY_LRU);
   ThreePrograms p;
   for (int i = 0; i < 3; ++i) ASSERT_EQ(p.Save(cache, i), GPUSVC_OK);
   // Program 0 left, and with it the compile statuses only it referenced.
-  EXPECT_EQ(LinkStatus(cache, p.key[0]), GPUSVC_LINK_STATUS_UNKNOWN);
-  EXPECT_EQ(CompileStatus(cache, p.vs[0]), GPUSVC_COMPILE_STATUS_UNKNOWN);
-  EXPECT_EQ(CompileStatus(cache, p.fs[0]), GPUSVC_COMPILE_STATUS_UNKNOWN);
+  EXPECT_EQ(LinkStatus(cache, p.key[0]), GPUSVC_PROGRAM_CACHE_LINK_STATUS_UNKNOWN);
+  EXPECT_EQ(CompileStatus(cache, p.vs[0]), GPUSVC_PROGRAM_CACHE_COMPILE_STATUS_UNKNOWN);
+  EXPECT_EQ(CompileStatus(cache, p.fs[0]), GPUSVC_PROGRAM_CACHE_COMPILE_STATUS_UNKNOWN);
   EXPECT_EQ(Refcount(cache, p.vs[0]), 0u);
   for (int i = 1; i < 3; ++i) {
-    EXPECT_EQ(LinkStatus(cache, p.key[i]), GPUSVC_LINK_STATUS_SUCCESS) << i;
-    EXPECT_EQ(CompileStatus(cache, p.vs[i]), GPUSVC_COMPILE_STATUS_SUCCESS) << i;
-    EXPECT_EQ(CompileStatus(cache, p.fs[i]), GPUSVC_COMPILE_STATUS_SUCCESS) << i;
+    EXPECT_EQ(LinkStatus(cache, p.key[i]), GPUSVC_PROGRAM_CACHE_LINK_STATUS_SUCCESS) << i;
+    EXPECT_EQ(CompileStatus(cache, p.vs[i]), GPUSVC_PROGRAM_CACHE_COMPILE_STATUS_SUCCESS) << i;
+    EXPECT_EQ(CompileStatus(cache, p.fs[i]), GPUSVC_PROGRAM_CACHE_COMPILE_STATUS_SUCCESS) << i;
     EXPECT_EQ(Refcount(cache, p.vs[i]), 1u) << i;
   }
 }
 
 TEST(ProgramCache, EvictionWithShaderReuse) {
-  gpusvc::ProgramCachePtr cache = MakeCache(2 * EntrySize(), GPUSVC_EVICTION_POLICY_LRU);
-  const gpusvc_sha1 shared_vs = Hash(kVertex, "shared vertex");
-  const gpusvc_sha1 fs1 = Hash(kFragment, "fragment 1"), fs2 = Hash(kFragment, "fragment 2");
-  const gpusvc_sha1 vs3 = Hash(kVertex, "vertex 3"), fs3 = Hash(kFragment, "fragment 3");
-  const gpusvc_sha1 k1 = Key(shared_vs, fs1), k2 = Key(shared_vs, fs2), k3 = Key(vs3, fs3);
+  gpusvc::ProgramCachePtr cache = MakeCache(2 * EntrySize(), GPUSVC_PROGRAM_CACHE_EVICTION_POLICY_LRU);
+  const gpusvc_program_cache_sha1 shared_vs = Hash(kVertex, "shared vertex");
+  const gpusvc_program_cache_sha1 fs1 = Hash(kFragment, "fragment 1"), fs2 = Hash(kFragment, "fragment 2");
+  const gpusvc_program_cache_sha1 vs3 = Hash(kVertex, "vertex 3"), fs3 = Hash(kFragment, "fragment 3");
+  const gpusvc_program_cache_sha1 k1 = Key(shared_vs, fs1), k2 = Key(shared_vs, fs2), k3 = Key(vs3, fs3);
   ASSERT_EQ(gpusvc::SaveProgram(cache.get(), k1, Program(shared_vs, fs1, 1)), GPUSVC_OK);
   ASSERT_EQ(gpusvc::SaveProgram(cache.get(), k2, Program(shared_vs, fs2, 2)), GPUSVC_OK);
   EXPECT_EQ(Refcount(cache, shared_vs), 2u);
   ASSERT_EQ(gpusvc::SaveProgram(cache.get(), k3, Program(vs3, fs3, 3)), GPUSVC_OK);
-  EXPECT_EQ(LinkStatus(cache, k1), GPUSVC_LINK_STATUS_UNKNOWN);
+  EXPECT_EQ(LinkStatus(cache, k1), GPUSVC_PROGRAM_CACHE_LINK_STATUS_UNKNOWN);
   // The shared shader is still referenced by program 2, so it stays known.
   EXPECT_EQ(Refcount(cache, shared_vs), 1u);
-  EXPECT_EQ(CompileStatus(cache, shared_vs), GPUSVC_COMPILE_STATUS_SUCCESS);
-  EXPECT_EQ(CompileStatus(cache, fs1), GPUSVC_COMPILE_STATUS_UNKNOWN);
-  EXPECT_EQ(CompileStatus(cache, fs2), GPUSVC_COMPILE_STATUS_SUCCESS);
+  EXPECT_EQ(CompileStatus(cache, shared_vs), GPUSVC_PROGRAM_CACHE_COMPILE_STATUS_SUCCESS);
+  EXPECT_EQ(CompileStatus(cache, fs1), GPUSVC_PROGRAM_CACHE_COMPILE_STATUS_UNKNOWN);
+  EXPECT_EQ(CompileStatus(cache, fs2), GPUSVC_PROGRAM_CACHE_COMPILE_STATUS_SUCCESS);
   // Once program 2 goes as well, so does the shared shader's status.
   size_t freed = 0;
   ASSERT_EQ(gpusvc_program_cache_trim(cache.get(), EntrySize(), &freed), GPUSVC_OK);
-  EXPECT_EQ(LinkStatus(cache, k2), GPUSVC_LINK_STATUS_UNKNOWN);
-  EXPECT_EQ(CompileStatus(cache, shared_vs), GPUSVC_COMPILE_STATUS_UNKNOWN);
-  EXPECT_EQ(LinkStatus(cache, k3), GPUSVC_LINK_STATUS_SUCCESS);
+  EXPECT_EQ(LinkStatus(cache, k2), GPUSVC_PROGRAM_CACHE_LINK_STATUS_UNKNOWN);
+  EXPECT_EQ(CompileStatus(cache, shared_vs), GPUSVC_PROGRAM_CACHE_COMPILE_STATUS_UNKNOWN);
+  EXPECT_EQ(LinkStatus(cache, k3), GPUSVC_PROGRAM_CACHE_LINK_STATUS_SUCCESS);
 }
 
 TEST(ProgramCache, ClearWorksCorrectly) {
   gpusvc::ProgramCachePtr cache = MakeCache(1 << 20);
   ThreePrograms p;
   for (int i = 0; i < 3; ++i) ASSERT_EQ(p.Save(cache, i), GPUSVC_OK);
-  const gpusvc_sha1 loose = Hash(kVertex, "compiled, in no program");
+  const gpusvc_program_cache_sha1 loose = Hash(kVertex, "compiled, in no program");
   ASSERT_EQ(gpusvc_program_cache_mark_shader_compiled(cache.get(), &loose), GPUSVC_OK);
   ASSERT_EQ(gpusvc_program_cache_clear(cache.get()), GPUSVC_OK);
   for (int i = 0; i < 3; ++i) {
-    EXPECT_EQ(LinkStatus(cache, p.key[i]), GPUSVC_LINK_STATUS_UNKNOWN) << i;
-    EXPECT_EQ(CompileStatus(cache, p.vs[i]), GPUSVC_COMPILE_STATUS_UNKNOWN) << i;
-    EXPECT_EQ(CompileStatus(cache, p.fs[i]), GPUSVC_COMPILE_STATUS_UNKNOWN) << i;
+    EXPECT_EQ(LinkStatus(cache, p.key[i]), GPUSVC_PROGRAM_CACHE_LINK_STATUS_UNKNOWN) << i;
+    EXPECT_EQ(CompileStatus(cache, p.vs[i]), GPUSVC_PROGRAM_CACHE_COMPILE_STATUS_UNKNOWN) << i;
+    EXPECT_EQ(CompileStatus(cache, p.fs[i]), GPUSVC_PROGRAM_CACHE_COMPILE_STATUS_UNKNOWN) << i;
     EXPECT_EQ(Refcount(cache, p.vs[i]), 0u) << i;
   }
-  EXPECT_EQ(CompileStatus(cache, loose), GPUSVC_COMPILE_STATUS_UNKNOWN);
-  const gpusvc_program_cache_stats stats = Stats(cache);
+  EXPECT_EQ(CompileStatus(cache, loose), GPUSVC_PROGRAM_CACHE_COMPILE_STATUS_UNKNOWN);
+  const gpusvc_program_cache_stats_snapshot stats = Stats(cache);
   EXPECT_EQ(stats.entries, 0u);
   EXPECT_EQ(stats.counters.saves, 3u) << "statistics survive a clear";
 }
@@ -545,8 +545,8 @@ TEST(ProgramCache, ClearWorksCorrectly) {
 TEST(MemoryProgramCache, CorrectGlCallsOnBinarySaveLinkedStatusCorrect) {
   HostFlow flow;
   gpusvc::ShaderPtr vs = flow.Shader(kVertex, kVs), fs = flow.Shader(kFragment, kFs);
-  EXPECT_EQ(flow.Compile(vs), GPUSVC_COMPILE_OUTCOME_COMPILED);
-  EXPECT_EQ(flow.Compile(fs), GPUSVC_COMPILE_OUTCOME_COMPILED);
+  EXPECT_EQ(flow.Compile(vs), GPUSVC_PROGRAM_MANAGER_COMPILE_OUTCOME_COMPILED);
+  EXPECT_EQ(flow.Compile(fs), GPUSVC_PROGRAM_MANAGER_COMPILE_OUTCOME_COMPILED);
   gpusvc::LinkedProgramPtr program = flow.Link(vs, fs);
   ASSERT_NE(program, nullptr);
   // Compile x2, link, then exactly one glGetProgramBinary to save; nothing loaded.
@@ -554,8 +554,8 @@ TEST(MemoryProgramCache, CorrectGlCallsOnBinarySaveLinkedStatusCorrect) {
   EXPECT_EQ(flow.gl.links, 1);
   EXPECT_EQ(flow.gl.binaries_read, 1);
   EXPECT_TRUE(flow.gl.binaries_loaded.empty());
-  const gpusvc_sha1 key = ProgramKeyOf(program);
-  EXPECT_EQ(LinkStatus(flow.cache, key), GPUSVC_LINK_STATUS_SUCCESS);
+  const gpusvc_program_cache_sha1 key = ProgramKeyOf(program);
+  EXPECT_EQ(LinkStatus(flow.cache, key), GPUSVC_PROGRAM_CACHE_LINK_STATUS_SUCCESS);
   EXPECT_EQ(Stats(flow.cache).counters.saves, 1u);
   // The saved binary is the driver's.
   gpusvc::CachedProgramPtr stored;
@@ -581,7 +581,7 @@ TEST(MemoryProgramCache,
     ASSERT_EQ(gpusvc::SetShaderVariables(fs.get(), fs_vars), GPUSVC_OK);
     flow.Compile(vs);
     flow.Compile(fs);
-    ASSERT_EQ(Origin(flow.Link(vs, fs)), GPUSVC_LINK_ORIGIN_LINKED);
+    ASSERT_EQ(Origin(flow.Link(vs, fs)), GPUSVC_PROGRAM_MANAGER_LINK_ORIGIN_LINKED);
   }
   const int compiles = int(flow.gl.compiled.size());
   // Fresh shaders with no maps: the hit restores them from the cache.
@@ -592,7 +592,7 @@ TEST(MemoryProgramCache,
   ASSERT_EQ(gpusvc::ReadShaderVariables(vs.get(), &before), GPUSVC_OK);
   EXPECT_TRUE(before.attributes.empty());
   gpusvc::LinkedProgramPtr program = flow.Link(vs, fs);
-  EXPECT_EQ(Origin(program), GPUSVC_LINK_ORIGIN_CACHE_HIT);
+  EXPECT_EQ(Origin(program), GPUSVC_PROGRAM_MANAGER_LINK_ORIGIN_CACHE_HIT);
   // One glProgramBinary with exactly the bytes glGetProgramBinary gave; nothing else.
   ASSERT_EQ(flow.gl.binaries_loaded.size(), 1u);
   EXPECT_EQ(flow.gl.binaries_loaded[0], flow.gl.binaries_returned.at(0));
@@ -613,7 +613,7 @@ TEST(MemoryProgramCache, DifferentSourceDoesntReturnSameProgram) {
   gpusvc::LinkedProgramPtr first = flow.Build();
   const std::string edited = std::string(kFs) + "// a different fragment shader\n";
   gpusvc::LinkedProgramPtr second = flow.Build(kVs, edited);
-  EXPECT_EQ(Origin(second), GPUSVC_LINK_ORIGIN_LINKED);
+  EXPECT_EQ(Origin(second), GPUSVC_PROGRAM_MANAGER_LINK_ORIGIN_LINKED);
   EXPECT_NE(ProgramKeyOf(first), ProgramKeyOf(second));
   EXPECT_TRUE(flow.gl.binaries_loaded.empty()) << "no cached binary may be offered";
   EXPECT_EQ(flow.gl.links, 2);
@@ -630,7 +630,7 @@ TEST(MemoryProgramCache, DifferentAttribMappingDoesntReturnSameProgram) {
   at1.attribute_bindings = {{"a_position", 1}};
   gpusvc::LinkedProgramPtr first = flow.Build(kVs, kFs, at0);
   gpusvc::LinkedProgramPtr second = flow.Build(kVs, kFs, at1);
-  EXPECT_EQ(Origin(second), GPUSVC_LINK_ORIGIN_LINKED);
+  EXPECT_EQ(Origin(second), GPUSVC_PROGRAM_MANAGER_LINK_ORIGIN_LINKED);
   EXPECT_NE(ProgramKeyOf(first), ProgramKeyOf(second));
   EXPECT_TRUE(flow.gl.binaries_loaded.empty());
   EXPECT_EQ(flow.gl.links, 2);
@@ -641,7 +641,7 @@ TEST(MemoryProgramCache, DifferentAttribMappingDoesntReturnSameProgram) {
   EXPECT_EQ(a0[1].location, 0);
   EXPECT_EQ(a1[1].location, 1);
   // The same mapping again is a hit.
-  EXPECT_EQ(Origin(flow.Build(kVs, kFs, at1)), GPUSVC_LINK_ORIGIN_CACHE_HIT);
+  EXPECT_EQ(Origin(flow.Build(kVs, kFs, at1)), GPUSVC_PROGRAM_MANAGER_LINK_ORIGIN_CACHE_HIT);
 }
 
 TEST(MemoryProgramCache, ProperEvictionOnSaveWhenCacheIsFull) {
@@ -653,23 +653,23 @@ TEST(MemoryProgramCache, ProperEvictionOnSaveWhenCacheIsFull) {
     entry = Stats(probe.cache).size_bytes;
   }
   ASSERT_GT(entry, 0u);
-  HostFlow flow(2 * entry + entry / 2, GPUSVC_EVICTION_POLICY_LRU);  // oldest first
-  std::vector<gpusvc_sha1> keys;
+  HostFlow flow(2 * entry + entry / 2, GPUSVC_PROGRAM_CACHE_EVICTION_POLICY_LRU);  // oldest first
+  std::vector<gpusvc_program_cache_sha1> keys;
   for (int i = 0; i < 3; ++i) {
     gpusvc::LinkedProgramPtr p = flow.Build("// program " + std::to_string(i) + "\n" + kVs, kFs);
     keys.push_back(ProgramKeyOf(p));
   }
-  const gpusvc_program_cache_stats stats = Stats(flow.cache);
+  const gpusvc_program_cache_stats_snapshot stats = Stats(flow.cache);
   EXPECT_EQ(stats.entries, 2u);
   EXPECT_EQ(stats.counters.evictions, 1u);
   EXPECT_LE(stats.size_bytes, 2 * entry + entry / 2);
-  EXPECT_EQ(LinkStatus(flow.cache, keys[0]), GPUSVC_LINK_STATUS_UNKNOWN);
-  EXPECT_EQ(LinkStatus(flow.cache, keys[1]), GPUSVC_LINK_STATUS_SUCCESS);
-  EXPECT_EQ(LinkStatus(flow.cache, keys[2]), GPUSVC_LINK_STATUS_SUCCESS);
+  EXPECT_EQ(LinkStatus(flow.cache, keys[0]), GPUSVC_PROGRAM_CACHE_LINK_STATUS_UNKNOWN);
+  EXPECT_EQ(LinkStatus(flow.cache, keys[1]), GPUSVC_PROGRAM_CACHE_LINK_STATUS_SUCCESS);
+  EXPECT_EQ(LinkStatus(flow.cache, keys[2]), GPUSVC_PROGRAM_CACHE_LINK_STATUS_SUCCESS);
   // The evicted program is built from source again, which evicts the next oldest.
   EXPECT_EQ(Origin(flow.Build("// program 0\n" + std::string(kVs), kFs)),
-            GPUSVC_LINK_ORIGIN_LINKED);
-  EXPECT_EQ(LinkStatus(flow.cache, keys[1]), GPUSVC_LINK_STATUS_UNKNOWN);
+            GPUSVC_PROGRAM_MANAGER_LINK_ORIGIN_LINKED);
+  EXPECT_EQ(LinkStatus(flow.cache, keys[1]), GPUSVC_PROGRAM_CACHE_LINK_STATUS_UNKNOWN);
   EXPECT_EQ(flow.gl.links, 4);
 }
 
@@ -677,18 +677,18 @@ TEST(MemoryProgramCache, ProperEvictionOnSaveWhenCacheIsFull) {
 
 TEST(ProgramManager, CallsGlCompileOnCompilationCacheMissAndSetsStatusToSuccess) {
   HostFlow flow;
-  const gpusvc_sha1 h = Hash(kVertex, kVs);
-  ASSERT_EQ(CompileStatus(flow.cache, h), GPUSVC_COMPILE_STATUS_UNKNOWN);
+  const gpusvc_program_cache_sha1 h = Hash(kVertex, kVs);
+  ASSERT_EQ(CompileStatus(flow.cache, h), GPUSVC_PROGRAM_CACHE_COMPILE_STATUS_UNKNOWN);
   gpusvc::ShaderPtr vs = flow.Shader(kVertex, kVs);
-  EXPECT_EQ(flow.Compile(vs), GPUSVC_COMPILE_OUTCOME_COMPILED);
+  EXPECT_EQ(flow.Compile(vs), GPUSVC_PROGRAM_MANAGER_COMPILE_OUTCOME_COMPILED);
   EXPECT_EQ(flow.gl.compiled, (std::vector<std::string>{kVs}));
-  EXPECT_EQ(CompileStatus(flow.cache, h), GPUSVC_COMPILE_STATUS_SUCCESS);
-  EXPECT_EQ(State(vs), GPUSVC_SHADER_STATE_COMPILED);
+  EXPECT_EQ(CompileStatus(flow.cache, h), GPUSVC_PROGRAM_CACHE_COMPILE_STATUS_SUCCESS);
+  EXPECT_EQ(State(vs), GPUSVC_PROGRAM_MANAGER_SHADER_STATE_COMPILED);
   bool status = false;
-  ASSERT_EQ(gpusvc_shader_compile_status(vs.get(), &status), GPUSVC_OK);
+  ASSERT_EQ(gpusvc_program_manager_shader_compile_status(vs.get(), &status), GPUSVC_OK);
   EXPECT_TRUE(status);
-  gpusvc_sha1 compiled{};
-  ASSERT_EQ(gpusvc_shader_compiled_hash(vs.get(), &compiled), GPUSVC_OK);
+  gpusvc_program_cache_sha1 compiled{};
+  ASSERT_EQ(gpusvc_program_manager_shader_compiled_hash(vs.get(), &compiled), GPUSVC_OK);
   EXPECT_EQ(compiled, h);
   EXPECT_EQ(Stats(flow.cache).counters.status_misses, 1u);
 }
@@ -697,29 +697,29 @@ TEST(ProgramManager, DoesNotSetCompilationStatusOnErrorDuringCompilation) {
   HostFlow flow;
   const std::string bad = "void main() { this is an error }";
   gpusvc::ShaderPtr vs = flow.Shader(kVertex, bad);
-  EXPECT_EQ(flow.Compile(vs), GPUSVC_COMPILE_OUTCOME_FAILED);
+  EXPECT_EQ(flow.Compile(vs), GPUSVC_PROGRAM_MANAGER_COMPILE_OUTCOME_FAILED);
   EXPECT_EQ(flow.gl.compiled, (std::vector<std::string>{bad}));
-  EXPECT_EQ(CompileStatus(flow.cache, Hash(kVertex, bad)), GPUSVC_COMPILE_STATUS_UNKNOWN);
-  EXPECT_EQ(State(vs), GPUSVC_SHADER_STATE_FAILED);
+  EXPECT_EQ(CompileStatus(flow.cache, Hash(kVertex, bad)), GPUSVC_PROGRAM_CACHE_COMPILE_STATUS_UNKNOWN);
+  EXPECT_EQ(State(vs), GPUSVC_PROGRAM_MANAGER_SHADER_STATE_FAILED);
   EXPECT_EQ(gpusvc::ShaderInfoLog(vs.get()), "0:1(1): error: syntax error");
   bool status = true;
-  ASSERT_EQ(gpusvc_shader_compile_status(vs.get(), &status), GPUSVC_OK);
+  ASSERT_EQ(gpusvc_program_manager_shader_compile_status(vs.get(), &status), GPUSVC_OK);
   EXPECT_FALSE(status);
   // Compiling it again asks the driver again (nothing was remembered).
-  EXPECT_EQ(flow.Compile(vs), GPUSVC_COMPILE_OUTCOME_FAILED);
+  EXPECT_EQ(flow.Compile(vs), GPUSVC_PROGRAM_MANAGER_COMPILE_OUTCOME_FAILED);
   EXPECT_EQ(flow.gl.compiled.size(), 2u);
 }
 
 TEST(ProgramManager, DoesNotCompileWhenCompilationStatusIsSuccess) {
   HostFlow flow;
-  const gpusvc_sha1 h = Hash(kVertex, kVs);
+  const gpusvc_program_cache_sha1 h = Hash(kVertex, kVs);
   ASSERT_EQ(gpusvc_program_cache_mark_shader_compiled(flow.cache.get(), &h), GPUSVC_OK);
   gpusvc::ShaderPtr vs = flow.Shader(kVertex, kVs);
-  EXPECT_EQ(flow.Compile(vs), GPUSVC_COMPILE_OUTCOME_DEFERRED);
+  EXPECT_EQ(flow.Compile(vs), GPUSVC_PROGRAM_MANAGER_COMPILE_OUTCOME_DEFERRED);
   EXPECT_TRUE(flow.gl.compiled.empty());
-  EXPECT_EQ(State(vs), GPUSVC_SHADER_STATE_DEFERRED);
+  EXPECT_EQ(State(vs), GPUSVC_PROGRAM_MANAGER_SHADER_STATE_DEFERRED);
   bool status = false;
-  ASSERT_EQ(gpusvc_shader_compile_status(vs.get(), &status), GPUSVC_OK);
+  ASSERT_EQ(gpusvc_program_manager_shader_compile_status(vs.get(), &status), GPUSVC_OK);
   EXPECT_TRUE(status) << "GL_COMPILE_STATUS reads true for a deferred shader";
   EXPECT_EQ(Stats(flow.cache).counters.status_hits, 1u);
 }
@@ -731,17 +731,17 @@ TEST(ProgramManager, LinksProgramOnCacheMiss) {
   flow.Compile(fs);
   gpusvc::LinkedProgramPtr program = flow.Link(vs, fs);
   ASSERT_NE(program, nullptr);
-  EXPECT_EQ(Origin(program), GPUSVC_LINK_ORIGIN_LINKED);
+  EXPECT_EQ(Origin(program), GPUSVC_PROGRAM_MANAGER_LINK_ORIGIN_LINKED);
   EXPECT_EQ(flow.gl.links, 1);
   EXPECT_TRUE(flow.gl.binaries_loaded.empty());
   uint64_t object = 0;
-  ASSERT_EQ(gpusvc_linked_program_object(program.get(), &object), GPUSVC_OK);
+  ASSERT_EQ(gpusvc_program_manager_linked_program_object(program.get(), &object), GPUSVC_OK);
   EXPECT_NE(object, 0u);
   const std::vector<gpusvc::ActiveVariable> attributes = Active(program, kAttribute);
   ASSERT_EQ(attributes.size(), 2u);
   EXPECT_EQ(attributes[0].name, "a_color");  // sorted by name
   EXPECT_EQ(attributes[1].name, "a_position");
-  EXPECT_EQ(LinkStatus(flow.cache, ProgramKeyOf(program)), GPUSVC_LINK_STATUS_SUCCESS);
+  EXPECT_EQ(LinkStatus(flow.cache, ProgramKeyOf(program)), GPUSVC_PROGRAM_CACHE_LINK_STATUS_SUCCESS);
   EXPECT_EQ(Stats(flow.cache).counters.misses, 1u);
   // Freeing the program deletes the host object.
   program.reset();
@@ -750,33 +750,33 @@ TEST(ProgramManager, LinksProgramOnCacheMiss) {
 
 TEST(ProgramManager, CompilesUncompiledReusedShadersOnCacheMissAndLinks) {
   HostFlow flow;
-  const gpusvc_sha1 hv = Hash(kVertex, kVs), hf = Hash(kFragment, kFs);
+  const gpusvc_program_cache_sha1 hv = Hash(kVertex, kVs), hf = Hash(kFragment, kFs);
   ASSERT_EQ(gpusvc_program_cache_mark_shader_compiled(flow.cache.get(), &hv), GPUSVC_OK);
   ASSERT_EQ(gpusvc_program_cache_mark_shader_compiled(flow.cache.get(), &hf), GPUSVC_OK);
   gpusvc::ShaderPtr vs = flow.Shader(kVertex, kVs), fs = flow.Shader(kFragment, kFs);
-  EXPECT_EQ(flow.Compile(vs), GPUSVC_COMPILE_OUTCOME_DEFERRED);
-  EXPECT_EQ(flow.Compile(fs), GPUSVC_COMPILE_OUTCOME_DEFERRED);
+  EXPECT_EQ(flow.Compile(vs), GPUSVC_PROGRAM_MANAGER_COMPILE_OUTCOME_DEFERRED);
+  EXPECT_EQ(flow.Compile(fs), GPUSVC_PROGRAM_MANAGER_COMPILE_OUTCOME_DEFERRED);
   EXPECT_TRUE(flow.gl.compiled.empty());
   // No program is cached: the link compiles the deferred shaders for real, then links.
   gpusvc::LinkedProgramPtr program = flow.Link(vs, fs);
-  EXPECT_EQ(Origin(program), GPUSVC_LINK_ORIGIN_LINKED);
+  EXPECT_EQ(Origin(program), GPUSVC_PROGRAM_MANAGER_LINK_ORIGIN_LINKED);
   EXPECT_EQ(flow.gl.compiled, (std::vector<std::string>{kVs, kFs}));
   EXPECT_EQ(flow.gl.links, 1);
-  EXPECT_EQ(State(vs), GPUSVC_SHADER_STATE_COMPILED);
-  EXPECT_EQ(State(fs), GPUSVC_SHADER_STATE_COMPILED);
+  EXPECT_EQ(State(vs), GPUSVC_PROGRAM_MANAGER_SHADER_STATE_COMPILED);
+  EXPECT_EQ(State(fs), GPUSVC_PROGRAM_MANAGER_SHADER_STATE_COMPILED);
 }
 
 TEST(ProgramManager, CorrectProgramCacheHitCallsLoadLinkedProgramDoesntLinkOrCacheAgain) {
   HostFlow flow;
   gpusvc::LinkedProgramPtr cold = flow.Build();
-  ASSERT_EQ(Origin(cold), GPUSVC_LINK_ORIGIN_LINKED);
+  ASSERT_EQ(Origin(cold), GPUSVC_PROGRAM_MANAGER_LINK_ORIGIN_LINKED);
   gpusvc::LinkedProgramPtr hit = flow.Build();
-  EXPECT_EQ(Origin(hit), GPUSVC_LINK_ORIGIN_CACHE_HIT);
+  EXPECT_EQ(Origin(hit), GPUSVC_PROGRAM_MANAGER_LINK_ORIGIN_CACHE_HIT);
   EXPECT_EQ(flow.gl.binaries_loaded.size(), 1u);  // LoadLinkedProgram
   EXPECT_EQ(flow.gl.links, 1);                    // not linked again
   EXPECT_EQ(flow.gl.binaries_read, 1);            // not read back again
   EXPECT_EQ(flow.gl.compiled.size(), 2u);         // nothing compiled
-  const gpusvc_program_cache_stats stats = Stats(flow.cache);
+  const gpusvc_program_cache_stats_snapshot stats = Stats(flow.cache);
   EXPECT_EQ(stats.counters.saves, 1u);  // not cached again
   EXPECT_EQ(stats.counters.hits, 1u);
   EXPECT_EQ(stats.entries, 1u);
@@ -790,18 +790,18 @@ TEST(ProgramManager, CompilesAndLinksIfLoadLinkedProgramReturnsFalse) {
   gpusvc::LinkedProgramPtr cold = flow.Build();
   flow.gl.refuse_binaries = true;
   gpusvc::ShaderPtr vs = flow.Shader(kVertex, kVs), fs = flow.Shader(kFragment, kFs);
-  EXPECT_EQ(flow.Compile(vs), GPUSVC_COMPILE_OUTCOME_DEFERRED);
-  EXPECT_EQ(flow.Compile(fs), GPUSVC_COMPILE_OUTCOME_DEFERRED);
+  EXPECT_EQ(flow.Compile(vs), GPUSVC_PROGRAM_MANAGER_COMPILE_OUTCOME_DEFERRED);
+  EXPECT_EQ(flow.Compile(fs), GPUSVC_PROGRAM_MANAGER_COMPILE_OUTCOME_DEFERRED);
   gpusvc::LinkedProgramPtr relinked = flow.Link(vs, fs);
-  EXPECT_EQ(Origin(relinked), GPUSVC_LINK_ORIGIN_RELINKED_AFTER_REJECTION);
+  EXPECT_EQ(Origin(relinked), GPUSVC_PROGRAM_MANAGER_LINK_ORIGIN_RELINKED_AFTER_REJECTION);
   EXPECT_EQ(flow.gl.binaries_loaded.size(), 1u);  // tried the binary once
   EXPECT_EQ(flow.gl.compiled.size(), 4u);         // then compiled both shaders
   EXPECT_EQ(flow.gl.links, 2);                    // and linked
   EXPECT_EQ(flow.gl.binaries_read, 2);            // and cached the new binary
-  const gpusvc_program_cache_stats stats = Stats(flow.cache);
+  const gpusvc_program_cache_stats_snapshot stats = Stats(flow.cache);
   EXPECT_EQ(stats.counters.driver_rejections, 1u);
   EXPECT_EQ(stats.counters.saves, 2u);
-  EXPECT_EQ(LinkStatus(flow.cache, ProgramKeyOf(relinked)), GPUSVC_LINK_STATUS_SUCCESS);
+  EXPECT_EQ(LinkStatus(flow.cache, ProgramKeyOf(relinked)), GPUSVC_PROGRAM_CACHE_LINK_STATUS_SUCCESS);
   EXPECT_EQ(Active(relinked, kAttribute), Active(cold, kAttribute));
 }
 
@@ -855,9 +855,9 @@ void ColdLinkThenCacheHit(uint32_t api) {
   uint32_t outcomes[2] = {99, 99};
   gpusvc::LinkedProgramPtr cold = BuildOnDriver(manager, vs, fs, outcomes);
   ASSERT_NE(cold, nullptr);
-  EXPECT_EQ(outcomes[0], GPUSVC_COMPILE_OUTCOME_COMPILED);
-  EXPECT_EQ(outcomes[1], GPUSVC_COMPILE_OUTCOME_COMPILED);
-  EXPECT_EQ(Origin(cold), GPUSVC_LINK_ORIGIN_LINKED);
+  EXPECT_EQ(outcomes[0], GPUSVC_PROGRAM_MANAGER_COMPILE_OUTCOME_COMPILED);
+  EXPECT_EQ(outcomes[1], GPUSVC_PROGRAM_MANAGER_COMPILE_OUTCOME_COMPILED);
+  EXPECT_EQ(Origin(cold), GPUSVC_PROGRAM_MANAGER_LINK_ORIGIN_LINKED);
   const std::vector<gpusvc::ActiveVariable> attributes = Active(cold, kAttribute);
   const std::vector<gpusvc::ActiveVariable> uniforms = Active(cold, kUniform);
   ASSERT_EQ(attributes.size(), 2u);
@@ -870,18 +870,18 @@ void ColdLinkThenCacheHit(uint32_t api) {
 
   gpusvc::LinkedProgramPtr hit = BuildOnDriver(manager, vs, fs, outcomes);
   ASSERT_NE(hit, nullptr);
-  EXPECT_EQ(outcomes[0], GPUSVC_COMPILE_OUTCOME_DEFERRED);
-  EXPECT_EQ(outcomes[1], GPUSVC_COMPILE_OUTCOME_DEFERRED);
-  EXPECT_EQ(Origin(hit), GPUSVC_LINK_ORIGIN_CACHE_HIT);
+  EXPECT_EQ(outcomes[0], GPUSVC_PROGRAM_MANAGER_COMPILE_OUTCOME_DEFERRED);
+  EXPECT_EQ(outcomes[1], GPUSVC_PROGRAM_MANAGER_COMPILE_OUTCOME_DEFERRED);
+  EXPECT_EQ(Origin(hit), GPUSVC_PROGRAM_MANAGER_LINK_ORIGIN_CACHE_HIT);
   EXPECT_EQ(Active(hit, kAttribute), attributes);
   EXPECT_EQ(Active(hit, kUniform), uniforms);
   uint64_t a = 0, b = 0;
-  ASSERT_EQ(gpusvc_linked_program_object(cold.get(), &a), GPUSVC_OK);
-  ASSERT_EQ(gpusvc_linked_program_object(hit.get(), &b), GPUSVC_OK);
+  ASSERT_EQ(gpusvc_program_manager_linked_program_object(cold.get(), &a), GPUSVC_OK);
+  ASSERT_EQ(gpusvc_program_manager_linked_program_object(hit.get(), &b), GPUSVC_OK);
   EXPECT_NE(a, 0u);
   EXPECT_NE(b, 0u);
   EXPECT_NE(a, b);
-  const gpusvc_program_cache_stats stats = Stats(cache);
+  const gpusvc_program_cache_stats_snapshot stats = Stats(cache);
   EXPECT_EQ(stats.counters.hits, 1u);
   EXPECT_EQ(stats.counters.saves, 1u);
   EXPECT_EQ(stats.counters.driver_rejections, 0u);
@@ -907,7 +907,7 @@ TEST(ProgramManagerGl, ManagerKeepsItsContextAliveAfterTheContextHandleIsFreed) 
   uint32_t outcomes[2] = {99, 99};
   gpusvc::LinkedProgramPtr p = BuildOnDriver(manager, vs, fs, outcomes);
   ASSERT_NE(p, nullptr);
-  EXPECT_EQ(Origin(p), GPUSVC_LINK_ORIGIN_LINKED);
+  EXPECT_EQ(Origin(p), GPUSVC_PROGRAM_MANAGER_LINK_ORIGIN_LINKED);
 }
 
 // ========================= misc: histograms, statistics, memory =========================
@@ -924,11 +924,11 @@ void RecordSample(const char* name, double value, void* user_data) {
 TEST(ProgramCacheAbi, HistogramCallbackGetsEverySampleAndSummariesAgree) {
   Samples samples;
   gpusvc_program_cache_config config{};
-  ASSERT_EQ(gpusvc::ProgramCacheDefaults(GPUSVC_CACHE_PROFILE_MOBILE, &config), GPUSVC_OK);
+  ASSERT_EQ(gpusvc::ProgramCacheDefaults(GPUSVC_PROGRAM_CACHE_PROFILE_MOBILE, &config), GPUSVC_OK);
   EXPECT_EQ(config.budget_bytes, 2u * 1024 * 1024);
   gpusvc::ProgramCachePtr cache;
   ASSERT_EQ(gpusvc::NewProgramCache(config, &cache, &RecordSample, &samples), GPUSVC_OK);
-  const gpusvc_sha1 vs = Hash(kVertex, kVs), fs = Hash(kFragment, kFs);
+  const gpusvc_program_cache_sha1 vs = Hash(kVertex, kVs), fs = Hash(kFragment, kFs);
   ASSERT_EQ(gpusvc::SaveProgram(cache.get(), Key(vs, fs), Program(vs, fs, 1, 321)), GPUSVC_OK);
   bool saw_size = false;
   for (const auto& s : samples.list)
@@ -938,7 +938,7 @@ TEST(ProgramCacheAbi, HistogramCallbackGetsEverySampleAndSummariesAgree) {
   const char* name = nullptr;
   while (gpusvc_program_cache_histogram_name(names, &name) == GPUSVC_OK) ++names;
   EXPECT_EQ(names, 7u);
-  gpusvc_histogram_summary summary{};
+  gpusvc_program_cache_histogram_summary summary{};
   ASSERT_EQ(gpusvc_program_cache_histogram(cache.get(), "GPU.ProgramCache.ProgramBinarySizeBytes",
                                            &summary),
             GPUSVC_OK);
@@ -953,18 +953,18 @@ TEST(ProgramCacheAbi, MemoryPressureTrimsAndCriticalRefusesSaves) {
   ThreePrograms p;
   for (int i = 0; i < 3; ++i) ASSERT_EQ(p.Save(cache, i), GPUSVC_OK);
   size_t freed = 0;
-  ASSERT_EQ(gpusvc_program_cache_set_memory_pressure(cache.get(), GPUSVC_MEMORY_PRESSURE_MODERATE,
+  ASSERT_EQ(gpusvc_program_cache_set_memory_pressure(cache.get(), GPUSVC_PROGRAM_CACHE_MEMORY_PRESSURE_MODERATE,
                                                      &freed),
             GPUSVC_OK);
   EXPECT_EQ(Stats(cache).entries, 1u) << "trimmed to a quarter of the budget";
   EXPECT_GT(freed, 0u);
-  ASSERT_EQ(gpusvc_program_cache_set_memory_pressure(cache.get(), GPUSVC_MEMORY_PRESSURE_CRITICAL,
+  ASSERT_EQ(gpusvc_program_cache_set_memory_pressure(cache.get(), GPUSVC_PROGRAM_CACHE_MEMORY_PRESSURE_CRITICAL,
                                                      &freed),
             GPUSVC_OK);
   EXPECT_EQ(Stats(cache).entries, 0u);
   EXPECT_EQ(p.Save(cache, 0), GPUSVC_PROGRAM_CACHE_CRITICAL_PRESSURE);
   ASSERT_EQ(
-      gpusvc_program_cache_set_memory_pressure(cache.get(), GPUSVC_MEMORY_PRESSURE_NONE, &freed),
+      gpusvc_program_cache_set_memory_pressure(cache.get(), GPUSVC_PROGRAM_CACHE_MEMORY_PRESSURE_NONE, &freed),
       GPUSVC_OK);
   EXPECT_EQ(p.Save(cache, 0), GPUSVC_OK);
   EXPECT_EQ(Stats(cache).counters.rejected_saves, 1u);
@@ -973,19 +973,19 @@ TEST(ProgramCacheAbi, MemoryPressureTrimsAndCriticalRefusesSaves) {
 // ================================ eviction policies ================================
 
 TEST(ProgramCachePolicies, EveryPolicyIsAcceptedAndProfilesDefaultToWTinyLfu) {
-  for (uint32_t profile : {GPUSVC_CACHE_PROFILE_DESKTOP, GPUSVC_CACHE_PROFILE_MOBILE,
-                           GPUSVC_CACHE_PROFILE_LOW_MEMORY}) {
+  for (uint32_t profile : {GPUSVC_PROGRAM_CACHE_PROFILE_DESKTOP, GPUSVC_PROGRAM_CACHE_PROFILE_MOBILE,
+                           GPUSVC_PROGRAM_CACHE_PROFILE_LOW_MEMORY}) {
     gpusvc_program_cache_config config{};
     ASSERT_EQ(gpusvc::ProgramCacheDefaults(profile, &config), GPUSVC_OK);
-    EXPECT_EQ(config.policy, GPUSVC_EVICTION_POLICY_W_TINYLFU) << profile;
+    EXPECT_EQ(config.policy, GPUSVC_PROGRAM_CACHE_EVICTION_POLICY_W_TINYLFU) << profile;
   }
-  for (uint32_t policy : {GPUSVC_EVICTION_POLICY_LRU, GPUSVC_EVICTION_POLICY_PAGE_LRU_MRU,
-                          GPUSVC_EVICTION_POLICY_SLRU, GPUSVC_EVICTION_POLICY_S3_FIFO,
-                          GPUSVC_EVICTION_POLICY_W_TINYLFU}) {
+  for (uint32_t policy : {GPUSVC_PROGRAM_CACHE_EVICTION_POLICY_LRU, GPUSVC_PROGRAM_CACHE_EVICTION_POLICY_PAGE_LRU_MRU,
+                          GPUSVC_PROGRAM_CACHE_EVICTION_POLICY_SLRU, GPUSVC_PROGRAM_CACHE_EVICTION_POLICY_S3_FIFO,
+                          GPUSVC_PROGRAM_CACHE_EVICTION_POLICY_W_TINYLFU}) {
     gpusvc::ProgramCachePtr cache = MakeCache(1 << 20, policy);
     ASSERT_NE(cache, nullptr) << policy;
     gpusvc_program_cache_config back{};
-    ASSERT_EQ(gpusvc_program_cache_get_config(cache.get(), &back), GPUSVC_OK);
+    ASSERT_EQ(gpusvc_program_cache_current_config(cache.get(), &back), GPUSVC_OK);
     EXPECT_EQ(back.policy, policy);
   }
 }
@@ -999,8 +999,8 @@ TEST(ProgramCachePolicies, TheDefaultKeepsHittingACycleLargerThanTheBudget) {
     int hits = 0;
     for (int pass = 0; pass < 4; ++pass) {
       for (int i = 0; i < 40; ++i) {
-        const gpusvc_sha1 vs = Hash(kVertex, "cycle vertex " + std::to_string(i));
-        const gpusvc_sha1 fs = Hash(kFragment, "cycle fragment " + std::to_string(i));
+        const gpusvc_program_cache_sha1 vs = Hash(kVertex, "cycle vertex " + std::to_string(i));
+        const gpusvc_program_cache_sha1 fs = Hash(kFragment, "cycle fragment " + std::to_string(i));
         gpusvc::CachedProgramPtr hit;
         if (gpusvc::LoadProgram(cache.get(), Key(vs, fs), &hit) == GPUSVC_OK) {
           hits += pass > 0;
@@ -1013,26 +1013,26 @@ TEST(ProgramCachePolicies, TheDefaultKeepsHittingACycleLargerThanTheBudget) {
     }
     return hits;
   };
-  EXPECT_EQ(later_hits(GPUSVC_EVICTION_POLICY_LRU), 0);
-  EXPECT_GE(later_hits(GPUSVC_EVICTION_POLICY_W_TINYLFU), 3 * 40 / 4);
+  EXPECT_EQ(later_hits(GPUSVC_PROGRAM_CACHE_EVICTION_POLICY_LRU), 0);
+  EXPECT_GE(later_hits(GPUSVC_PROGRAM_CACHE_EVICTION_POLICY_W_TINYLFU), 3 * 40 / 4);
 }
 
 TEST(ProgramCachePolicies, ModeratePressureHoldsAQuarterOfTheBudgetAndCriticalSkipsTheRead) {
   HostFlow flow(16 * EntrySize());
   size_t freed = 0;
   ASSERT_EQ(gpusvc_program_cache_set_memory_pressure(flow.cache.get(),
-                                                     GPUSVC_MEMORY_PRESSURE_MODERATE, &freed),
+                                                     GPUSVC_PROGRAM_CACHE_MEMORY_PRESSURE_MODERATE, &freed),
             GPUSVC_OK);
   for (int i = 0; i < 12; ++i) {
-    const gpusvc_sha1 vs = Hash(kVertex, "moderate vertex " + std::to_string(i));
-    const gpusvc_sha1 fs = Hash(kFragment, "moderate fragment " + std::to_string(i));
+    const gpusvc_program_cache_sha1 vs = Hash(kVertex, "moderate vertex " + std::to_string(i));
+    const gpusvc_program_cache_sha1 fs = Hash(kFragment, "moderate fragment " + std::to_string(i));
     ASSERT_EQ(gpusvc::SaveProgram(flow.cache.get(), Key(vs, fs), Program(vs, fs, 1)), GPUSVC_OK);
     EXPECT_LE(Stats(flow.cache).size_bytes, 4 * EntrySize());
   }
   ASSERT_EQ(gpusvc_program_cache_set_memory_pressure(flow.cache.get(),
-                                                     GPUSVC_MEMORY_PRESSURE_CRITICAL, &freed),
+                                                     GPUSVC_PROGRAM_CACHE_MEMORY_PRESSURE_CRITICAL, &freed),
             GPUSVC_OK);
-  EXPECT_EQ(Origin(flow.Build()), GPUSVC_LINK_ORIGIN_LINKED);
+  EXPECT_EQ(Origin(flow.Build()), GPUSVC_PROGRAM_MANAGER_LINK_ORIGIN_LINKED);
   EXPECT_EQ(flow.gl.binaries_read, 0) << "a binary the cache would refuse is never read";
 }
 
@@ -1040,16 +1040,16 @@ TEST(ProgramCachePolicies, ModeratePressureHoldsAQuarterOfTheBudgetAndCriticalSk
 
 TEST(ProgramCacheBadInput, NullSource) {
   HostFlow flow;
-  gpusvc_shader* shader = reinterpret_cast<gpusvc_shader*>(0x1);
-  EXPECT_EQ(gpusvc_shader_new(flow.manager.get(), kVertex, nullptr, 10, &shader),
+  gpusvc_program_manager_shader* shader = reinterpret_cast<gpusvc_program_manager_shader*>(0x1);
+  EXPECT_EQ(gpusvc_program_manager_shader_new(flow.manager.get(), kVertex, nullptr, 10, &shader),
             GPUSVC_NULL_ARGUMENT);
-  EXPECT_EQ(shader, reinterpret_cast<gpusvc_shader*>(0x1)) << "output untouched";
+  EXPECT_EQ(shader, reinterpret_cast<gpusvc_program_manager_shader*>(0x1)) << "output untouched";
   EXPECT_NE(gpusvc::LastErrorDetail().find("`source`"), std::string::npos);
-  gpusvc_sha1 h{};
+  gpusvc_program_cache_sha1 h{};
   EXPECT_EQ(gpusvc_program_cache_shader_hash(kVertex, nullptr, 0, nullptr, 0, &h),
             GPUSVC_NULL_ARGUMENT);
   gpusvc::ShaderPtr ok = flow.Shader(kVertex, kVs);
-  EXPECT_EQ(gpusvc_shader_set_source(ok.get(), nullptr, 3), GPUSVC_NULL_ARGUMENT);
+  EXPECT_EQ(gpusvc_program_manager_shader_set_source(ok.get(), nullptr, 3), GPUSVC_NULL_ARGUMENT);
 }
 
 TEST(ProgramCacheBadInput, EmptySource) {
@@ -1058,10 +1058,10 @@ TEST(ProgramCacheBadInput, EmptySource) {
   EXPECT_EQ(gpusvc::NewShader(flow.manager.get(), kVertex, "", &shader), GPUSVC_INVALID_ARGUMENT);
   EXPECT_EQ(shader, nullptr);
   EXPECT_NE(gpusvc::LastErrorDetail().find("empty"), std::string::npos);
-  gpusvc_sha1 h{};
+  gpusvc_program_cache_sha1 h{};
   EXPECT_EQ(gpusvc::ShaderHash(kFragment, "", &h), GPUSVC_INVALID_ARGUMENT);
   gpusvc::ShaderPtr ok = flow.Shader(kVertex, kVs);
-  EXPECT_EQ(gpusvc_shader_set_source(ok.get(), "", 0), GPUSVC_INVALID_ARGUMENT);
+  EXPECT_EQ(gpusvc_program_manager_shader_set_source(ok.get(), "", 0), GPUSVC_INVALID_ARGUMENT);
   EXPECT_TRUE(flow.gl.compiled.empty());
 }
 
@@ -1104,27 +1104,27 @@ TEST(ProgramCacheBadInput, AbsurdSize) {
   HostFlow flow(4096);
   const char text[] = "void main() {}";
   const size_t absurd = SIZE_MAX;  // more than PTRDIFF_MAX: refused before anything is read
-  gpusvc_shader* shader = nullptr;
-  EXPECT_EQ(gpusvc_shader_new(flow.manager.get(), kVertex, text, absurd, &shader),
+  gpusvc_program_manager_shader* shader = nullptr;
+  EXPECT_EQ(gpusvc_program_manager_shader_new(flow.manager.get(), kVertex, text, absurd, &shader),
             GPUSVC_INVALID_ARGUMENT);
   EXPECT_EQ(shader, nullptr);
   EXPECT_NE(gpusvc::LastErrorDetail().find("absurd"), std::string::npos);
-  gpusvc_sha1 h{};
+  gpusvc_program_cache_sha1 h{};
   EXPECT_EQ(gpusvc_program_cache_shader_hash(kVertex, text, absurd, nullptr, 0, &h),
             GPUSVC_INVALID_ARGUMENT);
   // A binary length past PTRDIFF_MAX, and a real binary larger than the whole budget.
-  const gpusvc_sha1 vs = Hash(kVertex, kVs), fs = Hash(kFragment, kFs);
-  const gpusvc_sha1 key = Key(vs, fs);
-  gpusvc_cached_program_desc desc{};
+  const gpusvc_program_cache_sha1 vs = Hash(kVertex, kVs), fs = Hash(kFragment, kFs);
+  const gpusvc_program_cache_sha1 key = Key(vs, fs);
+  gpusvc_program_cache_entry_desc desc{};
   desc.vertex_shader = vs;
   desc.fragment_shader = fs;
   desc.binary = reinterpret_cast<const uint8_t*>(text);
   desc.binary_len = absurd;
-  gpusvc_save_report report{};
+  gpusvc_program_cache_save_report report{};
   EXPECT_EQ(gpusvc_program_cache_save(flow.cache.get(), &key, &desc, &report),
             GPUSVC_INVALID_ARGUMENT);
   desc.vertex.attribute_count = absurd / 2;
-  desc.vertex.attributes = reinterpret_cast<const gpusvc_variable_info*>(16);
+  desc.vertex.attributes = reinterpret_cast<const gpusvc_program_cache_variable_info*>(16);
   desc.binary_len = 1;
   EXPECT_EQ(gpusvc_program_cache_save(flow.cache.get(), &key, &desc, &report),
             GPUSVC_INVALID_ARGUMENT);
@@ -1136,7 +1136,7 @@ TEST(ProgramCacheBadInput, AbsurdSize) {
   EXPECT_EQ(Stats(flow.cache).entries, 0u);
   // An absurd budget.
   gpusvc_program_cache_config config{};
-  ASSERT_EQ(gpusvc::ProgramCacheDefaults(GPUSVC_CACHE_PROFILE_DESKTOP, &config), GPUSVC_OK);
+  ASSERT_EQ(gpusvc::ProgramCacheDefaults(GPUSVC_PROGRAM_CACHE_PROFILE_DESKTOP, &config), GPUSVC_OK);
   config.budget_bytes = SIZE_MAX;
   gpusvc::ProgramCachePtr cache;
   EXPECT_EQ(gpusvc::NewProgramCache(config, &cache), GPUSVC_INVALID_ARGUMENT);
@@ -1152,33 +1152,33 @@ TEST(ProgramCacheBadInput, DestroyedHandle) {
   ASSERT_EQ(gpusvc::PeekProgram(flow.cache.get(), ProgramKeyOf(p), &copy), GPUSVC_OK);
 
   // Free each kind of handle by hand, then use it: an error code, never a crash.
-  gpusvc_shader* dead_shader = vs.release();
-  ASSERT_EQ(gpusvc_shader_free(dead_shader), GPUSVC_OK);
+  gpusvc_program_manager_shader* dead_shader = vs.release();
+  ASSERT_EQ(gpusvc_program_manager_shader_free(dead_shader), GPUSVC_OK);
   uint32_t outcome = 77;
   EXPECT_EQ(gpusvc_program_manager_compile(flow.manager.get(), dead_shader, &outcome),
             GPUSVC_INVALID_HANDLE);
   EXPECT_EQ(outcome, 77u);
-  EXPECT_EQ(gpusvc_shader_free(dead_shader), GPUSVC_INVALID_HANDLE) << "double free";
+  EXPECT_EQ(gpusvc_program_manager_shader_free(dead_shader), GPUSVC_INVALID_HANDLE) << "double free";
 
-  gpusvc_linked_program* dead_program = p.release();
-  ASSERT_EQ(gpusvc_linked_program_free(dead_program), GPUSVC_OK);
+  gpusvc_program_manager_linked_program* dead_program = p.release();
+  ASSERT_EQ(gpusvc_program_manager_linked_program_free(dead_program), GPUSVC_OK);
   uint64_t object = 5;
-  EXPECT_EQ(gpusvc_linked_program_object(dead_program, &object), GPUSVC_INVALID_HANDLE);
+  EXPECT_EQ(gpusvc_program_manager_linked_program_object(dead_program, &object), GPUSVC_INVALID_HANDLE);
   EXPECT_EQ(object, 5u);
 
-  gpusvc_cached_program* dead_copy = copy.release();
-  ASSERT_EQ(gpusvc_cached_program_free(dead_copy), GPUSVC_OK);
+  gpusvc_program_cache_entry* dead_copy = copy.release();
+  ASSERT_EQ(gpusvc_program_cache_entry_free(dead_copy), GPUSVC_OK);
   size_t len = 0;
   uint32_t format = 0;
-  EXPECT_EQ(gpusvc_cached_program_binary(dead_copy, &format, nullptr, 0, &len),
+  EXPECT_EQ(gpusvc_program_cache_entry_binary(dead_copy, &format, nullptr, 0, &len),
             GPUSVC_INVALID_HANDLE);
 
   gpusvc_program_manager* dead_manager = flow.manager.release();
   ASSERT_EQ(gpusvc_program_manager_free(dead_manager), GPUSVC_OK);
   EXPECT_EQ(gpusvc_program_manager_compile(dead_manager, fs.get(), &outcome),
             GPUSVC_INVALID_HANDLE);
-  gpusvc_shader* orphan = nullptr;
-  EXPECT_EQ(gpusvc_shader_new(dead_manager, kVertex, "x", 1, &orphan), GPUSVC_INVALID_HANDLE);
+  gpusvc_program_manager_shader* orphan = nullptr;
+  EXPECT_EQ(gpusvc_program_manager_shader_new(dead_manager, kVertex, "x", 1, &orphan), GPUSVC_INVALID_HANDLE);
   EXPECT_NE(gpusvc::LastErrorDetail().find("gpusvc_program_manager"), std::string::npos);
 
   gpusvc_program_cache* dead_cache = flow.cache.release();
@@ -1189,18 +1189,18 @@ TEST(ProgramCacheBadInput, DestroyedHandle) {
   // A handle of one kind passed as another, and NULL frees.
   EXPECT_EQ(gpusvc_program_cache_clear(reinterpret_cast<gpusvc_program_cache*>(fs.get())),
             GPUSVC_INVALID_HANDLE);
-  EXPECT_EQ(gpusvc_shader_free(nullptr), GPUSVC_OK);
+  EXPECT_EQ(gpusvc_program_manager_shader_free(nullptr), GPUSVC_OK);
   EXPECT_EQ(gpusvc_program_cache_free(nullptr), GPUSVC_OK);
-  EXPECT_EQ(gpusvc_linked_program_free(nullptr), GPUSVC_OK);
+  EXPECT_EQ(gpusvc_program_manager_linked_program_free(nullptr), GPUSVC_OK);
   EXPECT_EQ(gpusvc_program_manager_free(nullptr), GPUSVC_OK);
-  EXPECT_EQ(gpusvc_cached_program_free(nullptr), GPUSVC_OK);
+  EXPECT_EQ(gpusvc_program_cache_entry_free(nullptr), GPUSVC_OK);
 }
 
 TEST(ProgramCacheBadInput, UnknownEnumValue) {
   HostFlow flow;
   gpusvc_program_cache_config config{};
   EXPECT_EQ(gpusvc::ProgramCacheDefaults(3, &config), GPUSVC_INVALID_ARGUMENT);
-  ASSERT_EQ(gpusvc::ProgramCacheDefaults(GPUSVC_CACHE_PROFILE_LOW_MEMORY, &config), GPUSVC_OK);
+  ASSERT_EQ(gpusvc::ProgramCacheDefaults(GPUSVC_PROGRAM_CACHE_PROFILE_LOW_MEMORY, &config), GPUSVC_OK);
   config.policy = 99;
   gpusvc::ProgramCachePtr cache;
   EXPECT_EQ(gpusvc::NewProgramCache(config, &cache), GPUSVC_INVALID_ARGUMENT);
@@ -1219,7 +1219,7 @@ TEST(ProgramCacheBadInput, UnknownEnumValue) {
             GPUSVC_INVALID_ARGUMENT);
   p = flow.Link(vs, fs);
   size_t n = 0;
-  EXPECT_EQ(gpusvc_linked_program_variable_count(p.get(), 2, &n), GPUSVC_INVALID_ARGUMENT);
+  EXPECT_EQ(gpusvc_program_manager_linked_program_variable_count(p.get(), 2, &n), GPUSVC_INVALID_ARGUMENT);
   EXPECT_NE(gpusvc::LastErrorDetail().find("2"), std::string::npos);
 }
 
@@ -1230,7 +1230,7 @@ TEST(ProgramCacheBadInput, ManagerUsedOffItsThreadIsWrongThread) {
   std::thread other([&] {
     uint32_t outcome = 0;
     compiled = gpusvc_program_manager_compile(flow.manager.get(), vs.get(), &outcome);
-    freed = gpusvc_shader_free(vs.get());
+    freed = gpusvc_program_manager_shader_free(vs.get());
     // The cache itself is shared by every thread.
     cache_use = gpusvc_program_cache_clear(flow.cache.get());
   });
@@ -1238,7 +1238,7 @@ TEST(ProgramCacheBadInput, ManagerUsedOffItsThreadIsWrongThread) {
   EXPECT_EQ(compiled, GPUSVC_WRONG_THREAD);
   EXPECT_EQ(freed, GPUSVC_WRONG_THREAD);
   EXPECT_EQ(cache_use, GPUSVC_OK);
-  EXPECT_EQ(flow.Compile(vs), GPUSVC_COMPILE_OUTCOME_COMPILED) << "still alive on its thread";
+  EXPECT_EQ(flow.Compile(vs), GPUSVC_PROGRAM_MANAGER_COMPILE_OUTCOME_COMPILED) << "still alive on its thread";
 }
 
 TEST(ProgramCacheBadInput, ContextUsedOffItsThreadIsWrongThread) {

@@ -20,171 +20,171 @@
 /*
  `gpusvc_program_cache_config_defaults` profile: desktop (6 MiB, W-TinyLFU).
  */
-#define GPUSVC_CACHE_PROFILE_DESKTOP 0u
+#define GPUSVC_PROGRAM_CACHE_PROFILE_DESKTOP 0u
 
 /*
  `gpusvc_program_cache_config_defaults` profile: mobile (2 MiB, W-TinyLFU).
  */
-#define GPUSVC_CACHE_PROFILE_MOBILE 1u
+#define GPUSVC_PROGRAM_CACHE_PROFILE_MOBILE 1u
 
 /*
  `gpusvc_program_cache_config_defaults` profile: low-memory devices (128 KiB, W-TinyLFU).
  */
-#define GPUSVC_CACHE_PROFILE_LOW_MEMORY 2u
+#define GPUSVC_PROGRAM_CACHE_PROFILE_LOW_MEMORY 2u
 
 /*
  Eviction policy: least recently used program first. A working set larger than the budget
  asked for in a fixed cyclic order gets no hits under it.
  */
-#define GPUSVC_EVICTION_POLICY_LRU 0u
+#define GPUSVC_PROGRAM_CACHE_EVICTION_POLICY_LRU 0u
 
 /*
  Eviction policy: most recently used program of the least recently used page first.
  */
-#define GPUSVC_EVICTION_POLICY_PAGE_LRU_MRU 1u
+#define GPUSVC_PROGRAM_CACHE_EVICTION_POLICY_PAGE_LRU_MRU 1u
 
 /*
  Eviction policy: segmented LRU (probation first; programs hit at least once are protected).
  */
-#define GPUSVC_EVICTION_POLICY_SLRU 2u
+#define GPUSVC_PROGRAM_CACHE_EVICTION_POLICY_SLRU 2u
 
 /*
  Eviction policy: S3-FIFO (small FIFO, main FIFO with reinsertion, ghost keys).
  */
-#define GPUSVC_EVICTION_POLICY_S3_FIFO 3u
+#define GPUSVC_PROGRAM_CACHE_EVICTION_POLICY_S3_FIFO 3u
 
 /*
  Eviction policy: window TinyLFU (a program enters the main area only when it is asked for
  more often than the program it would displace). The default of every profile.
  */
-#define GPUSVC_EVICTION_POLICY_W_TINYLFU 4u
+#define GPUSVC_PROGRAM_CACHE_EVICTION_POLICY_W_TINYLFU 4u
 
 /*
  Shader compile status: not known, compile it.
  */
-#define GPUSVC_COMPILE_STATUS_UNKNOWN 0u
+#define GPUSVC_PROGRAM_CACHE_COMPILE_STATUS_UNKNOWN 0u
 
 /*
  Shader compile status: compiled successfully before.
  */
-#define GPUSVC_COMPILE_STATUS_SUCCESS 1u
+#define GPUSVC_PROGRAM_CACHE_COMPILE_STATUS_SUCCESS 1u
 
 /*
  Program link status: not known.
  */
-#define GPUSVC_LINK_STATUS_UNKNOWN 0u
+#define GPUSVC_PROGRAM_CACHE_LINK_STATUS_UNKNOWN 0u
 
 /*
  Program link status: linked and cached.
  */
-#define GPUSVC_LINK_STATUS_SUCCESS 1u
+#define GPUSVC_PROGRAM_CACHE_LINK_STATUS_SUCCESS 1u
 
 /*
  Memory pressure: normal operation.
  */
-#define GPUSVC_MEMORY_PRESSURE_NONE 0u
+#define GPUSVC_PROGRAM_CACHE_MEMORY_PRESSURE_NONE 0u
 
 /*
  Memory pressure: trim to a quarter of the budget and keep to it (saves evict down to it, a
  larger entry is refused) until the level is NONE again.
  */
-#define GPUSVC_MEMORY_PRESSURE_MODERATE 1u
+#define GPUSVC_PROGRAM_CACHE_MEMORY_PRESSURE_MODERATE 1u
 
 /*
  Memory pressure: drop everything and refuse saves until the level is NONE again.
  */
-#define GPUSVC_MEMORY_PRESSURE_CRITICAL 2u
+#define GPUSVC_PROGRAM_CACHE_MEMORY_PRESSURE_CRITICAL 2u
 
 /*
  Shader stage: vertex.
  */
-#define GPUSVC_SHADER_STAGE_VERTEX 0u
+#define GPUSVC_PROGRAM_CACHE_SHADER_STAGE_VERTEX 0u
 
 /*
  Shader stage: fragment.
  */
-#define GPUSVC_SHADER_STAGE_FRAGMENT 1u
+#define GPUSVC_PROGRAM_CACHE_SHADER_STAGE_FRAGMENT 1u
 
 /*
  Shader stage: compute (hashing and compiling only; programs are vertex + fragment).
  */
-#define GPUSVC_SHADER_STAGE_COMPUTE 2u
+#define GPUSVC_PROGRAM_CACHE_SHADER_STAGE_COMPUTE 2u
 
 /*
  Transform-feedback buffer mode: `GL_INTERLEAVED_ATTRIBS`.
  */
-#define GPUSVC_TRANSFORM_FEEDBACK_INTERLEAVED 0u
+#define GPUSVC_PROGRAM_CACHE_TRANSFORM_FEEDBACK_INTERLEAVED 0u
 
 /*
  Transform-feedback buffer mode: `GL_SEPARATE_ATTRIBS`.
  */
-#define GPUSVC_TRANSFORM_FEEDBACK_SEPARATE 1u
+#define GPUSVC_PROGRAM_CACHE_TRANSFORM_FEEDBACK_SEPARATE 1u
 
 /*
  Variable kind: attributes.
  */
-#define GPUSVC_VARIABLE_KIND_ATTRIBUTE 0u
+#define GPUSVC_PROGRAM_CACHE_VARIABLE_KIND_ATTRIBUTE 0u
 
 /*
  Variable kind: uniforms.
  */
-#define GPUSVC_VARIABLE_KIND_UNIFORM 1u
+#define GPUSVC_PROGRAM_CACHE_VARIABLE_KIND_UNIFORM 1u
 
 /*
- Bytes in a SHA-1 digest (`gpusvc_sha1`).
+ Bytes in a SHA-1 digest (`gpusvc_program_cache_sha1`).
  */
-#define GPUSVC_SHA1_LEN 20
+#define GPUSVC_PROGRAM_CACHE_SHA1_LEN 20
 
 /*
  Compile outcome: the driver compiled the shader.
  */
-#define GPUSVC_COMPILE_OUTCOME_COMPILED 0u
+#define GPUSVC_PROGRAM_MANAGER_COMPILE_OUTCOME_COMPILED 0u
 
 /*
  Compile outcome: its compile status was known (cache hit); the driver compile is deferred
  until a link needs the shader.
  */
-#define GPUSVC_COMPILE_OUTCOME_DEFERRED 1u
+#define GPUSVC_PROGRAM_MANAGER_COMPILE_OUTCOME_DEFERRED 1u
 
 /*
- Compile outcome: the driver refused it; `gpusvc_shader_info_log` has the log.
+ Compile outcome: the driver refused it; `gpusvc_program_manager_shader_info_log` has the log.
  */
-#define GPUSVC_COMPILE_OUTCOME_FAILED 2u
+#define GPUSVC_PROGRAM_MANAGER_COMPILE_OUTCOME_FAILED 2u
 
 /*
  Shader state: never compiled.
  */
-#define GPUSVC_SHADER_STATE_NOT_COMPILED 0u
+#define GPUSVC_PROGRAM_MANAGER_SHADER_STATE_NOT_COMPILED 0u
 
 /*
  Shader state: compiled by the driver.
  */
-#define GPUSVC_SHADER_STATE_COMPILED 1u
+#define GPUSVC_PROGRAM_MANAGER_SHADER_STATE_COMPILED 1u
 
 /*
  Shader state: known to compile; the driver compile waits until a link needs it.
  */
-#define GPUSVC_SHADER_STATE_DEFERRED 2u
+#define GPUSVC_PROGRAM_MANAGER_SHADER_STATE_DEFERRED 2u
 
 /*
  Shader state: the driver refused it.
  */
-#define GPUSVC_SHADER_STATE_FAILED 3u
+#define GPUSVC_PROGRAM_MANAGER_SHADER_STATE_FAILED 3u
 
 /*
  Link origin: restored from a cached binary.
  */
-#define GPUSVC_LINK_ORIGIN_CACHE_HIT 0u
+#define GPUSVC_PROGRAM_MANAGER_LINK_ORIGIN_CACHE_HIT 0u
 
 /*
  Link origin: compiled and linked from source (a cache miss).
  */
-#define GPUSVC_LINK_ORIGIN_LINKED 1u
+#define GPUSVC_PROGRAM_MANAGER_LINK_ORIGIN_LINKED 1u
 
 /*
  Link origin: the driver refused the cached binary; linked from source instead.
  */
-#define GPUSVC_LINK_ORIGIN_RELINKED_AFTER_REJECTION 2u
+#define GPUSVC_PROGRAM_MANAGER_LINK_ORIGIN_RELINKED_AFTER_REJECTION 2u
 
 /*
  The result of every fallible gpusvc call. The numbers are part of the ABI: they are explicit,
@@ -442,29 +442,11 @@ typedef uint32_t gpusvc_scheduler_task_result;
 #endif // __cplusplus
 
 /*
- A copy of one cached program, taken out by `gpusvc_program_cache_load` / `_peek`. Immutable
- and usable from any thread.
- */
-typedef struct gpusvc_cached_program gpusvc_cached_program;
-
-/*
  An opaque headless GL context, bound to the thread that opened it (a handle of the
  thread-bound kind: its identity strings may be read from any thread; anything else, `_free`
  included, only on its own thread).
  */
 typedef struct gpusvc_gl_context gpusvc_gl_context;
-
-/*
- Where a host callback writes what it returns (an info log, binary bytes, active variables).
- Valid only during the callback it was passed to, on that thread.
- */
-typedef struct gpusvc_host_sink gpusvc_host_sink;
-
-/*
- An opaque linked program: its driver object, key, origin and reflection. Freeing it deletes
- the driver object (GL form; host form when `delete_program` is given).
- */
-typedef struct gpusvc_linked_program gpusvc_linked_program;
 
 /*
  An opaque program cache. Thread-safe: any thread may use it, and free it once no other
@@ -473,22 +455,40 @@ typedef struct gpusvc_linked_program gpusvc_linked_program;
 typedef struct gpusvc_program_cache gpusvc_program_cache;
 
 /*
+ A copy of one cached program, taken out by `gpusvc_program_cache_load` / `_peek`. Immutable
+ and usable from any thread.
+ */
+typedef struct gpusvc_program_cache_entry gpusvc_program_cache_entry;
+
+/*
  An opaque program manager (the compile/link flow through a program cache), bound to the
  thread that made it.
  */
 typedef struct gpusvc_program_manager gpusvc_program_manager;
 
 /*
- An opaque scheduler. Thread-safe: any thread may use it, and free it once no other thread is
- still calling with it.
+ Where a host callback writes what it returns (an info log, binary bytes, active variables).
+ Valid only during the callback it was passed to, on that thread.
  */
-typedef struct gpusvc_scheduler gpusvc_scheduler;
+typedef struct gpusvc_program_manager_host_sink gpusvc_program_manager_host_sink;
+
+/*
+ An opaque linked program: its driver object, key, origin and reflection. Freeing it deletes
+ the driver object (GL form; host form when `delete_program` is given).
+ */
+typedef struct gpusvc_program_manager_linked_program gpusvc_program_manager_linked_program;
 
 /*
  An opaque shader of one program manager: stage, source, compile options, variable maps and
  compile state. Bound to its manager's thread.
  */
-typedef struct gpusvc_shader gpusvc_shader;
+typedef struct gpusvc_program_manager_shader gpusvc_program_manager_shader;
+
+/*
+ An opaque scheduler. Thread-safe: any thread may use it, and free it once no other thread is
+ still calling with it.
+ */
+typedef struct gpusvc_scheduler gpusvc_scheduler;
 
 /*
  An opaque sync manager. Thread-safe: any thread may use it, and free it once no other thread
@@ -527,13 +527,13 @@ typedef struct gpusvc_driver_identity {
  thread (the cache's background threads included), one call at a time, and must not unwind.
  It must not free the cache it reports for.
  */
-typedef void (*gpusvc_disk_log_callback)(const char *message, void *user_data);
+typedef void (*gpusvc_program_cache_disk_log_callback)(const char *message, void *user_data);
 
 /*
- Configuration of a cache's disk store (`gpusvc_program_cache_new_with_disk`). Start from
- `gpusvc_disk_config_defaults` and set at least `dir`, `host_product` and `host_version`.
+ Configuration of a cache's disk store (`gpusvc_program_cache_open`). Start from
+ `gpusvc_program_cache_disk_config_defaults` and set at least `dir`, `host_product` and `host_version`.
  */
-typedef struct gpusvc_disk_config {
+typedef struct gpusvc_program_cache_disk_config {
   /*
    False: no disk store at all, the cache lives in memory only (a host's kill switch).
    */
@@ -597,12 +597,12 @@ typedef struct gpusvc_disk_config {
   /*
    Conditions, once each (may be NULL).
    */
-  gpusvc_disk_log_callback log;
+  gpusvc_program_cache_disk_log_callback log;
   /*
    Passed to `log`.
    */
   void *log_user_data;
-} gpusvc_disk_config;
+} gpusvc_program_cache_disk_config;
 
 /*
  Configuration of a program cache.
@@ -613,7 +613,7 @@ typedef struct gpusvc_program_cache_config {
    */
   size_t budget_bytes;
   /*
-   A `GPUSVC_EVICTION_POLICY_*` value.
+   A `GPUSVC_PROGRAM_CACHE_EVICTION_POLICY_*` value.
    */
   uint32_t policy;
   /*
@@ -626,12 +626,14 @@ typedef struct gpusvc_program_cache_config {
  Called once per histogram sample: the histogram's name (a static string), the value (times
  in microseconds, sizes in bytes) and the `user_data` given at creation.
  */
-typedef void (*gpusvc_histogram_callback)(const char *name, double value, void *user_data);
+typedef void (*gpusvc_program_cache_histogram_callback)(const char *name,
+                                                        double value,
+                                                        void *user_data);
 
 /*
  What the startup load did.
  */
-typedef struct gpusvc_disk_load_report {
+typedef struct gpusvc_program_cache_disk_load_report {
   /*
    Entries loaded into memory.
    */
@@ -648,22 +650,22 @@ typedef struct gpusvc_disk_load_report {
    Time from the cache's creation to the end of the load, in microseconds.
    */
   uint64_t elapsed_us;
-} gpusvc_disk_load_report;
+} gpusvc_program_cache_disk_load_report;
 
 /*
  A SHA-1 digest: a shader hash or a program key.
  */
-typedef struct gpusvc_sha1 {
+typedef struct gpusvc_program_cache_sha1 {
   /*
    The digest.
    */
   uint8_t bytes[20];
-} gpusvc_sha1;
+} gpusvc_program_cache_sha1;
 
 /*
  The disk store's statistics (a snapshot; counters since the cache was made).
  */
-typedef struct gpusvc_disk_stats {
+typedef struct gpusvc_program_cache_disk_stats_snapshot {
   /*
    The cache was made with a disk store (`enabled` in its config).
    */
@@ -745,7 +747,7 @@ typedef struct gpusvc_disk_stats {
    Times the LRU log and hot list were compacted.
    */
   uint64_t compactions;
-} gpusvc_disk_stats;
+} gpusvc_program_cache_disk_stats_snapshot;
 
 /*
  One attribute or uniform of a shader's variable map: the name in the application's source,
@@ -754,7 +756,7 @@ typedef struct gpusvc_disk_stats {
  In arguments both names must be non-NULL UTF-8; in results they point into the handle that
  returned them and stay valid until that handle is freed (or, for a shader, changed).
  */
-typedef struct gpusvc_variable_info {
+typedef struct gpusvc_program_cache_variable_info {
   /*
    Name in the application's source.
    */
@@ -779,12 +781,12 @@ typedef struct gpusvc_variable_info {
    Location.
    */
   int32_t location;
-} gpusvc_variable_info;
+} gpusvc_program_cache_variable_info;
 
 /*
  `glBindAttribLocation(name, location)` before linking.
  */
-typedef struct gpusvc_attribute_binding {
+typedef struct gpusvc_program_cache_attribute_binding {
   /*
    Attribute name (UTF-8, NUL-terminated).
    */
@@ -793,16 +795,16 @@ typedef struct gpusvc_attribute_binding {
    Location.
    */
   uint32_t location;
-} gpusvc_attribute_binding;
+} gpusvc_program_cache_attribute_binding;
 
 /*
  What goes into a link besides the shaders (all of it is part of the program key).
  */
-typedef struct gpusvc_link_options {
+typedef struct gpusvc_program_cache_link_options {
   /*
    `attribute_binding_count` bindings (may be NULL when the count is 0).
    */
-  const struct gpusvc_attribute_binding *attribute_bindings;
+  const struct gpusvc_program_cache_attribute_binding *attribute_bindings;
   /*
    Number of bindings.
    */
@@ -816,23 +818,23 @@ typedef struct gpusvc_link_options {
    */
   size_t transform_feedback_varying_count;
   /*
-   A `GPUSVC_TRANSFORM_FEEDBACK_*` value.
+   A `GPUSVC_PROGRAM_CACHE_TRANSFORM_FEEDBACK_*` value.
    */
   uint32_t transform_feedback_mode;
-} gpusvc_link_options;
+} gpusvc_program_cache_link_options;
 
 /*
  Everything a program key covers.
  */
-typedef struct gpusvc_program_key_input {
+typedef struct gpusvc_program_cache_program_key_input {
   /*
    Hash of the vertex shader as compiled.
    */
-  struct gpusvc_sha1 vertex;
+  struct gpusvc_program_cache_sha1 vertex;
   /*
    Hash of the fragment shader as compiled.
    */
-  struct gpusvc_sha1 fragment;
+  struct gpusvc_program_cache_sha1 fragment;
   /*
    The host's translator / ANGLE version (UTF-8, NUL-terminated; may be empty).
    */
@@ -840,17 +842,17 @@ typedef struct gpusvc_program_key_input {
   /*
    Attribute bindings and transform feedback.
    */
-  struct gpusvc_link_options link;
-} gpusvc_program_key_input;
+  struct gpusvc_program_cache_link_options link;
+} gpusvc_program_cache_program_key_input;
 
 /*
  A shader's variable maps, as a translator reports them.
  */
-typedef struct gpusvc_shader_variables {
+typedef struct gpusvc_program_cache_shader_variables {
   /*
    `attribute_count` attributes (may be NULL when the count is 0).
    */
-  const struct gpusvc_variable_info *attributes;
+  const struct gpusvc_program_cache_variable_info *attributes;
   /*
    Number of attributes.
    */
@@ -858,33 +860,33 @@ typedef struct gpusvc_shader_variables {
   /*
    `uniform_count` uniforms (may be NULL when the count is 0).
    */
-  const struct gpusvc_variable_info *uniforms;
+  const struct gpusvc_program_cache_variable_info *uniforms;
   /*
    Number of uniforms.
    */
   size_t uniform_count;
-} gpusvc_shader_variables;
+} gpusvc_program_cache_shader_variables;
 
 /*
  A linked program as the cache stores it, described for `gpusvc_program_cache_save`.
  */
-typedef struct gpusvc_cached_program_desc {
+typedef struct gpusvc_program_cache_entry_desc {
   /*
    Hash of the vertex shader (its compile status becomes referenced by this entry).
    */
-  struct gpusvc_sha1 vertex_shader;
+  struct gpusvc_program_cache_sha1 vertex_shader;
   /*
    Hash of the fragment shader.
    */
-  struct gpusvc_sha1 fragment_shader;
+  struct gpusvc_program_cache_sha1 fragment_shader;
   /*
    Vertex shader variable maps.
    */
-  struct gpusvc_shader_variables vertex;
+  struct gpusvc_program_cache_shader_variables vertex;
   /*
    Fragment shader variable maps.
    */
-  struct gpusvc_shader_variables fragment;
+  struct gpusvc_program_cache_shader_variables fragment;
   /*
    `binaryFormat` of `glGetProgramBinary`.
    */
@@ -902,15 +904,15 @@ typedef struct gpusvc_cached_program_desc {
    */
   bool has_page;
   /*
-   The page / client the program is for (for GPUSVC_EVICTION_POLICY_PAGE_LRU_MRU).
+   The page / client the program is for (for GPUSVC_PROGRAM_CACHE_EVICTION_POLICY_PAGE_LRU_MRU).
    */
   uint64_t page;
-} gpusvc_cached_program_desc;
+} gpusvc_program_cache_entry_desc;
 
 /*
  What a successful save did.
  */
-typedef struct gpusvc_save_report {
+typedef struct gpusvc_program_cache_save_report {
   /*
    An entry with the same key was replaced.
    */
@@ -919,7 +921,7 @@ typedef struct gpusvc_save_report {
    Entries evicted to make room.
    */
   size_t evicted;
-} gpusvc_save_report;
+} gpusvc_program_cache_save_report;
 
 /*
  The cache's counters.
@@ -962,7 +964,7 @@ typedef struct gpusvc_program_cache_counters {
 /*
  A snapshot of the cache's statistics.
  */
-typedef struct gpusvc_program_cache_stats {
+typedef struct gpusvc_program_cache_stats_snapshot {
   /*
    Counters.
    */
@@ -975,12 +977,12 @@ typedef struct gpusvc_program_cache_stats {
    Programs stored now.
    */
   size_t entries;
-} gpusvc_program_cache_stats;
+} gpusvc_program_cache_stats_snapshot;
 
 /*
  A summary of one histogram (all zeros when it has no samples).
  */
-typedef struct gpusvc_histogram_summary {
+typedef struct gpusvc_program_cache_histogram_summary {
   /*
    Samples recorded.
    */
@@ -1009,14 +1011,14 @@ typedef struct gpusvc_histogram_summary {
    Upper bound of the bucket holding the 95th percentile.
    */
   double p95;
-} gpusvc_histogram_summary;
+} gpusvc_program_cache_histogram_summary;
 
 /*
  One active attribute or uniform of a linked program, as the driver reports it. In results
  `name` belongs to the handle and stays valid until it is freed; from a host callback it is
  copied.
  */
-typedef struct gpusvc_active_variable {
+typedef struct gpusvc_program_manager_active_variable {
   /*
    Name (`u_array[0]` for arrays), UTF-8, NUL-terminated.
    */
@@ -1037,27 +1039,27 @@ typedef struct gpusvc_active_variable {
    Location.
    */
   int32_t location;
-} gpusvc_active_variable;
+} gpusvc_program_manager_active_variable;
 
 /*
  The host's GL entry points, for a program manager over the host's own context (a browser's
  command decoder, an engine's device). Object ids are the host's (GL names or anything else
  non-zero); every callback gets `user_data` and runs on the manager's thread. The callbacks may
- call `gpusvc_host_sink_*` with the sink they were given; calling back into the manager or the
+ call `gpusvc_program_manager_host_sink_*` with the sink they were given; calling back into the manager or the
  shaders being compiled or linked returns `GPUSVC_HANDLE_BUSY`. They must not unwind.
 
  The struct is copied; the callbacks and `user_data` must stay valid until the manager and
  every shader and linked program made through it are freed.
  */
-typedef struct gpusvc_host_gl {
+typedef struct gpusvc_program_manager_host_gl {
   /*
    Passed to every callback.
    */
   void *user_data;
   /*
    Compiles `source_len` bytes of `source` (NUL-terminated as well) for `stage`
-   (`GPUSVC_SHADER_STAGE_*`). On success writes the shader id to `*out_shader` and returns
-   true; on failure writes the info log to `log` (`gpusvc_host_sink_write_text`), deletes
+   (`GPUSVC_PROGRAM_CACHE_SHADER_STAGE_*`). On success writes the shader id to `*out_shader` and returns
+   true; on failure writes the info log to `log` (`gpusvc_program_manager_host_sink_write_text`), deletes
    its own object and returns false. Required.
    */
   bool (*compile)(void *user_data,
@@ -1065,7 +1067,7 @@ typedef struct gpusvc_host_gl {
                   const char *source,
                   size_t source_len,
                   uint64_t *out_shader,
-                  struct gpusvc_host_sink *log);
+                  struct gpusvc_program_manager_host_sink *log);
   /*
    Links a vertex and a fragment shader with `options` (binary-retrievable). On success
    writes the program id and returns true; on failure writes the info log and returns
@@ -1074,18 +1076,18 @@ typedef struct gpusvc_host_gl {
   bool (*link)(void *user_data,
                uint64_t vertex_shader,
                uint64_t fragment_shader,
-               const struct gpusvc_link_options *options,
+               const struct gpusvc_program_cache_link_options *options,
                uint64_t *out_program,
-               struct gpusvc_host_sink *log);
+               struct gpusvc_program_manager_host_sink *log);
   /*
    `glGetProgramBinary`: writes the format to `*out_format`, the bytes to `out`
-   (`gpusvc_host_sink_write_bytes`) and returns true; or returns false (optionally with a
+   (`gpusvc_program_manager_host_sink_write_bytes`) and returns true; or returns false (optionally with a
    reason as text). Required.
    */
   bool (*program_binary)(void *user_data,
                          uint64_t program,
                          uint32_t *out_format,
-                         struct gpusvc_host_sink *out);
+                         struct gpusvc_program_manager_host_sink *out);
   /*
    `glProgramBinary` into a new program: returns its `GL_LINK_STATUS`. True: writes the
    program id. False (the driver refused the binary): deletes its own object, optionally
@@ -1096,44 +1098,48 @@ typedef struct gpusvc_host_gl {
                       const uint8_t *bytes,
                       size_t len,
                       uint64_t *out_program,
-                      struct gpusvc_host_sink *log);
+                      struct gpusvc_program_manager_host_sink *log);
   /*
-   Pushes each active attribute of a linked program (`gpusvc_host_sink_push_variable`).
+   Pushes each active attribute of a linked program (`gpusvc_program_manager_host_sink_push_variable`).
    Required.
    */
-  void (*active_attributes)(void *user_data, uint64_t program, struct gpusvc_host_sink *out);
+  void (*active_attributes)(void *user_data,
+                            uint64_t program,
+                            struct gpusvc_program_manager_host_sink *out);
   /*
    Pushes each active uniform of a linked program. Required.
    */
-  void (*active_uniforms)(void *user_data, uint64_t program, struct gpusvc_host_sink *out);
+  void (*active_uniforms)(void *user_data,
+                          uint64_t program,
+                          struct gpusvc_program_manager_host_sink *out);
   /*
    Deletes a shader object gpusvc owns and no longer needs. Optional (NULL: never called).
    */
   void (*delete_shader)(void *user_data, uint64_t shader);
   /*
-   Deletes a program object gpusvc owns (a freed `gpusvc_linked_program`). Optional.
+   Deletes a program object gpusvc owns (a freed `gpusvc_program_manager_linked_program`). Optional.
    */
   void (*delete_program)(void *user_data, uint64_t program);
-} gpusvc_host_gl;
+} gpusvc_program_manager_host_gl;
 
 /*
  Options of a link: attribute bindings and transform feedback (part of the key) and the page
  the program is for.
  */
-typedef struct gpusvc_program_options {
+typedef struct gpusvc_program_manager_program_options {
   /*
    Bindings and transform feedback.
    */
-  struct gpusvc_link_options link;
+  struct gpusvc_program_cache_link_options link;
   /*
    Whether `page` is given.
    */
   bool has_page;
   /*
-   The page / client the program is for (for GPUSVC_EVICTION_POLICY_PAGE_LRU_MRU).
+   The page / client the program is for (for GPUSVC_PROGRAM_CACHE_EVICTION_POLICY_PAGE_LRU_MRU).
    */
   uint64_t page;
-} gpusvc_program_options;
+} gpusvc_program_manager_program_options;
 
 /*
  A host clock: monotonic nanoseconds from any origin. Called from any thread that uses the
@@ -1405,7 +1411,7 @@ gpusvc_result gpusvc_gl_context_glsl_version(const struct gpusvc_gl_context *ctx
 
 /*
  The context's driver identity (`GL_VENDOR`, `GL_RENDERER`, `GL_VERSION` and the kind of
- context) for the disk cache's compatibility stamp (`gpusvc_program_cache_new_with_disk`). The strings belong to the
+ context) for the disk cache's compatibility stamp (`gpusvc_program_cache_open`). The strings belong to the
  context and stay valid until it is freed. May be called from any thread.
 
  # Safety
@@ -1454,7 +1460,7 @@ gpusvc_result gpusvc_gl_context_program_binary_formats(const struct gpusvc_gl_co
  # Safety
  `out` is NULL or valid for one write.
  */
-gpusvc_result gpusvc_disk_config_defaults(struct gpusvc_disk_config *out);
+gpusvc_result gpusvc_program_cache_disk_config_defaults(struct gpusvc_program_cache_disk_config *out);
 
 /*
  The default cache folder, `$XDG_CACHE_HOME/gpusvc` (else `$HOME/.cache/gpusvc`), as bytes
@@ -1466,7 +1472,7 @@ gpusvc_result gpusvc_disk_config_defaults(struct gpusvc_disk_config *out);
  # Safety
  `buf` is NULL or valid for `len` bytes of writes; `out_len` is NULL or valid for one write.
  */
-gpusvc_result gpusvc_disk_config_default_dir(char *buf, size_t len, size_t *out_len);
+gpusvc_result gpusvc_program_cache_disk_config_default_dir(char *buf, size_t len, size_t *out_len);
 
 /*
  Creates a program cache backed by a disk store in `disk->dir`, for the driver `driver`
@@ -1491,12 +1497,12 @@ gpusvc_result gpusvc_disk_config_default_dir(char *buf, size_t len, size_t *out_
  `config`, `disk` and `driver` are NULL or valid for one read each, with their pointers as
  documented on their structs; `out` is NULL or valid for one write.
  */
-gpusvc_result gpusvc_program_cache_new_with_disk(const struct gpusvc_program_cache_config *config,
-                                                 gpusvc_histogram_callback histogram,
-                                                 void *user_data,
-                                                 const struct gpusvc_disk_config *disk,
-                                                 const struct gpusvc_driver_identity *driver,
-                                                 struct gpusvc_program_cache **out);
+gpusvc_result gpusvc_program_cache_open(const struct gpusvc_program_cache_config *config,
+                                        gpusvc_program_cache_histogram_callback histogram,
+                                        void *user_data,
+                                        const struct gpusvc_program_cache_disk_config *disk,
+                                        const struct gpusvc_driver_identity *driver,
+                                        struct gpusvc_program_cache **out);
 
 /*
  Waits at most `timeout_ms` until the startup load from disk has finished, and writes what it
@@ -1509,7 +1515,7 @@ gpusvc_result gpusvc_program_cache_new_with_disk(const struct gpusvc_program_cac
  */
 gpusvc_result gpusvc_program_cache_wait_until_loaded(const struct gpusvc_program_cache *cache,
                                                      uint32_t timeout_ms,
-                                                     struct gpusvc_disk_load_report *out);
+                                                     struct gpusvc_program_cache_disk_load_report *out);
 
 /*
  Waits until the disk writer has done everything queued so far (saves, last-use records, hot
@@ -1528,7 +1534,7 @@ gpusvc_result gpusvc_program_cache_flush_disk(const struct gpusvc_program_cache 
  `keys` is NULL or valid for `count` reads (NULL allowed when `count` is 0).
  */
 gpusvc_result gpusvc_program_cache_mark_hot(const struct gpusvc_program_cache *cache,
-                                            const struct gpusvc_sha1 *keys,
+                                            const struct gpusvc_program_cache_sha1 *keys,
                                             size_t count);
 
 /*
@@ -1538,8 +1544,8 @@ gpusvc_result gpusvc_program_cache_mark_hot(const struct gpusvc_program_cache *c
  # Safety
  `out` is NULL or valid for one write.
  */
-gpusvc_result gpusvc_program_cache_get_disk_stats(const struct gpusvc_program_cache *cache,
-                                                  struct gpusvc_disk_stats *out);
+gpusvc_result gpusvc_program_cache_disk_stats(const struct gpusvc_program_cache *cache,
+                                              struct gpusvc_program_cache_disk_stats_snapshot *out);
 
 /*
  The first condition the disk store reported (folder unusable, a write failed, the store was
@@ -1562,7 +1568,7 @@ gpusvc_result gpusvc_program_cache_disk_condition(const struct gpusvc_program_ca
  # Safety
  None beyond passing a value that came from gpusvc (or NULL).
  */
-gpusvc_result gpusvc_cached_program_free(struct gpusvc_cached_program *program);
+gpusvc_result gpusvc_program_cache_entry_free(struct gpusvc_program_cache_entry *program);
 
 /*
  The hashes of the program's vertex and fragment shaders.
@@ -1570,9 +1576,9 @@ gpusvc_result gpusvc_cached_program_free(struct gpusvc_cached_program *program);
  # Safety
  `out_vertex` and `out_fragment` are NULL or valid for one write each.
  */
-gpusvc_result gpusvc_cached_program_shader_hashes(const struct gpusvc_cached_program *program,
-                                                  struct gpusvc_sha1 *out_vertex,
-                                                  struct gpusvc_sha1 *out_fragment);
+gpusvc_result gpusvc_program_cache_entry_shader_hashes(const struct gpusvc_program_cache_entry *program,
+                                                       struct gpusvc_program_cache_sha1 *out_vertex,
+                                                       struct gpusvc_program_cache_sha1 *out_fragment);
 
 /*
  The program binary: `*out_format` gets its format and `*out_len` its length. With `buf` NULL
@@ -1583,23 +1589,23 @@ gpusvc_result gpusvc_cached_program_shader_hashes(const struct gpusvc_cached_pro
  `buf` is NULL or valid for `len` bytes of writes; `out_format` and `out_len` are NULL or
  valid for one write each.
  */
-gpusvc_result gpusvc_cached_program_binary(const struct gpusvc_cached_program *program,
-                                           uint32_t *out_format,
-                                           uint8_t *buf,
-                                           size_t len,
-                                           size_t *out_len);
+gpusvc_result gpusvc_program_cache_entry_binary(const struct gpusvc_program_cache_entry *program,
+                                                uint32_t *out_format,
+                                                uint8_t *buf,
+                                                size_t len,
+                                                size_t *out_len);
 
 /*
- How many variables of `kind` (`GPUSVC_VARIABLE_KIND_*`) the map of `stage`
- (`GPUSVC_SHADER_STAGE_VERTEX` or `_FRAGMENT`) holds.
+ How many variables of `kind` (`GPUSVC_PROGRAM_CACHE_VARIABLE_KIND_*`) the map of `stage`
+ (`GPUSVC_PROGRAM_CACHE_SHADER_STAGE_VERTEX` or `_FRAGMENT`) holds.
 
  # Safety
  `out` is NULL or valid for one write.
  */
-gpusvc_result gpusvc_cached_program_variable_count(const struct gpusvc_cached_program *program,
-                                                   uint32_t stage,
-                                                   uint32_t kind,
-                                                   size_t *out);
+gpusvc_result gpusvc_program_cache_entry_variable_count(const struct gpusvc_program_cache_entry *program,
+                                                        uint32_t stage,
+                                                        uint32_t kind,
+                                                        size_t *out);
 
 /*
  Variable `index` of `kind` in the map of `stage`. The strings in `*out` belong to the handle
@@ -1608,14 +1614,14 @@ gpusvc_result gpusvc_cached_program_variable_count(const struct gpusvc_cached_pr
  # Safety
  `out` is NULL or valid for one write.
  */
-gpusvc_result gpusvc_cached_program_variable(const struct gpusvc_cached_program *program,
-                                             uint32_t stage,
-                                             uint32_t kind,
-                                             size_t index,
-                                             struct gpusvc_variable_info *out);
+gpusvc_result gpusvc_program_cache_entry_variable(const struct gpusvc_program_cache_entry *program,
+                                                  uint32_t stage,
+                                                  uint32_t kind,
+                                                  size_t index,
+                                                  struct gpusvc_program_cache_variable_info *out);
 
 /*
- Writes the defaults of a profile (`GPUSVC_CACHE_PROFILE_*`) into `*out`.
+ Writes the defaults of a profile (`GPUSVC_PROGRAM_CACHE_PROFILE_*`) into `*out`.
 
  # Safety
  `out` is NULL or valid for one write.
@@ -1637,7 +1643,7 @@ gpusvc_result gpusvc_program_cache_config_defaults(uint32_t profile,
  `config` is NULL or valid for one read; `out` is NULL or valid for one write.
  */
 gpusvc_result gpusvc_program_cache_new(const struct gpusvc_program_cache_config *config,
-                                       gpusvc_histogram_callback histogram,
+                                       gpusvc_program_cache_histogram_callback histogram,
                                        void *user_data,
                                        struct gpusvc_program_cache **out);
 
@@ -1646,7 +1652,7 @@ gpusvc_result gpusvc_program_cache_new(const struct gpusvc_program_cache_config 
  `GPUSVC_INVALID_HANDLE`. Program managers made over the cache keep it alive until they are
  freed.
 
- A cache with a disk store (`gpusvc_program_cache_new_with_disk`): when this frees the last
+ A cache with a disk store (`gpusvc_program_cache_open`): when this frees the last
  reference, it waits for the writes already queued. Its log callback is never called once
  this has returned, even while program managers keep the cache alive.
 
@@ -1661,11 +1667,11 @@ gpusvc_result gpusvc_program_cache_free(struct gpusvc_program_cache *cache);
  # Safety
  `out` is NULL or valid for one write.
  */
-gpusvc_result gpusvc_program_cache_get_config(const struct gpusvc_program_cache *cache,
-                                              struct gpusvc_program_cache_config *out);
+gpusvc_result gpusvc_program_cache_current_config(const struct gpusvc_program_cache *cache,
+                                                  struct gpusvc_program_cache_config *out);
 
 /*
- Hash of one shader as compiled: its stage (`GPUSVC_SHADER_STAGE_*`), the source
+ Hash of one shader as compiled: its stage (`GPUSVC_PROGRAM_CACHE_SHADER_STAGE_*`), the source
  (`source_len` bytes of UTF-8, non-empty) and the compile options that change the output
  (opaque bytes; `options` may be NULL when `options_len` is 0).
 
@@ -1678,7 +1684,7 @@ gpusvc_result gpusvc_program_cache_shader_hash(uint32_t stage,
                                                size_t source_len,
                                                const uint8_t *options,
                                                size_t options_len,
-                                               struct gpusvc_sha1 *out);
+                                               struct gpusvc_program_cache_sha1 *out);
 
 /*
  The program key of two compiled shaders with a backend identity and link options (binding
@@ -1688,17 +1694,17 @@ gpusvc_result gpusvc_program_cache_shader_hash(uint32_t stage,
  `input` is NULL or valid for one read, its pointers as documented on its fields; `out` is
  NULL or valid for one write.
  */
-gpusvc_result gpusvc_program_cache_program_key(const struct gpusvc_program_key_input *input,
-                                               struct gpusvc_sha1 *out);
+gpusvc_result gpusvc_program_cache_program_key(const struct gpusvc_program_cache_program_key_input *input,
+                                               struct gpusvc_program_cache_sha1 *out);
 
 /*
- The compile status of a shader (`GPUSVC_COMPILE_STATUS_*`). The hash is copied.
+ The compile status of a shader (`GPUSVC_PROGRAM_CACHE_COMPILE_STATUS_*`). The hash is copied.
 
  # Safety
  `hash` is NULL or valid for one read; `out` is NULL or valid for one write.
  */
 gpusvc_result gpusvc_program_cache_shader_compile_status(const struct gpusvc_program_cache *cache,
-                                                         const struct gpusvc_sha1 *hash,
+                                                         const struct gpusvc_program_cache_sha1 *hash,
                                                          uint32_t *out);
 
 /*
@@ -1708,7 +1714,7 @@ gpusvc_result gpusvc_program_cache_shader_compile_status(const struct gpusvc_pro
  `hash` is NULL or valid for one read.
  */
 gpusvc_result gpusvc_program_cache_mark_shader_compiled(const struct gpusvc_program_cache *cache,
-                                                        const struct gpusvc_sha1 *hash);
+                                                        const struct gpusvc_program_cache_sha1 *hash);
 
 /*
  How many cached programs use a shader.
@@ -1717,17 +1723,17 @@ gpusvc_result gpusvc_program_cache_mark_shader_compiled(const struct gpusvc_prog
  `hash` is NULL or valid for one read; `out` is NULL or valid for one write.
  */
 gpusvc_result gpusvc_program_cache_shader_refcount(const struct gpusvc_program_cache *cache,
-                                                   const struct gpusvc_sha1 *hash,
+                                                   const struct gpusvc_program_cache_sha1 *hash,
                                                    uint32_t *out);
 
 /*
- The link status of a program (`GPUSVC_LINK_STATUS_*`): SUCCESS while its binary is cached.
+ The link status of a program (`GPUSVC_PROGRAM_CACHE_LINK_STATUS_*`): SUCCESS while its binary is cached.
 
  # Safety
  `key` is NULL or valid for one read; `out` is NULL or valid for one write.
  */
 gpusvc_result gpusvc_program_cache_link_status(const struct gpusvc_program_cache *cache,
-                                               const struct gpusvc_sha1 *key,
+                                               const struct gpusvc_program_cache_sha1 *key,
                                                uint32_t *out);
 
 /*
@@ -1746,23 +1752,23 @@ gpusvc_result gpusvc_program_cache_link_status(const struct gpusvc_program_cache
  on its fields; `out_report` is NULL or valid for one write.
  */
 gpusvc_result gpusvc_program_cache_save(const struct gpusvc_program_cache *cache,
-                                        const struct gpusvc_sha1 *key,
-                                        const struct gpusvc_cached_program_desc *program,
-                                        struct gpusvc_save_report *out_report);
+                                        const struct gpusvc_program_cache_sha1 *key,
+                                        const struct gpusvc_program_cache_entry_desc *program,
+                                        struct gpusvc_program_cache_save_report *out_report);
 
 /*
- Looks a program up and copies it into a new `gpusvc_cached_program` (free it with
- `gpusvc_cached_program_free`). A hit counts and promotes the entry (and moves it to `page`
+ Looks a program up and copies it into a new `gpusvc_program_cache_entry` (free it with
+ `gpusvc_program_cache_entry_free`). A hit counts and promotes the entry (and moves it to `page`
  when `has_page`); a miss counts and returns `GPUSVC_PROGRAM_CACHE_NOT_FOUND`.
 
  # Safety
  `key` is NULL or valid for one read; `out` is NULL or valid for one write.
  */
 gpusvc_result gpusvc_program_cache_load(const struct gpusvc_program_cache *cache,
-                                        const struct gpusvc_sha1 *key,
+                                        const struct gpusvc_program_cache_sha1 *key,
                                         bool has_page,
                                         uint64_t page,
-                                        struct gpusvc_cached_program **out);
+                                        struct gpusvc_program_cache_entry **out);
 
 /*
  Like `gpusvc_program_cache_load` without changing recency or counters.
@@ -1771,8 +1777,8 @@ gpusvc_result gpusvc_program_cache_load(const struct gpusvc_program_cache *cache
  `key` is NULL or valid for one read; `out` is NULL or valid for one write.
  */
 gpusvc_result gpusvc_program_cache_peek(const struct gpusvc_program_cache *cache,
-                                        const struct gpusvc_sha1 *key,
-                                        struct gpusvc_cached_program **out);
+                                        const struct gpusvc_program_cache_sha1 *key,
+                                        struct gpusvc_program_cache_entry **out);
 
 /*
  Removes one program; `*out_removed` says whether it was there.
@@ -1781,7 +1787,7 @@ gpusvc_result gpusvc_program_cache_peek(const struct gpusvc_program_cache *cache
  `key` is NULL or valid for one read; `out_removed` is NULL or valid for one write.
  */
 gpusvc_result gpusvc_program_cache_evict(const struct gpusvc_program_cache *cache,
-                                         const struct gpusvc_sha1 *key,
+                                         const struct gpusvc_program_cache_sha1 *key,
                                          bool *out_removed);
 
 /*
@@ -1793,7 +1799,7 @@ gpusvc_result gpusvc_program_cache_evict(const struct gpusvc_program_cache *cach
  `keys` is NULL or valid for `len` writes; `out_count` is NULL or valid for one write.
  */
 gpusvc_result gpusvc_program_cache_eviction_order(const struct gpusvc_program_cache *cache,
-                                                  struct gpusvc_sha1 *keys,
+                                                  struct gpusvc_program_cache_sha1 *keys,
                                                   size_t len,
                                                   size_t *out_count);
 
@@ -1803,8 +1809,8 @@ gpusvc_result gpusvc_program_cache_eviction_order(const struct gpusvc_program_ca
  # Safety
  `out` is NULL or valid for one write.
  */
-gpusvc_result gpusvc_program_cache_get_stats(const struct gpusvc_program_cache *cache,
-                                             struct gpusvc_program_cache_stats *out);
+gpusvc_result gpusvc_program_cache_stats(const struct gpusvc_program_cache *cache,
+                                         struct gpusvc_program_cache_stats_snapshot *out);
 
 /*
  Evicts by policy until at most `limit` bytes are stored; `*out_freed` gets the bytes freed.
@@ -1817,7 +1823,7 @@ gpusvc_result gpusvc_program_cache_trim(const struct gpusvc_program_cache *cache
                                         size_t *out_freed);
 
 /*
- Applies a memory-pressure level (`GPUSVC_MEMORY_PRESSURE_*`): MODERATE trims to a quarter of
+ Applies a memory-pressure level (`GPUSVC_PROGRAM_CACHE_MEMORY_PRESSURE_*`): MODERATE trims to a quarter of
  the budget and keeps the cache there (saves evict down to it, a larger entry is refused with
  `GPUSVC_PROGRAM_CACHE_OVER_BUDGET`), CRITICAL drops everything and refuses saves (program
  managers then do not read binaries out of the driver at all), each until the level is NONE
@@ -1859,7 +1865,7 @@ gpusvc_result gpusvc_program_cache_histogram_name(size_t index, const char **out
  */
 gpusvc_result gpusvc_program_cache_histogram(const struct gpusvc_program_cache *cache,
                                              const char *name,
-                                             struct gpusvc_histogram_summary *out);
+                                             struct gpusvc_program_cache_histogram_summary *out);
 
 /*
  Frees a linked program and deletes its driver object (GL form; host form when
@@ -1869,7 +1875,7 @@ gpusvc_result gpusvc_program_cache_histogram(const struct gpusvc_program_cache *
  # Safety
  None beyond passing a value that came from gpusvc (or NULL).
  */
-gpusvc_result gpusvc_linked_program_free(struct gpusvc_linked_program *program);
+gpusvc_result gpusvc_program_manager_linked_program_free(struct gpusvc_program_manager_linked_program *program);
 
 /*
  The program object: its GL name (GL form) or the host's program id (host form).
@@ -1877,17 +1883,17 @@ gpusvc_result gpusvc_linked_program_free(struct gpusvc_linked_program *program);
  # Safety
  `out` is NULL or valid for one write.
  */
-gpusvc_result gpusvc_linked_program_object(const struct gpusvc_linked_program *program,
-                                           uint64_t *out);
+gpusvc_result gpusvc_program_manager_linked_program_object(const struct gpusvc_program_manager_linked_program *program,
+                                                           uint64_t *out);
 
 /*
- How the program came about (`GPUSVC_LINK_ORIGIN_*`).
+ How the program came about (`GPUSVC_PROGRAM_MANAGER_LINK_ORIGIN_*`).
 
  # Safety
  `out` is NULL or valid for one write.
  */
-gpusvc_result gpusvc_linked_program_origin(const struct gpusvc_linked_program *program,
-                                           uint32_t *out);
+gpusvc_result gpusvc_program_manager_linked_program_origin(const struct gpusvc_program_manager_linked_program *program,
+                                                           uint32_t *out);
 
 /*
  The program's cache key.
@@ -1895,18 +1901,18 @@ gpusvc_result gpusvc_linked_program_origin(const struct gpusvc_linked_program *p
  # Safety
  `out` is NULL or valid for one write.
  */
-gpusvc_result gpusvc_linked_program_key(const struct gpusvc_linked_program *program,
-                                        struct gpusvc_sha1 *out);
+gpusvc_result gpusvc_program_manager_linked_program_key(const struct gpusvc_program_manager_linked_program *program,
+                                                        struct gpusvc_program_cache_sha1 *out);
 
 /*
- How many active variables of `kind` (`GPUSVC_VARIABLE_KIND_*`) the program has.
+ How many active variables of `kind` (`GPUSVC_PROGRAM_CACHE_VARIABLE_KIND_*`) the program has.
 
  # Safety
  `out` is NULL or valid for one write.
  */
-gpusvc_result gpusvc_linked_program_variable_count(const struct gpusvc_linked_program *program,
-                                                   uint32_t kind,
-                                                   size_t *out);
+gpusvc_result gpusvc_program_manager_linked_program_variable_count(const struct gpusvc_program_manager_linked_program *program,
+                                                                   uint32_t kind,
+                                                                   size_t *out);
 
 /*
  Active variable `index` of `kind`, sorted by name. The name in `*out` belongs to the handle
@@ -1915,10 +1921,10 @@ gpusvc_result gpusvc_linked_program_variable_count(const struct gpusvc_linked_pr
  # Safety
  `out` is NULL or valid for one write.
  */
-gpusvc_result gpusvc_linked_program_variable(const struct gpusvc_linked_program *program,
-                                             uint32_t kind,
-                                             size_t index,
-                                             struct gpusvc_active_variable *out);
+gpusvc_result gpusvc_program_manager_linked_program_variable(const struct gpusvc_program_manager_linked_program *program,
+                                                             uint32_t kind,
+                                                             size_t index,
+                                                             struct gpusvc_program_manager_active_variable *out);
 
 /*
  Creates a program manager over a headless GL context (`gpusvc_gl_context_open`) and a
@@ -1937,15 +1943,15 @@ gpusvc_result gpusvc_program_manager_new_gl(const struct gpusvc_gl_context *ctx,
                                             struct gpusvc_program_manager **out);
 
 /*
- Creates a program manager over the host's GL entry points (see `gpusvc_host_gl`; the struct
+ Creates a program manager over the host's GL entry points (see `gpusvc_program_manager_host_gl`; the struct
  is copied, the required callbacks must be non-NULL) and a cache. The manager, its shaders
  and programs are bound to the calling thread.
 
  # Safety
- `gl` is NULL or valid for one read, its callbacks as documented on `gpusvc_host_gl`;
+ `gl` is NULL or valid for one read, its callbacks as documented on `gpusvc_program_manager_host_gl`;
  `backend_identity` is NULL or a NUL-terminated string; `out` is NULL or valid for one write.
  */
-gpusvc_result gpusvc_program_manager_new_host(const struct gpusvc_host_gl *gl,
+gpusvc_result gpusvc_program_manager_new_host(const struct gpusvc_program_manager_host_gl *gl,
                                               const struct gpusvc_program_cache *cache,
                                               const char *backend_identity,
                                               struct gpusvc_program_manager **out);
@@ -1962,20 +1968,20 @@ gpusvc_result gpusvc_program_manager_free(struct gpusvc_program_manager *manager
 
 /*
  Compiles a shader (`glCompileShader` through the cache): when its compile status is known
- the driver compile is deferred (`GPUSVC_COMPILE_OUTCOME_DEFERRED`); otherwise the driver
+ the driver compile is deferred (`GPUSVC_PROGRAM_MANAGER_COMPILE_OUTCOME_DEFERRED`); otherwise the driver
  compiles it and, only when it succeeds, the status is recorded. A failed compile is an
- outcome (`GPUSVC_COMPILE_OUTCOME_FAILED`, log in `gpusvc_shader_info_log`), not an error.
+ outcome (`GPUSVC_PROGRAM_MANAGER_COMPILE_OUTCOME_FAILED`, log in `gpusvc_program_manager_shader_info_log`), not an error.
 
  # Safety
  `out_outcome` is NULL or valid for one write.
  */
 gpusvc_result gpusvc_program_manager_compile(const struct gpusvc_program_manager *manager,
-                                             const struct gpusvc_shader *shader,
+                                             const struct gpusvc_program_manager_shader *shader,
                                              uint32_t *out_outcome);
 
 /*
  Links a vertex and a fragment shader of `manager` through the cache (`glLinkProgram`):
- a cached binary is loaded (`GPUSVC_LINK_ORIGIN_CACHE_HIT`, the shaders' variable maps are
+ a cached binary is loaded (`GPUSVC_PROGRAM_MANAGER_LINK_ORIGIN_CACHE_HIT`, the shaders' variable maps are
  restored, nothing is compiled, linked or saved); a binary the driver refuses is evicted and
  the program is built from source (`..._RELINKED_AFTER_REJECTION`); a miss compiles what was
  deferred, links and saves the binary (`..._LINKED`). `options` may be NULL (no bindings, no
@@ -1989,23 +1995,23 @@ gpusvc_result gpusvc_program_manager_compile(const struct gpusvc_program_manager
  NULL or valid for one write.
  */
 gpusvc_result gpusvc_program_manager_link(const struct gpusvc_program_manager *manager,
-                                          const struct gpusvc_shader *vertex,
-                                          const struct gpusvc_shader *fragment,
-                                          const struct gpusvc_program_options *options,
-                                          struct gpusvc_linked_program **out);
+                                          const struct gpusvc_program_manager_shader *vertex,
+                                          const struct gpusvc_program_manager_shader *fragment,
+                                          const struct gpusvc_program_manager_program_options *options,
+                                          struct gpusvc_program_manager_linked_program **out);
 
 /*
- Creates a shader of `manager` with a stage (`GPUSVC_SHADER_STAGE_*`) and `source_len` bytes
+ Creates a shader of `manager` with a stage (`GPUSVC_PROGRAM_CACHE_SHADER_STAGE_*`) and `source_len` bytes
  of UTF-8 source (non-empty; copied). It is not compiled yet.
 
  # Safety
  `source` is NULL or valid for `source_len` bytes; `out` is NULL or valid for one write.
  */
-gpusvc_result gpusvc_shader_new(const struct gpusvc_program_manager *manager,
-                                uint32_t stage,
-                                const char *source,
-                                size_t source_len,
-                                struct gpusvc_shader **out);
+gpusvc_result gpusvc_program_manager_shader_new(const struct gpusvc_program_manager *manager,
+                                                uint32_t stage,
+                                                const char *source,
+                                                size_t source_len,
+                                                struct gpusvc_program_manager_shader **out);
 
 /*
  Frees a shader (and the driver object it holds). NULL is a no-op; a freed or unknown handle
@@ -2014,7 +2020,7 @@ gpusvc_result gpusvc_shader_new(const struct gpusvc_program_manager *manager,
  # Safety
  None beyond passing a value that came from gpusvc (or NULL).
  */
-gpusvc_result gpusvc_shader_free(struct gpusvc_shader *shader);
+gpusvc_result gpusvc_program_manager_shader_free(struct gpusvc_program_manager_shader *shader);
 
 /*
  Replaces the source (`glShaderSource`): non-empty UTF-8, copied. The shader's hash does not
@@ -2023,9 +2029,9 @@ gpusvc_result gpusvc_shader_free(struct gpusvc_shader *shader);
  # Safety
  `source` is NULL or valid for `source_len` bytes.
  */
-gpusvc_result gpusvc_shader_set_source(const struct gpusvc_shader *shader,
-                                       const char *source,
-                                       size_t source_len);
+gpusvc_result gpusvc_program_manager_shader_set_source(const struct gpusvc_program_manager_shader *shader,
+                                                       const char *source,
+                                                       size_t source_len);
 
 /*
  Sets the compile options that change the compiled output (translator flags, ...; opaque
@@ -2034,9 +2040,9 @@ gpusvc_result gpusvc_shader_set_source(const struct gpusvc_shader *shader,
  # Safety
  `options` is NULL or valid for `options_len` bytes.
  */
-gpusvc_result gpusvc_shader_set_compile_options(const struct gpusvc_shader *shader,
-                                                const uint8_t *options,
-                                                size_t options_len);
+gpusvc_result gpusvc_program_manager_shader_set_compile_options(const struct gpusvc_program_manager_shader *shader,
+                                                                const uint8_t *options,
+                                                                size_t options_len);
 
 /*
  Sets the variable maps a translator produced for this shader (copied). They are stored with
@@ -2044,26 +2050,28 @@ gpusvc_result gpusvc_shader_set_compile_options(const struct gpusvc_shader *shad
 
  # Safety
  `variables` is NULL or valid for one read, its pointers as documented on
- `gpusvc_shader_variables`.
+ `gpusvc_program_cache_shader_variables`.
  */
-gpusvc_result gpusvc_shader_set_variables(const struct gpusvc_shader *shader,
-                                          const struct gpusvc_shader_variables *variables);
+gpusvc_result gpusvc_program_manager_shader_set_variables(const struct gpusvc_program_manager_shader *shader,
+                                                          const struct gpusvc_program_cache_shader_variables *variables);
 
 /*
- The shader's stage (`GPUSVC_SHADER_STAGE_*`).
+ The shader's stage (`GPUSVC_PROGRAM_CACHE_SHADER_STAGE_*`).
 
  # Safety
  `out` is NULL or valid for one write.
  */
-gpusvc_result gpusvc_shader_stage(const struct gpusvc_shader *shader, uint32_t *out);
+gpusvc_result gpusvc_program_manager_shader_stage(const struct gpusvc_program_manager_shader *shader,
+                                                  uint32_t *out);
 
 /*
- The shader's state (`GPUSVC_SHADER_STATE_*`).
+ The shader's state (`GPUSVC_PROGRAM_MANAGER_SHADER_STATE_*`).
 
  # Safety
  `out` is NULL or valid for one write.
  */
-gpusvc_result gpusvc_shader_state(const struct gpusvc_shader *shader, uint32_t *out);
+gpusvc_result gpusvc_program_manager_shader_state(const struct gpusvc_program_manager_shader *shader,
+                                                  uint32_t *out);
 
 /*
  `GL_COMPILE_STATUS` as the host reports it: true when compiled or deferred.
@@ -2071,7 +2079,8 @@ gpusvc_result gpusvc_shader_state(const struct gpusvc_shader *shader, uint32_t *
  # Safety
  `out` is NULL or valid for one write.
  */
-gpusvc_result gpusvc_shader_compile_status(const struct gpusvc_shader *shader, bool *out);
+gpusvc_result gpusvc_program_manager_shader_compile_status(const struct gpusvc_program_manager_shader *shader,
+                                                           bool *out);
 
 /*
  The hash of the shader's last compile (compiled, deferred or failed);
@@ -2080,8 +2089,8 @@ gpusvc_result gpusvc_shader_compile_status(const struct gpusvc_shader *shader, b
  # Safety
  `out` is NULL or valid for one write.
  */
-gpusvc_result gpusvc_shader_compiled_hash(const struct gpusvc_shader *shader,
-                                          struct gpusvc_sha1 *out);
+gpusvc_result gpusvc_program_manager_shader_compiled_hash(const struct gpusvc_program_manager_shader *shader,
+                                                          struct gpusvc_program_cache_sha1 *out);
 
 /*
  The info log of a failed compile (empty otherwise). `*out_len` gets its length in bytes, NUL
@@ -2092,21 +2101,21 @@ gpusvc_result gpusvc_shader_compiled_hash(const struct gpusvc_shader *shader,
  # Safety
  `buf` is NULL or valid for `len` bytes of writes; `out_len` is NULL or valid for one write.
  */
-gpusvc_result gpusvc_shader_info_log(const struct gpusvc_shader *shader,
-                                     char *buf,
-                                     size_t len,
-                                     size_t *out_len);
+gpusvc_result gpusvc_program_manager_shader_info_log(const struct gpusvc_program_manager_shader *shader,
+                                                     char *buf,
+                                                     size_t len,
+                                                     size_t *out_len);
 
 /*
- How many variables of `kind` (`GPUSVC_VARIABLE_KIND_*`) the shader's variable maps hold
- (those set by `gpusvc_shader_set_variables` or restored by a cache hit; 0 when none).
+ How many variables of `kind` (`GPUSVC_PROGRAM_CACHE_VARIABLE_KIND_*`) the shader's variable maps hold
+ (those set by `gpusvc_program_manager_shader_set_variables` or restored by a cache hit; 0 when none).
 
  # Safety
  `out` is NULL or valid for one write.
  */
-gpusvc_result gpusvc_shader_variable_count(const struct gpusvc_shader *shader,
-                                           uint32_t kind,
-                                           size_t *out);
+gpusvc_result gpusvc_program_manager_shader_variable_count(const struct gpusvc_program_manager_shader *shader,
+                                                           uint32_t kind,
+                                                           size_t *out);
 
 /*
  Variable `index` of `kind` in the shader's maps. The strings in `*out` belong to the shader
@@ -2115,10 +2124,10 @@ gpusvc_result gpusvc_shader_variable_count(const struct gpusvc_shader *shader,
  # Safety
  `out` is NULL or valid for one write.
  */
-gpusvc_result gpusvc_shader_variable(const struct gpusvc_shader *shader,
-                                     uint32_t kind,
-                                     size_t index,
-                                     struct gpusvc_variable_info *out);
+gpusvc_result gpusvc_program_manager_shader_variable(const struct gpusvc_program_manager_shader *shader,
+                                                     uint32_t kind,
+                                                     size_t index,
+                                                     struct gpusvc_program_cache_variable_info *out);
 
 /*
  Appends `len` bytes of text (an info log, a reason) to a sink; invalid UTF-8 is replaced.
@@ -2126,9 +2135,9 @@ gpusvc_result gpusvc_shader_variable(const struct gpusvc_shader *shader,
  # Safety
  `text` is NULL or valid for `len` bytes of reads.
  */
-gpusvc_result gpusvc_host_sink_write_text(struct gpusvc_host_sink *sink,
-                                          const char *text,
-                                          size_t len);
+gpusvc_result gpusvc_program_manager_host_sink_write_text(struct gpusvc_program_manager_host_sink *sink,
+                                                          const char *text,
+                                                          size_t len);
 
 /*
  Appends `len` bytes (a program binary) to a sink.
@@ -2136,9 +2145,9 @@ gpusvc_result gpusvc_host_sink_write_text(struct gpusvc_host_sink *sink,
  # Safety
  `bytes` is NULL or valid for `len` bytes of reads.
  */
-gpusvc_result gpusvc_host_sink_write_bytes(struct gpusvc_host_sink *sink,
-                                           const uint8_t *bytes,
-                                           size_t len);
+gpusvc_result gpusvc_program_manager_host_sink_write_bytes(struct gpusvc_program_manager_host_sink *sink,
+                                                           const uint8_t *bytes,
+                                                           size_t len);
 
 /*
  Adds one active variable to a sink (the name is copied; it must be UTF-8).
@@ -2146,8 +2155,8 @@ gpusvc_result gpusvc_host_sink_write_bytes(struct gpusvc_host_sink *sink,
  # Safety
  `variable` is NULL or valid for one read, its name NULL or NUL-terminated.
  */
-gpusvc_result gpusvc_host_sink_push_variable(struct gpusvc_host_sink *sink,
-                                             const struct gpusvc_active_variable *variable);
+gpusvc_result gpusvc_program_manager_host_sink_push_variable(struct gpusvc_program_manager_host_sink *sink,
+                                                             const struct gpusvc_program_manager_active_variable *variable);
 
 /*
  Writes the message for `code` into `buf` as a NUL-terminated string.

@@ -32,7 +32,7 @@ struct ProgramCacheDeleter {
   void operator()(gpusvc_program_cache* p) const noexcept { (void)gpusvc_program_cache_free(p); }
 };
 struct CachedProgramDeleter {
-  void operator()(gpusvc_cached_program* p) const noexcept { (void)gpusvc_cached_program_free(p); }
+  void operator()(gpusvc_program_cache_entry* p) const noexcept { (void)gpusvc_program_cache_entry_free(p); }
 };
 struct ProgramManagerDeleter {
   void operator()(gpusvc_program_manager* p) const noexcept {
@@ -40,19 +40,19 @@ struct ProgramManagerDeleter {
   }
 };
 struct ShaderDeleter {
-  void operator()(gpusvc_shader* p) const noexcept { (void)gpusvc_shader_free(p); }
+  void operator()(gpusvc_program_manager_shader* p) const noexcept { (void)gpusvc_program_manager_shader_free(p); }
 };
 struct LinkedProgramDeleter {
-  void operator()(gpusvc_linked_program* p) const noexcept { (void)gpusvc_linked_program_free(p); }
+  void operator()(gpusvc_program_manager_linked_program* p) const noexcept { (void)gpusvc_program_manager_linked_program_free(p); }
 };
 // Any thread; freeing it while managers still use it is fine (they share it).
 using ProgramCachePtr = std::unique_ptr<gpusvc_program_cache, ProgramCacheDeleter>;
 // A copy of one cached program; any thread.
-using CachedProgramPtr = std::unique_ptr<gpusvc_cached_program, CachedProgramDeleter>;
+using CachedProgramPtr = std::unique_ptr<gpusvc_program_cache_entry, CachedProgramDeleter>;
 // Bound to the thread that made it, like its shaders and linked programs.
 using ProgramManagerPtr = std::unique_ptr<gpusvc_program_manager, ProgramManagerDeleter>;
-using ShaderPtr = std::unique_ptr<gpusvc_shader, ShaderDeleter>;
-using LinkedProgramPtr = std::unique_ptr<gpusvc_linked_program, LinkedProgramDeleter>;
+using ShaderPtr = std::unique_ptr<gpusvc_program_manager_shader, ShaderDeleter>;
+using LinkedProgramPtr = std::unique_ptr<gpusvc_program_manager_linked_program, LinkedProgramDeleter>;
 
 // The library version, e.g. "0.1.0".
 inline std::string Version() { return gpusvc_version(); }
@@ -124,7 +124,7 @@ inline gpusvc_result ReadDriverIdentity(const gpusvc_gl_context* ctx, DriverIden
 
 // ---- program cache ----
 
-// The defaults of a GPUSVC_CACHE_PROFILE_* value into *out.
+// The defaults of a GPUSVC_PROGRAM_CACHE_PROFILE_* value into *out.
 inline gpusvc_result ProgramCacheDefaults(uint32_t profile, gpusvc_program_cache_config* out) {
   return gpusvc_program_cache_config_defaults(profile, out);
 }
@@ -132,7 +132,7 @@ inline gpusvc_result ProgramCacheDefaults(uint32_t profile, gpusvc_program_cache
 // Creates a program cache into *out; `histogram` (may be null) gets every sample.
 inline gpusvc_result NewProgramCache(const gpusvc_program_cache_config& config,
                                      ProgramCachePtr* out,
-                                     gpusvc_histogram_callback histogram = nullptr,
+                                     gpusvc_program_cache_histogram_callback histogram = nullptr,
                                      void* user_data = nullptr) {
   if (out == nullptr) return GPUSVC_NULL_ARGUMENT;
   gpusvc_program_cache* raw = nullptr;
@@ -141,8 +141,8 @@ inline gpusvc_result NewProgramCache(const gpusvc_program_cache_config& config,
   return r;
 }
 
-// Hash of a shader as compiled (stage: GPUSVC_SHADER_STAGE_*; options: opaque bytes).
-inline gpusvc_result ShaderHash(uint32_t stage, const std::string& source, gpusvc_sha1* out,
+// Hash of a shader as compiled (stage: GPUSVC_PROGRAM_CACHE_SHADER_STAGE_*; options: opaque bytes).
+inline gpusvc_result ShaderHash(uint32_t stage, const std::string& source, gpusvc_program_cache_sha1* out,
                                 const std::string& options = std::string()) {
   return gpusvc_program_cache_shader_hash(
       stage, source.data(), source.size(), reinterpret_cast<const uint8_t*>(options.data()),
@@ -153,7 +153,7 @@ inline gpusvc_result ShaderHash(uint32_t stage, const std::string& source, gpusv
 struct LinkOptions {
   std::vector<std::pair<std::string, uint32_t>> attribute_bindings;
   std::vector<std::string> transform_feedback_varyings;
-  uint32_t transform_feedback_mode = GPUSVC_TRANSFORM_FEEDBACK_INTERLEAVED;
+  uint32_t transform_feedback_mode = GPUSVC_PROGRAM_CACHE_TRANSFORM_FEEDBACK_INTERLEAVED;
   bool has_page = false;
   uint64_t page = 0;
 };
@@ -174,21 +174,21 @@ class LinkOptionsView {
   }
   LinkOptionsView(const LinkOptionsView&) = delete;
   LinkOptionsView& operator=(const LinkOptionsView&) = delete;
-  const gpusvc_link_options* link() const { return &options_.link; }
-  const gpusvc_program_options* program() const { return &options_; }
+  const gpusvc_program_cache_link_options* link() const { return &options_.link; }
+  const gpusvc_program_manager_program_options* program() const { return &options_; }
 
  private:
-  std::vector<gpusvc_attribute_binding> bindings_;
+  std::vector<gpusvc_program_cache_attribute_binding> bindings_;
   std::vector<const char*> varyings_;
-  gpusvc_program_options options_{};
+  gpusvc_program_manager_program_options options_{};
 };
 
 // The program key of two shader hashes, a backend identity and link options.
-inline gpusvc_result ProgramKey(const gpusvc_sha1& vertex, const gpusvc_sha1& fragment,
+inline gpusvc_result ProgramKey(const gpusvc_program_cache_sha1& vertex, const gpusvc_program_cache_sha1& fragment,
                                 const std::string& backend_identity, const LinkOptions& options,
-                                gpusvc_sha1* out) {
+                                gpusvc_program_cache_sha1* out) {
   LinkOptionsView view(options);
-  gpusvc_program_key_input input{};
+  gpusvc_program_cache_program_key_input input{};
   input.vertex = vertex;
   input.fragment = fragment;
   input.backend_identity = backend_identity.c_str();
@@ -234,13 +234,13 @@ class ShaderVariablesView {
   }
   ShaderVariablesView(const ShaderVariablesView&) = delete;
   ShaderVariablesView& operator=(const ShaderVariablesView&) = delete;
-  const gpusvc_shader_variables& get() const { return view_; }
+  const gpusvc_program_cache_shader_variables& get() const { return view_; }
 
  private:
-  static std::vector<gpusvc_variable_info> Convert(const std::vector<Variable>& list) {
-    std::vector<gpusvc_variable_info> out;
+  static std::vector<gpusvc_program_cache_variable_info> Convert(const std::vector<Variable>& list) {
+    std::vector<gpusvc_program_cache_variable_info> out;
     for (const Variable& v : list) {
-      gpusvc_variable_info info{};
+      gpusvc_program_cache_variable_info info{};
       info.name = v.name.c_str();
       info.mapped_name = v.mapped_name.c_str();
       info.gl_type = v.gl_type;
@@ -251,12 +251,12 @@ class ShaderVariablesView {
     }
     return out;
   }
-  std::vector<gpusvc_variable_info> attributes_;
-  std::vector<gpusvc_variable_info> uniforms_;
-  gpusvc_shader_variables view_{};
+  std::vector<gpusvc_program_cache_variable_info> attributes_;
+  std::vector<gpusvc_program_cache_variable_info> uniforms_;
+  gpusvc_program_cache_shader_variables view_{};
 };
 
-inline Variable ToVariable(const gpusvc_variable_info& info) {
+inline Variable ToVariable(const gpusvc_program_cache_variable_info& info) {
   Variable v;
   v.name = info.name != nullptr ? info.name : "";
   v.mapped_name = info.mapped_name != nullptr ? info.mapped_name : "";
@@ -269,8 +269,8 @@ inline Variable ToVariable(const gpusvc_variable_info& info) {
 
 // A cached program in C++ terms (for SaveProgram and ReadCachedProgram).
 struct CachedProgram {
-  gpusvc_sha1 vertex_shader{};
-  gpusvc_sha1 fragment_shader{};
+  gpusvc_program_cache_sha1 vertex_shader{};
+  gpusvc_program_cache_sha1 fragment_shader{};
   ShaderVariables vertex;
   ShaderVariables fragment;
   uint32_t binary_format = 0;
@@ -280,12 +280,12 @@ struct CachedProgram {
 };
 
 // Saves `program` under `key` (everything is copied); *report (may be null) says what it did.
-inline gpusvc_result SaveProgram(const gpusvc_program_cache* cache, const gpusvc_sha1& key,
+inline gpusvc_result SaveProgram(const gpusvc_program_cache* cache, const gpusvc_program_cache_sha1& key,
                                  const CachedProgram& program,
-                                 gpusvc_save_report* report = nullptr) {
+                                 gpusvc_program_cache_save_report* report = nullptr) {
   ShaderVariablesView vertex(program.vertex);
   ShaderVariablesView fragment(program.fragment);
-  gpusvc_cached_program_desc desc{};
+  gpusvc_program_cache_entry_desc desc{};
   desc.vertex_shader = program.vertex_shader;
   desc.fragment_shader = program.fragment_shader;
   desc.vertex = vertex.get();
@@ -295,40 +295,40 @@ inline gpusvc_result SaveProgram(const gpusvc_program_cache* cache, const gpusvc
   desc.binary_len = program.binary.size();
   desc.has_page = program.has_page;
   desc.page = program.page;
-  gpusvc_save_report ignored{};
+  gpusvc_program_cache_save_report ignored{};
   return gpusvc_program_cache_save(cache, &key, &desc, report != nullptr ? report : &ignored);
 }
 
 // Loads (counts, promotes) a program into *out; GPUSVC_PROGRAM_CACHE_NOT_FOUND on a miss.
-inline gpusvc_result LoadProgram(const gpusvc_program_cache* cache, const gpusvc_sha1& key,
+inline gpusvc_result LoadProgram(const gpusvc_program_cache* cache, const gpusvc_program_cache_sha1& key,
                                  CachedProgramPtr* out, bool has_page = false,
                                  uint64_t page = 0) {
   if (out == nullptr) return GPUSVC_NULL_ARGUMENT;
-  gpusvc_cached_program* raw = nullptr;
+  gpusvc_program_cache_entry* raw = nullptr;
   gpusvc_result r = gpusvc_program_cache_load(cache, &key, has_page, page, &raw);
   if (r == GPUSVC_OK) out->reset(raw);
   return r;
 }
 
 // Like LoadProgram without touching recency or counters.
-inline gpusvc_result PeekProgram(const gpusvc_program_cache* cache, const gpusvc_sha1& key,
+inline gpusvc_result PeekProgram(const gpusvc_program_cache* cache, const gpusvc_program_cache_sha1& key,
                                  CachedProgramPtr* out) {
   if (out == nullptr) return GPUSVC_NULL_ARGUMENT;
-  gpusvc_cached_program* raw = nullptr;
+  gpusvc_program_cache_entry* raw = nullptr;
   gpusvc_result r = gpusvc_program_cache_peek(cache, &key, &raw);
   if (r == GPUSVC_OK) out->reset(raw);
   return r;
 }
 
-inline gpusvc_result ReadCachedVariables(const gpusvc_cached_program* p, uint32_t stage,
+inline gpusvc_result ReadCachedVariables(const gpusvc_program_cache_entry* p, uint32_t stage,
                                          uint32_t kind, std::vector<Variable>* out) {
   size_t n = 0;
-  gpusvc_result r = gpusvc_cached_program_variable_count(p, stage, kind, &n);
+  gpusvc_result r = gpusvc_program_cache_entry_variable_count(p, stage, kind, &n);
   if (r != GPUSVC_OK) return r;
   std::vector<Variable> list;
   for (size_t i = 0; i < n; ++i) {
-    gpusvc_variable_info info{};
-    if ((r = gpusvc_cached_program_variable(p, stage, kind, i, &info)) != GPUSVC_OK) return r;
+    gpusvc_program_cache_variable_info info{};
+    if ((r = gpusvc_program_cache_entry_variable(p, stage, kind, i, &info)) != GPUSVC_OK) return r;
     list.push_back(ToVariable(info));
   }
   *out = std::move(list);
@@ -336,27 +336,27 @@ inline gpusvc_result ReadCachedVariables(const gpusvc_cached_program* p, uint32_
 }
 
 // Copies a cached program out (hashes, maps, binary) into *out.
-inline gpusvc_result ReadCachedProgram(const gpusvc_cached_program* p, CachedProgram* out) {
+inline gpusvc_result ReadCachedProgram(const gpusvc_program_cache_entry* p, CachedProgram* out) {
   if (out == nullptr) return GPUSVC_NULL_ARGUMENT;
   CachedProgram c;
-  gpusvc_result r = gpusvc_cached_program_shader_hashes(p, &c.vertex_shader, &c.fragment_shader);
+  gpusvc_result r = gpusvc_program_cache_entry_shader_hashes(p, &c.vertex_shader, &c.fragment_shader);
   if (r != GPUSVC_OK) return r;
   size_t len = 0;
-  if ((r = gpusvc_cached_program_binary(p, &c.binary_format, nullptr, 0, &len)) != GPUSVC_OK)
+  if ((r = gpusvc_program_cache_entry_binary(p, &c.binary_format, nullptr, 0, &len)) != GPUSVC_OK)
     return r;
   c.binary.resize(len);
-  if (len > 0 && (r = gpusvc_cached_program_binary(p, &c.binary_format, c.binary.data(), len,
+  if (len > 0 && (r = gpusvc_program_cache_entry_binary(p, &c.binary_format, c.binary.data(), len,
                                                    &len)) != GPUSVC_OK)
     return r;
   const struct {
     uint32_t stage;
     ShaderVariables* vars;
-  } stages[] = {{GPUSVC_SHADER_STAGE_VERTEX, &c.vertex},
-                {GPUSVC_SHADER_STAGE_FRAGMENT, &c.fragment}};
+  } stages[] = {{GPUSVC_PROGRAM_CACHE_SHADER_STAGE_VERTEX, &c.vertex},
+                {GPUSVC_PROGRAM_CACHE_SHADER_STAGE_FRAGMENT, &c.fragment}};
   for (const auto& s : stages) {
-    r = ReadCachedVariables(p, s.stage, GPUSVC_VARIABLE_KIND_ATTRIBUTE, &s.vars->attributes);
+    r = ReadCachedVariables(p, s.stage, GPUSVC_PROGRAM_CACHE_VARIABLE_KIND_ATTRIBUTE, &s.vars->attributes);
     if (r != GPUSVC_OK) return r;
-    r = ReadCachedVariables(p, s.stage, GPUSVC_VARIABLE_KIND_UNIFORM, &s.vars->uniforms);
+    r = ReadCachedVariables(p, s.stage, GPUSVC_PROGRAM_CACHE_VARIABLE_KIND_UNIFORM, &s.vars->uniforms);
     if (r != GPUSVC_OK) return r;
   }
   *out = std::move(c);
@@ -365,12 +365,12 @@ inline gpusvc_result ReadCachedProgram(const gpusvc_cached_program* p, CachedPro
 
 // The cached keys in eviction order (next victim first).
 inline gpusvc_result EvictionOrder(const gpusvc_program_cache* cache,
-                                   std::vector<gpusvc_sha1>* out) {
+                                   std::vector<gpusvc_program_cache_sha1>* out) {
   if (out == nullptr) return GPUSVC_NULL_ARGUMENT;
   size_t n = 0;
   gpusvc_result r = gpusvc_program_cache_eviction_order(cache, nullptr, 0, &n);
   if (r != GPUSVC_OK) return r;
-  std::vector<gpusvc_sha1> keys(n);
+  std::vector<gpusvc_program_cache_sha1> keys(n);
   if (n > 0 && (r = gpusvc_program_cache_eviction_order(cache, keys.data(), n, &n)) != GPUSVC_OK)
     return r;
   keys.resize(n);
@@ -380,8 +380,8 @@ inline gpusvc_result EvictionOrder(const gpusvc_program_cache* cache,
 
 // ---- the disk store of a program cache ----
 
-// A disk store's configuration in C++ terms (see gpusvc_disk_config); Defaults() matches
-// gpusvc_disk_config_defaults.
+// A disk store's configuration in C++ terms (see gpusvc_program_cache_disk_config); Defaults() matches
+// gpusvc_program_cache_disk_config_defaults.
 struct DiskOptions {
   bool enabled = true;
   std::string dir;            // the cache folder (bytes; a profile folder in a browser)
@@ -396,13 +396,13 @@ struct DiskOptions {
   uint64_t budget_bytes = 0;  // 0: the memory budget
   bool compress = true;
   uint32_t max_consecutive_rejections = 3;
-  gpusvc_disk_log_callback log = nullptr;  // any thread; must not throw
+  gpusvc_program_cache_disk_log_callback log = nullptr;  // any thread; must not throw
   void* log_user_data = nullptr;
 
   static DiskOptions Defaults() {
     DiskOptions o;
-    gpusvc_disk_config c{};
-    if (gpusvc_disk_config_defaults(&c) == GPUSVC_OK) {
+    gpusvc_program_cache_disk_config c{};
+    if (gpusvc_program_cache_disk_config_defaults(&c) == GPUSVC_OK) {
       o.enabled = c.enabled;
       o.budget_bytes = c.budget_bytes;
       o.compress = c.compress;
@@ -412,8 +412,8 @@ struct DiskOptions {
   }
 
   // The C view; valid while this object lives and is unchanged.
-  gpusvc_disk_config View() const {
-    gpusvc_disk_config c{};
+  gpusvc_program_cache_disk_config View() const {
+    gpusvc_program_cache_disk_config c{};
     c.enabled = enabled;
     c.dir = dir.data();
     c.dir_len = dir.size();
@@ -460,20 +460,20 @@ inline gpusvc_result ContextDriverStrings(const gpusvc_gl_context* ctx, DriverSt
 inline gpusvc_result NewProgramCacheWithDisk(const gpusvc_program_cache_config& config,
                                              const DiskOptions& disk,
                                              const DriverStrings& driver, ProgramCachePtr* out,
-                                             gpusvc_histogram_callback histogram = nullptr,
+                                             gpusvc_program_cache_histogram_callback histogram = nullptr,
                                              void* user_data = nullptr) {
   if (out == nullptr) return GPUSVC_NULL_ARGUMENT;
-  const gpusvc_disk_config c = disk.View();
+  const gpusvc_program_cache_disk_config c = disk.View();
   const gpusvc_driver_identity d = driver.View();
   gpusvc_program_cache* raw = nullptr;
-  gpusvc_result r = gpusvc_program_cache_new_with_disk(&config, histogram, user_data, &c, &d, &raw);
+  gpusvc_result r = gpusvc_program_cache_open(&config, histogram, user_data, &c, &d, &raw);
   if (r == GPUSVC_OK) out->reset(raw);
   return r;
 }
 
 // Waits at most timeout_ms for the startup load; GPUSVC_PROGRAM_CACHE_LOAD_TIMEOUT on timeout.
 inline gpusvc_result WaitUntilLoaded(const gpusvc_program_cache* cache, uint32_t timeout_ms,
-                                     gpusvc_disk_load_report* out) {
+                                     gpusvc_program_cache_disk_load_report* out) {
   return gpusvc_program_cache_wait_until_loaded(cache, timeout_ms, out);
 }
 
@@ -491,9 +491,9 @@ inline std::string DiskCondition(const gpusvc_program_cache* cache) {
 // The default cache folder ($XDG_CACHE_HOME/gpusvc), empty on error.
 inline std::string DefaultDiskDir() {
   size_t len = 0;
-  if (gpusvc_disk_config_default_dir(nullptr, 0, &len) != GPUSVC_OK) return std::string();
+  if (gpusvc_program_cache_disk_config_default_dir(nullptr, 0, &len) != GPUSVC_OK) return std::string();
   std::vector<char> buf(len + 1);
-  if (gpusvc_disk_config_default_dir(buf.data(), buf.size(), &len) != GPUSVC_OK)
+  if (gpusvc_program_cache_disk_config_default_dir(buf.data(), buf.size(), &len) != GPUSVC_OK)
     return std::string();
   return std::string(buf.data(), len);
 }
@@ -513,7 +513,7 @@ inline gpusvc_result NewGlProgramManager(const gpusvc_gl_context* ctx,
 }
 
 // A program manager over the host's GL entry points.
-inline gpusvc_result NewHostProgramManager(const gpusvc_host_gl& gl,
+inline gpusvc_result NewHostProgramManager(const gpusvc_program_manager_host_gl& gl,
                                            const gpusvc_program_cache* cache,
                                            const std::string& backend_identity,
                                            ProgramManagerPtr* out) {
@@ -524,44 +524,44 @@ inline gpusvc_result NewHostProgramManager(const gpusvc_host_gl& gl,
   return r;
 }
 
-// A shader of `manager` (stage: GPUSVC_SHADER_STAGE_*), not compiled yet.
+// A shader of `manager` (stage: GPUSVC_PROGRAM_CACHE_SHADER_STAGE_*), not compiled yet.
 inline gpusvc_result NewShader(const gpusvc_program_manager* manager, uint32_t stage,
                                const std::string& source, ShaderPtr* out) {
   if (out == nullptr) return GPUSVC_NULL_ARGUMENT;
-  gpusvc_shader* raw = nullptr;
-  gpusvc_result r = gpusvc_shader_new(manager, stage, source.data(), source.size(), &raw);
+  gpusvc_program_manager_shader* raw = nullptr;
+  gpusvc_result r = gpusvc_program_manager_shader_new(manager, stage, source.data(), source.size(), &raw);
   if (r == GPUSVC_OK) out->reset(raw);
   return r;
 }
 
-// Compiles through the cache; *outcome is a GPUSVC_COMPILE_OUTCOME_* value.
-inline gpusvc_result Compile(const gpusvc_program_manager* manager, const gpusvc_shader* shader,
+// Compiles through the cache; *outcome is a GPUSVC_PROGRAM_MANAGER_COMPILE_OUTCOME_* value.
+inline gpusvc_result Compile(const gpusvc_program_manager* manager, const gpusvc_program_manager_shader* shader,
                              uint32_t* outcome) {
   return gpusvc_program_manager_compile(manager, shader, outcome);
 }
 
 // Sets the translator's variable maps of a shader.
-inline gpusvc_result SetShaderVariables(const gpusvc_shader* shader, const ShaderVariables& v) {
+inline gpusvc_result SetShaderVariables(const gpusvc_program_manager_shader* shader, const ShaderVariables& v) {
   ShaderVariablesView view(v);
-  return gpusvc_shader_set_variables(shader, &view.get());
+  return gpusvc_program_manager_shader_set_variables(shader, &view.get());
 }
 
 // The shader's variable maps (set by the host or restored by a cache hit).
-inline gpusvc_result ReadShaderVariables(const gpusvc_shader* shader, ShaderVariables* out) {
+inline gpusvc_result ReadShaderVariables(const gpusvc_program_manager_shader* shader, ShaderVariables* out) {
   if (out == nullptr) return GPUSVC_NULL_ARGUMENT;
   ShaderVariables v;
   const struct {
     uint32_t kind;
     std::vector<Variable>* list;
-  } kinds[] = {{GPUSVC_VARIABLE_KIND_ATTRIBUTE, &v.attributes},
-               {GPUSVC_VARIABLE_KIND_UNIFORM, &v.uniforms}};
+  } kinds[] = {{GPUSVC_PROGRAM_CACHE_VARIABLE_KIND_ATTRIBUTE, &v.attributes},
+               {GPUSVC_PROGRAM_CACHE_VARIABLE_KIND_UNIFORM, &v.uniforms}};
   for (const auto& k : kinds) {
     size_t n = 0;
-    gpusvc_result r = gpusvc_shader_variable_count(shader, k.kind, &n);
+    gpusvc_result r = gpusvc_program_manager_shader_variable_count(shader, k.kind, &n);
     if (r != GPUSVC_OK) return r;
     for (size_t i = 0; i < n; ++i) {
-      gpusvc_variable_info info{};
-      if ((r = gpusvc_shader_variable(shader, k.kind, i, &info)) != GPUSVC_OK) return r;
+      gpusvc_program_cache_variable_info info{};
+      if ((r = gpusvc_program_manager_shader_variable(shader, k.kind, i, &info)) != GPUSVC_OK) return r;
       k.list->push_back(ToVariable(info));
     }
   }
@@ -570,22 +570,22 @@ inline gpusvc_result ReadShaderVariables(const gpusvc_shader* shader, ShaderVari
 }
 
 // The info log of a failed compile (empty otherwise or on error).
-inline std::string ShaderInfoLog(const gpusvc_shader* shader) {
+inline std::string ShaderInfoLog(const gpusvc_program_manager_shader* shader) {
   size_t len = 0;
-  if (gpusvc_shader_info_log(shader, nullptr, 0, &len) != GPUSVC_OK) return std::string();
+  if (gpusvc_program_manager_shader_info_log(shader, nullptr, 0, &len) != GPUSVC_OK) return std::string();
   std::vector<char> buf(len + 1);
-  if (gpusvc_shader_info_log(shader, buf.data(), buf.size(), &len) != GPUSVC_OK)
+  if (gpusvc_program_manager_shader_info_log(shader, buf.data(), buf.size(), &len) != GPUSVC_OK)
     return std::string();
   return std::string(buf.data(), len);
 }
 
 // Links through the cache into *out.
-inline gpusvc_result Link(const gpusvc_program_manager* manager, const gpusvc_shader* vertex,
-                          const gpusvc_shader* fragment, const LinkOptions& options,
+inline gpusvc_result Link(const gpusvc_program_manager* manager, const gpusvc_program_manager_shader* vertex,
+                          const gpusvc_program_manager_shader* fragment, const LinkOptions& options,
                           LinkedProgramPtr* out) {
   if (out == nullptr) return GPUSVC_NULL_ARGUMENT;
   LinkOptionsView view(options);
-  gpusvc_linked_program* raw = nullptr;
+  gpusvc_program_manager_linked_program* raw = nullptr;
   gpusvc_result r = gpusvc_program_manager_link(manager, vertex, fragment, view.program(), &raw);
   if (r == GPUSVC_OK) out->reset(raw);
   return r;
@@ -605,17 +605,17 @@ struct ActiveVariable {
   bool operator!=(const ActiveVariable& o) const { return !(*this == o); }
 };
 
-// The active variables of `kind` (GPUSVC_VARIABLE_KIND_*), sorted by name.
-inline gpusvc_result ReadActiveVariables(const gpusvc_linked_program* p, uint32_t kind,
+// The active variables of `kind` (GPUSVC_PROGRAM_CACHE_VARIABLE_KIND_*), sorted by name.
+inline gpusvc_result ReadActiveVariables(const gpusvc_program_manager_linked_program* p, uint32_t kind,
                                          std::vector<ActiveVariable>* out) {
   if (out == nullptr) return GPUSVC_NULL_ARGUMENT;
   size_t n = 0;
-  gpusvc_result r = gpusvc_linked_program_variable_count(p, kind, &n);
+  gpusvc_result r = gpusvc_program_manager_linked_program_variable_count(p, kind, &n);
   if (r != GPUSVC_OK) return r;
   std::vector<ActiveVariable> list;
   for (size_t i = 0; i < n; ++i) {
-    gpusvc_active_variable v{};
-    if ((r = gpusvc_linked_program_variable(p, kind, i, &v)) != GPUSVC_OK) return r;
+    gpusvc_program_manager_active_variable v{};
+    if ((r = gpusvc_program_manager_linked_program_variable(p, kind, i, &v)) != GPUSVC_OK) return r;
     list.push_back({v.name != nullptr ? v.name : "", v.gl_type, v.size, v.has_location,
                     v.location});
   }
@@ -930,10 +930,10 @@ inline gpusvc_result SchedulerMetrics(const gpusvc_scheduler* s, uint32_t priori
 }  // namespace gpusvc
 
 // Digest equality (for tests and maps keyed by digest).
-inline bool operator==(const gpusvc_sha1& a, const gpusvc_sha1& b) {
+inline bool operator==(const gpusvc_program_cache_sha1& a, const gpusvc_program_cache_sha1& b) {
   return std::memcmp(a.bytes, b.bytes, sizeof a.bytes) == 0;
 }
-inline bool operator!=(const gpusvc_sha1& a, const gpusvc_sha1& b) { return !(a == b); }
+inline bool operator!=(const gpusvc_program_cache_sha1& a, const gpusvc_program_cache_sha1& b) { return !(a == b); }
 
 // Token equality, field by field.
 inline bool operator==(const gpusvc_sync_token& a, const gpusvc_sync_token& b) {

@@ -238,7 +238,7 @@ pub unsafe extern "C" fn gpusvc_gl_context_glsl_version(
 }
 
 /// The context's driver identity (`GL_VENDOR`, `GL_RENDERER`, `GL_VERSION` and the kind of
-/// context) for the disk cache's compatibility stamp (`gpusvc_program_cache_new_with_disk`). The strings belong to the
+/// context) for the disk cache's compatibility stamp (`gpusvc_program_cache_open`). The strings belong to the
 /// context and stay valid until it is freed. May be called from any thread.
 ///
 /// # Safety

@@ -3,8 +3,19 @@
 //! use the RAII wrappers in `ffi/include/gpusvc.hpp`.
 //!
 //! # Conventions (every export follows them)
-//! * Names are `gpusvc_<object>_<verb>`; objects are opaque handles created by `_open`/`_new` and
-//!   released by `_free`, and `_free(NULL)` is a no-op.
+//! * Names are `gpusvc_<service>_<object>_<verb>`: every name starts with the service that owns
+//!   it — `gpusvc_program_cache_*` (the cache, its disk store, its entries, its key and
+//!   variable types, `GPUSVC_PROGRAM_CACHE_*`), `gpusvc_program_manager_*` (the compile/link
+//!   flow over the cache: the manager, its shaders and linked programs, the host-GL backend,
+//!   `GPUSVC_PROGRAM_MANAGER_*`), `gpusvc_sync_*`, `gpusvc_scheduler_*`. Names without a service
+//!   are deliberately process-wide: `gpusvc_result*` and the general codes, `gpusvc_version`,
+//!   `gpusvc_last_error_detail`, `gpusvc_debug_panic`, and the GL driver (`gpusvc_gl_*`, with
+//!   `gpusvc_driver_identity`, which a GL context produces and the program cache takes).
+//! * Verbs: `_new` makes an in-memory object, `_open` acquires an outside resource (a driver, a
+//!   folder), `_free` releases either, and `_free(NULL)` is a no-op; `_create`/`_destroy` add
+//!   and remove an object named by an id inside a service (sync sequences and clients). Getters
+//!   are the noun alone, never `get_` (`gpusvc_program_cache_stats`); a struct a getter fills is
+//!   named after what it holds (`gpusvc_program_cache_stats_snapshot`).
 //! * Fallible functions return [`gpusvc_result`], whose numbers are explicit and never reused.
 //!   [`gpusvc_result_message`] turns a code into text; [`gpusvc_last_error_detail`] gives the
 //!   detail of this thread's last failing call (the driver's words, the missing library, ...).
@@ -15,11 +26,21 @@
 //! * Enumerations arrive as `uint32_t`, never as a Rust enum, so an out-of-range value from C is
 //!   an error (`GPUSVC_INVALID_ARGUMENT`) instead of undefined behaviour.
 //!
+//! * Result codes come in blocks of 100 per service (see [`gpusvc_result`]): general 0-99, GL
+//!   100-199, program cache 200-299, sync 300-399, scheduler 400-499, then bo-cache 500-599 and
+//!   vertex-cache 600-699 (reserved).
+//!
 //! # Thread safety
-//! Functions without a handle may be called from any thread. A `gpusvc_gl_context` is bound to
+//! Functions without a handle may be called from any thread. Handles are either shared (any
+//! thread) or bound to the thread that made them, by kind: a `gpusvc_gl_context` is bound to
 //! the thread that opened it (an EGL context is current on one thread): its identity strings may
-//! be read from any thread, but it must be freed on its own thread; anything else returns
-//! `GPUSVC_WRONG_THREAD`.
+//! be read from any thread, but it must be used and freed on its own thread; so are program
+//! managers and their shaders and linked programs. Anything else returns `GPUSVC_WRONG_THREAD`.
+//!
+//! # Layout
+//! `kit/` holds the plumbing every service uses (errors and codes, arguments in, results out,
+//! handles, host callbacks, `c_enum!`); each service has one module (`gl`, `program_cache/`,
+//! `program_manager/`, `sync`, `scheduler`), and `result` the process-wide result exports.
 
 #![allow(non_camel_case_types)]
 

@@ -34,7 +34,9 @@ fn cache_config(budget: usize) -> gpusvc_program_cache_config {
         max_unreferenced_shader_statuses: 0,
     };
     // SAFETY: `c` is a live local.
-    let r = unsafe { gpusvc_program_cache_config_defaults(GPUSVC_CACHE_PROFILE_DESKTOP, &mut c) };
+    let r = unsafe {
+        gpusvc_program_cache_config_defaults(GPUSVC_PROGRAM_CACHE_PROFILE_DESKTOP, &mut c)
+    };
     assert_eq!(r, OK);
     c.budget_bytes = budget;
     c
@@ -60,10 +62,10 @@ unsafe extern "C" fn log_line(message: *const c_char, user_data: *mut c_void) {
 }
 
 /// A disk config over `dir` (kept alive by the caller) with the given log sink.
-fn disk_config(dir: &[u8], sink: Option<&LogSink>) -> gpusvc_disk_config {
+fn disk_config(dir: &[u8], sink: Option<&LogSink>) -> gpusvc_program_cache_disk_config {
     let mut c = std::mem::MaybeUninit::uninit();
     // SAFETY: a live out slot.
-    let r = unsafe { gpusvc_disk_config_defaults(c.as_mut_ptr()) };
+    let r = unsafe { gpusvc_program_cache_disk_config_defaults(c.as_mut_ptr()) };
     assert_eq!(r, OK);
     // SAFETY: written on GPUSVC_OK.
     let mut c = unsafe { c.assume_init() };
@@ -109,13 +111,13 @@ fn path_bytes(p: &Path) -> Vec<u8> {
 
 fn new_disk_cache(
     budget: usize,
-    disk: &gpusvc_disk_config,
+    disk: &gpusvc_program_cache_disk_config,
     driver: &gpusvc_driver_identity,
 ) -> *mut gpusvc_program_cache {
     let mut cache = ptr::null_mut();
     // SAFETY: live locals; the config's pointers are live for the call.
     let r = unsafe {
-        gpusvc_program_cache_new_with_disk(
+        gpusvc_program_cache_open(
             &cache_config(budget),
             None,
             ptr::null_mut(),
@@ -134,7 +136,10 @@ fn open(
     dir: &Path,
     version: &str,
     budget: usize,
-) -> (*mut gpusvc_program_cache, gpusvc_disk_load_report) {
+) -> (
+    *mut gpusvc_program_cache,
+    gpusvc_program_cache_disk_load_report,
+) {
     let bytes = path_bytes(dir);
     let driver = Driver::new(version);
     let cache = new_disk_cache(budget, &disk_config(&bytes, None), &driver.identity());
@@ -144,8 +149,10 @@ fn open(
     (cache, report)
 }
 
-fn wait(cache: *mut gpusvc_program_cache) -> Result<gpusvc_disk_load_report, gpusvc_result> {
-    let mut report = gpusvc_disk_load_report::default();
+fn wait(
+    cache: *mut gpusvc_program_cache,
+) -> Result<gpusvc_program_cache_disk_load_report, gpusvc_result> {
+    let mut report = gpusvc_program_cache_disk_load_report::default();
     // SAFETY: live handle and out slot.
     let r = unsafe { gpusvc_program_cache_wait_until_loaded(cache, WAIT_MS, &mut report) };
     if r == OK { Ok(report) } else { Err(r) }
@@ -161,18 +168,18 @@ fn flush(cache: *mut gpusvc_program_cache) {
     assert_eq!(unsafe { gpusvc_program_cache_flush_disk(cache) }, OK);
 }
 
-fn disk_stats(cache: *mut gpusvc_program_cache) -> gpusvc_disk_stats {
-    let mut s = gpusvc_disk_stats::default();
+fn disk_stats(cache: *mut gpusvc_program_cache) -> gpusvc_program_cache_disk_stats_snapshot {
+    let mut s = gpusvc_program_cache_disk_stats_snapshot::default();
     // SAFETY: live handle and out slot.
-    let r = unsafe { gpusvc_program_cache_get_disk_stats(cache, &mut s) };
+    let r = unsafe { gpusvc_program_cache_disk_stats(cache, &mut s) };
     assert_eq!(r, OK);
     s
 }
 
 fn entries(cache: *mut gpusvc_program_cache) -> usize {
-    let mut s = gpusvc_program_cache_stats::default();
+    let mut s = gpusvc_program_cache_stats_snapshot::default();
     // SAFETY: live handle and out slot.
-    assert_eq!(unsafe { gpusvc_program_cache_get_stats(cache, &mut s) }, OK);
+    assert_eq!(unsafe { gpusvc_program_cache_stats(cache, &mut s) }, OK);
     s.entries
 }
 
@@ -191,8 +198,8 @@ fn condition(cache: *mut gpusvc_program_cache) -> String {
         .into_owned()
 }
 
-fn key(n: u8) -> gpusvc_sha1 {
-    gpusvc_sha1 { bytes: [n; 20] }
+fn key(n: u8) -> gpusvc_program_cache_sha1 {
+    gpusvc_program_cache_sha1 { bytes: [n; 20] }
 }
 
 fn binary(n: u8) -> Vec<u8> {
@@ -201,15 +208,15 @@ fn binary(n: u8) -> Vec<u8> {
 
 fn save(cache: *mut gpusvc_program_cache, n: u8) {
     let bytes = binary(n);
-    let none = gpusvc_shader_variables {
+    let none = gpusvc_program_cache_shader_variables {
         attributes: ptr::null(),
         attribute_count: 0,
         uniforms: ptr::null(),
         uniform_count: 0,
     };
-    let desc = gpusvc_cached_program_desc {
-        vertex_shader: gpusvc_sha1 { bytes: [n; 20] },
-        fragment_shader: gpusvc_sha1 {
+    let desc = gpusvc_program_cache_entry_desc {
+        vertex_shader: gpusvc_program_cache_sha1 { bytes: [n; 20] },
+        fragment_shader: gpusvc_program_cache_sha1 {
             bytes: [n.wrapping_add(50); 20],
         },
         vertex: none,
@@ -220,7 +227,7 @@ fn save(cache: *mut gpusvc_program_cache, n: u8) {
         has_page: false,
         page: 0,
     };
-    let mut report = gpusvc_save_report::default();
+    let mut report = gpusvc_program_cache_save_report::default();
     // SAFETY: live locals.
     let r = unsafe { gpusvc_program_cache_save(cache, &key(n), &desc, &mut report) };
     assert_eq!(r, OK, "{}", last_detail());
@@ -238,15 +245,15 @@ fn cached_binary(cache: *mut gpusvc_program_cache, n: u8) -> Option<Vec<u8>> {
     // SAFETY: size query, then a buffer of that size; the handle is freed once.
     unsafe {
         assert_eq!(
-            gpusvc_cached_program_binary(p, &mut format, ptr::null_mut(), 0, &mut len),
+            gpusvc_program_cache_entry_binary(p, &mut format, ptr::null_mut(), 0, &mut len),
             OK
         );
         let mut buf = vec![0u8; len];
         assert_eq!(
-            gpusvc_cached_program_binary(p, &mut format, buf.as_mut_ptr(), len, &mut len),
+            gpusvc_program_cache_entry_binary(p, &mut format, buf.as_mut_ptr(), len, &mut len),
             OK
         );
-        assert_eq!(gpusvc_cached_program_free(p), OK);
+        assert_eq!(gpusvc_program_cache_entry_free(p), OK);
         assert_eq!(format, 0xB1);
         Some(buf)
     }
@@ -277,7 +284,7 @@ fn a_new_cache_on_the_same_folder_loads_what_the_first_saved() {
     let (a, report) = open(dir.path(), "1.0", 1 << 20);
     assert_eq!(
         report,
-        gpusvc_disk_load_report {
+        gpusvc_program_cache_disk_load_report {
             elapsed_us: report.elapsed_us,
             ..Default::default()
         }
@@ -387,9 +394,9 @@ fn hot_programs_load_first_when_the_budget_is_short() {
     assert_eq!(r, OK);
     flush(a);
     let one_entry = {
-        let mut s = gpusvc_program_cache_stats::default();
+        let mut s = gpusvc_program_cache_stats_snapshot::default();
         // SAFETY: live handle and out slot.
-        assert_eq!(unsafe { gpusvc_program_cache_get_stats(a, &mut s) }, OK);
+        assert_eq!(unsafe { gpusvc_program_cache_stats(a, &mut s) }, OK);
         s.size_bytes / 3
     };
     free(a);
@@ -397,7 +404,7 @@ fn hot_programs_load_first_when_the_budget_is_short() {
     // hot one is loaded, the others stay on disk.
     let bytes = path_bytes(dir.path());
     let driver = Driver::new("1.0");
-    let disk = gpusvc_disk_config {
+    let disk = gpusvc_program_cache_disk_config {
         budget_bytes: 1 << 20,
         ..disk_config(&bytes, None)
     };
@@ -461,7 +468,7 @@ fn disabled_means_no_disk_at_all() {
     let mut cache = ptr::null_mut();
     // SAFETY: live locals; a NULL driver is allowed when the disk store is disabled.
     let r = unsafe {
-        gpusvc_program_cache_new_with_disk(
+        gpusvc_program_cache_open(
             &cache_config(1 << 20),
             None,
             ptr::null_mut(),
@@ -473,8 +480,14 @@ fn disabled_means_no_disk_at_all() {
     assert_eq!(r, OK, "{}", last_detail());
     save(cache, 1);
     flush(cache);
-    assert_eq!(disk_stats(cache), gpusvc_disk_stats::default());
-    assert_eq!(wait(cache).unwrap(), gpusvc_disk_load_report::default());
+    assert_eq!(
+        disk_stats(cache),
+        gpusvc_program_cache_disk_stats_snapshot::default()
+    );
+    assert_eq!(
+        wait(cache).unwrap(),
+        gpusvc_program_cache_disk_load_report::default()
+    );
     assert!(!root.exists());
     free(cache);
 }
@@ -487,7 +500,10 @@ fn a_plain_cache_answers_the_disk_calls_as_a_memory_cache() {
         gpusvc_program_cache_new(&cache_config(1 << 20), None, ptr::null_mut(), &mut cache)
     };
     assert_eq!(r, OK);
-    assert_eq!(wait(cache).unwrap(), gpusvc_disk_load_report::default());
+    assert_eq!(
+        wait(cache).unwrap(),
+        gpusvc_program_cache_disk_load_report::default()
+    );
     flush(cache);
     let hot = [key(1)];
     // SAFETY: one live key.
@@ -502,11 +518,12 @@ fn a_plain_cache_answers_the_disk_calls_as_a_memory_cache() {
 fn the_default_folder_is_reported_as_bytes() {
     let mut n = 0;
     // SAFETY: size query with a live out slot.
-    let r = unsafe { gpusvc_disk_config_default_dir(ptr::null_mut(), 0, &mut n) };
+    let r = unsafe { gpusvc_program_cache_disk_config_default_dir(ptr::null_mut(), 0, &mut n) };
     assert_eq!(r, OK);
     let mut buf = vec![0 as c_char; n + 1];
     // SAFETY: a buffer of n + 1 bytes.
-    let r = unsafe { gpusvc_disk_config_default_dir(buf.as_mut_ptr(), n + 1, &mut n) };
+    let r =
+        unsafe { gpusvc_program_cache_disk_config_default_dir(buf.as_mut_ptr(), n + 1, &mut n) };
     assert_eq!(r, OK);
     // SAFETY: NUL-terminated on success.
     let text = unsafe { CStr::from_ptr(buf.as_ptr()) }.to_str().unwrap();
@@ -524,19 +541,12 @@ fn bad_arguments_are_codes_and_write_nothing() {
     let good = disk_config(&bytes, None);
     let config = cache_config(1 << 20);
     let attempt = |config: *const gpusvc_program_cache_config,
-                   disk: *const gpusvc_disk_config,
+                   disk: *const gpusvc_program_cache_disk_config,
                    driver: *const gpusvc_driver_identity| {
         let mut out = ptr::null_mut();
         // SAFETY: every pointer is NULL or live.
         let r = unsafe {
-            gpusvc_program_cache_new_with_disk(
-                config,
-                None,
-                ptr::null_mut(),
-                disk,
-                driver,
-                &mut out,
-            )
+            gpusvc_program_cache_open(config, None, ptr::null_mut(), disk, driver, &mut out)
         };
         assert!(out.is_null(), "nothing written on failure");
         r
@@ -555,25 +565,25 @@ fn bad_arguments_are_codes_and_write_nothing() {
         attempt(&bad_config, &good, &identity),
         GPUSVC_INVALID_ARGUMENT
     );
-    let empty = gpusvc_disk_config { dir_len: 0, ..good };
+    let empty = gpusvc_program_cache_disk_config { dir_len: 0, ..good };
     assert_eq!(attempt(&config, &empty, &identity), GPUSVC_INVALID_ARGUMENT);
-    let null_dir = gpusvc_disk_config {
+    let null_dir = gpusvc_program_cache_disk_config {
         dir: ptr::null(),
         ..good
     };
     assert_eq!(attempt(&config, &null_dir, &identity), GPUSVC_NULL_ARGUMENT);
-    let zero = gpusvc_disk_config {
+    let zero = gpusvc_program_cache_disk_config {
         max_consecutive_rejections: 0,
         ..good
     };
     assert_eq!(attempt(&config, &zero, &identity), GPUSVC_INVALID_ARGUMENT);
-    let no_host = gpusvc_disk_config {
+    let no_host = gpusvc_program_cache_disk_config {
         host_product: ptr::null(),
         ..good
     };
     assert_eq!(attempt(&config, &no_host, &identity), GPUSVC_NULL_ARGUMENT);
     let not_utf8 = [0xffu8, 0xfe, 0];
-    let bad_build = gpusvc_disk_config {
+    let bad_build = gpusvc_program_cache_disk_config {
         driver_build_id: not_utf8.as_ptr().cast(),
         ..good
     };
@@ -587,11 +597,11 @@ fn bad_arguments_are_codes_and_write_nothing() {
     // SAFETY: NULL out slots, which the library must refuse.
     unsafe {
         assert_eq!(
-            gpusvc_disk_config_defaults(ptr::null_mut()),
+            gpusvc_program_cache_disk_config_defaults(ptr::null_mut()),
             GPUSVC_NULL_ARGUMENT
         );
         assert_eq!(
-            gpusvc_program_cache_new_with_disk(
+            gpusvc_program_cache_open(
                 &config,
                 None,
                 ptr::null_mut(),
@@ -602,7 +612,7 @@ fn bad_arguments_are_codes_and_write_nothing() {
             GPUSVC_NULL_ARGUMENT
         );
         assert_eq!(
-            gpusvc_disk_config_default_dir(ptr::null_mut(), 0, ptr::null_mut()),
+            gpusvc_program_cache_disk_config_default_dir(ptr::null_mut(), 0, ptr::null_mut()),
             GPUSVC_NULL_ARGUMENT
         );
     }
@@ -610,11 +620,11 @@ fn bad_arguments_are_codes_and_write_nothing() {
     assert!(stores(dir.path()).is_empty());
 
     let cache = new_disk_cache(1 << 20, &good, &identity);
-    let mut report = gpusvc_disk_load_report {
+    let mut report = gpusvc_program_cache_disk_load_report {
         loaded: 99,
         ..Default::default()
     };
-    let mut stats = gpusvc_disk_stats::default();
+    let mut stats = gpusvc_program_cache_disk_stats_snapshot::default();
     let mut n = 0;
     // SAFETY: NULL and freed handles and NULL out slots, which the library must refuse.
     unsafe {
@@ -640,7 +650,7 @@ fn bad_arguments_are_codes_and_write_nothing() {
             GPUSVC_NULL_ARGUMENT
         );
         assert_eq!(
-            gpusvc_program_cache_get_disk_stats(cache, ptr::null_mut()),
+            gpusvc_program_cache_disk_stats(cache, ptr::null_mut()),
             GPUSVC_NULL_ARGUMENT
         );
         assert_eq!(
@@ -668,7 +678,7 @@ fn bad_arguments_are_codes_and_write_nothing() {
             GPUSVC_INVALID_HANDLE
         );
         assert_eq!(
-            gpusvc_program_cache_get_disk_stats(cache, &mut stats),
+            gpusvc_program_cache_disk_stats(cache, &mut stats),
             GPUSVC_INVALID_HANDLE
         );
         assert_eq!(gpusvc_program_cache_free(cache), GPUSVC_INVALID_HANDLE);
@@ -735,11 +745,11 @@ fn link_once(ctx: *mut gpusvc_gl_context, cache: *mut gpusvc_program_cache) -> u
         );
         let mut shaders = [ptr::null_mut(); 2];
         for (slot, (stage, src)) in shaders.iter_mut().zip([
-            (GPUSVC_SHADER_STAGE_VERTEX, &vs_src),
-            (GPUSVC_SHADER_STAGE_FRAGMENT, &fs_src),
+            (GPUSVC_PROGRAM_CACHE_SHADER_STAGE_VERTEX, &vs_src),
+            (GPUSVC_PROGRAM_CACHE_SHADER_STAGE_FRAGMENT, &fs_src),
         ]) {
             assert_eq!(
-                gpusvc_shader_new(m, stage, src.as_ptr().cast(), src.len(), slot),
+                gpusvc_program_manager_shader_new(m, stage, src.as_ptr().cast(), src.len(), slot),
                 OK
             );
             let mut outcome = 0;
@@ -753,10 +763,13 @@ fn link_once(ctx: *mut gpusvc_gl_context, cache: *mut gpusvc_program_cache) -> u
             last_detail()
         );
         let mut origin = 99;
-        assert_eq!(gpusvc_linked_program_origin(p, &mut origin), OK);
-        assert_eq!(gpusvc_linked_program_free(p), OK);
+        assert_eq!(
+            gpusvc_program_manager_linked_program_origin(p, &mut origin),
+            OK
+        );
+        assert_eq!(gpusvc_program_manager_linked_program_free(p), OK);
         for s in shaders {
-            assert_eq!(gpusvc_shader_free(s), OK);
+            assert_eq!(gpusvc_program_manager_shader_free(s), OK);
         }
         assert_eq!(gpusvc_program_manager_free(m), OK);
         origin
@@ -790,7 +803,7 @@ fn the_stamp_from_a_live_context_and_a_real_binary_round_trip() {
 
     let a = new_disk_cache(1 << 22, &disk, &identity);
     wait(a).unwrap();
-    assert_eq!(link_once(ctx, a), GPUSVC_LINK_ORIGIN_LINKED);
+    assert_eq!(link_once(ctx, a), GPUSVC_PROGRAM_MANAGER_LINK_ORIGIN_LINKED);
     flush(a);
     assert_eq!(disk_stats(a).writes, 1);
     free(a);
@@ -805,10 +818,13 @@ fn the_stamp_from_a_live_context_and_a_real_binary_round_trip() {
     // accepts it.
     let b = new_disk_cache(1 << 22, &disk, &identity);
     assert_eq!(wait(b).unwrap().loaded, 1);
-    assert_eq!(link_once(ctx, b), GPUSVC_LINK_ORIGIN_CACHE_HIT);
-    let mut s = gpusvc_program_cache_stats::default();
+    assert_eq!(
+        link_once(ctx, b),
+        GPUSVC_PROGRAM_MANAGER_LINK_ORIGIN_CACHE_HIT
+    );
+    let mut s = gpusvc_program_cache_stats_snapshot::default();
     // SAFETY: live handle and out slot.
-    assert_eq!(unsafe { gpusvc_program_cache_get_stats(b, &mut s) }, OK);
+    assert_eq!(unsafe { gpusvc_program_cache_stats(b, &mut s) }, OK);
     assert_eq!((s.counters.hits, s.counters.driver_rejections), (1, 0));
     free(b);
     // SAFETY: a live context on its thread.
@@ -901,7 +917,7 @@ fn with_no_home_there_is_no_default_folder() {
 fn default_dir_child() {
     let mut n = 77;
     // SAFETY: size query with a live out slot.
-    let r = unsafe { gpusvc_disk_config_default_dir(ptr::null_mut(), 0, &mut n) };
+    let r = unsafe { gpusvc_program_cache_disk_config_default_dir(ptr::null_mut(), 0, &mut n) };
     assert_eq!(n, 77, "nothing written on failure");
     println!("default_dir_result={}", r as u32);
 }

@@ -33,7 +33,9 @@ fn config(budget: usize) -> gpusvc_program_cache_config {
         max_unreferenced_shader_statuses: 0,
     };
     // SAFETY: `c` is a live local.
-    let r = unsafe { gpusvc_program_cache_config_defaults(GPUSVC_CACHE_PROFILE_DESKTOP, &mut c) };
+    let r = unsafe {
+        gpusvc_program_cache_config_defaults(GPUSVC_PROGRAM_CACHE_PROFILE_DESKTOP, &mut c)
+    };
     assert_eq!(r, OK);
     c.budget_bytes = budget;
     c
@@ -52,8 +54,8 @@ fn free_cache(cache: *mut gpusvc_program_cache) {
     assert_eq!(unsafe { gpusvc_program_cache_free(cache) }, OK);
 }
 
-fn hash(stage: u32, source: &str) -> gpusvc_sha1 {
-    let mut out = gpusvc_sha1::default();
+fn hash(stage: u32, source: &str) -> gpusvc_program_cache_sha1 {
+    let mut out = gpusvc_program_cache_sha1::default();
     // SAFETY: the source is a live buffer of its length; no options.
     let r = unsafe {
         gpusvc_program_cache_shader_hash(
@@ -69,48 +71,52 @@ fn hash(stage: u32, source: &str) -> gpusvc_sha1 {
     out
 }
 
-fn no_link_options() -> gpusvc_link_options {
-    gpusvc_link_options {
+fn no_link_options() -> gpusvc_program_cache_link_options {
+    gpusvc_program_cache_link_options {
         attribute_bindings: ptr::null(),
         attribute_binding_count: 0,
         transform_feedback_varyings: ptr::null(),
         transform_feedback_varying_count: 0,
-        transform_feedback_mode: GPUSVC_TRANSFORM_FEEDBACK_INTERLEAVED,
+        transform_feedback_mode: GPUSVC_PROGRAM_CACHE_TRANSFORM_FEEDBACK_INTERLEAVED,
     }
 }
 
-fn key(vs: gpusvc_sha1, fs: gpusvc_sha1, bindings: &[(&str, u32)]) -> gpusvc_sha1 {
+fn key(
+    vs: gpusvc_program_cache_sha1,
+    fs: gpusvc_program_cache_sha1,
+    bindings: &[(&str, u32)],
+) -> gpusvc_program_cache_sha1 {
     let names: Vec<CString> = bindings
         .iter()
         .map(|(n, _)| CString::new(*n).unwrap())
         .collect();
-    let list: Vec<gpusvc_attribute_binding> = bindings
+    let list: Vec<gpusvc_program_cache_attribute_binding> = bindings
         .iter()
         .zip(&names)
-        .map(|((_, l), n)| gpusvc_attribute_binding {
+        .map(|((_, l), n)| gpusvc_program_cache_attribute_binding {
             name: n.as_ptr(),
             location: *l,
         })
         .collect();
-    let input = gpusvc_program_key_input {
+    let input = gpusvc_program_cache_program_key_input {
         vertex: vs,
         fragment: fs,
         backend_identity: c"rust abi test".as_ptr(),
-        link: gpusvc_link_options {
+        link: gpusvc_program_cache_link_options {
             attribute_bindings: list.as_ptr(),
             attribute_binding_count: list.len(),
             ..no_link_options()
         },
     };
-    let mut out = gpusvc_sha1::default();
+    let mut out = gpusvc_program_cache_sha1::default();
     // SAFETY: `input` points at live locals.
     let r = unsafe { gpusvc_program_cache_program_key(&input, &mut out) };
     assert_eq!(r, OK, "{}", last_detail());
     out
 }
 
-fn no_variables() -> gpusvc_shader_variables {
-    gpusvc_shader_variables {
+fn no_variables() -> gpusvc_program_cache_shader_variables {
+    gpusvc_program_cache_shader_variables {
         attributes: ptr::null(),
         attribute_count: 0,
         uniforms: ptr::null(),
@@ -118,8 +124,12 @@ fn no_variables() -> gpusvc_shader_variables {
     }
 }
 
-fn desc(vs: gpusvc_sha1, fs: gpusvc_sha1, binary: &[u8]) -> gpusvc_cached_program_desc {
-    gpusvc_cached_program_desc {
+fn desc(
+    vs: gpusvc_program_cache_sha1,
+    fs: gpusvc_program_cache_sha1,
+    binary: &[u8],
+) -> gpusvc_program_cache_entry_desc {
+    gpusvc_program_cache_entry_desc {
         vertex_shader: vs,
         fragment_shader: fs,
         vertex: no_variables(),
@@ -134,15 +144,15 @@ fn desc(vs: gpusvc_sha1, fs: gpusvc_sha1, binary: &[u8]) -> gpusvc_cached_progra
 
 fn save(
     cache: *mut gpusvc_program_cache,
-    key: gpusvc_sha1,
-    d: &gpusvc_cached_program_desc,
+    key: gpusvc_program_cache_sha1,
+    d: &gpusvc_program_cache_entry_desc,
 ) -> gpusvc_result {
-    let mut report = gpusvc_save_report::default();
+    let mut report = gpusvc_program_cache_save_report::default();
     // SAFETY: live locals; `d` points at live memory.
     unsafe { gpusvc_program_cache_save(cache, &key, d, &mut report) }
 }
 
-fn compile_status(cache: *mut gpusvc_program_cache, h: gpusvc_sha1) -> u32 {
+fn compile_status(cache: *mut gpusvc_program_cache, h: gpusvc_program_cache_sha1) -> u32 {
     let mut s = 99;
     // SAFETY: live locals.
     let r = unsafe { gpusvc_program_cache_shader_compile_status(cache, &h, &mut s) };
@@ -150,7 +160,7 @@ fn compile_status(cache: *mut gpusvc_program_cache, h: gpusvc_sha1) -> u32 {
     s
 }
 
-fn link_status(cache: *mut gpusvc_program_cache, k: gpusvc_sha1) -> u32 {
+fn link_status(cache: *mut gpusvc_program_cache, k: gpusvc_program_cache_sha1) -> u32 {
     let mut s = 99;
     // SAFETY: live locals.
     let r = unsafe { gpusvc_program_cache_link_status(cache, &k, &mut s) };
@@ -158,19 +168,19 @@ fn link_status(cache: *mut gpusvc_program_cache, k: gpusvc_sha1) -> u32 {
     s
 }
 
-fn stats(cache: *mut gpusvc_program_cache) -> gpusvc_program_cache_stats {
-    let mut s = gpusvc_program_cache_stats::default();
+fn stats(cache: *mut gpusvc_program_cache) -> gpusvc_program_cache_stats_snapshot {
+    let mut s = gpusvc_program_cache_stats_snapshot::default();
     // SAFETY: live local.
-    assert_eq!(unsafe { gpusvc_program_cache_get_stats(cache, &mut s) }, OK);
+    assert_eq!(unsafe { gpusvc_program_cache_stats(cache, &mut s) }, OK);
     s
 }
 
-fn eviction_order(cache: *mut gpusvc_program_cache) -> Vec<gpusvc_sha1> {
+fn eviction_order(cache: *mut gpusvc_program_cache) -> Vec<gpusvc_program_cache_sha1> {
     let mut n = 0;
     // SAFETY: count query with a live out slot.
     let r = unsafe { gpusvc_program_cache_eviction_order(cache, ptr::null_mut(), 0, &mut n) };
     assert_eq!(r, OK);
-    let mut keys = vec![gpusvc_sha1::default(); n];
+    let mut keys = vec![gpusvc_program_cache_sha1::default(); n];
     // SAFETY: `keys` has room for `n`.
     let r = unsafe { gpusvc_program_cache_eviction_order(cache, keys.as_mut_ptr(), n, &mut n) };
     assert_eq!(r, OK);
@@ -183,13 +193,13 @@ fn config_defaults_and_creation_validate_their_input() {
     // SAFETY: live locals and NULL where the contract allows it.
     unsafe {
         assert_eq!(
-            gpusvc_program_cache_config_defaults(GPUSVC_CACHE_PROFILE_MOBILE, &mut c),
+            gpusvc_program_cache_config_defaults(GPUSVC_PROGRAM_CACHE_PROFILE_MOBILE, &mut c),
             OK
         );
         assert_eq!(c.budget_bytes, 2 * 1024 * 1024);
-        assert_eq!(c.policy, GPUSVC_EVICTION_POLICY_W_TINYLFU);
+        assert_eq!(c.policy, GPUSVC_PROGRAM_CACHE_EVICTION_POLICY_W_TINYLFU);
         assert_eq!(
-            gpusvc_program_cache_config_defaults(GPUSVC_CACHE_PROFILE_LOW_MEMORY, &mut c),
+            gpusvc_program_cache_config_defaults(GPUSVC_PROGRAM_CACHE_PROFILE_LOW_MEMORY, &mut c),
             OK
         );
         assert_eq!(c.budget_bytes, 128 * 1024);
@@ -225,7 +235,7 @@ fn config_defaults_and_creation_validate_their_input() {
         );
 
         let page_policy = gpusvc_program_cache_config {
-            policy: GPUSVC_EVICTION_POLICY_PAGE_LRU_MRU,
+            policy: GPUSVC_PROGRAM_CACHE_EVICTION_POLICY_PAGE_LRU_MRU,
             ..c
         };
         assert_eq!(
@@ -233,7 +243,7 @@ fn config_defaults_and_creation_validate_their_input() {
             OK
         );
         let mut back = before;
-        assert_eq!(gpusvc_program_cache_get_config(cache, &mut back), OK);
+        assert_eq!(gpusvc_program_cache_current_config(cache, &mut back), OK);
         assert_eq!(back, page_policy);
         free_cache(cache);
     }
@@ -242,8 +252,8 @@ fn config_defaults_and_creation_validate_their_input() {
 #[test]
 fn status_storage_copies_its_keys_and_counts_references() {
     let cache = new_cache(1 << 20);
-    let vs = hash(GPUSVC_SHADER_STAGE_VERTEX, "void main() {}");
-    let fs = hash(GPUSVC_SHADER_STAGE_FRAGMENT, "void main() {}");
+    let vs = hash(GPUSVC_PROGRAM_CACHE_SHADER_STAGE_VERTEX, "void main() {}");
+    let fs = hash(GPUSVC_PROGRAM_CACHE_SHADER_STAGE_FRAGMENT, "void main() {}");
     assert_ne!(vs, fs, "the stage is part of the hash");
     let mut scratch = vs;
     // SAFETY: live locals.
@@ -254,16 +264,25 @@ fn status_storage_copies_its_keys_and_counts_references() {
         );
     }
     scratch.bytes = [0; 20];
-    assert_eq!(compile_status(cache, vs), GPUSVC_COMPILE_STATUS_SUCCESS);
+    assert_eq!(
+        compile_status(cache, vs),
+        GPUSVC_PROGRAM_CACHE_COMPILE_STATUS_SUCCESS
+    );
     assert_eq!(
         compile_status(cache, scratch),
-        GPUSVC_COMPILE_STATUS_UNKNOWN
+        GPUSVC_PROGRAM_CACHE_COMPILE_STATUS_UNKNOWN
     );
 
     let k = key(vs, fs, &[]);
-    assert_eq!(link_status(cache, k), GPUSVC_LINK_STATUS_UNKNOWN);
+    assert_eq!(
+        link_status(cache, k),
+        GPUSVC_PROGRAM_CACHE_LINK_STATUS_UNKNOWN
+    );
     assert_eq!(save(cache, k, &desc(vs, fs, b"binary")), OK);
-    assert_eq!(link_status(cache, k), GPUSVC_LINK_STATUS_SUCCESS);
+    assert_eq!(
+        link_status(cache, k),
+        GPUSVC_PROGRAM_CACHE_LINK_STATUS_SUCCESS
+    );
     let mut refs = 0;
     // SAFETY: live locals.
     unsafe {
@@ -273,15 +292,18 @@ fn status_storage_copies_its_keys_and_counts_references() {
         );
     }
     assert_eq!(refs, 1);
-    assert_eq!(compile_status(cache, fs), GPUSVC_COMPILE_STATUS_SUCCESS);
+    assert_eq!(
+        compile_status(cache, fs),
+        GPUSVC_PROGRAM_CACHE_COMPILE_STATUS_SUCCESS
+    );
     free_cache(cache);
 }
 
 #[test]
 fn keys_cover_sources_bindings_and_identity() {
-    let vs = hash(GPUSVC_SHADER_STAGE_VERTEX, "a");
-    let vs2 = hash(GPUSVC_SHADER_STAGE_VERTEX, "b");
-    let fs = hash(GPUSVC_SHADER_STAGE_FRAGMENT, "a");
+    let vs = hash(GPUSVC_PROGRAM_CACHE_SHADER_STAGE_VERTEX, "a");
+    let vs2 = hash(GPUSVC_PROGRAM_CACHE_SHADER_STAGE_VERTEX, "b");
+    let fs = hash(GPUSVC_PROGRAM_CACHE_SHADER_STAGE_FRAGMENT, "a");
     let base = key(vs, fs, &[("a_pos", 0)]);
     assert_eq!(base, key(vs, fs, &[("a_pos", 0)]));
     assert_ne!(base, key(vs2, fs, &[("a_pos", 0)]));
@@ -291,12 +313,12 @@ fn keys_cover_sources_bindings_and_identity() {
         key(vs, fs, &[("b", 1), ("a", 0)]),
         "binding order does not matter"
     );
-    let mut options_hash = gpusvc_sha1::default();
+    let mut options_hash = gpusvc_program_cache_sha1::default();
     // SAFETY: live buffers of the given lengths.
     unsafe {
         assert_eq!(
             gpusvc_program_cache_shader_hash(
-                GPUSVC_SHADER_STAGE_VERTEX,
+                GPUSVC_PROGRAM_CACHE_SHADER_STAGE_VERTEX,
                 c"a".as_ptr(),
                 1,
                 b"flags".as_ptr(),
@@ -312,12 +334,12 @@ fn keys_cover_sources_bindings_and_identity() {
 #[test]
 fn save_then_load_and_peek_copy_everything_out() {
     let cache = new_cache(1 << 20);
-    let vs = hash(GPUSVC_SHADER_STAGE_VERTEX, "vs");
-    let fs = hash(GPUSVC_SHADER_STAGE_FRAGMENT, "fs");
+    let vs = hash(GPUSVC_PROGRAM_CACHE_SHADER_STAGE_VERTEX, "vs");
+    let fs = hash(GPUSVC_PROGRAM_CACHE_SHADER_STAGE_FRAGMENT, "fs");
     let k = key(vs, fs, &[]);
     let name = CString::new("a_position").unwrap();
     let mapped = CString::new("_ua_position").unwrap();
-    let attrs = [gpusvc_variable_info {
+    let attrs = [gpusvc_program_cache_variable_info {
         name: name.as_ptr(),
         mapped_name: mapped.as_ptr(),
         gl_type: 0x8B50,
@@ -344,7 +366,7 @@ fn save_then_load_and_peek_copy_everything_out() {
 
         let mut peeked = ptr::null_mut();
         assert_eq!(gpusvc_program_cache_peek(cache, &k, &mut peeked), OK);
-        assert_eq!(gpusvc_cached_program_free(peeked), OK);
+        assert_eq!(gpusvc_program_cache_entry_free(peeked), OK);
         let s = stats(cache);
         assert_eq!(
             (s.counters.hits, s.counters.misses),
@@ -354,36 +376,42 @@ fn save_then_load_and_peek_copy_everything_out() {
 
         let mut p = ptr::null_mut();
         assert_eq!(gpusvc_program_cache_load(cache, &k, true, 7, &mut p), OK);
-        let (mut v, mut f) = (gpusvc_sha1::default(), gpusvc_sha1::default());
-        assert_eq!(gpusvc_cached_program_shader_hashes(p, &mut v, &mut f), OK);
+        let (mut v, mut f) = (
+            gpusvc_program_cache_sha1::default(),
+            gpusvc_program_cache_sha1::default(),
+        );
+        assert_eq!(
+            gpusvc_program_cache_entry_shader_hashes(p, &mut v, &mut f),
+            OK
+        );
         assert_eq!((v, f), (vs, fs));
 
         let (mut format, mut len) = (0u32, 0usize);
         assert_eq!(
-            gpusvc_cached_program_binary(p, &mut format, ptr::null_mut(), 0, &mut len),
+            gpusvc_program_cache_entry_binary(p, &mut format, ptr::null_mut(), 0, &mut len),
             OK
         );
         assert_eq!((format, len), (0x1234, 10));
         let mut small = [0xAAu8; 4];
         let mut wrote = 77usize;
         assert_eq!(
-            gpusvc_cached_program_binary(p, &mut format, small.as_mut_ptr(), 4, &mut wrote),
+            gpusvc_program_cache_entry_binary(p, &mut format, small.as_mut_ptr(), 4, &mut wrote),
             gpusvc_result::GPUSVC_INSUFFICIENT_SIZE
         );
         assert_eq!((small, wrote), ([0xAA; 4], 77));
         let mut bytes = vec![0u8; len];
         assert_eq!(
-            gpusvc_cached_program_binary(p, &mut format, bytes.as_mut_ptr(), len, &mut len),
+            gpusvc_program_cache_entry_binary(p, &mut format, bytes.as_mut_ptr(), len, &mut len),
             OK
         );
         assert_eq!(bytes, b"0123456789");
 
         let mut n = 0;
         assert_eq!(
-            gpusvc_cached_program_variable_count(
+            gpusvc_program_cache_entry_variable_count(
                 p,
-                GPUSVC_SHADER_STAGE_VERTEX,
-                GPUSVC_VARIABLE_KIND_ATTRIBUTE,
+                GPUSVC_PROGRAM_CACHE_SHADER_STAGE_VERTEX,
+                GPUSVC_PROGRAM_CACHE_VARIABLE_KIND_ATTRIBUTE,
                 &mut n
             ),
             OK
@@ -392,10 +420,10 @@ fn save_then_load_and_peek_copy_everything_out() {
         let mut info = attrs[0];
         info.name = ptr::null();
         assert_eq!(
-            gpusvc_cached_program_variable(
+            gpusvc_program_cache_entry_variable(
                 p,
-                GPUSVC_SHADER_STAGE_VERTEX,
-                GPUSVC_VARIABLE_KIND_ATTRIBUTE,
+                GPUSVC_PROGRAM_CACHE_SHADER_STAGE_VERTEX,
+                GPUSVC_PROGRAM_CACHE_VARIABLE_KIND_ATTRIBUTE,
                 0,
                 &mut info
             ),
@@ -411,20 +439,20 @@ fn save_then_load_and_peek_copy_everything_out() {
             (0x8B50, true, 3)
         );
         assert_eq!(
-            gpusvc_cached_program_variable(
+            gpusvc_program_cache_entry_variable(
                 p,
-                GPUSVC_SHADER_STAGE_VERTEX,
-                GPUSVC_VARIABLE_KIND_ATTRIBUTE,
+                GPUSVC_PROGRAM_CACHE_SHADER_STAGE_VERTEX,
+                GPUSVC_PROGRAM_CACHE_VARIABLE_KIND_ATTRIBUTE,
                 1,
                 &mut info
             ),
             gpusvc_result::GPUSVC_INVALID_ARGUMENT
         );
         assert_eq!(
-            gpusvc_cached_program_variable_count(
+            gpusvc_program_cache_entry_variable_count(
                 p,
-                GPUSVC_SHADER_STAGE_COMPUTE,
-                GPUSVC_VARIABLE_KIND_ATTRIBUTE,
+                GPUSVC_PROGRAM_CACHE_SHADER_STAGE_COMPUTE,
+                GPUSVC_PROGRAM_CACHE_VARIABLE_KIND_ATTRIBUTE,
                 &mut n
             ),
             gpusvc_result::GPUSVC_INVALID_ARGUMENT
@@ -432,16 +460,19 @@ fn save_then_load_and_peek_copy_everything_out() {
         // The copy outlives the cache's entry and the cache itself.
         gpusvc_program_cache_clear(cache);
         free_cache(cache);
-        assert_eq!(gpusvc_cached_program_shader_hashes(p, &mut v, &mut f), OK);
-        assert_eq!(gpusvc_cached_program_free(p), OK);
+        assert_eq!(
+            gpusvc_program_cache_entry_shader_hashes(p, &mut v, &mut f),
+            OK
+        );
+        assert_eq!(gpusvc_program_cache_entry_free(p), OK);
     }
 }
 
 #[test]
 fn refused_saves_have_their_own_codes_and_change_nothing() {
     let cache = new_cache(256);
-    let vs = hash(GPUSVC_SHADER_STAGE_VERTEX, "vs");
-    let fs = hash(GPUSVC_SHADER_STAGE_FRAGMENT, "fs");
+    let vs = hash(GPUSVC_PROGRAM_CACHE_SHADER_STAGE_VERTEX, "vs");
+    let fs = hash(GPUSVC_PROGRAM_CACHE_SHADER_STAGE_FRAGMENT, "fs");
     let k = key(vs, fs, &[]);
     assert_eq!(
         save(cache, k, &desc(vs, fs, b"")),
@@ -465,7 +496,7 @@ fn refused_saves_have_their_own_codes_and_change_nothing() {
         gpusvc_result::GPUSVC_NULL_ARGUMENT
     );
     let bad_name = [0xC3u8, 0x28, 0];
-    let attrs = [gpusvc_variable_info {
+    let attrs = [gpusvc_program_cache_variable_info {
         name: bad_name.as_ptr().cast(),
         mapped_name: bad_name.as_ptr().cast(),
         gl_type: 0,
@@ -484,7 +515,7 @@ fn refused_saves_have_their_own_codes_and_change_nothing() {
         assert_eq!(
             gpusvc_program_cache_set_memory_pressure(
                 cache,
-                GPUSVC_MEMORY_PRESSURE_CRITICAL,
+                GPUSVC_PROGRAM_CACHE_MEMORY_PRESSURE_CRITICAL,
                 &mut freed
             ),
             OK
@@ -500,7 +531,7 @@ fn refused_saves_have_their_own_codes_and_change_nothing() {
         assert_eq!(
             gpusvc_program_cache_set_memory_pressure(
                 cache,
-                GPUSVC_MEMORY_PRESSURE_NONE,
+                GPUSVC_PROGRAM_CACHE_MEMORY_PRESSURE_NONE,
                 &mut freed
             ),
             OK
@@ -518,10 +549,13 @@ fn refused_saves_have_their_own_codes_and_change_nothing() {
 #[test]
 fn eviction_order_trim_pressure_and_clear() {
     let cache = new_cache(1 << 20);
-    let keys: Vec<gpusvc_sha1> = (0..4)
+    let keys: Vec<gpusvc_program_cache_sha1> = (0..4)
         .map(|i| {
-            let vs = hash(GPUSVC_SHADER_STAGE_VERTEX, &format!("vs{i}"));
-            let fs = hash(GPUSVC_SHADER_STAGE_FRAGMENT, &format!("fs{i}"));
+            let vs = hash(GPUSVC_PROGRAM_CACHE_SHADER_STAGE_VERTEX, &format!("vs{i}"));
+            let fs = hash(
+                GPUSVC_PROGRAM_CACHE_SHADER_STAGE_FRAGMENT,
+                &format!("fs{i}"),
+            );
             let k = key(vs, fs, &[]);
             assert_eq!(save(cache, k, &desc(vs, fs, &[i as u8; 100])), OK);
             k
@@ -537,10 +571,10 @@ fn eviction_order_trim_pressure_and_clear() {
             gpusvc_program_cache_load(cache, &keys[0], false, 0, &mut p),
             OK
         );
-        assert_eq!(gpusvc_cached_program_free(p), OK);
+        assert_eq!(gpusvc_program_cache_entry_free(p), OK);
         assert_eq!(eviction_order(cache), [keys[1], keys[2], keys[3], keys[0]]);
 
-        let mut one = [gpusvc_sha1::default(); 1];
+        let mut one = [gpusvc_program_cache_sha1::default(); 1];
         let mut n = 42;
         assert_eq!(
             gpusvc_program_cache_eviction_order(cache, one.as_mut_ptr(), 1, &mut n),
@@ -567,7 +601,7 @@ fn eviction_order_trim_pressure_and_clear() {
         assert_eq!(
             gpusvc_program_cache_set_memory_pressure(
                 cache,
-                GPUSVC_MEMORY_PRESSURE_MODERATE,
+                GPUSVC_PROGRAM_CACHE_MEMORY_PRESSURE_MODERATE,
                 &mut freed
             ),
             OK
@@ -598,13 +632,13 @@ fn cache_with(policy: u32, budget: usize) -> *mut gpusvc_program_cache {
 }
 
 /// Looks `k` up; true on a hit (the copy is freed).
-fn hit(cache: *mut gpusvc_program_cache, k: gpusvc_sha1) -> bool {
+fn hit(cache: *mut gpusvc_program_cache, k: gpusvc_program_cache_sha1) -> bool {
     let mut p = ptr::null_mut();
     // SAFETY: live handle, key and out slot.
     match unsafe { gpusvc_program_cache_load(cache, &k, false, 0, &mut p) } {
         gpusvc_result::GPUSVC_OK => {
             // SAFETY: a copy from gpusvc_program_cache_load.
-            assert_eq!(unsafe { gpusvc_cached_program_free(p) }, OK);
+            assert_eq!(unsafe { gpusvc_program_cache_entry_free(p) }, OK);
             true
         }
         r => {
@@ -617,19 +651,30 @@ fn hit(cache: *mut gpusvc_program_cache, k: gpusvc_sha1) -> bool {
 #[test]
 fn every_eviction_policy_is_accepted_and_the_default_keeps_hitting_a_cycle_over_budget() {
     let policies = [
-        GPUSVC_EVICTION_POLICY_LRU,
-        GPUSVC_EVICTION_POLICY_PAGE_LRU_MRU,
-        GPUSVC_EVICTION_POLICY_SLRU,
-        GPUSVC_EVICTION_POLICY_S3_FIFO,
-        GPUSVC_EVICTION_POLICY_W_TINYLFU,
+        GPUSVC_PROGRAM_CACHE_EVICTION_POLICY_LRU,
+        GPUSVC_PROGRAM_CACHE_EVICTION_POLICY_PAGE_LRU_MRU,
+        GPUSVC_PROGRAM_CACHE_EVICTION_POLICY_SLRU,
+        GPUSVC_PROGRAM_CACHE_EVICTION_POLICY_S3_FIFO,
+        GPUSVC_PROGRAM_CACHE_EVICTION_POLICY_W_TINYLFU,
     ];
     // 60 programs of about 1.1 KB asked for in a fixed cycle, 24 of them fit: LRU evicts each
     // one just before it comes round again.
     let budget = 24 * 1200;
-    let programs: Vec<(gpusvc_sha1, gpusvc_sha1, gpusvc_sha1, Vec<u8>)> = (0..60)
+    let programs: Vec<(
+        gpusvc_program_cache_sha1,
+        gpusvc_program_cache_sha1,
+        gpusvc_program_cache_sha1,
+        Vec<u8>,
+    )> = (0..60)
         .map(|i| {
-            let vs = hash(GPUSVC_SHADER_STAGE_VERTEX, &format!("cycle vs {i}"));
-            let fs = hash(GPUSVC_SHADER_STAGE_FRAGMENT, &format!("cycle fs {i}"));
+            let vs = hash(
+                GPUSVC_PROGRAM_CACHE_SHADER_STAGE_VERTEX,
+                &format!("cycle vs {i}"),
+            );
+            let fs = hash(
+                GPUSVC_PROGRAM_CACHE_SHADER_STAGE_FRAGMENT,
+                &format!("cycle fs {i}"),
+            );
             (key(vs, fs, &[]), vs, fs, vec![i as u8; 1000 + 7 * i])
         })
         .collect();
@@ -637,7 +682,7 @@ fn every_eviction_policy_is_accepted_and_the_default_keeps_hitting_a_cycle_over_
         let cache = cache_with(policy, budget);
         let mut back = config(0);
         // SAFETY: live handle and out slot.
-        let r = unsafe { gpusvc_program_cache_get_config(cache, &mut back) };
+        let r = unsafe { gpusvc_program_cache_current_config(cache, &mut back) };
         assert_eq!(r, OK);
         assert_eq!(back.policy, policy);
         let mut hits = 0;
@@ -660,27 +705,37 @@ fn every_eviction_policy_is_accepted_and_the_default_keeps_hitting_a_cycle_over_
     // The default profile's policy keeps a stable part of the cycle: about 24 / 60 of passes
     // 2 to 5.
     assert!(by_policy[4] >= 60 * 4 / 4, "W-TinyLFU: {by_policy:?}");
-    assert_eq!(config(budget).policy, GPUSVC_EVICTION_POLICY_W_TINYLFU);
+    assert_eq!(
+        config(budget).policy,
+        GPUSVC_PROGRAM_CACHE_EVICTION_POLICY_W_TINYLFU
+    );
 }
 
 #[test]
 fn moderate_pressure_keeps_a_quarter_of_the_budget_and_critical_skips_the_binary_read() {
     let budget = 16 * 1200;
     let cache = new_cache(budget);
-    let vs = hash(GPUSVC_SHADER_STAGE_VERTEX, "pressure vs");
+    let vs = hash(GPUSVC_PROGRAM_CACHE_SHADER_STAGE_VERTEX, "pressure vs");
     let mut freed = 0;
     // SAFETY: live handle and out slot.
     let r = unsafe {
-        gpusvc_program_cache_set_memory_pressure(cache, GPUSVC_MEMORY_PRESSURE_MODERATE, &mut freed)
+        gpusvc_program_cache_set_memory_pressure(
+            cache,
+            GPUSVC_PROGRAM_CACHE_MEMORY_PRESSURE_MODERATE,
+            &mut freed,
+        )
     };
     assert_eq!(r, OK);
     for i in 0..20 {
-        let fs = hash(GPUSVC_SHADER_STAGE_FRAGMENT, &format!("pressure fs {i}"));
+        let fs = hash(
+            GPUSVC_PROGRAM_CACHE_SHADER_STAGE_FRAGMENT,
+            &format!("pressure fs {i}"),
+        );
         assert_eq!(save(cache, key(vs, fs, &[]), &desc(vs, fs, &[1; 1000])), OK);
         assert!(stats(cache).size_bytes <= budget / 4);
     }
     // An entry over a quarter of the budget is refused while the pressure lasts.
-    let fs = hash(GPUSVC_SHADER_STAGE_FRAGMENT, "big");
+    let fs = hash(GPUSVC_PROGRAM_CACHE_SHADER_STAGE_FRAGMENT, "big");
     let big = vec![2; budget / 4 + 1];
     assert_eq!(
         save(cache, key(vs, fs, &[]), &desc(vs, fs, &big)),
@@ -688,7 +743,11 @@ fn moderate_pressure_keeps_a_quarter_of_the_budget_and_critical_skips_the_binary
     );
     // SAFETY: live handle and out slot.
     let r = unsafe {
-        gpusvc_program_cache_set_memory_pressure(cache, GPUSVC_MEMORY_PRESSURE_NONE, &mut freed)
+        gpusvc_program_cache_set_memory_pressure(
+            cache,
+            GPUSVC_PROGRAM_CACHE_MEMORY_PRESSURE_NONE,
+            &mut freed,
+        )
     };
     assert_eq!(r, OK);
     assert_eq!(save(cache, key(vs, fs, &[]), &desc(vs, fs, &big)), OK);
@@ -698,16 +757,24 @@ fn moderate_pressure_keeps_a_quarter_of_the_budget_and_critical_skips_the_binary
     let m = host_manager(&state, cache);
     // SAFETY: live handle and out slot.
     let r = unsafe {
-        gpusvc_program_cache_set_memory_pressure(cache, GPUSVC_MEMORY_PRESSURE_CRITICAL, &mut freed)
+        gpusvc_program_cache_set_memory_pressure(
+            cache,
+            GPUSVC_PROGRAM_CACHE_MEMORY_PRESSURE_CRITICAL,
+            &mut freed,
+        )
     };
     assert_eq!(r, OK);
     let rejected = stats(cache).counters.rejected_saves;
-    let v = shader(m, GPUSVC_SHADER_STAGE_VERTEX, "vertex source");
-    let f = shader(m, GPUSVC_SHADER_STAGE_FRAGMENT, "fragment source");
+    let v = shader(m, GPUSVC_PROGRAM_CACHE_SHADER_STAGE_VERTEX, "vertex source");
+    let f = shader(
+        m,
+        GPUSVC_PROGRAM_CACHE_SHADER_STAGE_FRAGMENT,
+        "fragment source",
+    );
     compile(m, v);
     compile(m, f);
     let p = link(m, v, f).unwrap();
-    assert_eq!(origin(p), GPUSVC_LINK_ORIGIN_LINKED);
+    assert_eq!(origin(p), GPUSVC_PROGRAM_MANAGER_LINK_ORIGIN_LINKED);
     assert_eq!(state.borrow().binaries_read, 0);
     assert_eq!(stats(cache).counters.rejected_saves, rejected + 1);
     assert_eq!(stats(cache).entries, 0);
@@ -744,8 +811,8 @@ fn histograms_reach_the_callback_and_the_summaries() {
             OK
         );
     }
-    let vs = hash(GPUSVC_SHADER_STAGE_VERTEX, "vs");
-    let fs = hash(GPUSVC_SHADER_STAGE_FRAGMENT, "fs");
+    let vs = hash(GPUSVC_PROGRAM_CACHE_SHADER_STAGE_VERTEX, "vs");
+    let fs = hash(GPUSVC_PROGRAM_CACHE_SHADER_STAGE_FRAGMENT, "fs");
     assert_eq!(save(cache, key(vs, fs, &[]), &desc(vs, fs, &[9; 300])), OK);
     let got = samples.lock().unwrap().clone();
     assert!(
@@ -762,7 +829,7 @@ fn histograms_reach_the_callback_and_the_summaries() {
             i += 1;
         }
         assert_eq!(names.len(), 7);
-        let mut summary = gpusvc_histogram_summary::default();
+        let mut summary = gpusvc_program_cache_histogram_summary::default();
         let size = CString::new("GPU.ProgramCache.ProgramBinarySizeBytes").unwrap();
         assert_eq!(
             gpusvc_program_cache_histogram(cache, size.as_ptr(), &mut summary),
@@ -785,7 +852,7 @@ fn histograms_reach_the_callback_and_the_summaries() {
 
 #[test]
 fn bad_sources_names_and_sizes_return_codes() {
-    let mut out = gpusvc_sha1 { bytes: [7; 20] };
+    let mut out = gpusvc_program_cache_sha1 { bytes: [7; 20] };
     let bad = [b'x', 0xFF, b'y'];
     // SAFETY: each pointer is NULL, or a live buffer at least as long as the length, except the
     // absurd length, which the library must refuse before reading.
@@ -825,7 +892,7 @@ fn bad_sources_names_and_sizes_return_codes() {
         );
         assert_eq!(out.bytes, [7; 20], "nothing written on failure");
 
-        let input = gpusvc_program_key_input {
+        let input = gpusvc_program_cache_program_key_input {
             vertex: out,
             fragment: out,
             backend_identity: bad.as_ptr().cast(),
@@ -833,7 +900,7 @@ fn bad_sources_names_and_sizes_return_codes() {
         };
         // `bad` is not NUL-terminated by itself; give it a terminator.
         let bad_c = [b'x', 0xFF, 0];
-        let input = gpusvc_program_key_input {
+        let input = gpusvc_program_cache_program_key_input {
             backend_identity: bad_c.as_ptr().cast(),
             ..input
         };
@@ -841,9 +908,9 @@ fn bad_sources_names_and_sizes_return_codes() {
             gpusvc_program_cache_program_key(&input, &mut out),
             gpusvc_result::GPUSVC_INVALID_UTF8
         );
-        let input = gpusvc_program_key_input {
+        let input = gpusvc_program_cache_program_key_input {
             backend_identity: c"id".as_ptr(),
-            link: gpusvc_link_options {
+            link: gpusvc_program_cache_link_options {
                 transform_feedback_mode: 5,
                 ..no_link_options()
             },
@@ -859,8 +926,8 @@ fn bad_sources_names_and_sizes_return_codes() {
 #[test]
 fn destroyed_foreign_and_null_handles_are_errors_not_crashes() {
     let cache = new_cache(1 << 20);
-    let vs = hash(GPUSVC_SHADER_STAGE_VERTEX, "vs");
-    let fs = hash(GPUSVC_SHADER_STAGE_FRAGMENT, "fs");
+    let vs = hash(GPUSVC_PROGRAM_CACHE_SHADER_STAGE_VERTEX, "vs");
+    let fs = hash(GPUSVC_PROGRAM_CACHE_SHADER_STAGE_FRAGMENT, "fs");
     let k = key(vs, fs, &[]);
     assert_eq!(save(cache, k, &desc(vs, fs, b"bin")), OK);
     let mut p = ptr::null_mut();
@@ -875,13 +942,13 @@ fn destroyed_foreign_and_null_handles_are_errors_not_crashes() {
             gpusvc_result::GPUSVC_INVALID_HANDLE
         );
         assert!(
-            last_detail().contains("gpusvc_cached_program"),
+            last_detail().contains("gpusvc_program_cache_entry"),
             "{}",
             last_detail()
         );
-        assert_eq!(gpusvc_cached_program_free(p), OK);
+        assert_eq!(gpusvc_program_cache_entry_free(p), OK);
         assert_eq!(
-            gpusvc_cached_program_free(p),
+            gpusvc_program_cache_entry_free(p),
             gpusvc_result::GPUSVC_INVALID_HANDLE
         );
         free_cache(cache);
@@ -899,10 +966,13 @@ fn destroyed_foreign_and_null_handles_are_errors_not_crashes() {
             gpusvc_result::GPUSVC_INVALID_HANDLE
         );
         assert_eq!(gpusvc_program_cache_free(ptr::null_mut()), OK);
-        assert_eq!(gpusvc_shader_free(ptr::null_mut()), OK);
+        assert_eq!(gpusvc_program_manager_shader_free(ptr::null_mut()), OK);
         assert_eq!(gpusvc_program_manager_free(ptr::null_mut()), OK);
-        assert_eq!(gpusvc_linked_program_free(ptr::null_mut()), OK);
-        assert_eq!(gpusvc_cached_program_free(ptr::null_mut()), OK);
+        assert_eq!(
+            gpusvc_program_manager_linked_program_free(ptr::null_mut()),
+            OK
+        );
+        assert_eq!(gpusvc_program_cache_entry_free(ptr::null_mut()), OK);
         assert_eq!(
             gpusvc_program_cache_link_status(ptr::null(), &k, &mut status),
             gpusvc_result::GPUSVC_NULL_ARGUMENT
@@ -918,8 +988,11 @@ fn a_cache_is_shared_between_threads() {
             std::thread::spawn(move || {
                 let cache = cache as *mut gpusvc_program_cache;
                 for i in 0..20 {
-                    let vs = hash(GPUSVC_SHADER_STAGE_VERTEX, &format!("vs{t}.{i}"));
-                    let fs = hash(GPUSVC_SHADER_STAGE_FRAGMENT, "fs");
+                    let vs = hash(
+                        GPUSVC_PROGRAM_CACHE_SHADER_STAGE_VERTEX,
+                        &format!("vs{t}.{i}"),
+                    );
+                    let fs = hash(GPUSVC_PROGRAM_CACHE_SHADER_STAGE_FRAGMENT, "fs");
                     assert_eq!(save(cache, key(vs, fs, &[]), &desc(vs, fs, b"bin")), OK);
                 }
             })
@@ -964,7 +1037,7 @@ unsafe extern "C" fn fake_compile(
     source: *const c_char,
     len: usize,
     out: *mut u64,
-    log: *mut gpusvc_host_sink,
+    log: *mut gpusvc_program_manager_host_sink,
 ) -> bool {
     // SAFETY: the library passes `len` bytes followed by a NUL.
     let text = unsafe { CStr::from_ptr(source) }
@@ -984,7 +1057,7 @@ unsafe extern "C" fn fake_compile(
         let r = unsafe {
             gpusvc_program_manager_compile(
                 m as *const gpusvc_program_manager,
-                s as *const gpusvc_shader,
+                s as *const gpusvc_program_manager_shader,
                 &mut outcome,
             )
         };
@@ -993,7 +1066,7 @@ unsafe extern "C" fn fake_compile(
     if text.contains("error") {
         let msg = "0:1: error: syntax";
         // SAFETY: the sink given to this callback; a live buffer.
-        unsafe { gpusvc_host_sink_write_text(log, msg.as_ptr().cast(), msg.len()) };
+        unsafe { gpusvc_program_manager_host_sink_write_text(log, msg.as_ptr().cast(), msg.len()) };
         return false;
     }
     let mut gl = fake(user_data).borrow_mut();
@@ -1009,9 +1082,9 @@ unsafe extern "C" fn fake_link(
     user_data: *mut c_void,
     vs: u64,
     fs: u64,
-    options: *const gpusvc_link_options,
+    options: *const gpusvc_program_cache_link_options,
     out: *mut u64,
-    _log: *mut gpusvc_host_sink,
+    _log: *mut gpusvc_program_manager_host_sink,
 ) -> bool {
     let mut gl = fake(user_data).borrow_mut();
     // SAFETY: the library passes live options.
@@ -1030,7 +1103,7 @@ unsafe extern "C" fn fake_binary(
     user_data: *mut c_void,
     program: u64,
     format: *mut u32,
-    out: *mut gpusvc_host_sink,
+    out: *mut gpusvc_program_manager_host_sink,
 ) -> bool {
     let mut gl = fake(user_data).borrow_mut();
     gl.binaries_read += 1;
@@ -1038,7 +1111,7 @@ unsafe extern "C" fn fake_binary(
     // SAFETY: live out slot and sink.
     unsafe {
         *format = 0xF00D;
-        gpusvc_host_sink_write_bytes(out, bytes.as_ptr(), bytes.len());
+        gpusvc_program_manager_host_sink_write_bytes(out, bytes.as_ptr(), bytes.len());
     }
     true
 }
@@ -1049,7 +1122,7 @@ unsafe extern "C" fn fake_load(
     bytes: *const u8,
     len: usize,
     out: *mut u64,
-    _log: *mut gpusvc_host_sink,
+    _log: *mut gpusvc_program_manager_host_sink,
 ) -> bool {
     let mut gl = fake(user_data).borrow_mut();
     // SAFETY: the library passes `len` live bytes.
@@ -1067,8 +1140,12 @@ unsafe extern "C" fn fake_load(
     true
 }
 
-unsafe extern "C" fn fake_attributes(_: *mut c_void, _: u64, out: *mut gpusvc_host_sink) {
-    let v = gpusvc_active_variable {
+unsafe extern "C" fn fake_attributes(
+    _: *mut c_void,
+    _: u64,
+    out: *mut gpusvc_program_manager_host_sink,
+) {
+    let v = gpusvc_program_manager_active_variable {
         name: c"a_position".as_ptr(),
         gl_type: 0x8B50,
         size: 1,
@@ -1076,12 +1153,16 @@ unsafe extern "C" fn fake_attributes(_: *mut c_void, _: u64, out: *mut gpusvc_ho
         location: 0,
     };
     // SAFETY: the sink of this callback and a live variable.
-    unsafe { gpusvc_host_sink_push_variable(out, &v) };
+    unsafe { gpusvc_program_manager_host_sink_push_variable(out, &v) };
 }
 
-unsafe extern "C" fn fake_uniforms(_: *mut c_void, _: u64, out: *mut gpusvc_host_sink) {
+unsafe extern "C" fn fake_uniforms(
+    _: *mut c_void,
+    _: u64,
+    out: *mut gpusvc_program_manager_host_sink,
+) {
     let bad = [0xFFu8, 0];
-    let v = gpusvc_active_variable {
+    let v = gpusvc_program_manager_active_variable {
         name: bad.as_ptr().cast(),
         gl_type: 0x8B52,
         size: 1,
@@ -1089,14 +1170,14 @@ unsafe extern "C" fn fake_uniforms(_: *mut c_void, _: u64, out: *mut gpusvc_host
         location: 1,
     };
     // SAFETY: the sink of this callback and a live variable; a non-UTF-8 name is refused.
-    let r = unsafe { gpusvc_host_sink_push_variable(out, &v) };
+    let r = unsafe { gpusvc_program_manager_host_sink_push_variable(out, &v) };
     assert_eq!(r, gpusvc_result::GPUSVC_INVALID_UTF8);
-    let v = gpusvc_active_variable {
+    let v = gpusvc_program_manager_active_variable {
         name: c"u_tint".as_ptr(),
         ..v
     };
     // SAFETY: as above.
-    unsafe { gpusvc_host_sink_push_variable(out, &v) };
+    unsafe { gpusvc_program_manager_host_sink_push_variable(out, &v) };
 }
 
 unsafe extern "C" fn fake_delete_shader(user_data: *mut c_void, id: u64) {
@@ -1107,8 +1188,8 @@ unsafe extern "C" fn fake_delete_program(user_data: *mut c_void, id: u64) {
     fake(user_data).borrow_mut().deleted_programs.push(id);
 }
 
-fn host_gl(state: &RefCell<FakeGl>) -> gpusvc_host_gl {
-    gpusvc_host_gl {
+fn host_gl(state: &RefCell<FakeGl>) -> gpusvc_program_manager_host_gl {
+    gpusvc_program_manager_host_gl {
         user_data: state as *const RefCell<FakeGl> as *mut c_void,
         compile: Some(fake_compile),
         link: Some(fake_link),
@@ -1134,15 +1215,21 @@ fn host_manager(
     m
 }
 
-fn shader(m: *mut gpusvc_program_manager, stage: u32, source: &str) -> *mut gpusvc_shader {
+fn shader(
+    m: *mut gpusvc_program_manager,
+    stage: u32,
+    source: &str,
+) -> *mut gpusvc_program_manager_shader {
     let mut s = ptr::null_mut();
     // SAFETY: live manager, buffer and out slot.
-    let r = unsafe { gpusvc_shader_new(m, stage, source.as_ptr().cast(), source.len(), &mut s) };
+    let r = unsafe {
+        gpusvc_program_manager_shader_new(m, stage, source.as_ptr().cast(), source.len(), &mut s)
+    };
     assert_eq!(r, OK, "{}", last_detail());
     s
 }
 
-fn compile(m: *mut gpusvc_program_manager, s: *mut gpusvc_shader) -> u32 {
+fn compile(m: *mut gpusvc_program_manager, s: *mut gpusvc_program_manager_shader) -> u32 {
     let mut outcome = 99;
     // SAFETY: live handles and out slot.
     let r = unsafe { gpusvc_program_manager_compile(m, s, &mut outcome) };
@@ -1152,37 +1239,47 @@ fn compile(m: *mut gpusvc_program_manager, s: *mut gpusvc_shader) -> u32 {
 
 fn link(
     m: *mut gpusvc_program_manager,
-    vs: *mut gpusvc_shader,
-    fs: *mut gpusvc_shader,
-) -> Result<*mut gpusvc_linked_program, gpusvc_result> {
+    vs: *mut gpusvc_program_manager_shader,
+    fs: *mut gpusvc_program_manager_shader,
+) -> Result<*mut gpusvc_program_manager_linked_program, gpusvc_result> {
     let mut p = ptr::null_mut();
     // SAFETY: live handles and out slot; NULL options are allowed.
     let r = unsafe { gpusvc_program_manager_link(m, vs, fs, ptr::null(), &mut p) };
     if r == OK { Ok(p) } else { Err(r) }
 }
 
-fn origin(p: *mut gpusvc_linked_program) -> u32 {
+fn origin(p: *mut gpusvc_program_manager_linked_program) -> u32 {
     let mut o = 99;
     // SAFETY: live handle and out slot.
-    assert_eq!(unsafe { gpusvc_linked_program_origin(p, &mut o) }, OK);
+    let r = unsafe { gpusvc_program_manager_linked_program_origin(p, &mut o) };
+    assert_eq!(r, OK);
     o
 }
 
-fn variables(p: *mut gpusvc_linked_program, kind: u32) -> Vec<(String, u32, i32, Option<i32>)> {
+fn variables(
+    p: *mut gpusvc_program_manager_linked_program,
+    kind: u32,
+) -> Vec<(String, u32, i32, Option<i32>)> {
     let mut n = 0;
     // SAFETY: live handle and out slots; names are NUL-terminated strings owned by the handle.
     unsafe {
-        assert_eq!(gpusvc_linked_program_variable_count(p, kind, &mut n), OK);
+        assert_eq!(
+            gpusvc_program_manager_linked_program_variable_count(p, kind, &mut n),
+            OK
+        );
         (0..n)
             .map(|i| {
-                let mut v = gpusvc_active_variable {
+                let mut v = gpusvc_program_manager_active_variable {
                     name: ptr::null(),
                     gl_type: 0,
                     size: 0,
                     has_location: false,
                     location: 0,
                 };
-                assert_eq!(gpusvc_linked_program_variable(p, kind, i, &mut v), OK);
+                assert_eq!(
+                    gpusvc_program_manager_linked_program_variable(p, kind, i, &mut v),
+                    OK
+                );
                 (
                     CStr::from_ptr(v.name).to_str().unwrap().to_owned(),
                     v.gl_type,
@@ -1194,14 +1291,17 @@ fn variables(p: *mut gpusvc_linked_program, kind: u32) -> Vec<(String, u32, i32,
     }
 }
 
-fn free_all(shaders: &[*mut gpusvc_shader], programs: &[*mut gpusvc_linked_program]) {
+fn free_all(
+    shaders: &[*mut gpusvc_program_manager_shader],
+    programs: &[*mut gpusvc_program_manager_linked_program],
+) {
     // SAFETY: live handles.
     unsafe {
         for &s in shaders {
-            assert_eq!(gpusvc_shader_free(s), OK);
+            assert_eq!(gpusvc_program_manager_shader_free(s), OK);
         }
         for &p in programs {
-            assert_eq!(gpusvc_linked_program_free(p), OK);
+            assert_eq!(gpusvc_program_manager_linked_program_free(p), OK);
         }
     }
 }
@@ -1212,14 +1312,24 @@ fn host_flow_miss_then_hit_then_refused_binary() {
     let cache = new_cache(1 << 20);
     let m = host_manager(&state, cache);
 
-    let vs = shader(m, GPUSVC_SHADER_STAGE_VERTEX, "vertex source");
-    let fs = shader(m, GPUSVC_SHADER_STAGE_FRAGMENT, "fragment source");
-    assert_eq!(compile(m, vs), GPUSVC_COMPILE_OUTCOME_COMPILED);
-    assert_eq!(compile(m, fs), GPUSVC_COMPILE_OUTCOME_COMPILED);
+    let vs = shader(m, GPUSVC_PROGRAM_CACHE_SHADER_STAGE_VERTEX, "vertex source");
+    let fs = shader(
+        m,
+        GPUSVC_PROGRAM_CACHE_SHADER_STAGE_FRAGMENT,
+        "fragment source",
+    );
+    assert_eq!(
+        compile(m, vs),
+        GPUSVC_PROGRAM_MANAGER_COMPILE_OUTCOME_COMPILED
+    );
+    assert_eq!(
+        compile(m, fs),
+        GPUSVC_PROGRAM_MANAGER_COMPILE_OUTCOME_COMPILED
+    );
     let p1 = link(m, vs, fs).unwrap();
-    assert_eq!(origin(p1), GPUSVC_LINK_ORIGIN_LINKED);
-    let attributes = variables(p1, GPUSVC_VARIABLE_KIND_ATTRIBUTE);
-    let uniforms = variables(p1, GPUSVC_VARIABLE_KIND_UNIFORM);
+    assert_eq!(origin(p1), GPUSVC_PROGRAM_MANAGER_LINK_ORIGIN_LINKED);
+    let attributes = variables(p1, GPUSVC_PROGRAM_CACHE_VARIABLE_KIND_ATTRIBUTE);
+    let uniforms = variables(p1, GPUSVC_PROGRAM_CACHE_VARIABLE_KIND_UNIFORM);
     assert_eq!(attributes, [("a_position".into(), 0x8B50, 1, Some(0))]);
     assert_eq!(uniforms, [("u_tint".into(), 0x8B52, 1, Some(1))]);
     {
@@ -1229,20 +1339,36 @@ fn host_flow_miss_then_hit_then_refused_binary() {
     }
 
     // A sink is only valid during its callback.
-    let kept = state.borrow().kept_sink.unwrap() as *mut gpusvc_host_sink;
+    let kept = state.borrow().kept_sink.unwrap() as *mut gpusvc_program_manager_host_sink;
     // SAFETY: a stale sink handle, which the library must look up and refuse.
-    let r = unsafe { gpusvc_host_sink_write_text(kept, c"x".as_ptr(), 1) };
+    let r = unsafe { gpusvc_program_manager_host_sink_write_text(kept, c"x".as_ptr(), 1) };
     assert_eq!(r, gpusvc_result::GPUSVC_INVALID_HANDLE);
 
     // Same sources again: deferred compiles, a cache hit through load_binary.
-    let vs2 = shader(m, GPUSVC_SHADER_STAGE_VERTEX, "vertex source");
-    let fs2 = shader(m, GPUSVC_SHADER_STAGE_FRAGMENT, "fragment source");
-    assert_eq!(compile(m, vs2), GPUSVC_COMPILE_OUTCOME_DEFERRED);
-    assert_eq!(compile(m, fs2), GPUSVC_COMPILE_OUTCOME_DEFERRED);
+    let vs2 = shader(m, GPUSVC_PROGRAM_CACHE_SHADER_STAGE_VERTEX, "vertex source");
+    let fs2 = shader(
+        m,
+        GPUSVC_PROGRAM_CACHE_SHADER_STAGE_FRAGMENT,
+        "fragment source",
+    );
+    assert_eq!(
+        compile(m, vs2),
+        GPUSVC_PROGRAM_MANAGER_COMPILE_OUTCOME_DEFERRED
+    );
+    assert_eq!(
+        compile(m, fs2),
+        GPUSVC_PROGRAM_MANAGER_COMPILE_OUTCOME_DEFERRED
+    );
     let p2 = link(m, vs2, fs2).unwrap();
-    assert_eq!(origin(p2), GPUSVC_LINK_ORIGIN_CACHE_HIT);
-    assert_eq!(variables(p2, GPUSVC_VARIABLE_KIND_ATTRIBUTE), attributes);
-    assert_eq!(variables(p2, GPUSVC_VARIABLE_KIND_UNIFORM), uniforms);
+    assert_eq!(origin(p2), GPUSVC_PROGRAM_MANAGER_LINK_ORIGIN_CACHE_HIT);
+    assert_eq!(
+        variables(p2, GPUSVC_PROGRAM_CACHE_VARIABLE_KIND_ATTRIBUTE),
+        attributes
+    );
+    assert_eq!(
+        variables(p2, GPUSVC_PROGRAM_CACHE_VARIABLE_KIND_UNIFORM),
+        uniforms
+    );
     {
         let gl = state.borrow();
         assert_eq!((gl.compiles.len(), gl.links, gl.binaries_read), (2, 1, 1));
@@ -1252,13 +1378,29 @@ fn host_flow_miss_then_hit_then_refused_binary() {
 
     // The driver refuses the binary: evicted, compiled and linked from source.
     state.borrow_mut().refuse_binaries = true;
-    let vs3 = shader(m, GPUSVC_SHADER_STAGE_VERTEX, "vertex source");
-    let fs3 = shader(m, GPUSVC_SHADER_STAGE_FRAGMENT, "fragment source");
-    assert_eq!(compile(m, vs3), GPUSVC_COMPILE_OUTCOME_DEFERRED);
-    assert_eq!(compile(m, fs3), GPUSVC_COMPILE_OUTCOME_DEFERRED);
+    let vs3 = shader(m, GPUSVC_PROGRAM_CACHE_SHADER_STAGE_VERTEX, "vertex source");
+    let fs3 = shader(
+        m,
+        GPUSVC_PROGRAM_CACHE_SHADER_STAGE_FRAGMENT,
+        "fragment source",
+    );
+    assert_eq!(
+        compile(m, vs3),
+        GPUSVC_PROGRAM_MANAGER_COMPILE_OUTCOME_DEFERRED
+    );
+    assert_eq!(
+        compile(m, fs3),
+        GPUSVC_PROGRAM_MANAGER_COMPILE_OUTCOME_DEFERRED
+    );
     let p3 = link(m, vs3, fs3).unwrap();
-    assert_eq!(origin(p3), GPUSVC_LINK_ORIGIN_RELINKED_AFTER_REJECTION);
-    assert_eq!(variables(p3, GPUSVC_VARIABLE_KIND_ATTRIBUTE), attributes);
+    assert_eq!(
+        origin(p3),
+        GPUSVC_PROGRAM_MANAGER_LINK_ORIGIN_RELINKED_AFTER_REJECTION
+    );
+    assert_eq!(
+        variables(p3, GPUSVC_PROGRAM_CACHE_VARIABLE_KIND_ATTRIBUTE),
+        attributes
+    );
     {
         let gl = state.borrow();
         assert_eq!((gl.compiles.len(), gl.links), (4, 2));
@@ -1267,7 +1409,8 @@ fn host_flow_miss_then_hit_then_refused_binary() {
 
     let mut object = 0;
     // SAFETY: live handle and out slot.
-    assert_eq!(unsafe { gpusvc_linked_program_object(p3, &mut object) }, OK);
+    let r = unsafe { gpusvc_program_manager_linked_program_object(p3, &mut object) };
+    assert_eq!(r, OK);
     free_all(&[vs, fs, vs2, fs2, vs3, fs3], &[p1, p2, p3]);
     // SAFETY: live handles.
     unsafe {
@@ -1289,28 +1432,40 @@ fn host_flow_failed_compile_and_bad_links() {
     let state = RefCell::new(FakeGl::default());
     let cache = new_cache(1 << 20);
     let m = host_manager(&state, cache);
-    let vs = shader(m, GPUSVC_SHADER_STAGE_VERTEX, "has an error");
-    let fs = shader(m, GPUSVC_SHADER_STAGE_FRAGMENT, "fine");
-    assert_eq!(compile(m, vs), GPUSVC_COMPILE_OUTCOME_FAILED);
-    let mut h = gpusvc_sha1::default();
+    let vs = shader(m, GPUSVC_PROGRAM_CACHE_SHADER_STAGE_VERTEX, "has an error");
+    let fs = shader(m, GPUSVC_PROGRAM_CACHE_SHADER_STAGE_FRAGMENT, "fine");
+    assert_eq!(
+        compile(m, vs),
+        GPUSVC_PROGRAM_MANAGER_COMPILE_OUTCOME_FAILED
+    );
+    let mut h = gpusvc_program_cache_sha1::default();
     let mut n = 0;
     let mut state_out = 99;
     let mut buf = [0 as c_char; 64];
     // SAFETY: live handles, buffers and out slots.
     unsafe {
-        assert_eq!(gpusvc_shader_compiled_hash(vs, &mut h), OK);
-        assert_eq!(compile_status(cache, h), GPUSVC_COMPILE_STATUS_UNKNOWN);
-        assert_eq!(gpusvc_shader_state(vs, &mut state_out), OK);
-        assert_eq!(state_out, GPUSVC_SHADER_STATE_FAILED);
-        assert_eq!(gpusvc_shader_info_log(vs, ptr::null_mut(), 0, &mut n), OK);
+        assert_eq!(gpusvc_program_manager_shader_compiled_hash(vs, &mut h), OK);
+        assert_eq!(
+            compile_status(cache, h),
+            GPUSVC_PROGRAM_CACHE_COMPILE_STATUS_UNKNOWN
+        );
+        assert_eq!(gpusvc_program_manager_shader_state(vs, &mut state_out), OK);
+        assert_eq!(state_out, GPUSVC_PROGRAM_MANAGER_SHADER_STATE_FAILED);
+        assert_eq!(
+            gpusvc_program_manager_shader_info_log(vs, ptr::null_mut(), 0, &mut n),
+            OK
+        );
         assert_eq!(n, "0:1: error: syntax".len());
         let mut m2 = 5;
         assert_eq!(
-            gpusvc_shader_info_log(vs, buf.as_mut_ptr(), n, &mut m2),
+            gpusvc_program_manager_shader_info_log(vs, buf.as_mut_ptr(), n, &mut m2),
             gpusvc_result::GPUSVC_INSUFFICIENT_SIZE
         );
         assert_eq!(m2, 5);
-        assert_eq!(gpusvc_shader_info_log(vs, buf.as_mut_ptr(), 64, &mut n), OK);
+        assert_eq!(
+            gpusvc_program_manager_shader_info_log(vs, buf.as_mut_ptr(), 64, &mut n),
+            OK
+        );
         assert_eq!(
             CStr::from_ptr(buf.as_ptr()).to_str().unwrap(),
             "0:1: error: syntax"
@@ -1320,13 +1475,19 @@ fn host_flow_failed_compile_and_bad_links() {
         link(m, vs, fs).unwrap_err(),
         gpusvc_result::GPUSVC_PROGRAM_CACHE_SHADER_NOT_COMPILED
     );
-    assert_eq!(compile(m, fs), GPUSVC_COMPILE_OUTCOME_COMPILED);
+    assert_eq!(
+        compile(m, fs),
+        GPUSVC_PROGRAM_MANAGER_COMPILE_OUTCOME_COMPILED
+    );
     assert_eq!(
         link(m, fs, fs).unwrap_err(),
         gpusvc_result::GPUSVC_INVALID_ARGUMENT
     );
-    let fs_b = shader(m, GPUSVC_SHADER_STAGE_FRAGMENT, "also fine");
-    assert_eq!(compile(m, fs_b), GPUSVC_COMPILE_OUTCOME_COMPILED);
+    let fs_b = shader(m, GPUSVC_PROGRAM_CACHE_SHADER_STAGE_FRAGMENT, "also fine");
+    assert_eq!(
+        compile(m, fs_b),
+        GPUSVC_PROGRAM_MANAGER_COMPILE_OUTCOME_COMPILED
+    );
     assert_eq!(
         link(m, fs_b, fs).unwrap_err(),
         gpusvc_result::GPUSVC_INVALID_ARGUMENT,
@@ -1334,7 +1495,7 @@ fn host_flow_failed_compile_and_bad_links() {
     );
     // A shader of another manager.
     let other = host_manager(&state, cache);
-    let foreign = shader(other, GPUSVC_SHADER_STAGE_VERTEX, "v");
+    let foreign = shader(other, GPUSVC_PROGRAM_CACHE_SHADER_STAGE_VERTEX, "v");
     let mut outcome = 0;
     // SAFETY: live handles.
     unsafe {
@@ -1370,9 +1531,12 @@ fn a_callback_reentering_with_a_busy_handle_gets_handle_busy() {
     let state = RefCell::new(FakeGl::default());
     let cache = new_cache(1 << 20);
     let m = host_manager(&state, cache);
-    let vs = shader(m, GPUSVC_SHADER_STAGE_VERTEX, "v");
+    let vs = shader(m, GPUSVC_PROGRAM_CACHE_SHADER_STAGE_VERTEX, "v");
     state.borrow_mut().reenter = Some((m as usize, vs as usize));
-    assert_eq!(compile(m, vs), GPUSVC_COMPILE_OUTCOME_COMPILED);
+    assert_eq!(
+        compile(m, vs),
+        GPUSVC_PROGRAM_MANAGER_COMPILE_OUTCOME_COMPILED
+    );
     assert_eq!(
         state.borrow().reentry_result,
         Some(gpusvc_result::GPUSVC_HANDLE_BUSY)
@@ -1388,7 +1552,7 @@ fn thread_bound_handles_refuse_other_threads() {
     let state = RefCell::new(FakeGl::default());
     let cache = new_cache(1 << 20);
     let m = host_manager(&state, cache);
-    let vs = shader(m, GPUSVC_SHADER_STAGE_VERTEX, "v");
+    let vs = shader(m, GPUSVC_PROGRAM_CACHE_SHADER_STAGE_VERTEX, "v");
     let (m_addr, vs_addr) = (m as usize, vs as usize);
     let (compiled, freed, detail) = std::thread::spawn(move || {
         let mut outcome = 0;
@@ -1397,7 +1561,7 @@ fn thread_bound_handles_refuse_other_threads() {
             (
                 gpusvc_program_manager_compile(
                     m_addr as *const gpusvc_program_manager,
-                    vs_addr as *const gpusvc_shader,
+                    vs_addr as *const gpusvc_program_manager_shader,
                     &mut outcome,
                 ),
                 gpusvc_program_manager_free(m_addr as *mut gpusvc_program_manager),
@@ -1411,7 +1575,10 @@ fn thread_bound_handles_refuse_other_threads() {
     assert_eq!(freed, gpusvc_result::GPUSVC_WRONG_THREAD);
     assert!(detail.contains("another thread"), "{detail}");
     // Still alive and usable here.
-    assert_eq!(compile(m, vs), GPUSVC_COMPILE_OUTCOME_COMPILED);
+    assert_eq!(
+        compile(m, vs),
+        GPUSVC_PROGRAM_MANAGER_COMPILE_OUTCOME_COMPILED
+    );
     free_all(&[vs], &[]);
     // SAFETY: live handle.
     assert_eq!(unsafe { gpusvc_program_manager_free(m) }, OK);
@@ -1429,38 +1596,38 @@ fn shader_inputs_are_validated() {
     // refuse before reading.
     unsafe {
         assert_eq!(
-            gpusvc_shader_new(m, 0, ptr::null(), 0, &mut s),
+            gpusvc_program_manager_shader_new(m, 0, ptr::null(), 0, &mut s),
             gpusvc_result::GPUSVC_NULL_ARGUMENT
         );
         assert_eq!(
-            gpusvc_shader_new(m, 0, c"".as_ptr(), 0, &mut s),
+            gpusvc_program_manager_shader_new(m, 0, c"".as_ptr(), 0, &mut s),
             gpusvc_result::GPUSVC_INVALID_ARGUMENT
         );
         assert_eq!(
-            gpusvc_shader_new(m, 0, bad.as_ptr().cast(), 2, &mut s),
+            gpusvc_program_manager_shader_new(m, 0, bad.as_ptr().cast(), 2, &mut s),
             gpusvc_result::GPUSVC_INVALID_UTF8
         );
         assert_eq!(
-            gpusvc_shader_new(m, 0, c"x".as_ptr(), usize::MAX, &mut s),
+            gpusvc_program_manager_shader_new(m, 0, c"x".as_ptr(), usize::MAX, &mut s),
             gpusvc_result::GPUSVC_INVALID_ARGUMENT
         );
         assert_eq!(
-            gpusvc_shader_new(m, 3, c"x".as_ptr(), 1, &mut s),
+            gpusvc_program_manager_shader_new(m, 3, c"x".as_ptr(), 1, &mut s),
             gpusvc_result::GPUSVC_INVALID_ARGUMENT
         );
         assert!(s.is_null());
-        s = shader(m, GPUSVC_SHADER_STAGE_VERTEX, "v");
+        s = shader(m, GPUSVC_PROGRAM_CACHE_SHADER_STAGE_VERTEX, "v");
         assert_eq!(
-            gpusvc_shader_set_source(s, c"".as_ptr(), 0),
+            gpusvc_program_manager_shader_set_source(s, c"".as_ptr(), 0),
             gpusvc_result::GPUSVC_INVALID_ARGUMENT
         );
-        let mut h = gpusvc_sha1::default();
+        let mut h = gpusvc_program_cache_sha1::default();
         assert_eq!(
-            gpusvc_shader_compiled_hash(s, &mut h),
+            gpusvc_program_manager_shader_compiled_hash(s, &mut h),
             gpusvc_result::GPUSVC_PROGRAM_CACHE_SHADER_NOT_COMPILED
         );
         let name = [b'a', 0xFF, 0];
-        let vars = [gpusvc_variable_info {
+        let vars = [gpusvc_program_cache_variable_info {
             name: name.as_ptr().cast(),
             mapped_name: c"a".as_ptr(),
             gl_type: 0,
@@ -1468,19 +1635,22 @@ fn shader_inputs_are_validated() {
             has_location: false,
             location: 0,
         }];
-        let v = gpusvc_shader_variables {
+        let v = gpusvc_program_cache_shader_variables {
             attributes: vars.as_ptr(),
             attribute_count: 1,
             ..no_variables()
         };
         assert_eq!(
-            gpusvc_shader_set_variables(s, &v),
+            gpusvc_program_manager_shader_set_variables(s, &v),
             gpusvc_result::GPUSVC_INVALID_UTF8
         );
         let mut n = 5;
-        assert_eq!(gpusvc_shader_variable_count(s, 0, &mut n), OK);
+        assert_eq!(
+            gpusvc_program_manager_shader_variable_count(s, 0, &mut n),
+            OK
+        );
         assert_eq!(n, 0);
-        assert_eq!(gpusvc_shader_free(s), OK);
+        assert_eq!(gpusvc_program_manager_shader_free(s), OK);
         let mut outcome = 0;
         assert_eq!(
             gpusvc_program_manager_compile(m, s, &mut outcome),
@@ -1548,33 +1718,57 @@ fn gl_flow_cold_link_then_cache_hit_with_the_same_reflection() {
     // SAFETY: a live context on its thread.
     unsafe { gpusvc_gl_context_free(ctx) };
 
-    let vs = shader(m, GPUSVC_SHADER_STAGE_VERTEX, &vs_src);
-    let fs = shader(m, GPUSVC_SHADER_STAGE_FRAGMENT, &fs_src);
-    assert_eq!(compile(m, vs), GPUSVC_COMPILE_OUTCOME_COMPILED);
-    assert_eq!(compile(m, fs), GPUSVC_COMPILE_OUTCOME_COMPILED);
+    let vs = shader(m, GPUSVC_PROGRAM_CACHE_SHADER_STAGE_VERTEX, &vs_src);
+    let fs = shader(m, GPUSVC_PROGRAM_CACHE_SHADER_STAGE_FRAGMENT, &fs_src);
+    assert_eq!(
+        compile(m, vs),
+        GPUSVC_PROGRAM_MANAGER_COMPILE_OUTCOME_COMPILED
+    );
+    assert_eq!(
+        compile(m, fs),
+        GPUSVC_PROGRAM_MANAGER_COMPILE_OUTCOME_COMPILED
+    );
     let cold = link(m, vs, fs).unwrap_or_else(|r| panic!("{r:?}: {}", last_detail()));
-    assert_eq!(origin(cold), GPUSVC_LINK_ORIGIN_LINKED);
-    let attributes = variables(cold, GPUSVC_VARIABLE_KIND_ATTRIBUTE);
-    let uniforms = variables(cold, GPUSVC_VARIABLE_KIND_UNIFORM);
+    assert_eq!(origin(cold), GPUSVC_PROGRAM_MANAGER_LINK_ORIGIN_LINKED);
+    let attributes = variables(cold, GPUSVC_PROGRAM_CACHE_VARIABLE_KIND_ATTRIBUTE);
+    let uniforms = variables(cold, GPUSVC_PROGRAM_CACHE_VARIABLE_KIND_UNIFORM);
     let names: Vec<&str> = attributes.iter().map(|a| a.0.as_str()).collect();
     assert_eq!(names, ["a_color", "a_position"]);
     let names: Vec<&str> = uniforms.iter().map(|u| u.0.as_str()).collect();
     assert_eq!(names, ["u_scale", "u_tint"]);
     assert_eq!(stats(cache).entries, 1, "the binary was saved");
 
-    let vs2 = shader(m, GPUSVC_SHADER_STAGE_VERTEX, &vs_src);
-    let fs2 = shader(m, GPUSVC_SHADER_STAGE_FRAGMENT, &fs_src);
-    assert_eq!(compile(m, vs2), GPUSVC_COMPILE_OUTCOME_DEFERRED);
-    assert_eq!(compile(m, fs2), GPUSVC_COMPILE_OUTCOME_DEFERRED);
+    let vs2 = shader(m, GPUSVC_PROGRAM_CACHE_SHADER_STAGE_VERTEX, &vs_src);
+    let fs2 = shader(m, GPUSVC_PROGRAM_CACHE_SHADER_STAGE_FRAGMENT, &fs_src);
+    assert_eq!(
+        compile(m, vs2),
+        GPUSVC_PROGRAM_MANAGER_COMPILE_OUTCOME_DEFERRED
+    );
+    assert_eq!(
+        compile(m, fs2),
+        GPUSVC_PROGRAM_MANAGER_COMPILE_OUTCOME_DEFERRED
+    );
     let hit = link(m, vs2, fs2).unwrap_or_else(|r| panic!("{r:?}: {}", last_detail()));
-    assert_eq!(origin(hit), GPUSVC_LINK_ORIGIN_CACHE_HIT);
-    assert_eq!(variables(hit, GPUSVC_VARIABLE_KIND_ATTRIBUTE), attributes);
-    assert_eq!(variables(hit, GPUSVC_VARIABLE_KIND_UNIFORM), uniforms);
+    assert_eq!(origin(hit), GPUSVC_PROGRAM_MANAGER_LINK_ORIGIN_CACHE_HIT);
+    assert_eq!(
+        variables(hit, GPUSVC_PROGRAM_CACHE_VARIABLE_KIND_ATTRIBUTE),
+        attributes
+    );
+    assert_eq!(
+        variables(hit, GPUSVC_PROGRAM_CACHE_VARIABLE_KIND_UNIFORM),
+        uniforms
+    );
     let (mut a, mut b) = (0u64, 0u64);
     // SAFETY: live handles and out slots.
     unsafe {
-        assert_eq!(gpusvc_linked_program_object(cold, &mut a), OK);
-        assert_eq!(gpusvc_linked_program_object(hit, &mut b), OK);
+        assert_eq!(
+            gpusvc_program_manager_linked_program_object(cold, &mut a),
+            OK
+        );
+        assert_eq!(
+            gpusvc_program_manager_linked_program_object(hit, &mut b),
+            OK
+        );
     }
     assert!(a != 0 && b != 0 && a != b);
     let s = stats(cache);

@@ -63,11 +63,11 @@ impl Kind {
         match self {
             Kind::GlContext => "gpusvc_gl_context",
             Kind::ProgramCache => "gpusvc_program_cache",
-            Kind::CachedProgram => "gpusvc_cached_program",
+            Kind::CachedProgram => "gpusvc_program_cache_entry",
             Kind::ProgramManager => "gpusvc_program_manager",
-            Kind::Shader => "gpusvc_shader",
-            Kind::LinkedProgram => "gpusvc_linked_program",
-            Kind::HostSink => "gpusvc_host_sink",
+            Kind::Shader => "gpusvc_program_manager_shader",
+            Kind::LinkedProgram => "gpusvc_program_manager_linked_program",
+            Kind::HostSink => "gpusvc_program_manager_host_sink",
             Kind::SyncManager => "gpusvc_sync_manager",
             Kind::Scheduler => "gpusvc_scheduler",
         }

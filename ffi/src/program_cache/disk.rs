@@ -1,5 +1,5 @@
 //! The program cache's persistent disk store seen from C: a cache opened over a folder
-//! (`gpusvc_program_cache_new_with_disk`), its startup load, flush, hot marks, disk statistics
+//! (`gpusvc_program_cache_open`), its startup load, flush, hot marks, disk statistics
 //! and the condition it reported.
 //!
 //! The disk store runs on two background threads of its own (a writer and a startup loader); the
@@ -21,8 +21,10 @@ use crate::kit::{
     FfiError, Gate, HostFn, Out, c_string, ffi_guard, gpusvc_result, slice_in, struct_in, text_out,
 };
 use crate::program_cache::disk_types::*;
-use crate::program_cache::histogram::{gpusvc_histogram_callback, host_histogram};
-use crate::program_cache::types::{config_in, gpusvc_program_cache_config, gpusvc_sha1};
+use crate::program_cache::histogram::{gpusvc_program_cache_histogram_callback, host_histogram};
+use crate::program_cache::types::{
+    config_in, gpusvc_program_cache_config, gpusvc_program_cache_sha1,
+};
 use crate::program_cache::{cache, gpusvc_program_cache};
 
 /// Writes the defaults into `*out`: enabled, LZ4 on, the memory budget, the store dropped after
@@ -32,8 +34,8 @@ use crate::program_cache::{cache, gpusvc_program_cache};
 /// # Safety
 /// `out` is NULL or valid for one write.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn gpusvc_disk_config_defaults(
-    out: *mut gpusvc_disk_config,
+pub unsafe extern "C" fn gpusvc_program_cache_disk_config_defaults(
+    out: *mut gpusvc_program_cache_disk_config,
 ) -> gpusvc_result {
     ffi_guard(|| {
         // SAFETY: an output argument (this function's contract).
@@ -53,7 +55,7 @@ pub unsafe extern "C" fn gpusvc_disk_config_defaults(
         };
         // The crate's defaults, so C and Rust hosts agree.
         let defaults = DiskConfig::new(PathBuf::new(), nothing);
-        let config = gpusvc_disk_config {
+        let config = gpusvc_program_cache_disk_config {
             enabled: true,
             dir: std::ptr::null(),
             dir_len: 0,
@@ -84,7 +86,7 @@ pub unsafe extern "C" fn gpusvc_disk_config_defaults(
 /// # Safety
 /// `buf` is NULL or valid for `len` bytes of writes; `out_len` is NULL or valid for one write.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn gpusvc_disk_config_default_dir(
+pub unsafe extern "C" fn gpusvc_program_cache_disk_config_default_dir(
     buf: *mut c_char,
     len: usize,
     out_len: *mut usize,
@@ -124,11 +126,11 @@ pub unsafe extern "C" fn gpusvc_disk_config_default_dir(
 /// `config`, `disk` and `driver` are NULL or valid for one read each, with their pointers as
 /// documented on their structs; `out` is NULL or valid for one write.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn gpusvc_program_cache_new_with_disk(
+pub unsafe extern "C" fn gpusvc_program_cache_open(
     config: *const gpusvc_program_cache_config,
-    histogram: gpusvc_histogram_callback,
+    histogram: gpusvc_program_cache_histogram_callback,
     user_data: *mut c_void,
-    disk: *const gpusvc_disk_config,
+    disk: *const gpusvc_program_cache_disk_config,
     driver: *const gpusvc_driver_identity,
     out: *mut *mut gpusvc_program_cache,
 ) -> gpusvc_result {
@@ -187,7 +189,7 @@ pub unsafe extern "C" fn gpusvc_program_cache_new_with_disk(
 pub unsafe extern "C" fn gpusvc_program_cache_wait_until_loaded(
     cache: *const gpusvc_program_cache,
     timeout_ms: u32,
-    out: *mut gpusvc_disk_load_report,
+    out: *mut gpusvc_program_cache_disk_load_report,
 ) -> gpusvc_result {
     ffi_guard(|| {
         let cache = self::cache(cache)?;
@@ -229,7 +231,7 @@ pub unsafe extern "C" fn gpusvc_program_cache_flush_disk(
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn gpusvc_program_cache_mark_hot(
     cache: *const gpusvc_program_cache,
-    keys: *const gpusvc_sha1,
+    keys: *const gpusvc_program_cache_sha1,
     count: usize,
 ) -> gpusvc_result {
     ffi_guard(|| {
@@ -248,17 +250,17 @@ pub unsafe extern "C" fn gpusvc_program_cache_mark_hot(
 /// # Safety
 /// `out` is NULL or valid for one write.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn gpusvc_program_cache_get_disk_stats(
+pub unsafe extern "C" fn gpusvc_program_cache_disk_stats(
     cache: *const gpusvc_program_cache,
-    out: *mut gpusvc_disk_stats,
+    out: *mut gpusvc_program_cache_disk_stats_snapshot,
 ) -> gpusvc_result {
     ffi_guard(|| {
         let cache = self::cache(cache)?;
         // SAFETY: an output argument (this function's contract).
         let out = unsafe { Out::new(out, "out") }?;
         let stats = match cache.disk_counters() {
-            None => gpusvc_disk_stats::default(),
-            Some(c) => gpusvc_disk_stats {
+            None => gpusvc_program_cache_disk_stats_snapshot::default(),
+            Some(c) => gpusvc_program_cache_disk_stats_snapshot {
                 configured: true,
                 enabled: cache.disk_enabled(),
                 load_finished: cache.wait_until_loaded(Duration::ZERO).is_some(),

@@ -15,14 +15,14 @@ use crate::kit::{FfiError, cstr_in, invalid_argument, null_argument, slice_in};
 /// as one line of UTF-8 text, with the `log_user_data` of the config. It may be called from any
 /// thread (the cache's background threads included), one call at a time, and must not unwind.
 /// It must not free the cache it reports for.
-pub type gpusvc_disk_log_callback =
+pub type gpusvc_program_cache_disk_log_callback =
     Option<unsafe extern "C" fn(message: *const c_char, user_data: *mut c_void)>;
 
-/// Configuration of a cache's disk store (`gpusvc_program_cache_new_with_disk`). Start from
-/// `gpusvc_disk_config_defaults` and set at least `dir`, `host_product` and `host_version`.
+/// Configuration of a cache's disk store (`gpusvc_program_cache_open`). Start from
+/// `gpusvc_program_cache_disk_config_defaults` and set at least `dir`, `host_product` and `host_version`.
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
-pub struct gpusvc_disk_config {
+pub struct gpusvc_program_cache_disk_config {
     /// False: no disk store at all, the cache lives in memory only (a host's kill switch).
     pub enabled: bool,
     /// The cache folder, `dir_len` bytes (no NUL needed; any bytes but NUL on POSIX). One
@@ -58,7 +58,7 @@ pub struct gpusvc_disk_config {
     /// (> 0; default 3).
     pub max_consecutive_rejections: u32,
     /// Conditions, once each (may be NULL).
-    pub log: gpusvc_disk_log_callback,
+    pub log: gpusvc_program_cache_disk_log_callback,
     /// Passed to `log`.
     pub log_user_data: *mut c_void,
 }
@@ -66,7 +66,7 @@ pub struct gpusvc_disk_config {
 /// What the startup load did.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct gpusvc_disk_load_report {
+pub struct gpusvc_program_cache_disk_load_report {
     /// Entries loaded into memory.
     pub loaded: usize,
     /// Damaged or foreign entries rejected (and deleted).
@@ -77,9 +77,9 @@ pub struct gpusvc_disk_load_report {
     pub elapsed_us: u64,
 }
 
-impl From<LoadReport> for gpusvc_disk_load_report {
+impl From<LoadReport> for gpusvc_program_cache_disk_load_report {
     fn from(r: LoadReport) -> Self {
-        gpusvc_disk_load_report {
+        gpusvc_program_cache_disk_load_report {
             loaded: r.loaded,
             rejected: r.rejected,
             skipped: r.skipped,
@@ -91,7 +91,7 @@ impl From<LoadReport> for gpusvc_disk_load_report {
 /// The disk store's statistics (a snapshot; counters since the cache was made).
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct gpusvc_disk_stats {
+pub struct gpusvc_program_cache_disk_stats_snapshot {
     /// The cache was made with a disk store (`enabled` in its config).
     pub configured: bool,
     /// The store is in use (false: its folder was unusable, memory only; see
@@ -147,7 +147,7 @@ fn text_field(ptr: *const c_char, name: &str) -> Result<String, FfiError> {
 /// # Safety
 /// The pointers in `disk` and `driver` follow the contracts documented on their structs.
 pub(crate) unsafe fn disk_config_in(
-    disk: &gpusvc_disk_config,
+    disk: &gpusvc_program_cache_disk_config,
     driver: &gpusvc_driver_identity,
 ) -> Result<DiskConfig, FfiError> {
     // SAFETY: forwarded from this function's contract.
@@ -164,7 +164,7 @@ pub(crate) unsafe fn disk_config_in(
     let dir = path_from_bytes(dir)?;
     if disk.max_consecutive_rejections == 0 {
         return Err(invalid_argument(
-            "max_consecutive_rejections is 0 (use gpusvc_disk_config_defaults: 3)",
+            "max_consecutive_rejections is 0 (use gpusvc_program_cache_disk_config_defaults: 3)",
         ));
     }
     let driver_build_id = if disk.driver_build_id.is_null() {
@@ -217,12 +217,12 @@ fn path_from_bytes(bytes: &[u8]) -> Result<PathBuf, FfiError> {
 mod tests {
     use super::*;
     use crate::kit::gpusvc_result;
-    use crate::program_cache::disk::gpusvc_disk_config_defaults;
+    use crate::program_cache::disk::gpusvc_program_cache_disk_config_defaults;
 
-    fn disk(dir: &str) -> gpusvc_disk_config {
+    fn disk(dir: &str) -> gpusvc_program_cache_disk_config {
         let mut c = std::mem::MaybeUninit::uninit();
         // SAFETY: a live local slot.
-        let r = unsafe { gpusvc_disk_config_defaults(c.as_mut_ptr()) };
+        let r = unsafe { gpusvc_program_cache_disk_config_defaults(c.as_mut_ptr()) };
         assert_eq!(r, gpusvc_result::GPUSVC_OK);
         // SAFETY: written on GPUSVC_OK.
         let mut c = unsafe { c.assume_init() };
@@ -276,7 +276,7 @@ mod tests {
 
     #[test]
     fn bad_configs_are_refused_with_the_right_code() {
-        let code = |c: gpusvc_disk_config, d: gpusvc_driver_identity| {
+        let code = |c: gpusvc_program_cache_disk_config, d: gpusvc_driver_identity| {
             // SAFETY: every pointer is NULL or a live string.
             format!("{:?}", unsafe { disk_config_in(&c, &d) }.unwrap_err())
         };
@@ -284,22 +284,22 @@ mod tests {
         assert!(code(empty, driver()).contains("INVALID_ARGUMENT"));
         let nul = disk("a\0b");
         assert!(code(nul, driver()).contains("INVALID_ARGUMENT"));
-        let null_dir = gpusvc_disk_config {
+        let null_dir = gpusvc_program_cache_disk_config {
             dir: std::ptr::null(),
             ..disk("x")
         };
         assert!(code(null_dir, driver()).contains("NULL_ARGUMENT"));
-        let zero = gpusvc_disk_config {
+        let zero = gpusvc_program_cache_disk_config {
             max_consecutive_rejections: 0,
             ..disk("x")
         };
         assert!(code(zero, driver()).contains("INVALID_ARGUMENT"));
-        let no_host = gpusvc_disk_config {
+        let no_host = gpusvc_program_cache_disk_config {
             host_product: std::ptr::null(),
             ..disk("x")
         };
         assert!(code(no_host, driver()).contains("NULL_ARGUMENT"));
-        let no_version = gpusvc_disk_config {
+        let no_version = gpusvc_program_cache_disk_config {
             host_version: std::ptr::null(),
             ..disk("x")
         };

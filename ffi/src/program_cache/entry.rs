@@ -1,4 +1,4 @@
-//! `gpusvc_cached_program_*`: an immutable copy of one cached program, taken out of the cache by
+//! `gpusvc_program_cache_entry_*`: an immutable copy of one cached program, taken out of the cache by
 //! `gpusvc_program_cache_load` / `_peek`.
 
 use std::sync::Arc;
@@ -9,13 +9,14 @@ use program_cache::{ProgramKey, SharedProgram};
 use crate::kit::handle::{self, Kind};
 use crate::kit::{FfiError, Out, ffi_guard, gpusvc_result, invalid_argument, list_out};
 use crate::program_cache::types::{
-    CShaderVariables, gpusvc_sha1, gpusvc_variable_info, stage_in, variable_kind_in,
+    CShaderVariables, gpusvc_program_cache_sha1, gpusvc_program_cache_variable_info, stage_in,
+    variable_kind_in,
 };
 
 /// A copy of one cached program, taken out by `gpusvc_program_cache_load` / `_peek`. Immutable
 /// and usable from any thread.
 #[derive(Debug)]
-pub struct gpusvc_cached_program {
+pub struct gpusvc_program_cache_entry {
     _opaque: [u8; 0],
 }
 
@@ -45,14 +46,16 @@ impl CachedProgramCopy {
     }
 }
 
-fn cached_program(p: *const gpusvc_cached_program) -> Result<Arc<CachedProgramCopy>, FfiError> {
+fn cached_program(
+    p: *const gpusvc_program_cache_entry,
+) -> Result<Arc<CachedProgramCopy>, FfiError> {
     handle::shared(p, "program", Kind::CachedProgram)
 }
 
 pub(crate) fn found(
     key: &ProgramKey,
     program: Option<SharedProgram>,
-) -> Result<*mut gpusvc_cached_program, FfiError> {
+) -> Result<*mut gpusvc_program_cache_entry, FfiError> {
     let program = program.ok_or_else(|| {
         FfiError::new(
             gpusvc_result::GPUSVC_PROGRAM_CACHE_NOT_FOUND,
@@ -71,8 +74,8 @@ pub(crate) fn found(
 /// # Safety
 /// None beyond passing a value that came from gpusvc (or NULL).
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn gpusvc_cached_program_free(
-    program: *mut gpusvc_cached_program,
+pub unsafe extern "C" fn gpusvc_program_cache_entry_free(
+    program: *mut gpusvc_program_cache_entry,
 ) -> gpusvc_result {
     ffi_guard(|| handle::free(program, Kind::CachedProgram))
 }
@@ -82,10 +85,10 @@ pub unsafe extern "C" fn gpusvc_cached_program_free(
 /// # Safety
 /// `out_vertex` and `out_fragment` are NULL or valid for one write each.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn gpusvc_cached_program_shader_hashes(
-    program: *const gpusvc_cached_program,
-    out_vertex: *mut gpusvc_sha1,
-    out_fragment: *mut gpusvc_sha1,
+pub unsafe extern "C" fn gpusvc_program_cache_entry_shader_hashes(
+    program: *const gpusvc_program_cache_entry,
+    out_vertex: *mut gpusvc_program_cache_sha1,
+    out_fragment: *mut gpusvc_program_cache_sha1,
 ) -> gpusvc_result {
     ffi_guard(|| {
         let p = cached_program(program)?;
@@ -107,8 +110,8 @@ pub unsafe extern "C" fn gpusvc_cached_program_shader_hashes(
 /// `buf` is NULL or valid for `len` bytes of writes; `out_format` and `out_len` are NULL or
 /// valid for one write each.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn gpusvc_cached_program_binary(
-    program: *const gpusvc_cached_program,
+pub unsafe extern "C" fn gpusvc_program_cache_entry_binary(
+    program: *const gpusvc_program_cache_entry,
     out_format: *mut u32,
     buf: *mut u8,
     len: usize,
@@ -128,14 +131,14 @@ pub unsafe extern "C" fn gpusvc_cached_program_binary(
     })
 }
 
-/// How many variables of `kind` (`GPUSVC_VARIABLE_KIND_*`) the map of `stage`
-/// (`GPUSVC_SHADER_STAGE_VERTEX` or `_FRAGMENT`) holds.
+/// How many variables of `kind` (`GPUSVC_PROGRAM_CACHE_VARIABLE_KIND_*`) the map of `stage`
+/// (`GPUSVC_PROGRAM_CACHE_SHADER_STAGE_VERTEX` or `_FRAGMENT`) holds.
 ///
 /// # Safety
 /// `out` is NULL or valid for one write.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn gpusvc_cached_program_variable_count(
-    program: *const gpusvc_cached_program,
+pub unsafe extern "C" fn gpusvc_program_cache_entry_variable_count(
+    program: *const gpusvc_program_cache_entry,
     stage: u32,
     kind: u32,
     out: *mut usize,
@@ -157,12 +160,12 @@ pub unsafe extern "C" fn gpusvc_cached_program_variable_count(
 /// # Safety
 /// `out` is NULL or valid for one write.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn gpusvc_cached_program_variable(
-    program: *const gpusvc_cached_program,
+pub unsafe extern "C" fn gpusvc_program_cache_entry_variable(
+    program: *const gpusvc_program_cache_entry,
     stage: u32,
     kind: u32,
     index: usize,
-    out: *mut gpusvc_variable_info,
+    out: *mut gpusvc_program_cache_variable_info,
 ) -> gpusvc_result {
     ffi_guard(|| {
         let p = cached_program(program)?;

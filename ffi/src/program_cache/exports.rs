@@ -12,12 +12,12 @@ use crate::kit::handle::{self, Kind};
 use crate::kit::{
     FfiError, Out, cstr_in, ffi_guard, gpusvc_result, list_out, slice_in, source_in, struct_in,
 };
-use crate::program_cache::entry::{found, gpusvc_cached_program};
-use crate::program_cache::histogram::{gpusvc_histogram_callback, host_histogram};
+use crate::program_cache::entry::{found, gpusvc_program_cache_entry};
+use crate::program_cache::histogram::{gpusvc_program_cache_histogram_callback, host_histogram};
 use crate::program_cache::types::*;
 use crate::program_cache::{cache, gpusvc_program_cache};
 
-/// Writes the defaults of a profile (`GPUSVC_CACHE_PROFILE_*`) into `*out`.
+/// Writes the defaults of a profile (`GPUSVC_PROGRAM_CACHE_PROFILE_*`) into `*out`.
 ///
 /// # Safety
 /// `out` is NULL or valid for one write.
@@ -49,7 +49,7 @@ pub unsafe extern "C" fn gpusvc_program_cache_config_defaults(
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn gpusvc_program_cache_new(
     config: *const gpusvc_program_cache_config,
-    histogram: gpusvc_histogram_callback,
+    histogram: gpusvc_program_cache_histogram_callback,
     user_data: *mut c_void,
     out: *mut *mut gpusvc_program_cache,
 ) -> gpusvc_result {
@@ -73,7 +73,7 @@ pub unsafe extern "C" fn gpusvc_program_cache_new(
 /// `GPUSVC_INVALID_HANDLE`. Program managers made over the cache keep it alive until they are
 /// freed.
 ///
-/// A cache with a disk store (`gpusvc_program_cache_new_with_disk`): when this frees the last
+/// A cache with a disk store (`gpusvc_program_cache_open`): when this frees the last
 /// reference, it waits for the writes already queued. Its log callback is never called once
 /// this has returned, even while program managers keep the cache alive.
 ///
@@ -91,7 +91,7 @@ pub unsafe extern "C" fn gpusvc_program_cache_free(
 /// # Safety
 /// `out` is NULL or valid for one write.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn gpusvc_program_cache_get_config(
+pub unsafe extern "C" fn gpusvc_program_cache_current_config(
     cache: *const gpusvc_program_cache,
     out: *mut gpusvc_program_cache_config,
 ) -> gpusvc_result {
@@ -104,7 +104,7 @@ pub unsafe extern "C" fn gpusvc_program_cache_get_config(
     })
 }
 
-/// Hash of one shader as compiled: its stage (`GPUSVC_SHADER_STAGE_*`), the source
+/// Hash of one shader as compiled: its stage (`GPUSVC_PROGRAM_CACHE_SHADER_STAGE_*`), the source
 /// (`source_len` bytes of UTF-8, non-empty) and the compile options that change the output
 /// (opaque bytes; `options` may be NULL when `options_len` is 0).
 ///
@@ -118,7 +118,7 @@ pub unsafe extern "C" fn gpusvc_program_cache_shader_hash(
     source_len: usize,
     options: *const u8,
     options_len: usize,
-    out: *mut gpusvc_sha1,
+    out: *mut gpusvc_program_cache_sha1,
 ) -> gpusvc_result {
     ffi_guard(|| {
         let stage = stage_in(stage)?;
@@ -142,8 +142,8 @@ pub unsafe extern "C" fn gpusvc_program_cache_shader_hash(
 /// NULL or valid for one write.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn gpusvc_program_cache_program_key(
-    input: *const gpusvc_program_key_input,
-    out: *mut gpusvc_sha1,
+    input: *const gpusvc_program_cache_program_key_input,
+    out: *mut gpusvc_program_cache_sha1,
 ) -> gpusvc_result {
     ffi_guard(|| {
         // SAFETY: NULL or valid for one read (contract).
@@ -167,14 +167,14 @@ pub unsafe extern "C" fn gpusvc_program_cache_program_key(
     })
 }
 
-/// The compile status of a shader (`GPUSVC_COMPILE_STATUS_*`). The hash is copied.
+/// The compile status of a shader (`GPUSVC_PROGRAM_CACHE_COMPILE_STATUS_*`). The hash is copied.
 ///
 /// # Safety
 /// `hash` is NULL or valid for one read; `out` is NULL or valid for one write.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn gpusvc_program_cache_shader_compile_status(
     cache: *const gpusvc_program_cache,
-    hash: *const gpusvc_sha1,
+    hash: *const gpusvc_program_cache_sha1,
     out: *mut u32,
 ) -> gpusvc_result {
     ffi_guard(|| {
@@ -196,7 +196,7 @@ pub unsafe extern "C" fn gpusvc_program_cache_shader_compile_status(
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn gpusvc_program_cache_mark_shader_compiled(
     cache: *const gpusvc_program_cache,
-    hash: *const gpusvc_sha1,
+    hash: *const gpusvc_program_cache_sha1,
 ) -> gpusvc_result {
     ffi_guard(|| {
         let cache = self::cache(cache)?;
@@ -214,7 +214,7 @@ pub unsafe extern "C" fn gpusvc_program_cache_mark_shader_compiled(
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn gpusvc_program_cache_shader_refcount(
     cache: *const gpusvc_program_cache,
-    hash: *const gpusvc_sha1,
+    hash: *const gpusvc_program_cache_sha1,
     out: *mut u32,
 ) -> gpusvc_result {
     ffi_guard(|| {
@@ -228,14 +228,14 @@ pub unsafe extern "C" fn gpusvc_program_cache_shader_refcount(
     })
 }
 
-/// The link status of a program (`GPUSVC_LINK_STATUS_*`): SUCCESS while its binary is cached.
+/// The link status of a program (`GPUSVC_PROGRAM_CACHE_LINK_STATUS_*`): SUCCESS while its binary is cached.
 ///
 /// # Safety
 /// `key` is NULL or valid for one read; `out` is NULL or valid for one write.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn gpusvc_program_cache_link_status(
     cache: *const gpusvc_program_cache,
-    key: *const gpusvc_sha1,
+    key: *const gpusvc_program_cache_sha1,
     out: *mut u32,
 ) -> gpusvc_result {
     ffi_guard(|| {
@@ -275,9 +275,9 @@ fn save_error(e: &SaveError) -> FfiError {
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn gpusvc_program_cache_save(
     cache: *const gpusvc_program_cache,
-    key: *const gpusvc_sha1,
-    program: *const gpusvc_cached_program_desc,
-    out_report: *mut gpusvc_save_report,
+    key: *const gpusvc_program_cache_sha1,
+    program: *const gpusvc_program_cache_entry_desc,
+    out_report: *mut gpusvc_program_cache_save_report,
 ) -> gpusvc_result {
     ffi_guard(|| {
         let cache = self::cache(cache)?;
@@ -303,7 +303,7 @@ pub unsafe extern "C" fn gpusvc_program_cache_save(
         };
         let page = desc.has_page.then_some(desc.page);
         let report = cache.save(key, value, page).map_err(|e| save_error(&e))?;
-        let report = gpusvc_save_report {
+        let report = gpusvc_program_cache_save_report {
             replaced: report.replaced,
             evicted: report.evicted,
         };
@@ -312,8 +312,8 @@ pub unsafe extern "C" fn gpusvc_program_cache_save(
     })
 }
 
-/// Looks a program up and copies it into a new `gpusvc_cached_program` (free it with
-/// `gpusvc_cached_program_free`). A hit counts and promotes the entry (and moves it to `page`
+/// Looks a program up and copies it into a new `gpusvc_program_cache_entry` (free it with
+/// `gpusvc_program_cache_entry_free`). A hit counts and promotes the entry (and moves it to `page`
 /// when `has_page`); a miss counts and returns `GPUSVC_PROGRAM_CACHE_NOT_FOUND`.
 ///
 /// # Safety
@@ -321,10 +321,10 @@ pub unsafe extern "C" fn gpusvc_program_cache_save(
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn gpusvc_program_cache_load(
     cache: *const gpusvc_program_cache,
-    key: *const gpusvc_sha1,
+    key: *const gpusvc_program_cache_sha1,
     has_page: bool,
     page: u64,
-    out: *mut *mut gpusvc_cached_program,
+    out: *mut *mut gpusvc_program_cache_entry,
 ) -> gpusvc_result {
     ffi_guard(|| {
         let cache = self::cache(cache)?;
@@ -345,8 +345,8 @@ pub unsafe extern "C" fn gpusvc_program_cache_load(
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn gpusvc_program_cache_peek(
     cache: *const gpusvc_program_cache,
-    key: *const gpusvc_sha1,
-    out: *mut *mut gpusvc_cached_program,
+    key: *const gpusvc_program_cache_sha1,
+    out: *mut *mut gpusvc_program_cache_entry,
 ) -> gpusvc_result {
     ffi_guard(|| {
         let cache = self::cache(cache)?;
@@ -367,7 +367,7 @@ pub unsafe extern "C" fn gpusvc_program_cache_peek(
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn gpusvc_program_cache_evict(
     cache: *const gpusvc_program_cache,
-    key: *const gpusvc_sha1,
+    key: *const gpusvc_program_cache_sha1,
     out_removed: *mut bool,
 ) -> gpusvc_result {
     ffi_guard(|| {
@@ -391,13 +391,14 @@ pub unsafe extern "C" fn gpusvc_program_cache_evict(
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn gpusvc_program_cache_eviction_order(
     cache: *const gpusvc_program_cache,
-    keys: *mut gpusvc_sha1,
+    keys: *mut gpusvc_program_cache_sha1,
     len: usize,
     out_count: *mut usize,
 ) -> gpusvc_result {
     ffi_guard(|| {
         let cache = self::cache(cache)?;
-        let order: Vec<gpusvc_sha1> = cache.eviction_order().into_iter().map(Into::into).collect();
+        let order: Vec<gpusvc_program_cache_sha1> =
+            cache.eviction_order().into_iter().map(Into::into).collect();
         // SAFETY: forwarded from this function's contract.
         unsafe { list_out(&order, keys, len, out_count, "keys") }
     })
@@ -408,16 +409,16 @@ pub unsafe extern "C" fn gpusvc_program_cache_eviction_order(
 /// # Safety
 /// `out` is NULL or valid for one write.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn gpusvc_program_cache_get_stats(
+pub unsafe extern "C" fn gpusvc_program_cache_stats(
     cache: *const gpusvc_program_cache,
-    out: *mut gpusvc_program_cache_stats,
+    out: *mut gpusvc_program_cache_stats_snapshot,
 ) -> gpusvc_result {
     ffi_guard(|| {
         let cache = self::cache(cache)?;
         // SAFETY: an output argument (this function's contract).
         let out = unsafe { Out::new(out, "out") }?;
         let c = cache.counters();
-        let stats = gpusvc_program_cache_stats {
+        let stats = gpusvc_program_cache_stats_snapshot {
             counters: gpusvc_program_cache_counters {
                 hits: c.hits,
                 misses: c.misses,
@@ -456,7 +457,7 @@ pub unsafe extern "C" fn gpusvc_program_cache_trim(
     })
 }
 
-/// Applies a memory-pressure level (`GPUSVC_MEMORY_PRESSURE_*`): MODERATE trims to a quarter of
+/// Applies a memory-pressure level (`GPUSVC_PROGRAM_CACHE_MEMORY_PRESSURE_*`): MODERATE trims to a quarter of
 /// the budget and keeps the cache there (saves evict down to it, a larger entry is refused with
 /// `GPUSVC_PROGRAM_CACHE_OVER_BUDGET`), CRITICAL drops everything and refuses saves (program
 /// managers then do not read binaries out of the driver at all), each until the level is NONE

@@ -1,5 +1,5 @@
 //! The program cache's histograms seen from C: the host's histogram callback
-//! (`gpusvc_histogram_callback`) and the histogram queries.
+//! (`gpusvc_program_cache_histogram_callback`) and the histogram queries.
 
 use std::ffi::{CString, c_char, c_void};
 use std::sync::{Arc, OnceLock};
@@ -8,12 +8,12 @@ use program_cache::HistogramCallback;
 use program_cache::stats::names;
 
 use crate::kit::{HostFn, Out, c_string, cstr_in, ffi_guard, gpusvc_result, invalid_argument};
-use crate::program_cache::types::gpusvc_histogram_summary;
+use crate::program_cache::types::gpusvc_program_cache_histogram_summary;
 use crate::program_cache::{cache, gpusvc_program_cache};
 
 /// Called once per histogram sample: the histogram's name (a static string), the value (times
 /// in microseconds, sizes in bytes) and the `user_data` given at creation.
-pub type gpusvc_histogram_callback =
+pub type gpusvc_program_cache_histogram_callback =
     Option<unsafe extern "C" fn(name: *const c_char, value: f64, user_data: *mut c_void)>;
 
 /// Histogram names as static C strings.
@@ -26,7 +26,7 @@ fn histogram_names() -> &'static [(&'static str, CString)] {
 /// called from any thread that uses the cache, at the same time (`gpusvc_program_cache_new`'s
 /// contract).
 pub(crate) fn host_histogram(
-    histogram: gpusvc_histogram_callback,
+    histogram: gpusvc_program_cache_histogram_callback,
     user_data: *mut c_void,
 ) -> Option<HistogramCallback> {
     HostFn::optional(histogram, user_data).map(|host| {
@@ -81,7 +81,7 @@ pub unsafe extern "C" fn gpusvc_program_cache_histogram_name(
 pub unsafe extern "C" fn gpusvc_program_cache_histogram(
     cache: *const gpusvc_program_cache,
     name: *const c_char,
-    out: *mut gpusvc_histogram_summary,
+    out: *mut gpusvc_program_cache_histogram_summary,
 ) -> gpusvc_result {
     ffi_guard(|| {
         let cache = self::cache(cache)?;
@@ -96,7 +96,7 @@ pub unsafe extern "C" fn gpusvc_program_cache_histogram(
             .stats()
             .histograms
             .get(name)
-            .map(|h| gpusvc_histogram_summary {
+            .map(|h| gpusvc_program_cache_histogram_summary {
                 count: h.count,
                 sum: h.sum,
                 min: h.min,

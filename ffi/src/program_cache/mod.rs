@@ -1,4 +1,4 @@
-//! `gpusvc_program_cache_*` and `gpusvc_cached_program_*`: the GL program binary cache
+//! `gpusvc_program_cache_*` and `gpusvc_program_cache_entry_*`: the GL program binary cache
 //! (status storage, byte-budget binary storage, statistics, the disk store) seen from C.
 //!
 //! A `gpusvc_program_cache` may be used from any thread at once (one lock inside); the

@@ -17,106 +17,106 @@ use crate::kit::{
 // ---- enumerations (passed as uint32_t) ----
 
 /// `gpusvc_program_cache_config_defaults` profile: desktop (6 MiB, W-TinyLFU).
-pub const GPUSVC_CACHE_PROFILE_DESKTOP: u32 = 0u32;
+pub const GPUSVC_PROGRAM_CACHE_PROFILE_DESKTOP: u32 = 0u32;
 /// `gpusvc_program_cache_config_defaults` profile: mobile (2 MiB, W-TinyLFU).
-pub const GPUSVC_CACHE_PROFILE_MOBILE: u32 = 1u32;
+pub const GPUSVC_PROGRAM_CACHE_PROFILE_MOBILE: u32 = 1u32;
 /// `gpusvc_program_cache_config_defaults` profile: low-memory devices (128 KiB, W-TinyLFU).
-pub const GPUSVC_CACHE_PROFILE_LOW_MEMORY: u32 = 2u32;
+pub const GPUSVC_PROGRAM_CACHE_PROFILE_LOW_MEMORY: u32 = 2u32;
 
 /// Eviction policy: least recently used program first. A working set larger than the budget
 /// asked for in a fixed cyclic order gets no hits under it.
-pub const GPUSVC_EVICTION_POLICY_LRU: u32 = 0u32;
+pub const GPUSVC_PROGRAM_CACHE_EVICTION_POLICY_LRU: u32 = 0u32;
 /// Eviction policy: most recently used program of the least recently used page first.
-pub const GPUSVC_EVICTION_POLICY_PAGE_LRU_MRU: u32 = 1u32;
+pub const GPUSVC_PROGRAM_CACHE_EVICTION_POLICY_PAGE_LRU_MRU: u32 = 1u32;
 /// Eviction policy: segmented LRU (probation first; programs hit at least once are protected).
-pub const GPUSVC_EVICTION_POLICY_SLRU: u32 = 2u32;
+pub const GPUSVC_PROGRAM_CACHE_EVICTION_POLICY_SLRU: u32 = 2u32;
 /// Eviction policy: S3-FIFO (small FIFO, main FIFO with reinsertion, ghost keys).
-pub const GPUSVC_EVICTION_POLICY_S3_FIFO: u32 = 3u32;
+pub const GPUSVC_PROGRAM_CACHE_EVICTION_POLICY_S3_FIFO: u32 = 3u32;
 /// Eviction policy: window TinyLFU (a program enters the main area only when it is asked for
 /// more often than the program it would displace). The default of every profile.
-pub const GPUSVC_EVICTION_POLICY_W_TINYLFU: u32 = 4u32;
+pub const GPUSVC_PROGRAM_CACHE_EVICTION_POLICY_W_TINYLFU: u32 = 4u32;
 
 /// Shader compile status: not known, compile it.
-pub const GPUSVC_COMPILE_STATUS_UNKNOWN: u32 = 0u32;
+pub const GPUSVC_PROGRAM_CACHE_COMPILE_STATUS_UNKNOWN: u32 = 0u32;
 /// Shader compile status: compiled successfully before.
-pub const GPUSVC_COMPILE_STATUS_SUCCESS: u32 = 1u32;
+pub const GPUSVC_PROGRAM_CACHE_COMPILE_STATUS_SUCCESS: u32 = 1u32;
 
 /// Program link status: not known.
-pub const GPUSVC_LINK_STATUS_UNKNOWN: u32 = 0u32;
+pub const GPUSVC_PROGRAM_CACHE_LINK_STATUS_UNKNOWN: u32 = 0u32;
 /// Program link status: linked and cached.
-pub const GPUSVC_LINK_STATUS_SUCCESS: u32 = 1u32;
+pub const GPUSVC_PROGRAM_CACHE_LINK_STATUS_SUCCESS: u32 = 1u32;
 
 /// Memory pressure: normal operation.
-pub const GPUSVC_MEMORY_PRESSURE_NONE: u32 = 0u32;
+pub const GPUSVC_PROGRAM_CACHE_MEMORY_PRESSURE_NONE: u32 = 0u32;
 /// Memory pressure: trim to a quarter of the budget and keep to it (saves evict down to it, a
 /// larger entry is refused) until the level is NONE again.
-pub const GPUSVC_MEMORY_PRESSURE_MODERATE: u32 = 1u32;
+pub const GPUSVC_PROGRAM_CACHE_MEMORY_PRESSURE_MODERATE: u32 = 1u32;
 /// Memory pressure: drop everything and refuse saves until the level is NONE again.
-pub const GPUSVC_MEMORY_PRESSURE_CRITICAL: u32 = 2u32;
+pub const GPUSVC_PROGRAM_CACHE_MEMORY_PRESSURE_CRITICAL: u32 = 2u32;
 
 /// Shader stage: vertex.
-pub const GPUSVC_SHADER_STAGE_VERTEX: u32 = 0u32;
+pub const GPUSVC_PROGRAM_CACHE_SHADER_STAGE_VERTEX: u32 = 0u32;
 /// Shader stage: fragment.
-pub const GPUSVC_SHADER_STAGE_FRAGMENT: u32 = 1u32;
+pub const GPUSVC_PROGRAM_CACHE_SHADER_STAGE_FRAGMENT: u32 = 1u32;
 /// Shader stage: compute (hashing and compiling only; programs are vertex + fragment).
-pub const GPUSVC_SHADER_STAGE_COMPUTE: u32 = 2u32;
+pub const GPUSVC_PROGRAM_CACHE_SHADER_STAGE_COMPUTE: u32 = 2u32;
 
 /// Transform-feedback buffer mode: `GL_INTERLEAVED_ATTRIBS`.
-pub const GPUSVC_TRANSFORM_FEEDBACK_INTERLEAVED: u32 = 0u32;
+pub const GPUSVC_PROGRAM_CACHE_TRANSFORM_FEEDBACK_INTERLEAVED: u32 = 0u32;
 /// Transform-feedback buffer mode: `GL_SEPARATE_ATTRIBS`.
-pub const GPUSVC_TRANSFORM_FEEDBACK_SEPARATE: u32 = 1u32;
+pub const GPUSVC_PROGRAM_CACHE_TRANSFORM_FEEDBACK_SEPARATE: u32 = 1u32;
 
 /// Variable kind: attributes.
-pub const GPUSVC_VARIABLE_KIND_ATTRIBUTE: u32 = 0u32;
+pub const GPUSVC_PROGRAM_CACHE_VARIABLE_KIND_ATTRIBUTE: u32 = 0u32;
 /// Variable kind: uniforms.
-pub const GPUSVC_VARIABLE_KIND_UNIFORM: u32 = 1u32;
+pub const GPUSVC_PROGRAM_CACHE_VARIABLE_KIND_UNIFORM: u32 = 1u32;
 
-/// Bytes in a SHA-1 digest (`gpusvc_sha1`).
-pub const GPUSVC_SHA1_LEN: usize = 20;
+/// Bytes in a SHA-1 digest (`gpusvc_program_cache_sha1`).
+pub const GPUSVC_PROGRAM_CACHE_SHA1_LEN: usize = 20;
 
-c_enum!(fn profile_in("GPUSVC_CACHE_PROFILE") -> CacheConfig {
-    GPUSVC_CACHE_PROFILE_DESKTOP => CacheConfig::desktop(),
-    GPUSVC_CACHE_PROFILE_MOBILE => CacheConfig::mobile(),
-    GPUSVC_CACHE_PROFILE_LOW_MEMORY => CacheConfig::low_memory(),
+c_enum!(fn profile_in("GPUSVC_PROGRAM_CACHE_PROFILE") -> CacheConfig {
+    GPUSVC_PROGRAM_CACHE_PROFILE_DESKTOP => CacheConfig::desktop(),
+    GPUSVC_PROGRAM_CACHE_PROFILE_MOBILE => CacheConfig::mobile(),
+    GPUSVC_PROGRAM_CACHE_PROFILE_LOW_MEMORY => CacheConfig::low_memory(),
 });
 
-c_enum!(fn policy_in / policy_out ("GPUSVC_EVICTION_POLICY") -> EvictionPolicy {
-    GPUSVC_EVICTION_POLICY_LRU => EvictionPolicy::Lru,
-    GPUSVC_EVICTION_POLICY_PAGE_LRU_MRU => EvictionPolicy::PageLruMru,
-    GPUSVC_EVICTION_POLICY_SLRU => EvictionPolicy::Slru,
-    GPUSVC_EVICTION_POLICY_S3_FIFO => EvictionPolicy::S3Fifo,
-    GPUSVC_EVICTION_POLICY_W_TINYLFU => EvictionPolicy::WTinyLfu,
+c_enum!(fn policy_in / policy_out ("GPUSVC_PROGRAM_CACHE_EVICTION_POLICY") -> EvictionPolicy {
+    GPUSVC_PROGRAM_CACHE_EVICTION_POLICY_LRU => EvictionPolicy::Lru,
+    GPUSVC_PROGRAM_CACHE_EVICTION_POLICY_PAGE_LRU_MRU => EvictionPolicy::PageLruMru,
+    GPUSVC_PROGRAM_CACHE_EVICTION_POLICY_SLRU => EvictionPolicy::Slru,
+    GPUSVC_PROGRAM_CACHE_EVICTION_POLICY_S3_FIFO => EvictionPolicy::S3Fifo,
+    GPUSVC_PROGRAM_CACHE_EVICTION_POLICY_W_TINYLFU => EvictionPolicy::WTinyLfu,
 });
 
-c_enum!(fn compile_status_in / compile_status_out ("GPUSVC_COMPILE_STATUS") -> CompileStatus {
-    GPUSVC_COMPILE_STATUS_UNKNOWN => CompileStatus::Unknown,
-    GPUSVC_COMPILE_STATUS_SUCCESS => CompileStatus::Success,
+c_enum!(fn compile_status_in / compile_status_out ("GPUSVC_PROGRAM_CACHE_COMPILE_STATUS") -> CompileStatus {
+    GPUSVC_PROGRAM_CACHE_COMPILE_STATUS_UNKNOWN => CompileStatus::Unknown,
+    GPUSVC_PROGRAM_CACHE_COMPILE_STATUS_SUCCESS => CompileStatus::Success,
 });
 
-c_enum!(fn link_status_in / link_status_out ("GPUSVC_LINK_STATUS") -> LinkStatus {
-    GPUSVC_LINK_STATUS_UNKNOWN => LinkStatus::Unknown,
-    GPUSVC_LINK_STATUS_SUCCESS => LinkStatus::Success,
+c_enum!(fn link_status_in / link_status_out ("GPUSVC_PROGRAM_CACHE_LINK_STATUS") -> LinkStatus {
+    GPUSVC_PROGRAM_CACHE_LINK_STATUS_UNKNOWN => LinkStatus::Unknown,
+    GPUSVC_PROGRAM_CACHE_LINK_STATUS_SUCCESS => LinkStatus::Success,
 });
 
-c_enum!(fn memory_pressure_in("GPUSVC_MEMORY_PRESSURE") -> MemoryPressure {
-    GPUSVC_MEMORY_PRESSURE_NONE => MemoryPressure::None,
-    GPUSVC_MEMORY_PRESSURE_MODERATE => MemoryPressure::Moderate,
-    GPUSVC_MEMORY_PRESSURE_CRITICAL => MemoryPressure::Critical,
+c_enum!(fn memory_pressure_in("GPUSVC_PROGRAM_CACHE_MEMORY_PRESSURE") -> MemoryPressure {
+    GPUSVC_PROGRAM_CACHE_MEMORY_PRESSURE_NONE => MemoryPressure::None,
+    GPUSVC_PROGRAM_CACHE_MEMORY_PRESSURE_MODERATE => MemoryPressure::Moderate,
+    GPUSVC_PROGRAM_CACHE_MEMORY_PRESSURE_CRITICAL => MemoryPressure::Critical,
 });
 
 c_enum!(fn stage_in / stage_out ("gpusvc shader stage") -> ShaderStage {
-    GPUSVC_SHADER_STAGE_VERTEX => ShaderStage::Vertex,
-    GPUSVC_SHADER_STAGE_FRAGMENT => ShaderStage::Fragment,
-    GPUSVC_SHADER_STAGE_COMPUTE => ShaderStage::Compute,
+    GPUSVC_PROGRAM_CACHE_SHADER_STAGE_VERTEX => ShaderStage::Vertex,
+    GPUSVC_PROGRAM_CACHE_SHADER_STAGE_FRAGMENT => ShaderStage::Fragment,
+    GPUSVC_PROGRAM_CACHE_SHADER_STAGE_COMPUTE => ShaderStage::Compute,
 });
 
-c_enum!(fn transform_feedback_in / transform_feedback_out ("GPUSVC_TRANSFORM_FEEDBACK")
+c_enum!(fn transform_feedback_in / transform_feedback_out ("GPUSVC_PROGRAM_CACHE_TRANSFORM_FEEDBACK")
     -> TransformFeedbackMode {
-    GPUSVC_TRANSFORM_FEEDBACK_INTERLEAVED => TransformFeedbackMode::Interleaved,
-    GPUSVC_TRANSFORM_FEEDBACK_SEPARATE => TransformFeedbackMode::Separate,
+    GPUSVC_PROGRAM_CACHE_TRANSFORM_FEEDBACK_INTERLEAVED => TransformFeedbackMode::Interleaved,
+    GPUSVC_PROGRAM_CACHE_TRANSFORM_FEEDBACK_SEPARATE => TransformFeedbackMode::Separate,
 });
 
-/// Which list of a variable set: `GPUSVC_VARIABLE_KIND_*`.
+/// Which list of a variable set: `GPUSVC_PROGRAM_CACHE_VARIABLE_KIND_*`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum VariableKind {
     Attribute,
@@ -124,8 +124,8 @@ pub(crate) enum VariableKind {
 }
 
 c_enum!(fn variable_kind_in("gpusvc variable kind") -> VariableKind {
-    GPUSVC_VARIABLE_KIND_ATTRIBUTE => VariableKind::Attribute,
-    GPUSVC_VARIABLE_KIND_UNIFORM => VariableKind::Uniform,
+    GPUSVC_PROGRAM_CACHE_VARIABLE_KIND_ATTRIBUTE => VariableKind::Attribute,
+    GPUSVC_PROGRAM_CACHE_VARIABLE_KIND_UNIFORM => VariableKind::Uniform,
 });
 
 // ---- plain C types ----
@@ -133,20 +133,20 @@ c_enum!(fn variable_kind_in("gpusvc variable kind") -> VariableKind {
 /// A SHA-1 digest: a shader hash or a program key.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub struct gpusvc_sha1 {
+pub struct gpusvc_program_cache_sha1 {
     /// The digest.
     pub bytes: [u8; 20],
 }
 
-impl From<ShaderHash> for gpusvc_sha1 {
+impl From<ShaderHash> for gpusvc_program_cache_sha1 {
     fn from(h: ShaderHash) -> Self {
-        gpusvc_sha1 { bytes: h.0 }
+        gpusvc_program_cache_sha1 { bytes: h.0 }
     }
 }
 
-impl From<ProgramKey> for gpusvc_sha1 {
+impl From<ProgramKey> for gpusvc_program_cache_sha1 {
     fn from(k: ProgramKey) -> Self {
-        gpusvc_sha1 { bytes: k.0 }
+        gpusvc_program_cache_sha1 { bytes: k.0 }
     }
 }
 
@@ -154,7 +154,10 @@ impl From<ProgramKey> for gpusvc_sha1 {
 ///
 /// # Safety
 /// `ptr` is NULL or valid for one read.
-pub(crate) unsafe fn sha1_in(ptr: *const gpusvc_sha1, name: &str) -> Result<[u8; 20], FfiError> {
+pub(crate) unsafe fn sha1_in(
+    ptr: *const gpusvc_program_cache_sha1,
+    name: &str,
+) -> Result<[u8; 20], FfiError> {
     if ptr.is_null() {
         return Err(null_argument(name));
     }
@@ -169,7 +172,7 @@ pub(crate) unsafe fn sha1_in(ptr: *const gpusvc_sha1, name: &str) -> Result<[u8;
 pub struct gpusvc_program_cache_config {
     /// Byte budget of the binary store (at most `PTRDIFF_MAX`).
     pub budget_bytes: usize,
-    /// A `GPUSVC_EVICTION_POLICY_*` value.
+    /// A `GPUSVC_PROGRAM_CACHE_EVICTION_POLICY_*` value.
     pub policy: u32,
     /// How many compile statuses of shaders that no cached program uses are remembered (> 0).
     pub max_unreferenced_shader_statuses: usize,
@@ -204,7 +207,7 @@ pub(crate) fn config_in(c: &gpusvc_program_cache_config) -> Result<CacheConfig, 
 /// What a successful save did.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct gpusvc_save_report {
+pub struct gpusvc_program_cache_save_report {
     /// An entry with the same key was replaced.
     pub replaced: bool,
     /// Entries evicted to make room.
@@ -236,7 +239,7 @@ pub struct gpusvc_program_cache_counters {
 /// A snapshot of the cache's statistics.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct gpusvc_program_cache_stats {
+pub struct gpusvc_program_cache_stats_snapshot {
     /// Counters.
     pub counters: gpusvc_program_cache_counters,
     /// Bytes stored now.
@@ -248,7 +251,7 @@ pub struct gpusvc_program_cache_stats {
 /// A summary of one histogram (all zeros when it has no samples).
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
-pub struct gpusvc_histogram_summary {
+pub struct gpusvc_program_cache_histogram_summary {
     /// Samples recorded.
     pub count: u64,
     /// Sum of the samples.
@@ -272,7 +275,7 @@ pub struct gpusvc_histogram_summary {
 /// returned them and stay valid until that handle is freed (or, for a shader, changed).
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
-pub struct gpusvc_variable_info {
+pub struct gpusvc_program_cache_variable_info {
     /// Name in the application's source.
     pub name: *const c_char,
     /// Name in the translated source (equal to `name` without a translator).
@@ -290,13 +293,13 @@ pub struct gpusvc_variable_info {
 /// A shader's variable maps, as a translator reports them.
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
-pub struct gpusvc_shader_variables {
+pub struct gpusvc_program_cache_shader_variables {
     /// `attribute_count` attributes (may be NULL when the count is 0).
-    pub attributes: *const gpusvc_variable_info,
+    pub attributes: *const gpusvc_program_cache_variable_info,
     /// Number of attributes.
     pub attribute_count: usize,
     /// `uniform_count` uniforms (may be NULL when the count is 0).
-    pub uniforms: *const gpusvc_variable_info,
+    pub uniforms: *const gpusvc_program_cache_variable_info,
     /// Number of uniforms.
     pub uniform_count: usize,
 }
@@ -304,15 +307,15 @@ pub struct gpusvc_shader_variables {
 /// A linked program as the cache stores it, described for `gpusvc_program_cache_save`.
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
-pub struct gpusvc_cached_program_desc {
+pub struct gpusvc_program_cache_entry_desc {
     /// Hash of the vertex shader (its compile status becomes referenced by this entry).
-    pub vertex_shader: gpusvc_sha1,
+    pub vertex_shader: gpusvc_program_cache_sha1,
     /// Hash of the fragment shader.
-    pub fragment_shader: gpusvc_sha1,
+    pub fragment_shader: gpusvc_program_cache_sha1,
     /// Vertex shader variable maps.
-    pub vertex: gpusvc_shader_variables,
+    pub vertex: gpusvc_program_cache_shader_variables,
     /// Fragment shader variable maps.
-    pub fragment: gpusvc_shader_variables,
+    pub fragment: gpusvc_program_cache_shader_variables,
     /// `binaryFormat` of `glGetProgramBinary`.
     pub binary_format: u32,
     /// `binary_len` bytes of program binary.
@@ -321,14 +324,14 @@ pub struct gpusvc_cached_program_desc {
     pub binary_len: usize,
     /// Whether `page` is given.
     pub has_page: bool,
-    /// The page / client the program is for (for GPUSVC_EVICTION_POLICY_PAGE_LRU_MRU).
+    /// The page / client the program is for (for GPUSVC_PROGRAM_CACHE_EVICTION_POLICY_PAGE_LRU_MRU).
     pub page: u64,
 }
 
 /// `glBindAttribLocation(name, location)` before linking.
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
-pub struct gpusvc_attribute_binding {
+pub struct gpusvc_program_cache_attribute_binding {
     /// Attribute name (UTF-8, NUL-terminated).
     pub name: *const c_char,
     /// Location.
@@ -338,38 +341,40 @@ pub struct gpusvc_attribute_binding {
 /// What goes into a link besides the shaders (all of it is part of the program key).
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
-pub struct gpusvc_link_options {
+pub struct gpusvc_program_cache_link_options {
     /// `attribute_binding_count` bindings (may be NULL when the count is 0).
-    pub attribute_bindings: *const gpusvc_attribute_binding,
+    pub attribute_bindings: *const gpusvc_program_cache_attribute_binding,
     /// Number of bindings.
     pub attribute_binding_count: usize,
     /// `transform_feedback_varying_count` varying names (may be NULL when the count is 0).
     pub transform_feedback_varyings: *const *const c_char,
     /// Number of varyings.
     pub transform_feedback_varying_count: usize,
-    /// A `GPUSVC_TRANSFORM_FEEDBACK_*` value.
+    /// A `GPUSVC_PROGRAM_CACHE_TRANSFORM_FEEDBACK_*` value.
     pub transform_feedback_mode: u32,
 }
 
 /// Everything a program key covers.
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
-pub struct gpusvc_program_key_input {
+pub struct gpusvc_program_cache_program_key_input {
     /// Hash of the vertex shader as compiled.
-    pub vertex: gpusvc_sha1,
+    pub vertex: gpusvc_program_cache_sha1,
     /// Hash of the fragment shader as compiled.
-    pub fragment: gpusvc_sha1,
+    pub fragment: gpusvc_program_cache_sha1,
     /// The host's translator / ANGLE version (UTF-8, NUL-terminated; may be empty).
     pub backend_identity: *const c_char,
     /// Attribute bindings and transform feedback.
-    pub link: gpusvc_link_options,
+    pub link: gpusvc_program_cache_link_options,
 }
 
 /// Copies link options in.
 ///
 /// # Safety
-/// The pointers in `o` follow the contract documented on `gpusvc_link_options`.
-pub(crate) unsafe fn link_options_in(o: &gpusvc_link_options) -> Result<LinkOptions, FfiError> {
+/// The pointers in `o` follow the contract documented on `gpusvc_program_cache_link_options`.
+pub(crate) unsafe fn link_options_in(
+    o: &gpusvc_program_cache_link_options,
+) -> Result<LinkOptions, FfiError> {
     // SAFETY: forwarded from this function's contract.
     let bindings = unsafe {
         slice_in(
@@ -416,7 +421,7 @@ pub(crate) unsafe fn link_options_in(o: &gpusvc_link_options) -> Result<LinkOpti
 /// # Safety
 /// `ptr` is valid for `len` reads when `len > 0`, each entry's names NULL or NUL-terminated.
 unsafe fn variables_in(
-    ptr: *const gpusvc_variable_info,
+    ptr: *const gpusvc_program_cache_variable_info,
     len: usize,
     name: &str,
 ) -> Result<Vec<VariableInfo>, FfiError> {
@@ -440,9 +445,9 @@ unsafe fn variables_in(
 /// Copies a shader's variable maps in.
 ///
 /// # Safety
-/// The pointers in `v` follow the contract documented on `gpusvc_shader_variables`.
+/// The pointers in `v` follow the contract documented on `gpusvc_program_cache_shader_variables`.
 pub(crate) unsafe fn shader_variables_in(
-    v: &gpusvc_shader_variables,
+    v: &gpusvc_program_cache_shader_variables,
 ) -> Result<ShaderVariables, FfiError> {
     Ok(ShaderVariables {
         // SAFETY: forwarded from this function's contract.
@@ -473,8 +478,8 @@ impl CVariable {
         }
     }
 
-    fn info(&self) -> gpusvc_variable_info {
-        gpusvc_variable_info {
+    fn info(&self) -> gpusvc_program_cache_variable_info {
+        gpusvc_program_cache_variable_info {
             name: self.name.as_ptr(),
             mapped_name: self.mapped_name.as_ptr(),
             gl_type: self.gl_type,
@@ -517,7 +522,7 @@ impl CShaderVariables {
         &self,
         kind: VariableKind,
         index: usize,
-        out: Out<gpusvc_variable_info>,
+        out: Out<gpusvc_program_cache_variable_info>,
     ) -> Result<(), FfiError> {
         let list = self.list(kind);
         let v = list.get(index).ok_or_else(|| {

@@ -1,4 +1,4 @@
-//! The host-GL backend of a program manager: the host's GL entry points (`gpusvc_host_gl`),
+//! The host-GL backend of a program manager: the host's GL entry points (`gpusvc_program_manager_host_gl`),
 //! checked, behind a `ProgramBackend`; the objects they make are owned by gpusvc and deleted
 //! through the host's callbacks.
 
@@ -10,26 +10,27 @@ use program_cache::{ProgramBackend, ProgramBinaryData};
 
 use crate::kit::{FfiError, UserData, c_string, null_argument};
 use crate::program_cache::{
-    gpusvc_attribute_binding, gpusvc_link_options, stage_out, transform_feedback_out,
+    gpusvc_program_cache_attribute_binding, gpusvc_program_cache_link_options, stage_out,
+    transform_feedback_out,
 };
-use crate::program_manager::sink::{Sink, gpusvc_host_sink};
+use crate::program_manager::sink::{Sink, gpusvc_program_manager_host_sink};
 
 /// The host's GL entry points, for a program manager over the host's own context (a browser's
 /// command decoder, an engine's device). Object ids are the host's (GL names or anything else
 /// non-zero); every callback gets `user_data` and runs on the manager's thread. The callbacks may
-/// call `gpusvc_host_sink_*` with the sink they were given; calling back into the manager or the
+/// call `gpusvc_program_manager_host_sink_*` with the sink they were given; calling back into the manager or the
 /// shaders being compiled or linked returns `GPUSVC_HANDLE_BUSY`. They must not unwind.
 ///
 /// The struct is copied; the callbacks and `user_data` must stay valid until the manager and
 /// every shader and linked program made through it are freed.
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
-pub struct gpusvc_host_gl {
+pub struct gpusvc_program_manager_host_gl {
     /// Passed to every callback.
     pub user_data: *mut c_void,
     /// Compiles `source_len` bytes of `source` (NUL-terminated as well) for `stage`
-    /// (`GPUSVC_SHADER_STAGE_*`). On success writes the shader id to `*out_shader` and returns
-    /// true; on failure writes the info log to `log` (`gpusvc_host_sink_write_text`), deletes
+    /// (`GPUSVC_PROGRAM_CACHE_SHADER_STAGE_*`). On success writes the shader id to `*out_shader` and returns
+    /// true; on failure writes the info log to `log` (`gpusvc_program_manager_host_sink_write_text`), deletes
     /// its own object and returns false. Required.
     pub compile: Option<
         unsafe extern "C" fn(
@@ -38,7 +39,7 @@ pub struct gpusvc_host_gl {
             source: *const c_char,
             source_len: usize,
             out_shader: *mut u64,
-            log: *mut gpusvc_host_sink,
+            log: *mut gpusvc_program_manager_host_sink,
         ) -> bool,
     >,
     /// Links a vertex and a fragment shader with `options` (binary-retrievable). On success
@@ -49,20 +50,20 @@ pub struct gpusvc_host_gl {
             user_data: *mut c_void,
             vertex_shader: u64,
             fragment_shader: u64,
-            options: *const gpusvc_link_options,
+            options: *const gpusvc_program_cache_link_options,
             out_program: *mut u64,
-            log: *mut gpusvc_host_sink,
+            log: *mut gpusvc_program_manager_host_sink,
         ) -> bool,
     >,
     /// `glGetProgramBinary`: writes the format to `*out_format`, the bytes to `out`
-    /// (`gpusvc_host_sink_write_bytes`) and returns true; or returns false (optionally with a
+    /// (`gpusvc_program_manager_host_sink_write_bytes`) and returns true; or returns false (optionally with a
     /// reason as text). Required.
     pub program_binary: Option<
         unsafe extern "C" fn(
             user_data: *mut c_void,
             program: u64,
             out_format: *mut u32,
-            out: *mut gpusvc_host_sink,
+            out: *mut gpusvc_program_manager_host_sink,
         ) -> bool,
     >,
     /// `glProgramBinary` into a new program: returns its `GL_LINK_STATUS`. True: writes the
@@ -75,25 +76,33 @@ pub struct gpusvc_host_gl {
             bytes: *const u8,
             len: usize,
             out_program: *mut u64,
-            log: *mut gpusvc_host_sink,
+            log: *mut gpusvc_program_manager_host_sink,
         ) -> bool,
     >,
-    /// Pushes each active attribute of a linked program (`gpusvc_host_sink_push_variable`).
+    /// Pushes each active attribute of a linked program (`gpusvc_program_manager_host_sink_push_variable`).
     /// Required.
     pub active_attributes: Option<
-        unsafe extern "C" fn(user_data: *mut c_void, program: u64, out: *mut gpusvc_host_sink),
+        unsafe extern "C" fn(
+            user_data: *mut c_void,
+            program: u64,
+            out: *mut gpusvc_program_manager_host_sink,
+        ),
     >,
     /// Pushes each active uniform of a linked program. Required.
     pub active_uniforms: Option<
-        unsafe extern "C" fn(user_data: *mut c_void, program: u64, out: *mut gpusvc_host_sink),
+        unsafe extern "C" fn(
+            user_data: *mut c_void,
+            program: u64,
+            out: *mut gpusvc_program_manager_host_sink,
+        ),
     >,
     /// Deletes a shader object gpusvc owns and no longer needs. Optional (NULL: never called).
     pub delete_shader: Option<unsafe extern "C" fn(user_data: *mut c_void, shader: u64)>,
-    /// Deletes a program object gpusvc owns (a freed `gpusvc_linked_program`). Optional.
+    /// Deletes a program object gpusvc owns (a freed `gpusvc_program_manager_linked_program`). Optional.
     pub delete_program: Option<unsafe extern "C" fn(user_data: *mut c_void, program: u64)>,
 }
 
-type SinkFn = unsafe extern "C" fn(*mut c_void, u64, *mut gpusvc_host_sink);
+type SinkFn = unsafe extern "C" fn(*mut c_void, u64, *mut gpusvc_program_manager_host_sink);
 
 /// The host's callbacks, checked: the required ones are present.
 #[derive(Debug)]
@@ -105,24 +114,29 @@ pub(crate) struct HostGl {
         *const c_char,
         usize,
         *mut u64,
-        *mut gpusvc_host_sink,
+        *mut gpusvc_program_manager_host_sink,
     ) -> bool,
     link: unsafe extern "C" fn(
         *mut c_void,
         u64,
         u64,
-        *const gpusvc_link_options,
+        *const gpusvc_program_cache_link_options,
         *mut u64,
-        *mut gpusvc_host_sink,
+        *mut gpusvc_program_manager_host_sink,
     ) -> bool,
-    program_binary: unsafe extern "C" fn(*mut c_void, u64, *mut u32, *mut gpusvc_host_sink) -> bool,
+    program_binary: unsafe extern "C" fn(
+        *mut c_void,
+        u64,
+        *mut u32,
+        *mut gpusvc_program_manager_host_sink,
+    ) -> bool,
     load_binary: unsafe extern "C" fn(
         *mut c_void,
         u32,
         *const u8,
         usize,
         *mut u64,
-        *mut gpusvc_host_sink,
+        *mut gpusvc_program_manager_host_sink,
     ) -> bool,
     active_attributes: SinkFn,
     active_uniforms: SinkFn,
@@ -131,7 +145,7 @@ pub(crate) struct HostGl {
 }
 
 impl HostGl {
-    pub(crate) fn new(gl: &gpusvc_host_gl) -> Result<Self, FfiError> {
+    pub(crate) fn new(gl: &gpusvc_program_manager_host_gl) -> Result<Self, FfiError> {
         let required = |name: &str| null_argument(&format!("gl->{name}"));
         Ok(HostGl {
             user_data: UserData::new(gl.user_data),
@@ -169,7 +183,7 @@ impl Drop for HostObject {
             self.gl.delete_shader
         };
         if let Some(delete) = delete {
-            // SAFETY: `gpusvc_host_gl`'s contract: the callback and user_data are valid until
+            // SAFETY: `gpusvc_program_manager_host_gl`'s contract: the callback and user_data are valid until
             // every object made through the manager is freed, which is now.
             unsafe { delete(self.gl.user_data.get(), self.id) };
         }
@@ -191,10 +205,10 @@ impl HostBackend {
 /// `options` as C: the strings and arrays the pointers in `view` point into.
 struct CLinkOptions {
     _names: Vec<CString>,
-    _bindings: Vec<gpusvc_attribute_binding>,
+    _bindings: Vec<gpusvc_program_cache_attribute_binding>,
     _varying_strings: Vec<CString>,
     _varyings: Vec<*const c_char>,
-    view: gpusvc_link_options,
+    view: gpusvc_program_cache_link_options,
 }
 
 impl CLinkOptions {
@@ -204,11 +218,11 @@ impl CLinkOptions {
             .iter()
             .map(|b| c_string(&b.name))
             .collect();
-        let bindings: Vec<gpusvc_attribute_binding> = o
+        let bindings: Vec<gpusvc_program_cache_attribute_binding> = o
             .attribute_bindings
             .iter()
             .zip(&names)
-            .map(|(b, n)| gpusvc_attribute_binding {
+            .map(|(b, n)| gpusvc_program_cache_attribute_binding {
                 name: n.as_ptr(),
                 location: b.location,
             })
@@ -219,7 +233,7 @@ impl CLinkOptions {
             .map(|v| c_string(v))
             .collect();
         let varyings: Vec<*const c_char> = varying_strings.iter().map(|v| v.as_ptr()).collect();
-        let view = gpusvc_link_options {
+        let view = gpusvc_program_cache_link_options {
             attribute_bindings: bindings.as_ptr(),
             attribute_binding_count: bindings.len(),
             transform_feedback_varyings: varyings.as_ptr(),
@@ -247,7 +261,7 @@ impl HostBackend {
 
     fn variables(&self, f: SinkFn, program: &HostObject) -> Vec<ActiveVariable> {
         let sink = Sink::new();
-        // SAFETY: the host's callback with its user_data (`gpusvc_host_gl`'s contract); the sink
+        // SAFETY: the host's callback with its user_data (`gpusvc_program_manager_host_gl`'s contract); the sink
         // handle is registered for the call.
         unsafe { f(self.gl.user_data.get(), program.id, sink.handle()) };
         sink.finish().variables
@@ -272,7 +286,7 @@ impl ProgramBackend for HostBackend {
         text.push(0);
         let mut id = 0u64;
         let sink = Sink::new();
-        // SAFETY: the host's callback with its user_data (`gpusvc_host_gl`'s contract); `text`
+        // SAFETY: the host's callback with its user_data (`gpusvc_program_manager_host_gl`'s contract); `text`
         // holds `source.len()` bytes and a NUL and outlives the call; `id` is a live local.
         let ok = unsafe {
             (self.gl.compile)(

@@ -1,11 +1,13 @@
-//! `gpusvc_linked_program_*`: a linked program (its driver object, key, origin and
+//! `gpusvc_program_manager_linked_program_*`: a linked program (its driver object, key, origin and
 //! reflection).
 
 use crate::kit::handle::{self, Kind};
 use crate::kit::{Out, ffi_guard, gpusvc_result, invalid_argument};
-use crate::program_cache::{VariableKind, gpusvc_sha1, variable_kind_in};
+use crate::program_cache::{VariableKind, gpusvc_program_cache_sha1, variable_kind_in};
 use crate::program_manager::objects::{CActive, LinkedHandle, linked};
-use crate::program_manager::{gpusvc_active_variable, gpusvc_linked_program, link_origin_out};
+use crate::program_manager::{
+    gpusvc_program_manager_active_variable, gpusvc_program_manager_linked_program, link_origin_out,
+};
 
 /// Frees a linked program and deletes its driver object (GL form; host form when
 /// `delete_program` is given). NULL is a no-op; a freed or unknown handle is
@@ -14,8 +16,8 @@ use crate::program_manager::{gpusvc_active_variable, gpusvc_linked_program, link
 /// # Safety
 /// None beyond passing a value that came from gpusvc (or NULL).
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn gpusvc_linked_program_free(
-    program: *mut gpusvc_linked_program,
+pub unsafe extern "C" fn gpusvc_program_manager_linked_program_free(
+    program: *mut gpusvc_program_manager_linked_program,
 ) -> gpusvc_result {
     ffi_guard(|| handle::free(program, Kind::LinkedProgram))
 }
@@ -25,8 +27,8 @@ pub unsafe extern "C" fn gpusvc_linked_program_free(
 /// # Safety
 /// `out` is NULL or valid for one write.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn gpusvc_linked_program_object(
-    program: *const gpusvc_linked_program,
+pub unsafe extern "C" fn gpusvc_program_manager_linked_program_object(
+    program: *const gpusvc_program_manager_linked_program,
     out: *mut u64,
 ) -> gpusvc_result {
     ffi_guard(|| {
@@ -39,13 +41,13 @@ pub unsafe extern "C" fn gpusvc_linked_program_object(
     })
 }
 
-/// How the program came about (`GPUSVC_LINK_ORIGIN_*`).
+/// How the program came about (`GPUSVC_PROGRAM_MANAGER_LINK_ORIGIN_*`).
 ///
 /// # Safety
 /// `out` is NULL or valid for one write.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn gpusvc_linked_program_origin(
-    program: *const gpusvc_linked_program,
+pub unsafe extern "C" fn gpusvc_program_manager_linked_program_origin(
+    program: *const gpusvc_program_manager_linked_program,
     out: *mut u32,
 ) -> gpusvc_result {
     ffi_guard(|| {
@@ -63,9 +65,9 @@ pub unsafe extern "C" fn gpusvc_linked_program_origin(
 /// # Safety
 /// `out` is NULL or valid for one write.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn gpusvc_linked_program_key(
-    program: *const gpusvc_linked_program,
-    out: *mut gpusvc_sha1,
+pub unsafe extern "C" fn gpusvc_program_manager_linked_program_key(
+    program: *const gpusvc_program_manager_linked_program,
+    out: *mut gpusvc_program_cache_sha1,
 ) -> gpusvc_result {
     ffi_guard(|| {
         let p = linked(program)?;
@@ -84,13 +86,13 @@ fn active_list(p: &LinkedHandle, kind: VariableKind) -> &[CActive] {
     }
 }
 
-/// How many active variables of `kind` (`GPUSVC_VARIABLE_KIND_*`) the program has.
+/// How many active variables of `kind` (`GPUSVC_PROGRAM_CACHE_VARIABLE_KIND_*`) the program has.
 ///
 /// # Safety
 /// `out` is NULL or valid for one write.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn gpusvc_linked_program_variable_count(
-    program: *const gpusvc_linked_program,
+pub unsafe extern "C" fn gpusvc_program_manager_linked_program_variable_count(
+    program: *const gpusvc_program_manager_linked_program,
     kind: u32,
     out: *mut usize,
 ) -> gpusvc_result {
@@ -111,11 +113,11 @@ pub unsafe extern "C" fn gpusvc_linked_program_variable_count(
 /// # Safety
 /// `out` is NULL or valid for one write.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn gpusvc_linked_program_variable(
-    program: *const gpusvc_linked_program,
+pub unsafe extern "C" fn gpusvc_program_manager_linked_program_variable(
+    program: *const gpusvc_program_manager_linked_program,
     kind: u32,
     index: usize,
-    out: *mut gpusvc_active_variable,
+    out: *mut gpusvc_program_manager_active_variable,
 ) -> gpusvc_result {
     ffi_guard(|| {
         let p = linked(program)?;
@@ -130,7 +132,7 @@ pub unsafe extern "C" fn gpusvc_linked_program_variable(
                 list.len()
             ))
         })?;
-        let value = gpusvc_active_variable {
+        let value = gpusvc_program_manager_active_variable {
             name: v.name.as_ptr(),
             gl_type: v.gl_type,
             size: v.size,

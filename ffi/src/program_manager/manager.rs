@@ -10,13 +10,13 @@ use crate::gl::{gl_context, gpusvc_gl_context};
 use crate::kit::handle::{self, Kind};
 use crate::kit::{FfiError, Out, cstr_in, ffi_guard, gpusvc_result, invalid_argument, struct_in};
 use crate::program_cache::{cache, gpusvc_program_cache, link_options_in};
-use crate::program_manager::host_gl::{HostBackend, HostGl, gpusvc_host_gl};
+use crate::program_manager::host_gl::{HostBackend, HostGl, gpusvc_program_manager_host_gl};
 use crate::program_manager::objects::{
     LinkedHandle, Manager, OwnedGl, ShaderObject, manager, shader,
 };
 use crate::program_manager::{
-    compile_outcome_out, gpusvc_linked_program, gpusvc_program_manager, gpusvc_program_options,
-    gpusvc_shader,
+    compile_outcome_out, gpusvc_program_manager, gpusvc_program_manager_linked_program,
+    gpusvc_program_manager_program_options, gpusvc_program_manager_shader,
 };
 
 /// Creates a program manager over a headless GL context (`gpusvc_gl_context_open`) and a
@@ -49,16 +49,16 @@ pub unsafe extern "C" fn gpusvc_program_manager_new_gl(
     })
 }
 
-/// Creates a program manager over the host's GL entry points (see `gpusvc_host_gl`; the struct
+/// Creates a program manager over the host's GL entry points (see `gpusvc_program_manager_host_gl`; the struct
 /// is copied, the required callbacks must be non-NULL) and a cache. The manager, its shaders
 /// and programs are bound to the calling thread.
 ///
 /// # Safety
-/// `gl` is NULL or valid for one read, its callbacks as documented on `gpusvc_host_gl`;
+/// `gl` is NULL or valid for one read, its callbacks as documented on `gpusvc_program_manager_host_gl`;
 /// `backend_identity` is NULL or a NUL-terminated string; `out` is NULL or valid for one write.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn gpusvc_program_manager_new_host(
-    gl: *const gpusvc_host_gl,
+    gl: *const gpusvc_program_manager_host_gl,
     cache: *const gpusvc_program_cache,
     backend_identity: *const c_char,
     out: *mut *mut gpusvc_program_manager,
@@ -99,16 +99,16 @@ fn not_this_manager(what: &str) -> FfiError {
 }
 
 /// Compiles a shader (`glCompileShader` through the cache): when its compile status is known
-/// the driver compile is deferred (`GPUSVC_COMPILE_OUTCOME_DEFERRED`); otherwise the driver
+/// the driver compile is deferred (`GPUSVC_PROGRAM_MANAGER_COMPILE_OUTCOME_DEFERRED`); otherwise the driver
 /// compiles it and, only when it succeeds, the status is recorded. A failed compile is an
-/// outcome (`GPUSVC_COMPILE_OUTCOME_FAILED`, log in `gpusvc_shader_info_log`), not an error.
+/// outcome (`GPUSVC_PROGRAM_MANAGER_COMPILE_OUTCOME_FAILED`, log in `gpusvc_program_manager_shader_info_log`), not an error.
 ///
 /// # Safety
 /// `out_outcome` is NULL or valid for one write.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn gpusvc_program_manager_compile(
     manager: *const gpusvc_program_manager,
-    shader: *const gpusvc_shader,
+    shader: *const gpusvc_program_manager_shader,
     out_outcome: *mut u32,
 ) -> gpusvc_result {
     ffi_guard(|| {
@@ -150,7 +150,7 @@ fn link_failure(e: &LinkFailure) -> FfiError {
 /// # Safety
 /// `options` is NULL or valid for one read, its pointers as documented.
 unsafe fn program_options_in(
-    options: *const gpusvc_program_options,
+    options: *const gpusvc_program_manager_program_options,
 ) -> Result<ProgramOptions, FfiError> {
     if options.is_null() {
         return Ok(ProgramOptions::default());
@@ -165,7 +165,7 @@ unsafe fn program_options_in(
 }
 
 /// Links a vertex and a fragment shader of `manager` through the cache (`glLinkProgram`):
-/// a cached binary is loaded (`GPUSVC_LINK_ORIGIN_CACHE_HIT`, the shaders' variable maps are
+/// a cached binary is loaded (`GPUSVC_PROGRAM_MANAGER_LINK_ORIGIN_CACHE_HIT`, the shaders' variable maps are
 /// restored, nothing is compiled, linked or saved); a binary the driver refuses is evicted and
 /// the program is built from source (`..._RELINKED_AFTER_REJECTION`); a miss compiles what was
 /// deferred, links and saves the binary (`..._LINKED`). `options` may be NULL (no bindings, no
@@ -180,10 +180,10 @@ unsafe fn program_options_in(
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn gpusvc_program_manager_link(
     manager: *const gpusvc_program_manager,
-    vertex: *const gpusvc_shader,
-    fragment: *const gpusvc_shader,
-    options: *const gpusvc_program_options,
-    out: *mut *mut gpusvc_linked_program,
+    vertex: *const gpusvc_program_manager_shader,
+    fragment: *const gpusvc_program_manager_shader,
+    options: *const gpusvc_program_manager_program_options,
+    out: *mut *mut gpusvc_program_manager_linked_program,
 ) -> gpusvc_result {
     ffi_guard(|| {
         let m = self::manager(manager)?;

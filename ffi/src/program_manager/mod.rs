@@ -1,6 +1,6 @@
 //! The compile/link flow through the program cache, seen from C: `gpusvc_program_manager_*`,
-//! `gpusvc_shader_*`, `gpusvc_linked_program_*`, and the host GL entry points
-//! (`gpusvc_host_gl`, `gpusvc_host_sink_*`).
+//! `gpusvc_program_manager_shader_*`, `gpusvc_program_manager_linked_program_*`, and the host GL entry points
+//! (`gpusvc_program_manager_host_gl`, `gpusvc_program_manager_host_sink_*`).
 //!
 //! A manager runs either on a `gpusvc_gl_context` (headless-gl on the machine's driver) or on
 //! the host's own GL through callbacks. Managers, shaders and linked programs are bound to the
@@ -8,7 +8,7 @@
 //! every call, `_free` included, returns `GPUSVC_WRONG_THREAD`.
 //!
 //! * this module: the C enumerations and the handle types;
-//! * [`host_gl`]: the host-GL backend (`gpusvc_host_gl`, the callbacks behind a
+//! * [`host_gl`]: the host-GL backend (`gpusvc_program_manager_host_gl`, the callbacks behind a
 //!   `ProgramBackend`); [`sink`]: the sinks those callbacks write to;
 //! * [`objects`]: the objects behind the handles (managers, shaders, linked programs over
 //!   either backend);
@@ -19,7 +19,7 @@ use std::ffi::c_char;
 use program_cache::{CompileOutcome, LinkOrigin};
 
 use crate::kit::c_enum;
-use crate::program_cache::gpusvc_link_options;
+use crate::program_cache::gpusvc_program_cache_link_options;
 
 pub(crate) mod host_gl;
 pub(crate) mod linked;
@@ -35,39 +35,39 @@ pub use shader::*;
 pub use sink::*;
 
 /// Compile outcome: the driver compiled the shader.
-pub const GPUSVC_COMPILE_OUTCOME_COMPILED: u32 = 0u32;
+pub const GPUSVC_PROGRAM_MANAGER_COMPILE_OUTCOME_COMPILED: u32 = 0u32;
 /// Compile outcome: its compile status was known (cache hit); the driver compile is deferred
 /// until a link needs the shader.
-pub const GPUSVC_COMPILE_OUTCOME_DEFERRED: u32 = 1u32;
-/// Compile outcome: the driver refused it; `gpusvc_shader_info_log` has the log.
-pub const GPUSVC_COMPILE_OUTCOME_FAILED: u32 = 2u32;
+pub const GPUSVC_PROGRAM_MANAGER_COMPILE_OUTCOME_DEFERRED: u32 = 1u32;
+/// Compile outcome: the driver refused it; `gpusvc_program_manager_shader_info_log` has the log.
+pub const GPUSVC_PROGRAM_MANAGER_COMPILE_OUTCOME_FAILED: u32 = 2u32;
 
 /// Shader state: never compiled.
-pub const GPUSVC_SHADER_STATE_NOT_COMPILED: u32 = 0u32;
+pub const GPUSVC_PROGRAM_MANAGER_SHADER_STATE_NOT_COMPILED: u32 = 0u32;
 /// Shader state: compiled by the driver.
-pub const GPUSVC_SHADER_STATE_COMPILED: u32 = 1u32;
+pub const GPUSVC_PROGRAM_MANAGER_SHADER_STATE_COMPILED: u32 = 1u32;
 /// Shader state: known to compile; the driver compile waits until a link needs it.
-pub const GPUSVC_SHADER_STATE_DEFERRED: u32 = 2u32;
+pub const GPUSVC_PROGRAM_MANAGER_SHADER_STATE_DEFERRED: u32 = 2u32;
 /// Shader state: the driver refused it.
-pub const GPUSVC_SHADER_STATE_FAILED: u32 = 3u32;
+pub const GPUSVC_PROGRAM_MANAGER_SHADER_STATE_FAILED: u32 = 3u32;
 
 /// Link origin: restored from a cached binary.
-pub const GPUSVC_LINK_ORIGIN_CACHE_HIT: u32 = 0u32;
+pub const GPUSVC_PROGRAM_MANAGER_LINK_ORIGIN_CACHE_HIT: u32 = 0u32;
 /// Link origin: compiled and linked from source (a cache miss).
-pub const GPUSVC_LINK_ORIGIN_LINKED: u32 = 1u32;
+pub const GPUSVC_PROGRAM_MANAGER_LINK_ORIGIN_LINKED: u32 = 1u32;
 /// Link origin: the driver refused the cached binary; linked from source instead.
-pub const GPUSVC_LINK_ORIGIN_RELINKED_AFTER_REJECTION: u32 = 2u32;
+pub const GPUSVC_PROGRAM_MANAGER_LINK_ORIGIN_RELINKED_AFTER_REJECTION: u32 = 2u32;
 
-c_enum!(fn compile_outcome_in / compile_outcome_out ("GPUSVC_COMPILE_OUTCOME") -> CompileOutcome {
-    GPUSVC_COMPILE_OUTCOME_COMPILED => CompileOutcome::Compiled,
-    GPUSVC_COMPILE_OUTCOME_DEFERRED => CompileOutcome::Deferred,
-    GPUSVC_COMPILE_OUTCOME_FAILED => CompileOutcome::Failed,
+c_enum!(fn compile_outcome_in / compile_outcome_out ("GPUSVC_PROGRAM_MANAGER_COMPILE_OUTCOME") -> CompileOutcome {
+    GPUSVC_PROGRAM_MANAGER_COMPILE_OUTCOME_COMPILED => CompileOutcome::Compiled,
+    GPUSVC_PROGRAM_MANAGER_COMPILE_OUTCOME_DEFERRED => CompileOutcome::Deferred,
+    GPUSVC_PROGRAM_MANAGER_COMPILE_OUTCOME_FAILED => CompileOutcome::Failed,
 });
 
-c_enum!(fn link_origin_in / link_origin_out ("GPUSVC_LINK_ORIGIN") -> LinkOrigin {
-    GPUSVC_LINK_ORIGIN_CACHE_HIT => LinkOrigin::CacheHit,
-    GPUSVC_LINK_ORIGIN_LINKED => LinkOrigin::Linked,
-    GPUSVC_LINK_ORIGIN_RELINKED_AFTER_REJECTION => LinkOrigin::RelinkedAfterRejection,
+c_enum!(fn link_origin_in / link_origin_out ("GPUSVC_PROGRAM_MANAGER_LINK_ORIGIN") -> LinkOrigin {
+    GPUSVC_PROGRAM_MANAGER_LINK_ORIGIN_CACHE_HIT => LinkOrigin::CacheHit,
+    GPUSVC_PROGRAM_MANAGER_LINK_ORIGIN_LINKED => LinkOrigin::Linked,
+    GPUSVC_PROGRAM_MANAGER_LINK_ORIGIN_RELINKED_AFTER_REJECTION => LinkOrigin::RelinkedAfterRejection,
 });
 
 // ---- handles ----
@@ -82,14 +82,14 @@ pub struct gpusvc_program_manager {
 /// An opaque shader of one program manager: stage, source, compile options, variable maps and
 /// compile state. Bound to its manager's thread.
 #[derive(Debug)]
-pub struct gpusvc_shader {
+pub struct gpusvc_program_manager_shader {
     _opaque: [u8; 0],
 }
 
 /// An opaque linked program: its driver object, key, origin and reflection. Freeing it deletes
 /// the driver object (GL form; host form when `delete_program` is given).
 #[derive(Debug)]
-pub struct gpusvc_linked_program {
+pub struct gpusvc_program_manager_linked_program {
     _opaque: [u8; 0],
 }
 
@@ -98,7 +98,7 @@ pub struct gpusvc_linked_program {
 /// copied.
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
-pub struct gpusvc_active_variable {
+pub struct gpusvc_program_manager_active_variable {
     /// Name (`u_array[0]` for arrays), UTF-8, NUL-terminated.
     pub name: *const c_char,
     /// GL type enum.
@@ -115,11 +115,11 @@ pub struct gpusvc_active_variable {
 /// the program is for.
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
-pub struct gpusvc_program_options {
+pub struct gpusvc_program_manager_program_options {
     /// Bindings and transform feedback.
-    pub link: gpusvc_link_options,
+    pub link: gpusvc_program_cache_link_options,
     /// Whether `page` is given.
     pub has_page: bool,
-    /// The page / client the program is for (for GPUSVC_EVICTION_POLICY_PAGE_LRU_MRU).
+    /// The page / client the program is for (for GPUSVC_PROGRAM_CACHE_EVICTION_POLICY_PAGE_LRU_MRU).
     pub page: u64,
 }

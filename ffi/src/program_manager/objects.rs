@@ -15,7 +15,9 @@ use crate::kit::handle::{self, Kind};
 use crate::kit::{FfiError, c_string};
 use crate::program_cache::CShaderVariables;
 use crate::program_manager::host_gl::{HostBackend, HostObject};
-use crate::program_manager::{gpusvc_linked_program, gpusvc_program_manager, gpusvc_shader};
+use crate::program_manager::{
+    gpusvc_program_manager, gpusvc_program_manager_linked_program, gpusvc_program_manager_shader,
+};
 
 /// [`ProgramBackend`] over a GL context that the backend shares ownership of.
 #[derive(Debug)]
@@ -163,14 +165,14 @@ pub(crate) fn manager(
 }
 
 pub(crate) fn shader(
-    s: *const gpusvc_shader,
+    s: *const gpusvc_program_manager_shader,
     name: &str,
 ) -> Result<handle::Local<ShaderHandle>, FfiError> {
     handle::local(s, name, Kind::Shader)
 }
 
 pub(crate) fn linked(
-    p: *const gpusvc_linked_program,
+    p: *const gpusvc_program_manager_linked_program,
 ) -> Result<handle::Local<LinkedHandle>, FfiError> {
     handle::local(p, "program", Kind::LinkedProgram)
 }

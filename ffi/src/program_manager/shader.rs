@@ -1,4 +1,4 @@
-//! `gpusvc_shader_*`: a program manager's shaders (source, compile options, variable maps,
+//! `gpusvc_program_manager_shader_*`: a program manager's shaders (source, compile options, variable maps,
 //! compile state and log).
 
 use std::ffi::c_char;
@@ -10,29 +10,30 @@ use crate::kit::{
     FfiError, Out, ffi_guard, gpusvc_result, slice_in, source_in, struct_in, text_out,
 };
 use crate::program_cache::{
-    gpusvc_sha1, gpusvc_shader_variables, gpusvc_variable_info, shader_variables_in, stage_in,
-    stage_out, variable_kind_in,
+    gpusvc_program_cache_sha1, gpusvc_program_cache_shader_variables,
+    gpusvc_program_cache_variable_info, shader_variables_in, stage_in, stage_out, variable_kind_in,
 };
 use crate::program_manager::objects::{
     Manager, ShaderHandle, ShaderObject, each_shader, manager, shader,
 };
 use crate::program_manager::{
-    GPUSVC_SHADER_STATE_COMPILED, GPUSVC_SHADER_STATE_DEFERRED, GPUSVC_SHADER_STATE_FAILED,
-    GPUSVC_SHADER_STATE_NOT_COMPILED, gpusvc_program_manager, gpusvc_shader,
+    GPUSVC_PROGRAM_MANAGER_SHADER_STATE_COMPILED, GPUSVC_PROGRAM_MANAGER_SHADER_STATE_DEFERRED,
+    GPUSVC_PROGRAM_MANAGER_SHADER_STATE_FAILED, GPUSVC_PROGRAM_MANAGER_SHADER_STATE_NOT_COMPILED,
+    gpusvc_program_manager, gpusvc_program_manager_shader,
 };
 
-/// Creates a shader of `manager` with a stage (`GPUSVC_SHADER_STAGE_*`) and `source_len` bytes
+/// Creates a shader of `manager` with a stage (`GPUSVC_PROGRAM_CACHE_SHADER_STAGE_*`) and `source_len` bytes
 /// of UTF-8 source (non-empty; copied). It is not compiled yet.
 ///
 /// # Safety
 /// `source` is NULL or valid for `source_len` bytes; `out` is NULL or valid for one write.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn gpusvc_shader_new(
+pub unsafe extern "C" fn gpusvc_program_manager_shader_new(
     manager: *const gpusvc_program_manager,
     stage: u32,
     source: *const c_char,
     source_len: usize,
-    out: *mut *mut gpusvc_shader,
+    out: *mut *mut gpusvc_program_manager_shader,
 ) -> gpusvc_result {
     ffi_guard(|| {
         let m = self::manager(manager)?;
@@ -64,7 +65,9 @@ pub unsafe extern "C" fn gpusvc_shader_new(
 /// # Safety
 /// None beyond passing a value that came from gpusvc (or NULL).
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn gpusvc_shader_free(shader: *mut gpusvc_shader) -> gpusvc_result {
+pub unsafe extern "C" fn gpusvc_program_manager_shader_free(
+    shader: *mut gpusvc_program_manager_shader,
+) -> gpusvc_result {
     ffi_guard(|| handle::free(shader, Kind::Shader))
 }
 
@@ -74,8 +77,8 @@ pub unsafe extern "C" fn gpusvc_shader_free(shader: *mut gpusvc_shader) -> gpusv
 /// # Safety
 /// `source` is NULL or valid for `source_len` bytes.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn gpusvc_shader_set_source(
-    shader: *const gpusvc_shader,
+pub unsafe extern "C" fn gpusvc_program_manager_shader_set_source(
+    shader: *const gpusvc_program_manager_shader,
     source: *const c_char,
     source_len: usize,
 ) -> gpusvc_result {
@@ -94,8 +97,8 @@ pub unsafe extern "C" fn gpusvc_shader_set_source(
 /// # Safety
 /// `options` is NULL or valid for `options_len` bytes.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn gpusvc_shader_set_compile_options(
-    shader: *const gpusvc_shader,
+pub unsafe extern "C" fn gpusvc_program_manager_shader_set_compile_options(
+    shader: *const gpusvc_program_manager_shader,
     options: *const u8,
     options_len: usize,
 ) -> gpusvc_result {
@@ -113,17 +116,17 @@ pub unsafe extern "C" fn gpusvc_shader_set_compile_options(
 ///
 /// # Safety
 /// `variables` is NULL or valid for one read, its pointers as documented on
-/// `gpusvc_shader_variables`.
+/// `gpusvc_program_cache_shader_variables`.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn gpusvc_shader_set_variables(
-    shader: *const gpusvc_shader,
-    variables: *const gpusvc_shader_variables,
+pub unsafe extern "C" fn gpusvc_program_manager_shader_set_variables(
+    shader: *const gpusvc_program_manager_shader,
+    variables: *const gpusvc_program_cache_shader_variables,
 ) -> gpusvc_result {
     ffi_guard(|| {
         let s = self::shader(shader, "shader")?;
         // SAFETY: NULL or valid for one read (contract).
         let variables = unsafe { struct_in(variables, "variables") }?;
-        // SAFETY: its pointers as documented on `gpusvc_shader_variables` (contract).
+        // SAFETY: its pointers as documented on `gpusvc_program_cache_shader_variables` (contract).
         let v = unsafe { shader_variables_in(&variables) }?;
         let mut s = s.borrow_mut()?;
         each_shader!(&mut s.shader, s => s.set_variables(v));
@@ -132,13 +135,13 @@ pub unsafe extern "C" fn gpusvc_shader_set_variables(
     })
 }
 
-/// The shader's stage (`GPUSVC_SHADER_STAGE_*`).
+/// The shader's stage (`GPUSVC_PROGRAM_CACHE_SHADER_STAGE_*`).
 ///
 /// # Safety
 /// `out` is NULL or valid for one write.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn gpusvc_shader_stage(
-    shader: *const gpusvc_shader,
+pub unsafe extern "C" fn gpusvc_program_manager_shader_stage(
+    shader: *const gpusvc_program_manager_shader,
     out: *mut u32,
 ) -> gpusvc_result {
     ffi_guard(|| {
@@ -151,13 +154,13 @@ pub unsafe extern "C" fn gpusvc_shader_stage(
     })
 }
 
-/// The shader's state (`GPUSVC_SHADER_STATE_*`).
+/// The shader's state (`GPUSVC_PROGRAM_MANAGER_SHADER_STATE_*`).
 ///
 /// # Safety
 /// `out` is NULL or valid for one write.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn gpusvc_shader_state(
-    shader: *const gpusvc_shader,
+pub unsafe extern "C" fn gpusvc_program_manager_shader_state(
+    shader: *const gpusvc_program_manager_shader,
     out: *mut u32,
 ) -> gpusvc_result {
     ffi_guard(|| {
@@ -165,10 +168,10 @@ pub unsafe extern "C" fn gpusvc_shader_state(
         // SAFETY: an output argument (this function's contract).
         let out = unsafe { Out::new(out, "out") }?;
         let state = each_shader!(&s.borrow()?.shader, s => match s.state() {
-            ShaderState::NotCompiled => GPUSVC_SHADER_STATE_NOT_COMPILED,
-            ShaderState::Compiled { .. } => GPUSVC_SHADER_STATE_COMPILED,
-            ShaderState::Deferred { .. } => GPUSVC_SHADER_STATE_DEFERRED,
-            ShaderState::Failed { .. } => GPUSVC_SHADER_STATE_FAILED,
+            ShaderState::NotCompiled => GPUSVC_PROGRAM_MANAGER_SHADER_STATE_NOT_COMPILED,
+            ShaderState::Compiled { .. } => GPUSVC_PROGRAM_MANAGER_SHADER_STATE_COMPILED,
+            ShaderState::Deferred { .. } => GPUSVC_PROGRAM_MANAGER_SHADER_STATE_DEFERRED,
+            ShaderState::Failed { .. } => GPUSVC_PROGRAM_MANAGER_SHADER_STATE_FAILED,
         });
         out.write(state);
         Ok(())
@@ -180,8 +183,8 @@ pub unsafe extern "C" fn gpusvc_shader_state(
 /// # Safety
 /// `out` is NULL or valid for one write.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn gpusvc_shader_compile_status(
-    shader: *const gpusvc_shader,
+pub unsafe extern "C" fn gpusvc_program_manager_shader_compile_status(
+    shader: *const gpusvc_program_manager_shader,
     out: *mut bool,
 ) -> gpusvc_result {
     ffi_guard(|| {
@@ -200,9 +203,9 @@ pub unsafe extern "C" fn gpusvc_shader_compile_status(
 /// # Safety
 /// `out` is NULL or valid for one write.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn gpusvc_shader_compiled_hash(
-    shader: *const gpusvc_shader,
-    out: *mut gpusvc_sha1,
+pub unsafe extern "C" fn gpusvc_program_manager_shader_compiled_hash(
+    shader: *const gpusvc_program_manager_shader,
+    out: *mut gpusvc_program_cache_sha1,
 ) -> gpusvc_result {
     ffi_guard(|| {
         let s = self::shader(shader, "shader")?;
@@ -227,8 +230,8 @@ pub unsafe extern "C" fn gpusvc_shader_compiled_hash(
 /// # Safety
 /// `buf` is NULL or valid for `len` bytes of writes; `out_len` is NULL or valid for one write.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn gpusvc_shader_info_log(
-    shader: *const gpusvc_shader,
+pub unsafe extern "C" fn gpusvc_program_manager_shader_info_log(
+    shader: *const gpusvc_program_manager_shader,
     buf: *mut c_char,
     len: usize,
     out_len: *mut usize,
@@ -245,14 +248,14 @@ pub unsafe extern "C" fn gpusvc_shader_info_log(
     })
 }
 
-/// How many variables of `kind` (`GPUSVC_VARIABLE_KIND_*`) the shader's variable maps hold
-/// (those set by `gpusvc_shader_set_variables` or restored by a cache hit; 0 when none).
+/// How many variables of `kind` (`GPUSVC_PROGRAM_CACHE_VARIABLE_KIND_*`) the shader's variable maps hold
+/// (those set by `gpusvc_program_manager_shader_set_variables` or restored by a cache hit; 0 when none).
 ///
 /// # Safety
 /// `out` is NULL or valid for one write.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn gpusvc_shader_variable_count(
-    shader: *const gpusvc_shader,
+pub unsafe extern "C" fn gpusvc_program_manager_shader_variable_count(
+    shader: *const gpusvc_program_manager_shader,
     kind: u32,
     out: *mut usize,
 ) -> gpusvc_result {
@@ -272,11 +275,11 @@ pub unsafe extern "C" fn gpusvc_shader_variable_count(
 /// # Safety
 /// `out` is NULL or valid for one write.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn gpusvc_shader_variable(
-    shader: *const gpusvc_shader,
+pub unsafe extern "C" fn gpusvc_program_manager_shader_variable(
+    shader: *const gpusvc_program_manager_shader,
     kind: u32,
     index: usize,
-    out: *mut gpusvc_variable_info,
+    out: *mut gpusvc_program_cache_variable_info,
 ) -> gpusvc_result {
     ffi_guard(|| {
         let s = self::shader(shader, "shader")?;

@@ -1,4 +1,4 @@
-//! `gpusvc_host_sink_*`: where a host GL callback writes what it returns (an info log, binary
+//! `gpusvc_program_manager_host_sink_*`: where a host GL callback writes what it returns (an info log, binary
 //! bytes, active variables). A sink is a thread-bound handle registered for one callback.
 
 use std::ffi::c_char;
@@ -7,12 +7,12 @@ use headless_gl::ActiveVariable;
 
 use crate::kit::handle::{self, Kind};
 use crate::kit::{FfiError, cstr_in, ffi_guard, gpusvc_result, null_argument, slice_in, struct_in};
-use crate::program_manager::gpusvc_active_variable;
+use crate::program_manager::gpusvc_program_manager_active_variable;
 
 /// Where a host callback writes what it returns (an info log, binary bytes, active variables).
 /// Valid only during the callback it was passed to, on that thread.
 #[derive(Debug)]
-pub struct gpusvc_host_sink {
+pub struct gpusvc_program_manager_host_sink {
     _opaque: [u8; 0],
 }
 
@@ -25,14 +25,14 @@ pub(crate) struct SinkData {
 }
 
 /// A sink registered for the length of one callback; unregistered on drop.
-pub(crate) struct Sink(*mut gpusvc_host_sink);
+pub(crate) struct Sink(*mut gpusvc_program_manager_host_sink);
 
 impl Sink {
     pub(crate) fn new() -> Self {
         Sink(handle::new_local(Kind::HostSink, SinkData::default()))
     }
     /// The handle to pass to the host's callback.
-    pub(crate) fn handle(&self) -> *mut gpusvc_host_sink {
+    pub(crate) fn handle(&self) -> *mut gpusvc_program_manager_host_sink {
         self.0
     }
 
@@ -50,7 +50,7 @@ impl Drop for Sink {
     }
 }
 
-fn sink(sink: *mut gpusvc_host_sink) -> Result<handle::Local<SinkData>, FfiError> {
+fn sink(sink: *mut gpusvc_program_manager_host_sink) -> Result<handle::Local<SinkData>, FfiError> {
     handle::local(sink, "sink", Kind::HostSink)
 }
 
@@ -59,8 +59,8 @@ fn sink(sink: *mut gpusvc_host_sink) -> Result<handle::Local<SinkData>, FfiError
 /// # Safety
 /// `text` is NULL or valid for `len` bytes of reads.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn gpusvc_host_sink_write_text(
-    sink: *mut gpusvc_host_sink,
+pub unsafe extern "C" fn gpusvc_program_manager_host_sink_write_text(
+    sink: *mut gpusvc_program_manager_host_sink,
     text: *const c_char,
     len: usize,
 ) -> gpusvc_result {
@@ -83,8 +83,8 @@ pub unsafe extern "C" fn gpusvc_host_sink_write_text(
 /// # Safety
 /// `bytes` is NULL or valid for `len` bytes of reads.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn gpusvc_host_sink_write_bytes(
-    sink: *mut gpusvc_host_sink,
+pub unsafe extern "C" fn gpusvc_program_manager_host_sink_write_bytes(
+    sink: *mut gpusvc_program_manager_host_sink,
     bytes: *const u8,
     len: usize,
 ) -> gpusvc_result {
@@ -105,9 +105,9 @@ pub unsafe extern "C" fn gpusvc_host_sink_write_bytes(
 /// # Safety
 /// `variable` is NULL or valid for one read, its name NULL or NUL-terminated.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn gpusvc_host_sink_push_variable(
-    sink: *mut gpusvc_host_sink,
-    variable: *const gpusvc_active_variable,
+pub unsafe extern "C" fn gpusvc_program_manager_host_sink_push_variable(
+    sink: *mut gpusvc_program_manager_host_sink,
+    variable: *const gpusvc_program_manager_active_variable,
 ) -> gpusvc_result {
     ffi_guard(|| {
         let sink = self::sink(sink)?;
