@@ -26,7 +26,6 @@
 //! first draw (about 20 ms), whether the program came from source or from a binary.
 
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use corpus::{Dialect, ProgramSource, builtin, dedup_sources, load_dir, spread};
@@ -152,7 +151,7 @@ fn measure(ctx: &GlContext, program: &ProgramSource, reps: usize) -> Option<Samp
         cold.push(millis(cold_once(ctx, &vertex, &fragment)?));
     }
 
-    let cache = Arc::new(ProgramCache::new(CacheConfig::with_budget(256 << 20)));
+    let cache = ProgramCache::builder(CacheConfig::with_budget(256 << 20)).build();
     let mut manager = ProgramManager::new(GlBackend::new(ctx), cache.clone(), "driver-bench");
     let options = ProgramOptions::default();
     let (vertex, fragment) = variant(program, "cached");

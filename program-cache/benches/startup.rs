@@ -302,11 +302,9 @@ fn store(
     compress: bool,
 ) -> (tempfile::TempDir, Vec<PathBuf>, u64) {
     let root = tempdir("gpusvc-startup-bench-store-");
-    let cache = ProgramCache::with_disk(
-        CacheConfig::with_budget(BIG_BUDGET),
-        None,
-        disk_config(root.path(), compress),
-    );
+    let cache = ProgramCache::builder(CacheConfig::with_budget(BIG_BUDGET))
+        .disk(disk_config(root.path(), compress))
+        .build();
     cache.wait_until_loaded(Duration::from_secs(60));
     for (key, program) in entries {
         cache
@@ -335,11 +333,9 @@ fn store(
 /// Opens a cache on `root` and waits for the startup load; returns the time in ms.
 fn timed_load(root: &Path, compress: bool, expect: usize) -> f64 {
     let start = Instant::now();
-    let cache: Arc<ProgramCache> = ProgramCache::with_disk(
-        CacheConfig::with_budget(BIG_BUDGET),
-        None,
-        disk_config(root, compress),
-    );
+    let cache: Arc<ProgramCache> = ProgramCache::builder(CacheConfig::with_budget(BIG_BUDGET))
+        .disk(disk_config(root, compress))
+        .build();
     let report = cache
         .wait_until_loaded(Duration::from_secs(120))
         .unwrap_or_else(|| fail("the startup load did not finish in 120 s"));

@@ -97,10 +97,11 @@ fn workload() -> Vec<(u64, ProgramKey, usize)> {
 }
 
 fn hit_rate(policy: EvictionPolicy, budget: usize, trace: &[(u64, ProgramKey, usize)]) -> f64 {
-    let cache = ProgramCache::new(CacheConfig {
+    let cache = ProgramCache::builder(CacheConfig {
         policy,
         ..CacheConfig::with_budget(budget)
-    });
+    })
+    .build();
     let mut hits = 0usize;
     for &(page, k, size) in trace {
         if cache.load(&k, Some(page)).is_some() {

@@ -42,7 +42,6 @@
 
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::Instant;
 
 use bench_support::{Row, report};
@@ -154,7 +153,7 @@ fn measured_sizes() -> Option<Sizes> {
             Err(e) => piglit_note = format!("piglit not loaded: {e}"),
         }
     }
-    let cache = Arc::new(ProgramCache::new(CacheConfig::with_budget(1 << 30)));
+    let cache = ProgramCache::builder(CacheConfig::with_budget(1 << 30)).build();
     let mut manager = ProgramManager::new(GlBackend::new(&ctx), cache.clone(), "policy_sim");
     let start = Instant::now();
     let mut sizes = Vec::new();
@@ -359,10 +358,11 @@ fn working_set(trace: &[Request]) -> (usize, usize) {
 /// Runs `trace` through a cache; returns hits per request (from request `from` on) and the
 /// largest size the cache reached.
 fn run(policy: EvictionPolicy, budget: usize, trace: &[Request], from: usize) -> (f64, usize) {
-    let cache = ProgramCache::new(CacheConfig {
+    let cache = ProgramCache::builder(CacheConfig {
         policy,
         ..CacheConfig::with_budget(budget)
-    });
+    })
+    .build();
     let mut hits = 0usize;
     let mut peak = 0usize;
     for (i, r) in trace.iter().enumerate() {

@@ -36,7 +36,6 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::Instant;
 
 use corpus::{ProgramSource, dedup_sources, load_dir, spread};
@@ -135,7 +134,7 @@ fn piglit_programs_restore_from_the_cache_identically() {
     );
 
     let start = Instant::now();
-    let cache = Arc::new(ProgramCache::new(CacheConfig::with_budget(256 << 20)));
+    let cache = ProgramCache::builder(CacheConfig::with_budget(256 << 20)).build();
     let mut manager = ProgramManager::new(GlBackend::new(&ctx), cache.clone(), "corpus-test");
     let target = RawTarget::new(&ctx).expect("offscreen framebuffer");
     let mut counts = Counts::default();

@@ -26,11 +26,9 @@ fn stamp(driver: &str) -> CompatibilityStamp {
 }
 
 fn open(dir: &std::path::Path, driver: &str, budget: usize) -> Arc<ProgramCache> {
-    let cache = ProgramCache::with_disk(
-        CacheConfig::with_budget(budget),
-        None,
-        DiskConfig::new(dir, stamp(driver)),
-    );
+    let cache = ProgramCache::builder(CacheConfig::with_budget(budget))
+        .disk(DiskConfig::new(dir, stamp(driver)))
+        .build();
     cache
         .wait_until_loaded(Duration::from_secs(10))
         .expect("loads");
@@ -143,7 +141,9 @@ fn the_store_evicts_least_recently_used_entries_to_the_low_water_mark() {
     let mut config = DiskConfig::new(dir.path(), stamp("1.0"));
     config.budget_bytes = Some(budget);
     config.compress = true;
-    let cache = ProgramCache::with_disk(CacheConfig::with_budget(1 << 20), None, config);
+    let cache = ProgramCache::builder(CacheConfig::with_budget(1 << 20))
+        .disk(config)
+        .build();
     cache.wait_until_loaded(Duration::from_secs(10)).unwrap();
     for n in 1..=10 {
         cache.save(key(n), program(n, n + 100, 2000), None).unwrap();
@@ -222,7 +222,9 @@ fn repeated_driver_refusals_of_disk_binaries_drop_the_store() {
     config.log = Some(Arc::new(move |line: &str| {
         sink.lock().unwrap().push(line.into())
     }));
-    let b = ProgramCache::with_disk(CacheConfig::desktop(), None, config);
+    let b = ProgramCache::builder(CacheConfig::desktop())
+        .disk(config)
+        .build();
     b.wait_until_loaded(Duration::from_secs(10)).unwrap();
     assert_eq!(b.len(), 5);
     // One refusal, then an acceptance: the run is broken.
@@ -254,7 +256,9 @@ fn an_unusable_folder_degrades_to_memory_and_is_reported_once() {
     config.log = Some(Arc::new(move |line: &str| {
         sink.lock().unwrap().push(line.into())
     }));
-    let cache = ProgramCache::with_disk(CacheConfig::desktop(), None, config);
+    let cache = ProgramCache::builder(CacheConfig::desktop())
+        .disk(config)
+        .build();
     // The store is opened off the calling thread: known once the startup load has finished.
     cache.wait_until_loaded(Duration::from_secs(10)).unwrap();
     assert!(!cache.disk_enabled());
@@ -287,11 +291,9 @@ fn stores_of_other_contexts_are_kept_until_unused_for_a_month() {
         s
     };
     let open_ctx = |context: &str| {
-        let c = ProgramCache::with_disk(
-            CacheConfig::desktop(),
-            None,
-            DiskConfig::new(dir.path(), with_context(context)),
-        );
+        let c = ProgramCache::builder(CacheConfig::desktop())
+            .disk(DiskConfig::new(dir.path(), with_context(context)))
+            .build();
         c.wait_until_loaded(Duration::from_secs(10)).unwrap();
         // Stale stores are collected before the writer's first job (and a drop stops it).
         c.flush_disk();

@@ -33,7 +33,6 @@
 
 use std::collections::BTreeMap;
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use headless_gl::{GlContext, ShaderStage};
@@ -415,7 +414,7 @@ fn link(
 
 /// A real cached program: VS/FS linked by the driver through the manager, as the cache stores it.
 fn real_program(ctx: &GlContext) -> (ProgramKey, CachedProgram) {
-    let cache = Arc::new(ProgramCache::new(CacheConfig::desktop()));
+    let cache = ProgramCache::builder(CacheConfig::desktop()).build();
     let mut manager = ProgramManager::new(GlBackend::new(ctx), cache.clone(), "disk_faults");
     let linked = link(&mut manager, ctx);
     assert_eq!(linked.origin, LinkOrigin::Linked);
@@ -448,7 +447,7 @@ fn damaged_entries_in_a_store_are_rejected_deleted_counted_and_compiled_from_sou
     let (_, program) = real_program(&ctx);
     // The reflection of a cold link, to compare every relink with.
     let reference = {
-        let cache = Arc::new(ProgramCache::new(CacheConfig::desktop()));
+        let cache = ProgramCache::builder(CacheConfig::desktop()).build();
         let mut manager = ProgramManager::new(GlBackend::new(&ctx), cache, "reference");
         let linked = link(&mut manager, &ctx);
         (linked.attributes, linked.uniforms)
@@ -461,8 +460,9 @@ fn damaged_entries_in_a_store_are_rejected_deleted_counted_and_compiled_from_sou
         config.compress = lz4;
         config.budget_bytes = Some(1 << 30);
         let open = || {
-            let cache =
-                ProgramCache::with_disk(CacheConfig::with_budget(256 << 20), None, config.clone());
+            let cache = ProgramCache::builder(CacheConfig::with_budget(256 << 20))
+                .disk(config.clone())
+                .build();
             let report = cache
                 .wait_until_loaded(Duration::from_secs(120))
                 .expect("the startup load finishes");

@@ -74,7 +74,9 @@ fn config(dir: &Path, stamp: CompatibilityStamp) -> (DiskConfig, Log) {
 /// Opens a cache and waits until its writer has opened the store, loaded it and collected
 /// other stores' garbage.
 fn open_with(c: DiskConfig, budget: usize) -> Arc<ProgramCache> {
-    let cache = ProgramCache::with_disk(CacheConfig::with_budget(budget), None, c);
+    let cache = ProgramCache::builder(CacheConfig::with_budget(budget))
+        .disk(c)
+        .build();
     cache
         .wait_until_loaded(Duration::from_secs(20))
         .expect("the startup load finishes");
@@ -566,7 +568,9 @@ fn a_frozen_process_holding_evict_lock_blocks_nothing() {
     c.budget_bytes = Some(64 * 1024);
     c.compress = false;
     let start = Instant::now();
-    let cache = ProgramCache::with_disk(CacheConfig::with_budget(8 << 20), None, c);
+    let cache = ProgramCache::builder(CacheConfig::with_budget(8 << 20))
+        .disk(c)
+        .build();
     let construct = start.elapsed();
     cache.wait_until_loaded(Duration::from_secs(20)).unwrap();
     // Saves far over the disk budget: every eviction finds the lock taken.
@@ -604,7 +608,9 @@ fn a_frozen_process_holding_our_store_exclusively_leaves_us_in_memory() {
     let _frozen = FrozenHolder::new(&store.join("in-use.lock"), true);
     let (c, _) = config(root.path(), ours());
     let start = Instant::now();
-    let cache = ProgramCache::with_disk(CacheConfig::with_budget(8 << 20), None, c);
+    let cache = ProgramCache::builder(CacheConfig::with_budget(8 << 20))
+        .disk(c)
+        .build();
     let construct = start.elapsed();
     // Saves and hits are served from memory at once, while the writer waits its bounded time.
     cache.save(nkey(9), noisy(9, 100), None).unwrap();
@@ -928,7 +934,9 @@ fn a_thirty_thousand_entry_stale_store_does_not_slow_the_constructor() {
     }
     let (c, log) = config(root.path(), ours());
     let start = Instant::now();
-    let cache = ProgramCache::with_disk(CacheConfig::with_budget(8 << 20), None, c);
+    let cache = ProgramCache::builder(CacheConfig::with_budget(8 << 20))
+        .disk(c)
+        .build();
     let construct = start.elapsed();
     cache.wait_until_loaded(Duration::from_secs(60)).unwrap();
     cache.flush_disk();
@@ -1272,7 +1280,9 @@ fn dropping_the_cache_while_it_removes_a_huge_stale_store_returns_at_once() {
         std::fs::write(stale.join("entries").join(nkey(i).to_hex()), &entry).unwrap();
     }
     let (c, _) = config(root.path(), ours());
-    let cache = ProgramCache::with_disk(CacheConfig::with_budget(8 << 20), None, c);
+    let cache = ProgramCache::builder(CacheConfig::with_budget(8 << 20))
+        .disk(c)
+        .build();
     // Let the writer get into the removal.
     std::thread::sleep(Duration::from_millis(150));
     let start = Instant::now();
@@ -1304,7 +1314,7 @@ fn a_key_marked_hot_again_loads_by_its_newest_mark() {
     cache.flush_disk();
     drop(cache);
     // A memory budget for one program: the first in load order is the one that loads.
-    let size = program_cache::ProgramCache::new(CacheConfig::with_budget(1 << 20));
+    let size = program_cache::ProgramCache::builder(CacheConfig::with_budget(1 << 20)).build();
     size.save(nkey(1), noisy(1, 4000), None).unwrap();
     let one = size.size_bytes();
     let (c, _) = config(root.path(), ours());

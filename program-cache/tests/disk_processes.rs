@@ -171,11 +171,9 @@ fn corpus_child() {
         return;
     };
     let stamp = CompatibilityStamp::from_driver(ctx.info(), "disk_processes", "1");
-    let cache = ProgramCache::with_disk(
-        CacheConfig::with_budget(256 << 20),
-        None,
-        DiskConfig::new(env(DIR), stamp),
-    );
+    let cache = ProgramCache::builder(CacheConfig::with_budget(256 << 20))
+        .disk(DiskConfig::new(env(DIR), stamp))
+        .build();
     let report = cache
         .wait_until_loaded(Duration::from_secs(120))
         .expect("startup load finishes");
@@ -229,7 +227,9 @@ fn write_loop_child() {
     let mut config = DiskConfig::new(env(DIR), test_stamp());
     config.compress = env(COMPRESS) == "1";
     config.budget_bytes = Some(KILL_LOOP_DISK_BUDGET);
-    let cache = ProgramCache::with_disk(CacheConfig::with_budget(64 << 20), None, config);
+    let cache = ProgramCache::builder(CacheConfig::with_budget(64 << 20))
+        .disk(config)
+        .build();
     // The writer thread opens the store and removes dead writers' temporary files before it
     // serves its first job: after this flush, the open is complete.
     cache.flush_disk();
@@ -259,7 +259,9 @@ fn concurrent_child() {
     let mut config = DiskConfig::new(&dir, test_stamp());
     config.compress = env(COMPRESS) == "1";
     config.budget_bytes = Some(1 << 40);
-    let cache = ProgramCache::with_disk(CacheConfig::with_budget(16 << 20), None, config.clone());
+    let cache = ProgramCache::builder(CacheConfig::with_budget(16 << 20))
+        .disk(config.clone())
+        .build();
     cache.wait_until_loaded(Duration::from_secs(60)).unwrap();
     let mut out = out_file();
     signal_ready();
@@ -284,8 +286,9 @@ fn concurrent_child() {
         rounds += 1;
         if rounds % 6 == 0 {
             // A second cache: its startup load reads the newest entries of both processes.
-            let reader =
-                ProgramCache::with_disk(CacheConfig::with_budget(1 << 20), None, config.clone());
+            let reader = ProgramCache::builder(CacheConfig::with_budget(1 << 20))
+                .disk(config.clone())
+                .build();
             reader.wait_until_loaded(Duration::from_secs(60)).unwrap();
             for key in reader.eviction_order() {
                 let number = key_number(&key).expect("only this test's keys are in the folder");
@@ -360,7 +363,9 @@ fn read_only_child() {
     config.log = Some(Arc::new(move |line: &str| {
         sink.lock().unwrap().push(line.into())
     }));
-    let cache = ProgramCache::with_disk(CacheConfig::with_budget(4 << 20), None, config);
+    let cache = ProgramCache::builder(CacheConfig::with_budget(4 << 20))
+        .disk(config)
+        .build();
     let report = cache.wait_until_loaded(Duration::from_secs(10)).unwrap();
     let mut in_memory = 0;
     for n in 1..=20 {
@@ -900,7 +905,9 @@ fn a_writer_killed_at_random_moments_never_leaves_a_wrong_entry() {
     let before = tmp_files(&store).len();
     let mut config = DiskConfig::new(&root, stamp.clone());
     config.budget_bytes = Some(KILL_LOOP_DISK_BUDGET);
-    let cache = ProgramCache::with_disk(CacheConfig::with_budget(64 << 20), None, config);
+    let cache = ProgramCache::builder(CacheConfig::with_budget(64 << 20))
+        .disk(config)
+        .build();
     let report = cache.wait_until_loaded(Duration::from_secs(30)).unwrap();
     // Dead writers' files go before the writer's first job.
     cache.flush_disk();
@@ -1080,11 +1087,9 @@ fn a_read_only_folder_degrades_to_memory_only() {
             fs::create_dir_all(&dir).unwrap();
             let stamp = test_stamp();
             if populated {
-                let cache = ProgramCache::with_disk(
-                    CacheConfig::with_budget(4 << 20),
-                    None,
-                    DiskConfig::new(&dir, stamp.clone()),
-                );
+                let cache = ProgramCache::builder(CacheConfig::with_budget(4 << 20))
+                    .disk(DiskConfig::new(&dir, stamp.clone()))
+                    .build();
                 for n in 100..105 {
                     cache
                         .save(synthetic_key(n), synthetic_program(n), None)
@@ -1212,7 +1217,9 @@ fn two_caches_of_one_process_publish_the_same_keys() {
         let mut config = DiskConfig::new(work.path(), test_stamp());
         config.budget_bytes = Some(1 << 40);
         config.compress = false;
-        ProgramCache::with_disk(CacheConfig::with_budget(256 << 20), None, config)
+        ProgramCache::builder(CacheConfig::with_budget(256 << 20))
+            .disk(config)
+            .build()
     };
     let (a, b) = (open(), open());
     a.wait_until_loaded(Duration::from_secs(10)).unwrap();
@@ -1263,7 +1270,9 @@ fn scanning_while_a_writer_evicts_reports_no_corruption() {
     let mut config = DiskConfig::new(work.path(), test_stamp());
     config.budget_bytes = Some(256 << 10);
     config.compress = false;
-    let cache = ProgramCache::with_disk(CacheConfig::with_budget(64 << 20), None, config);
+    let cache = ProgramCache::builder(CacheConfig::with_budget(64 << 20))
+        .disk(config)
+        .build();
     cache.wait_until_loaded(Duration::from_secs(10)).unwrap();
     let stop = std::sync::atomic::AtomicBool::new(false);
     let (mut scans, mut errors, mut corrupt, mut entries) = (0, Vec::new(), Vec::new(), 0);

@@ -3,6 +3,8 @@
 //! bookkeeping and the exact meaning of `eviction_order`, and the scan-resistant ones keep a hot
 //! set through bursts of one-off programs.
 
+use std::sync::Arc;
+
 use program_cache::{
     CacheConfig, CachedProgram, EvictionPolicy, MOBILE_BUDGET, MemoryPressure, ProgramBinaryData,
     ProgramCache, ProgramKey, ShaderHash, ShaderVariables,
@@ -28,11 +30,12 @@ impl Rng {
     }
 }
 
-fn cache(policy: EvictionPolicy, budget: usize) -> ProgramCache {
-    ProgramCache::new(CacheConfig {
+fn cache(policy: EvictionPolicy, budget: usize) -> Arc<ProgramCache> {
+    ProgramCache::builder(CacheConfig {
         policy,
         ..CacheConfig::with_budget(budget)
     })
+    .build()
 }
 
 /// Key and shaders of program `i` (distinct for every `i`; shaders shared by `i % 7`).
@@ -67,7 +70,7 @@ fn the_default_policy_keeps_hitting_a_cyclic_working_set_larger_than_the_budget(
     // got 0 hits per pass with LRU. Program sizes vary as real binaries do (3.7 to 6 KiB, some
     // up to 24 KiB).
     let config = CacheConfig::mobile();
-    let c = ProgramCache::new(config);
+    let c = ProgramCache::builder(config).build();
     let mut rng = Rng(0x1234_5678_9ABC_DEF1);
     let mut sizes = Vec::new();
     while sizes.iter().sum::<usize>() < 5_400_000 {

@@ -19,7 +19,7 @@ use test_support::shaders::{FS, VS};
 type Manager<'a> = ProgramManager<GlBackend<'a>>;
 
 fn manager(ctx: &GlContext) -> (Manager<'_>, Arc<ProgramCache>) {
-    let cache = Arc::new(ProgramCache::new(CacheConfig::desktop()));
+    let cache = ProgramCache::builder(CacheConfig::desktop()).build();
     (
         ProgramManager::new(GlBackend::new(ctx), cache.clone(), "gl_flow test"),
         cache,
@@ -242,7 +242,7 @@ fn the_driver_binary_is_not_read_when_the_cache_would_refuse_it() {
     let picture = draw(&ctx, &reference);
 
     let run = |budget: usize, pressure: MemoryPressure| {
-        let cache = Arc::new(ProgramCache::new(CacheConfig::with_budget(budget)));
+        let cache = ProgramCache::builder(CacheConfig::with_budget(budget)).build();
         cache.set_memory_pressure(pressure);
         let backend = Counting::new(GlBackend::new(&ctx));
         let mut m = ProgramManager::new(backend, cache.clone(), "gl_flow test");

@@ -1,14 +1,17 @@
-//! The seed's ProgramCacheLruHelper tests: eviction order, reuse, clear, peek/pop; plus the
-//! page-aware policy.
+//! The original design brief's ProgramCacheLruHelper tests (the brief is not part of this
+//! repository): eviction order, reuse, clear, peek/pop; plus the page-aware policy.
+
+use std::sync::Arc;
 
 use program_cache::{CacheConfig, EvictionPolicy, ProgramCache};
 use test_support::programs::{self, key, program};
 
-fn cache(policy: EvictionPolicy, budget: usize) -> ProgramCache {
-    ProgramCache::new(CacheConfig {
+fn cache(policy: EvictionPolicy, budget: usize) -> Arc<ProgramCache> {
+    ProgramCache::builder(CacheConfig {
         policy,
         ..CacheConfig::with_budget(budget)
     })
+    .build()
 }
 
 /// Every test program below costs the same; the budget holds exactly `n` of them.
