@@ -1,6 +1,6 @@
 //! `gpusvc`: the command-line program of the gpusvc workspace.
 //!
-//! `gpusvc demo` runs the GL program binary cache end to end on the machine's own GL driver
+//! `gpusvc program-cache demo` (alias `gpusvc demo`) runs the GL program binary cache end to end on the machine's own GL driver
 //! (through a headless EGL context): it builds a corpus of vertex + fragment programs through a
 //! `ProgramManager` twice — cold, then warm with new shader objects on the same cache — and
 //! prints what the cache did and what it saved. Every sentence it prints about the cache (programs
@@ -14,7 +14,12 @@
 //! with a warning on stderr, as does a run with neither `XDG_CACHE_HOME` nor `HOME` set (never a
 //! folder in the current directory).
 //!
-//! `gpusvc cache list|verify|stats|clear` inspects that folder without opening a cache.
+//! `gpusvc program-cache list|verify|stats|clear` inspects that folder without opening a cache.
+//!
+//! Commands are grouped by service, one module per service under `commands/` owning its
+//! arguments: `gpusvc program-cache demo|list|verify|stats|clear`. `gpusvc demo` is an alias of
+//! `gpusvc program-cache demo`, and `gpusvc cache list|verify|stats|clear` (hidden) of the folder
+//! commands.
 //!
 //! # Guarantees
 //! * The driver's own shader cache starts empty: `MESA_SHADER_CACHE_DIR` (and NVIDIA's
@@ -29,24 +34,24 @@
 //! no GL context can be made, with EGL's reason on stderr (this includes a `GPUSVC_EGL_DEVICE`
 //! that is not a valid form, an index EGL does not list, or `hardware` on a machine without a
 //! hardware device: the message lists the valid forms and the devices found); 4 when `gpusvc
-//! cache verify` or `gpusvc cache stats` found a corrupt entry or a damaged store; 1 for any
+//! program-cache verify` or `stats` found a corrupt entry or a damaged store; 1 for any
 //! other failure (an unreadable corpus directory, no usable program, a `--cache-dir` that cannot
-//! be used, a missing cache folder, a `gpusvc cache clear` refused because a running cache uses
+//! be used, a missing cache folder, a `gpusvc program-cache clear` refused because a running cache uses
 //! a store); 2 for command-line errors (clap).
 //!
 //! # Thread safety
 //! The GL context lives on the main thread; the progress bar, shown only when stdout is a
 //! terminal, draws from the same thread. The disk cache's writer and loader threads start after
-//! the environment is set up (see `demo::isolate_driver_cache`).
+//! the environment is set up (see `commands::program_cache::demo`).
 
-mod cache;
-mod demo;
+mod commands;
 
-use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
 
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{Parser, Subcommand};
+
+use commands::program_cache::{self, ProgramCacheArgs, demo::DemoArgs, folder::CacheArgs};
 
 /// gpusvc: GPU-process services (program binary cache, ...) on the machine's real GL driver.
 #[derive(Debug, Parser)]
@@ -58,138 +63,42 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Builds a corpus of GL programs through the program cache, cold and then warm, on the
-    /// machine's GL driver, and prints a table of what the cache did.
+    /// The GL program binary cache: demo (end to end on the machine's driver), and list,
+    /// verify, stats, clear (its disk folder).
+    ProgramCache(ProgramCacheArgs),
+    /// Alias of `gpusvc program-cache demo`: builds a corpus of GL programs through the program
+    /// cache, cold and then warm, on the machine's GL driver, and prints a table of what the
+    /// cache did.
     ///
     /// Exit status: 0 when it ran, 3 when no GL context can be made (GPUSVC_EGL_DEVICE invalid
     /// or naming no usable device included), 1 on other errors (a --cache-dir that cannot be
     /// used included).
     Demo(DemoArgs),
-    /// Inspects the program cache's disk folder: list, verify, stats, clear.
-    ///
-    /// Exit status: 0 when it ran, 4 when `verify` or `stats` found a corrupt entry or a
-    /// damaged store, 1
-    /// when the folder is missing or unreadable, or `clear` was refused.
+    /// Alias of `gpusvc program-cache list|verify|stats|clear`, with `--dir` before or after
+    /// the command.
+    #[command(hide = true)]
     Cache(CacheArgs),
-}
-
-#[derive(Debug, clap::Args)]
-struct CacheArgs {
-    /// The cache folder. Default: $XDG_CACHE_HOME/gpusvc (else ~/.cache/gpusvc).
-    #[arg(long, value_name = "DIR", global = true)]
-    dir: Option<PathBuf>,
-    #[command(subcommand)]
-    command: CacheCommand,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Subcommand)]
-enum CacheCommand {
-    /// Every entry: key, size, age and the stamp its header names; a header line per stamp store
-    /// (damaged stores included, marked as such).
-    List,
-    /// Checks every entry fully (header, stamp, checksums, decode) and every store (STAMP,
-    /// readable entries folder); prints each problem and exits with status 4 if there is one.
-    Verify,
-    /// Stores, entries, bytes (file lengths and allocated on disk) and temporary files; exits
-    /// with status 4 when an entry is corrupt or a store damaged.
-    Stats,
-    /// Deletes every store in the folder (every stamp): only the files the cache format
-    /// defines; folders that are not provably stores are never touched. Refuses (exit 1,
-    /// nothing deleted) while a running cache uses a store, unless --force.
-    Clear {
-        /// Delete stores a running cache is using (it recreates its folder and reports it).
-        #[arg(long)]
-        force: bool,
-    },
-}
-
-/// Which context the demo opens.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-enum Api {
-    /// Built-in corpus: desktop GL core, else GLES. `--corpus`: the desktop compatibility
-    /// profile (piglit is mostly GLSL 1.10-1.40), else as for the built-in corpus.
-    Auto,
-    /// Desktop GL core profile.
-    Core,
-    /// Desktop GL compatibility profile.
-    Compat,
-    /// OpenGL ES 3.
-    Gles,
-}
-
-#[derive(Debug, clap::Args)]
-struct DemoArgs {
-    /// A directory of piglit `.shader_test` files (searched recursively), e.g.
-    /// target/corpora/piglit/tests after scripts/fetch-corpus. Default: the built-in corpus.
-    #[arg(long, value_name = "DIR")]
-    corpus: Option<PathBuf>,
-    /// Use at most N programs, spread evenly over the (sorted, de-duplicated) corpus.
-    #[arg(long, value_name = "N")]
-    limit: Option<usize>,
-    /// Which GL context to open.
-    #[arg(long, value_enum, default_value_t = Api::Auto)]
-    api: Api,
-    /// The cache's byte budget, in MiB (memory, and the disk store's).
-    #[arg(long, value_name = "MIB", default_value_t = 64)]
-    budget_mib: usize,
-    /// (tests) The cache's byte budget in KiB, instead of --budget-mib: budgets smaller than the
-    /// built-in corpus (a few hundred KiB of binaries).
-    #[arg(long, hide = true, value_name = "KIB", conflicts_with = "budget_mib")]
-    budget_kib: Option<usize>,
-    /// The disk cache folder: programs linked in one run load from it at the start of the next.
-    /// A folder that cannot be used (a file, not creatable, not writable) is an error. Default:
-    /// $XDG_CACHE_HOME/gpusvc (else ~/.cache/gpusvc); when that cannot be used, or neither
-    /// variable is set, the run warns and keeps the cache in memory only.
-    #[arg(long, value_name = "DIR")]
-    cache_dir: Option<PathBuf>,
-    /// No disk cache: the cache lives in memory only and every run starts cold.
-    #[arg(long, conflicts_with = "cache_dir")]
-    no_disk_cache: bool,
-    /// (benchmarks) One pass, then one `gpusvc-startup ...` line instead of the table.
-    #[arg(long, hide = true)]
-    single_pass: bool,
-    /// (benchmarks) The driver's shader-cache folder, kept, instead of a fresh temporary one.
-    #[arg(long, hide = true, value_name = "DIR")]
-    driver_cache_dir: Option<PathBuf>,
-    /// (benchmarks) With --single-pass: compile and link straight on the driver, no program cache.
-    #[arg(long, hide = true, requires = "single_pass")]
-    plain_driver: bool,
-    /// (benchmarks) With --single-pass: before exiting, wait until the driver's shader-cache
-    /// folder stops changing (the driver writes it from a background queue that is not drained
-    /// at exit).
-    #[arg(long, hide = true, requires = "single_pass")]
-    settle_driver_cache: bool,
 }
 
 fn main() -> ExitCode {
     let started = Instant::now();
-    let cli = Cli::parse();
-    match cli.command {
-        Command::Demo(args) => match demo::run(&args, started) {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(e) if e.is_broken_pipe() => ExitCode::SUCCESS,
-            Err(e) => {
-                eprintln!("gpusvc demo: {e}");
-                ExitCode::from(e.exit_code())
-            }
-        },
-        Command::Cache(args) => match cache::run(&args) {
-            Ok(cache::Outcome::Ok) => ExitCode::SUCCESS,
-            Ok(cache::Outcome::Corrupt) => ExitCode::from(cache::EXIT_CORRUPT),
-            Err(e) if e.is_broken_pipe() => ExitCode::SUCCESS,
-            Err(e) => {
-                eprintln!("gpusvc cache: {e}");
-                ExitCode::FAILURE
-            }
-        },
+    match Cli::parse().command {
+        Command::ProgramCache(args) => program_cache::exec(args, started),
+        Command::Demo(args) => program_cache::exec_demo(&args, started),
+        Command::Cache(args) => program_cache::exec_cache_alias(args),
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use std::path::PathBuf;
+
     use clap::CommandFactory;
 
     use super::*;
+    use crate::commands::program_cache::ProgramCacheCommand;
+    use crate::commands::program_cache::demo::Api;
+    use crate::commands::program_cache::folder::{CacheCommand, ClearArgs, FolderArgs};
 
     #[test]
     fn command_line_is_consistent_and_parses() {
@@ -254,5 +163,73 @@ mod tests {
             panic!("not cache")
         };
         assert_eq!(args.command, CacheCommand::Clear { force: true });
+    }
+
+    #[test]
+    fn program_cache_commands_parse_with_their_own_arguments() {
+        let parse = |argv: &[&str]| match Cli::try_parse_from(argv).map(|c| c.command) {
+            Ok(Command::ProgramCache(args)) => Ok(args.command),
+            Ok(other) => panic!("{argv:?} parsed as {other:?}"),
+            Err(e) => Err(e),
+        };
+        let Ok(ProgramCacheCommand::Demo(args)) = parse(&[
+            "gpusvc",
+            "program-cache",
+            "demo",
+            "--limit",
+            "5",
+            "--no-disk-cache",
+        ]) else {
+            panic!("not demo")
+        };
+        assert_eq!((args.limit, args.no_disk_cache), (Some(5), true));
+        assert_eq!(args.budget_bytes(), 64 << 20);
+        let dir = || FolderArgs {
+            dir: Some(PathBuf::from("d")),
+        };
+        assert!(matches!(
+            parse(&["gpusvc", "program-cache", "verify", "--dir", "d"]),
+            Ok(ProgramCacheCommand::Verify(f)) if f == dir()
+        ));
+        assert!(matches!(
+            parse(&["gpusvc", "program-cache", "list"]),
+            Ok(ProgramCacheCommand::List(FolderArgs { dir: None }))
+        ));
+        assert!(matches!(
+            parse(&["gpusvc", "program-cache", "stats", "--dir", "d"]),
+            Ok(ProgramCacheCommand::Stats(f)) if f == dir()
+        ));
+        assert!(matches!(
+            parse(&["gpusvc", "program-cache", "clear", "--force", "--dir", "d"]),
+            Ok(ProgramCacheCommand::Clear(c)) if c == ClearArgs { folder: dir(), force: true }
+        ));
+        // Each command takes only its own arguments.
+        assert!(parse(&["gpusvc", "program-cache", "demo", "--dir", "d"]).is_err());
+        assert!(parse(&["gpusvc", "program-cache", "list", "--cache-dir", "d"]).is_err());
+        assert!(parse(&["gpusvc", "program-cache", "verify", "--force"]).is_err());
+        assert!(parse(&["gpusvc", "program-cache"]).is_err());
+        assert!(parse(&["gpusvc", "program-cache", "shred"]).is_err());
+    }
+
+    #[test]
+    fn demo_is_a_visible_alias_and_cache_a_hidden_one() {
+        let cli = Cli::command();
+        let sub = |name| cli.find_subcommand(name).unwrap();
+        assert!(!sub("program-cache").is_hide_set());
+        assert!(!sub("demo").is_hide_set());
+        assert!(sub("cache").is_hide_set());
+        // `gpusvc demo ARGS` and `gpusvc program-cache demo ARGS` parse to the same arguments.
+        let argv = ["--limit", "3", "--api", "gles", "--budget-kib", "48"];
+        let alias = Cli::try_parse_from(["gpusvc", "demo"].iter().chain(&argv)).unwrap();
+        let full =
+            Cli::try_parse_from(["gpusvc", "program-cache", "demo"].iter().chain(&argv)).unwrap();
+        let (Command::Demo(a), Command::ProgramCache(p)) = (alias.command, full.command) else {
+            panic!("not the demo")
+        };
+        let ProgramCacheCommand::Demo(b) = p.command else {
+            panic!("not the demo")
+        };
+        assert_eq!(format!("{a:?}"), format!("{b:?}"));
+        assert_eq!(a.api, Api::Gles);
     }
 }

@@ -1,14 +1,60 @@
-//! `gpusvc cache`: the program cache's disk folder seen from outside a cache — list, verify,
-//! stats, clear — through `program_cache::disk::inspect` (read-only except `clear`).
+//! `gpusvc program-cache list|verify|stats|clear` (hidden alias: `gpusvc cache ...`): the program
+//! cache's disk folder seen from outside a cache, through `program_cache::disk::inspect`
+//! (read-only except `clear`).
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use clap::Subcommand;
 use program_cache::DiskConfig;
 use program_cache::disk::inspect::{self, ClearError, EntryInfo, StoreInfo};
 
-use crate::{CacheArgs, CacheCommand};
+/// `--dir`: the folder the commands work on.
+#[derive(Debug, Clone, PartialEq, Eq, clap::Args)]
+pub(crate) struct FolderArgs {
+    /// The cache folder. Default: $XDG_CACHE_HOME/gpusvc (else ~/.cache/gpusvc).
+    #[arg(long, value_name = "DIR")]
+    pub(crate) dir: Option<PathBuf>,
+}
+
+/// `clear`'s arguments.
+#[derive(Debug, Clone, PartialEq, Eq, clap::Args)]
+pub(crate) struct ClearArgs {
+    #[command(flatten)]
+    pub(crate) folder: FolderArgs,
+    /// Delete stores a running cache is using (it recreates its folder and reports it).
+    #[arg(long)]
+    pub(crate) force: bool,
+}
+
+/// The hidden alias `gpusvc cache [--dir DIR] list|verify|stats|clear` (the folder before or
+/// after the command).
+#[derive(Debug, clap::Args)]
+pub(crate) struct CacheArgs {
+    /// The cache folder. Default: $XDG_CACHE_HOME/gpusvc (else ~/.cache/gpusvc).
+    #[arg(long, value_name = "DIR", global = true)]
+    pub(crate) dir: Option<PathBuf>,
+    #[command(subcommand)]
+    pub(crate) command: CacheCommand,
+}
+
+/// One folder command (see `ProgramCacheCommand` for what each does).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Subcommand)]
+pub(crate) enum CacheCommand {
+    /// Every entry and store of the folder.
+    List,
+    /// Checks every entry and store fully.
+    Verify,
+    /// Stores, entries, bytes and temporary files.
+    Stats,
+    /// Deletes every store in the folder.
+    Clear {
+        /// Delete stores a running cache is using.
+        #[arg(long)]
+        force: bool,
+    },
+}
 
 /// Exit status of `gpusvc cache verify` and `gpusvc cache stats` when an entry is corrupt or a
 /// store is damaged.
@@ -285,15 +331,13 @@ fn clear(root: &Path, force: bool, out: &mut impl std::io::Write) -> Result<Outc
     Ok(Outcome::Ok)
 }
 
-/// Runs one `gpusvc cache` command.
-pub(crate) fn run(args: &CacheArgs) -> Result<Outcome, CacheError> {
-    let root = args
-        .dir
-        .clone()
+/// Runs one folder command on `dir` (default: [`DiskConfig::default_dir`]).
+pub(crate) fn run(dir: Option<PathBuf>, command: CacheCommand) -> Result<Outcome, CacheError> {
+    let root = dir
         .or_else(DiskConfig::default_dir)
         .ok_or(CacheError::NoDefault)?;
     let mut out = std::io::stdout().lock();
-    let outcome = match args.command {
+    let outcome = match command {
         CacheCommand::List => list(&root, &mut out),
         CacheCommand::Verify => verify(&root, &mut out),
         CacheCommand::Stats => stats(&root, &mut out),

@@ -1,90 +1,17 @@
-//! `gpusvc demo`: a corpus through the program cache, cold then warm, on the real driver.
+//! The table and the sentences `gpusvc program-cache demo` prints. Every claim about the cache
+//! (programs served by it, loaded from disk, a speed-up that is the cache's) is read from the
+//! counters of the pass it is about; where they do not support a claim the sentence says what
+//! they show instead.
 
-use std::io::{IsTerminal as _, Write as _};
-use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+use program_cache::{Counters, DiskCounters};
 
-use corpus::{Dialect, LoadError, ProgramSource, builtin, dedup_sources, load_dir, spread};
-use headless_gl::{
-    ApiPreference, ContextError, ContextOptions, GlApi, GlContext, LinkOptions, ShaderStage,
-};
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use program_cache::stats::names;
-use program_cache::{
-    CacheConfig, CompatibilityStamp, CompileOutcome, Counters, DiskConfig, DiskCounters, GlBackend,
-    LinkOrigin, LoadReport, ProgramBackend as _, ProgramCache, ProgramManager, ProgramOptions,
-    Shader,
-};
-
-use crate::{Api, DemoArgs};
-
-/// Why the demo could not run.
-#[derive(Debug, thiserror::Error)]
-pub(crate) enum DemoError {
-    /// No GL context (a `GPUSVC_EGL_DEVICE` that selects no device included).
-    #[error("no GL context could be made: {0}{hint}", hint = install_hint(.0))]
-    NoContext(#[from] ContextError),
-    /// The driver shader-cache directory could not be made.
-    #[error("cannot create a directory for the driver's shader cache: {0}")]
-    TempDir(std::io::Error),
-    /// The corpus directory could not be read.
-    #[error("corpus: {0}")]
-    Corpus(#[from] LoadError),
-    /// Nothing to run.
-    #[error("corpus {0} has no vertex + fragment program to run")]
-    EmptyCorpus(String),
-    /// The folder given with `--cache-dir` cannot hold the disk cache.
-    #[error(
-        "--cache-dir {}: the folder cannot be used for the disk cache: {reason} \
-         (give a usable folder, or --no-disk-cache for a memory-only run)",
-        dir.display()
-    )]
-    CacheDir {
-        /// The folder as given.
-        dir: PathBuf,
-        /// Why the disk store could not be opened there.
-        reason: String,
-    },
-    /// Writing to stdout failed.
-    #[error("writing the report: {0}")]
-    Output(#[from] std::io::Error),
-}
-
-/// The packages hint, for errors a missing runtime can cause (not for a device selection that
-/// matched none of the devices EGL lists).
-fn install_hint(e: &ContextError) -> &'static str {
-    match e {
-        ContextError::NoEglDevice {
-            selection: Some(_), ..
-        } => "",
-        _ => {
-            "\n  (the runtime needs libegl1 libegl-mesa0 libgl1-mesa-dri; scripts/demo installs \
-             them)"
-        }
-    }
-}
-
-impl DemoError {
-    /// The process exit status for this error: 3 when no GL context can be made (an invalid or
-    /// unmatched `GPUSVC_EGL_DEVICE` included), 1 otherwise.
-    pub(crate) fn exit_code(&self) -> u8 {
-        match self {
-            DemoError::NoContext(_) => 3,
-            _ => 1,
-        }
-    }
-
-    /// True when stdout was closed by its reader (`gpusvc demo | head`): not worth a message.
-    pub(crate) fn is_broken_pipe(&self) -> bool {
-        matches!(self, DemoError::Output(e) if e.kind() == std::io::ErrorKind::BrokenPipe)
-    }
-}
+use super::LOAD_TIMEOUT;
+use super::run_cache::{DiskSetting, RunCache};
 
 /// What one pass over the corpus did. Every claim the demo prints about the cache is read from
 /// `counters` (the cache's own counters over the pass) and `disk`, never assumed.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub(crate) struct Pass {
+pub(super) struct Pass {
     pub(crate) programs: usize,
     pub(crate) linked: usize,
     pub(crate) compile_failures: usize,
@@ -122,7 +49,7 @@ impl Pass {
 }
 
 /// `after - before`, counter by counter.
-pub(crate) fn counters_delta(after: Counters, before: Counters) -> Counters {
+pub(super) fn counters_delta(after: Counters, before: Counters) -> Counters {
     Counters {
         hits: after.hits - before.hits,
         misses: after.misses - before.misses,
@@ -136,7 +63,7 @@ pub(crate) fn counters_delta(after: Counters, before: Counters) -> Counters {
 }
 
 /// `after - before`, counter by counter.
-pub(crate) fn disk_delta(after: DiskCounters, before: DiskCounters) -> DiskCounters {
+pub(super) fn disk_delta(after: DiskCounters, before: DiskCounters) -> DiskCounters {
     DiskCounters {
         writes: after.writes - before.writes,
         bytes_written: after.bytes_written - before.bytes_written,
@@ -158,23 +85,17 @@ pub(crate) fn disk_delta(after: DiskCounters, before: DiskCounters) -> DiskCount
     }
 }
 
-/// The host product that goes into the disk stamp (its version is the crate's).
-pub(crate) const HOST_PRODUCT: &str = "gpusvc-demo";
-
-/// How long the demo waits for the startup load from disk before it starts anyway.
-const LOAD_TIMEOUT: Duration = Duration::from_secs(120);
-
 /// The median of `values` (`None` when there are none).
-pub(crate) fn median(values: &[f64]) -> Option<f64> {
+pub(super) fn median(values: &[f64]) -> Option<f64> {
     bench_support::try_median(&mut values.to_vec())
 }
 
-fn ms(value: Option<f64>) -> String {
+pub(super) fn ms(value: Option<f64>) -> String {
     value.map_or_else(|| "-".into(), |v| format!("{v:.3} ms"))
 }
 
 /// A byte count for people: `64 MiB`, `283.1 KiB`, `512 bytes`.
-pub(crate) fn human_bytes(bytes: u64) -> String {
+pub(super) fn human_bytes(bytes: u64) -> String {
     const KIB: u64 = 1 << 10;
     const MIB: u64 = 1 << 20;
     let scaled = |unit: u64, name: &str| {
@@ -194,7 +115,7 @@ pub(crate) fn human_bytes(bytes: u64) -> String {
 
 /// The table `gpusvc demo` prints: one column per pass. The cache rows are the cache's
 /// counters over each pass.
-pub(crate) fn render_table(cold: &Pass, warm: &Pass) -> String {
+pub(super) fn render_table(cold: &Pass, warm: &Pass) -> String {
     let both = |f: &dyn Fn(&Pass) -> String| (f(cold), f(warm));
     let mut rows: Vec<(&str, (String, String))> = vec![
         ("programs", both(&|p| p.programs.to_string())),
@@ -243,7 +164,7 @@ pub(crate) fn render_table(cold: &Pass, warm: &Pass) -> String {
 
 /// What the summary needs besides the two passes.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct RunFacts {
+pub(super) struct RunFacts {
     /// The cache's byte budget.
     pub(crate) budget_bytes: usize,
     /// Open + startup load, in ms.
@@ -252,7 +173,7 @@ pub(crate) struct RunFacts {
 
 /// Why programs the cold pass linked were not restored from the cache, as far as the counters of
 /// both passes show it.
-fn miss_reasons(cold: &Pass, warm: &Pass, facts: &RunFacts) -> String {
+pub(super) fn miss_reasons(cold: &Pass, warm: &Pass, facts: &RunFacts) -> String {
     let budget = human_bytes(facts.budget_bytes as u64);
     let refused = cold.counters.rejected_saves + warm.counters.rejected_saves;
     let evicted = cold.counters.evictions + warm.counters.evictions;
@@ -286,7 +207,7 @@ fn miss_reasons(cold: &Pass, warm: &Pass, facts: &RunFacts) -> String {
     }
 }
 
-fn ratio(cold: Option<f64>, warm: Option<f64>) -> Option<f64> {
+pub(super) fn ratio(cold: Option<f64>, warm: Option<f64>) -> Option<f64> {
     match (cold, warm) {
         (Some(c), Some(w)) if w > 0.0 => Some(c / w),
         _ => None,
@@ -296,7 +217,7 @@ fn ratio(cold: Option<f64>, warm: Option<f64>) -> Option<f64> {
 /// `median 15.9x, total 31.7x faster` (cold time / warm time), or `cold/warm time ratio: median
 /// 0.9x, total 1.1x` when a ratio is below 1; only the total when a pass linked nothing, only
 /// the median without `with_total`.
-fn speedups(cold: &Pass, warm: &Pass, with_total: bool) -> String {
+pub(super) fn speedups(cold: &Pass, warm: &Pass, with_total: bool) -> String {
     let total = ratio(Some(cold.total_ms), Some(warm.total_ms)).filter(|_| with_total);
     let median = ratio(median(&cold.linked_ms), median(&warm.linked_ms));
     let x = |r: Option<f64>| r.map_or_else(|| "-".into(), |r| format!("{r:.1}x"));
@@ -312,13 +233,13 @@ fn speedups(cold: &Pass, warm: &Pass, with_total: bool) -> String {
     }
 }
 
-const TIMES_NOTE: &str = "Times are compile+link (+ reflection) only: the driver's first-draw JIT \
+pub(super) const TIMES_NOTE: &str = "Times are compile+link (+ reflection) only: the driver's first-draw JIT \
                           is not included. Medians are over linked programs.";
 
 /// The sentences printed after the table. Each claim about the cache (served by it, loaded from
 /// disk, faster because of it) is read from the passes' counters; where the counters do not
 /// support a claim, the sentence says what they show instead.
-pub(crate) fn summary(cold: &Pass, warm: &Pass, facts: &RunFacts) -> Vec<String> {
+pub(super) fn summary(cold: &Pass, warm: &Pass, facts: &RunFacts) -> Vec<String> {
     let mut lines = Vec::new();
     let (cold_hits, warm_hits) = (cold.served(), warm.served());
     let loaded = cold.disk.map_or(0, |d| d.loaded);
@@ -422,421 +343,8 @@ pub(crate) fn summary(cold: &Pass, warm: &Pass, facts: &RunFacts) -> Vec<String>
     lines
 }
 
-/// The driver's shader-cache folder: a fresh temporary one (removed at exit), or one given with
-/// `--driver-cache-dir` (kept, so a later run finds the driver's cache warm).
-#[derive(Debug)]
-enum DriverCache {
-    Fresh(PathBuf),
-    Kept(PathBuf),
-}
-
-impl Drop for DriverCache {
-    /// Removes a fresh folder. The driver may still be writing into it from its own background
-    /// queue (Mesa's is not drained before exit, since the EGL display is never terminated):
-    /// removing it under the writer fails ("directory not empty") or makes Mesa complain on
-    /// stderr. So this first waits (at most 10 s) until the folder has stopped changing for
-    /// 150 ms, then removes it, retrying for a moment.
-    fn drop(&mut self) {
-        let DriverCache::Fresh(dir) = self else {
-            return;
-        };
-        let start = Instant::now();
-        let mut last = tree_size(dir);
-        let mut stable = 0;
-        while stable < 3 && start.elapsed() < Duration::from_secs(10) {
-            std::thread::sleep(Duration::from_millis(50));
-            let now = tree_size(dir);
-            stable = if now == last { stable + 1 } else { 0 };
-            last = now;
-        }
-        for _ in 0..40 {
-            match std::fs::remove_dir_all(&*dir) {
-                Ok(()) => return,
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => return,
-                Err(_) => std::thread::sleep(Duration::from_millis(25)),
-            }
-        }
-    }
-}
-
-impl DriverCache {
-    fn new(kept: Option<&Path>) -> Result<Self, DemoError> {
-        match kept {
-            Some(dir) => {
-                std::fs::create_dir_all(dir).map_err(DemoError::TempDir)?;
-                Ok(DriverCache::Kept(dir.to_path_buf()))
-            }
-            None => tempfile::Builder::new()
-                .prefix("gpusvc-demo-driver-cache-")
-                .tempdir()
-                .map(|t| DriverCache::Fresh(t.keep()))
-                .map_err(DemoError::TempDir),
-        }
-    }
-
-    fn path(&self) -> &Path {
-        match self {
-            DriverCache::Fresh(p) | DriverCache::Kept(p) => p,
-        }
-    }
-}
-
-/// Points the driver's shader caches at `dir`, before any context exists.
-pub(crate) fn isolate_driver_cache(dir: &Path) {
-    // SAFETY: called from `run` on the main thread before the GL context is opened and before
-    // any other thread exists (the progress bar draws from this thread, clap spawns none, and
-    // the disk cache's threads start after the context), so no other thread reads or writes the
-    // environment concurrently.
-    unsafe {
-        std::env::set_var("MESA_SHADER_CACHE_DIR", dir);
-        std::env::set_var("__GL_SHADER_DISK_CACHE_PATH", dir);
-    }
-}
-
-fn open_context(api: Api, piglit: bool) -> Result<GlContext, ContextError> {
-    let with = |api| ContextOptions {
-        api,
-        ..ContextOptions::default()
-    };
-    match api {
-        Api::Core => GlContext::open(&with(ApiPreference::DesktopCore)),
-        Api::Compat => GlContext::open(&with(ApiPreference::DesktopCompatibility)),
-        Api::Gles => GlContext::open(&with(ApiPreference::Gles)),
-        Api::Auto if piglit => GlContext::open(&with(ApiPreference::DesktopCompatibility))
-            .or_else(|_| GlContext::open(&with(ApiPreference::Auto))),
-        Api::Auto => GlContext::open(&with(ApiPreference::Auto)),
-    }
-}
-
-/// A piglit directory's programs and a line describing them.
-fn load_piglit(dir: &Path) -> Result<(String, Vec<ProgramSource>), DemoError> {
-    let loaded = load_dir(dir)?;
-    let mut programs = loaded.programs.clone();
-    let duplicates = dedup_sources(&mut programs);
-    let mut label = format!(
-        "{}: {} .shader_test files, {} distinct vertex+fragment programs \
-         ({duplicates} duplicates and {} unusable files left out",
-        dir.display(),
-        loaded.files,
-        programs.len(),
-        loaded.skipped.len()
-    );
-    let reasons: Vec<String> = loaded
-        .skip_counts()
-        .into_iter()
-        .map(|(reason, n)| format!("{n} {reason}"))
-        .collect();
-    if !reasons.is_empty() {
-        label.push_str(&format!(": {}", reasons.join(", ")));
-    }
-    label.push(')');
-    Ok((label, programs))
-}
-
-/// The built-in corpus in the context's dialect, and a line describing it.
-fn load_builtin(ctx: &GlContext) -> (String, Vec<ProgramSource>) {
-    let dialect = match ctx.info().api {
-        GlApi::DesktopCore => Dialect::DesktopCore330,
-        GlApi::Gles => Dialect::Es300,
-    };
-    let programs = builtin(dialect);
-    let label = format!(
-        "built-in: {} generated programs ({})",
-        programs.len(),
-        dialect.prelude().lines().next().unwrap_or_default()
-    );
-    (label, programs)
-}
-
-/// Applies `--limit` and refuses an empty corpus.
-fn limit_corpus(
-    args: &DemoArgs,
-    (mut label, mut programs): (String, Vec<ProgramSource>),
-) -> Result<(String, Vec<ProgramSource>), DemoError> {
-    if let Some(limit) = args.limit
-        && limit < programs.len()
-    {
-        programs = spread(&programs, limit);
-        label.push_str(&format!("; {} used (--limit)", programs.len()));
-    }
-    if programs.is_empty() {
-        let name = args
-            .corpus
-            .as_ref()
-            .map_or_else(|| "built-in".into(), |d| d.display().to_string());
-        return Err(DemoError::EmptyCorpus(name));
-    }
-    Ok((label, programs))
-}
-
-fn progress(len: usize, prefix: &'static str) -> ProgressBar {
-    if !std::io::stdout().is_terminal() {
-        return ProgressBar::hidden();
-    }
-    let bar = ProgressBar::with_draw_target(Some(len as u64), ProgressDrawTarget::stdout());
-    if let Ok(style) = ProgressStyle::with_template("{prefix:>5} [{bar:40}] {pos}/{len} {wide_msg}")
-    {
-        bar.set_style(style.progress_chars("=> "));
-    }
-    bar.set_prefix(prefix);
-    bar
-}
-
-/// The sum of the binary sizes the cache has saved so far.
-fn saved_binary_bytes(cache: &ProgramCache) -> f64 {
-    cache
-        .stats()
-        .histograms
-        .get(names::PROGRAM_BINARY_SIZE)
-        .map_or(0.0, |h| h.sum)
-}
-
-/// Compiles and links every program once through `manager`.
-fn pass(
-    manager: &mut ProgramManager<GlBackend<'_>>,
-    programs: &[ProgramSource],
-    prefix: &'static str,
-) -> Pass {
-    let bar = progress(programs.len(), prefix);
-    let options = ProgramOptions::default();
-    let counters_before = manager.cache().counters();
-    let saved_before = saved_binary_bytes(manager.cache());
-    let mut result = Pass {
-        programs: programs.len(),
-        entries_before: manager.cache().len(),
-        ..Pass::default()
-    };
-    for program in programs {
-        bar.set_message(program.name.clone());
-        let start = Instant::now();
-        let mut vertex = Shader::new(ShaderStage::Vertex, program.vertex.as_str());
-        let mut fragment = Shader::new(ShaderStage::Fragment, program.fragment.as_str());
-        let compiled = [manager.compile(&mut vertex), manager.compile(&mut fragment)];
-        let linked = if compiled.contains(&CompileOutcome::Failed) {
-            result.compile_failures += 1;
-            None
-        } else {
-            manager.link(&mut vertex, &mut fragment, &options).ok()
-        };
-        let elapsed = start.elapsed().as_secs_f64() * 1e3;
-        result.total_ms += elapsed;
-        match linked.map(|l| l.origin) {
-            Some(origin) => {
-                result.linked += 1;
-                result.linked_ms.push(elapsed);
-                match origin {
-                    LinkOrigin::CacheHit => result.from_cache_ms.push(elapsed),
-                    LinkOrigin::RelinkedAfterRejection | LinkOrigin::Linked => {
-                        result.compiled_ms.push(elapsed)
-                    }
-                }
-            }
-            None if !compiled.contains(&CompileOutcome::Failed) => result.link_failures += 1,
-            None => {}
-        }
-        bar.inc(1);
-    }
-    bar.finish_and_clear();
-    let cache = manager.cache();
-    result.counters = counters_delta(cache.counters(), counters_before);
-    result.saved_binary_bytes = (saved_binary_bytes(cache) - saved_before).max(0.0) as u64;
-    result.bytes_cached = cache.size_bytes();
-    result.entries_cached = cache.len();
-    result
-}
-
-/// Compiles, links and reflects every program straight on the driver, with no program cache
-/// (the `--plain-driver` probe: what the driver's own shader cache alone gives). Returns
-/// (linked, total ms).
-fn plain_pass(ctx: &GlContext, programs: &[ProgramSource]) -> (usize, f64) {
-    let mut backend = GlBackend::new(ctx);
-    let start = Instant::now();
-    let mut linked = 0;
-    for program in programs {
-        let Ok(vs) = backend.compile(ShaderStage::Vertex, &program.vertex) else {
-            continue;
-        };
-        let Ok(fs) = backend.compile(ShaderStage::Fragment, &program.fragment) else {
-            continue;
-        };
-        if let Ok(p) = backend.link(&vs, &fs, &LinkOptions::default()) {
-            std::hint::black_box((backend.active_attributes(&p), backend.active_uniforms(&p)));
-            linked += 1;
-        }
-    }
-    (linked, start.elapsed().as_secs_f64() * 1e3)
-}
-
-fn ms_since(t: Instant) -> f64 {
-    t.elapsed().as_secs_f64() * 1e3
-}
-
-/// Where the disk cache of a run lives, if anywhere.
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum DiskSetting {
-    /// `--no-disk-cache`.
-    Off,
-    /// No `--cache-dir` and neither `XDG_CACHE_HOME` nor `HOME` names an absolute folder: no
-    /// default folder, so memory only (never a folder in the current directory).
-    NoDefaultFolder,
-    /// A folder: `explicit` when given with `--cache-dir` (then a folder that cannot be used is
-    /// an error), else the default one (then it is a warning and memory only).
-    Folder { dir: PathBuf, explicit: bool },
-}
-
-/// The program cache of a run: backed by the disk store when a folder is configured.
-struct RunCache {
-    cache: Arc<ProgramCache>,
-    setting: DiskSetting,
-    /// The disk store's stamp folder, when a disk store was configured.
-    store: Option<PathBuf>,
-    /// The startup load (`None`: it did not finish within [`LOAD_TIMEOUT`]).
-    load: Option<LoadReport>,
-    /// Why the default folder could not be used (then the run is memory only).
-    fallback: Option<String>,
-    /// Opening the store, in ms.
-    open_ms: f64,
-    /// Open + the startup load (which runs in the background), in ms.
-    load_ms: f64,
-    /// How long the demo was blocked waiting for the load, in ms.
-    wait_ms: f64,
-}
-
-impl DemoArgs {
-    /// The cache's byte budget: `--budget-kib` when given, else `--budget-mib`.
-    pub(crate) fn budget_bytes(&self) -> usize {
-        match self.budget_kib {
-            Some(kib) => kib.saturating_mul(1 << 10),
-            None => self.budget_mib.saturating_mul(1 << 20),
-        }
-    }
-}
-
-fn disk_setting(args: &DemoArgs) -> DiskSetting {
-    if args.no_disk_cache {
-        return DiskSetting::Off;
-    }
-    match (&args.cache_dir, DiskConfig::default_dir()) {
-        (Some(dir), _) => DiskSetting::Folder {
-            dir: dir.clone(),
-            explicit: true,
-        },
-        (None, Some(dir)) => DiskSetting::Folder {
-            dir,
-            explicit: false,
-        },
-        (None, None) => DiskSetting::NoDefaultFolder,
-    }
-}
-
-/// Opens the cache; a disk store starts opening and loading in the background (see
-/// [`RunCache::wait`]).
-fn open_cache(args: &DemoArgs, ctx: &GlContext) -> RunCache {
-    let config = CacheConfig::with_budget(args.budget_bytes());
-    let start = Instant::now();
-    let setting = disk_setting(args);
-    let (cache, store) = match &setting {
-        DiskSetting::Off => (Arc::new(ProgramCache::new(config)), None),
-        DiskSetting::NoDefaultFolder => {
-            eprintln!(
-                "gpusvc demo: warning: neither XDG_CACHE_HOME nor HOME is set to an absolute \
-                 path, so there is no default cache folder: the cache lives in memory only this \
-                 run (--cache-dir DIR keeps it in DIR)"
-            );
-            (Arc::new(ProgramCache::new(config)), None)
-        }
-        DiskSetting::Folder { dir, .. } => {
-            let stamp = CompatibilityStamp::from_driver(
-                ctx.info(),
-                HOST_PRODUCT,
-                env!("CARGO_PKG_VERSION"),
-            );
-            let store = dir.join(stamp.dir_name());
-            let cache = ProgramCache::with_disk(config, None, DiskConfig::new(dir, stamp));
-            (cache, Some(store))
-        }
-    };
-    RunCache {
-        cache,
-        setting,
-        store,
-        load: None,
-        fallback: None,
-        open_ms: ms_since(start),
-        load_ms: 0.0,
-        wait_ms: 0.0,
-    }
-}
-
-/// The reason in a disk condition ("program cache: disk cache disabled, folder X unusable:
-/// REASON; working in memory only"), or the whole text when it is not of that form.
-fn unusable_reason(condition: Option<String>) -> String {
-    let Some(text) = condition else {
-        return "the disk store could not be opened there".into();
-    };
-    let reason = text
-        .split_once(" unusable: ")
-        .map_or(text.as_str(), |(_, reason)| reason);
-    reason
-        .strip_suffix("; working in memory only")
-        .unwrap_or(reason)
-        .to_string()
-}
-
-/// `X exists and is not a folder` when `dir` or the nearest of its ancestors that exists is not a
-/// folder (the usual reason a cache folder cannot be made).
-fn not_a_folder(dir: &Path) -> Option<String> {
-    let existing = dir
-        .ancestors()
-        .find(|a| !a.as_os_str().is_empty() && std::fs::symlink_metadata(a).is_ok())?;
-    (!existing.is_dir()).then(|| format!("{} exists and is not a folder", existing.display()))
-}
-
-impl RunCache {
-    /// Waits (at most [`LOAD_TIMEOUT`]) until the store is open and the startup load has
-    /// finished, then checks the folder: one given with `--cache-dir` that cannot be used is an
-    /// error; the default folder falls back to memory with a warning on stderr.
-    fn wait(&mut self) -> Result<(), DemoError> {
-        let start = Instant::now();
-        self.load = self.cache.wait_until_loaded(LOAD_TIMEOUT);
-        self.wait_ms = ms_since(start);
-        self.load_ms = self.open_ms + self.load.map_or(0.0, |r| r.elapsed.as_secs_f64() * 1e3);
-        let DiskSetting::Folder { dir, explicit } = &self.setting else {
-            return Ok(());
-        };
-        if self.cache.disk_enabled() {
-            return Ok(());
-        }
-        let reason = match not_a_folder(dir) {
-            Some(what) => format!("{what} ({})", unusable_reason(self.cache.disk_condition())),
-            None => unusable_reason(self.cache.disk_condition()),
-        };
-        if *explicit {
-            return Err(DemoError::CacheDir {
-                dir: dir.clone(),
-                reason,
-            });
-        }
-        eprintln!(
-            "gpusvc demo: warning: the default cache folder {} cannot be used ({reason}); the \
-             cache lives in memory only this run (--cache-dir DIR picks another folder)",
-            dir.display()
-        );
-        self.fallback = Some(reason);
-        Ok(())
-    }
-
-    /// Disk counters, when the disk cache is in use.
-    fn disk_counters(&self) -> Option<DiskCounters> {
-        self.cache
-            .disk_enabled()
-            .then(|| self.cache.disk_counters())
-            .flatten()
-    }
-}
-
 /// The line describing the disk cache of a run.
-fn disk_line(run: &RunCache) -> String {
+pub(super) fn disk_line(run: &RunCache) -> String {
     let dir = match &run.setting {
         DiskSetting::Off => {
             return "disk cache: off (--no-disk-cache); every run starts cold".into();
@@ -889,198 +397,6 @@ fn disk_line(run: &RunCache) -> String {
             LOAD_TIMEOUT.as_secs()
         ),
     }
-}
-
-/// Files and bytes below `dir`.
-fn tree_size(dir: &Path) -> (u64, u64) {
-    let mut total = (0, 0);
-    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
-        match entry.file_type() {
-            Ok(t) if t.is_dir() => {
-                let (f, b) = tree_size(&entry.path());
-                total = (total.0 + f, total.1 + b);
-            }
-            Ok(_) => {
-                total = (
-                    total.0 + 1,
-                    total.1 + entry.metadata().map_or(0, |m| m.len()),
-                )
-            }
-            Err(_) => {}
-        }
-    }
-    total
-}
-
-/// Waits (at most 60 s) until `dir` has not changed for a second; returns (files, bytes).
-fn settle(dir: &Path) -> (u64, u64) {
-    let start = Instant::now();
-    let mut last = tree_size(dir);
-    let mut stable = 0;
-    while stable < 5 && start.elapsed() < Duration::from_secs(60) {
-        std::thread::sleep(Duration::from_millis(200));
-        let now = tree_size(dir);
-        stable = if now == last { stable + 1 } else { 0 };
-        last = now;
-    }
-    last
-}
-
-/// Where the time of a `--single-pass` run went before the pass, in ms.
-#[derive(Debug, Clone, Copy)]
-struct Phases {
-    started: Instant,
-    context_ms: f64,
-    corpus_ms: f64,
-}
-
-/// `--single-pass`: one pass, then the `gpusvc-startup` line the startup benchmark reads.
-fn single_pass(
-    args: &DemoArgs,
-    ctx: &GlContext,
-    run: &RunCache,
-    programs: &[ProgramSource],
-    phases: Phases,
-    driver_cache: &Path,
-) -> Result<(), DemoError> {
-    let mut out = std::io::stdout();
-    let result = single_pass_report(args, ctx, run, programs, phases, &mut out);
-    if result.is_ok() && args.settle_driver_cache {
-        let (files, bytes) = settle(driver_cache);
-        writeln!(out, "gpusvc-startup-settled files={files} bytes={bytes}")?;
-        out.flush()?;
-    }
-    result
-}
-
-fn single_pass_report(
-    args: &DemoArgs,
-    ctx: &GlContext,
-    run: &RunCache,
-    programs: &[ProgramSource],
-    phases: Phases,
-    out: &mut std::io::Stdout,
-) -> Result<(), DemoError> {
-    let Phases {
-        started,
-        context_ms,
-        corpus_ms,
-    } = phases;
-    if args.plain_driver {
-        let (linked, pass_ms) = plain_pass(ctx, programs);
-        writeln!(
-            out,
-            "gpusvc-startup programs={} linked={linked} hits=0 loaded=0 since_start_ms={:.3} \
-             context_ms={context_ms:.3} corpus_ms={corpus_ms:.3} load_ms=0 wait_ms=0 \
-             pass_ms={pass_ms:.3}",
-            programs.len(),
-            ms_since(started)
-        )?;
-        out.flush()?;
-        return Ok(());
-    }
-    let mut manager = ProgramManager::new(GlBackend::new(ctx), run.cache.clone(), "gpusvc demo");
-    let p = pass(&mut manager, programs, "cold");
-    writeln!(
-        out,
-        "gpusvc-startup programs={} linked={} hits={} loaded={} since_start_ms={:.3} \
-         context_ms={context_ms:.3} corpus_ms={corpus_ms:.3} load_ms={:.3} wait_ms={:.3} \
-         pass_ms={:.3}",
-        p.programs,
-        p.linked,
-        p.served(),
-        run.load.map_or(0, |r| r.loaded),
-        ms_since(started),
-        run.load_ms,
-        run.wait_ms,
-        p.total_ms
-    )?;
-    out.flush()?;
-    run.cache.flush_disk();
-    let d = run.disk_counters().unwrap_or_default();
-    writeln!(
-        out,
-        "gpusvc-startup-done writes={} dropped={} write_errors={} disk={}",
-        d.writes,
-        d.dropped_writes,
-        d.write_errors,
-        run.cache.disk_enabled()
-    )?;
-    out.flush()?;
-    Ok(())
-}
-
-pub(crate) fn run(args: &DemoArgs, started: Instant) -> Result<(), DemoError> {
-    // A wrong corpus path fails before the driver is touched.
-    if let Some(dir) = &args.corpus
-        && !dir.is_dir()
-    {
-        return Err(LoadError::NotADirectory(dir.clone()).into());
-    }
-    // Declared before the context, so it outlives it: the directory goes after the driver is done.
-    let driver_cache = DriverCache::new(args.driver_cache_dir.as_deref())?;
-    isolate_driver_cache(driver_cache.path());
-    let context_start = Instant::now();
-    let ctx = open_context(args.api, args.corpus.is_some())?;
-    let context_ms = ms_since(context_start);
-    // As a host would: the disk cache starts loading as soon as the driver is known (its stamp
-    // needs the driver identity), in the background, while the rest of startup (here: reading
-    // the corpus) goes on.
-    let mut run = open_cache(args, &ctx);
-    let corpus_start = Instant::now();
-    let corpus = match &args.corpus {
-        Some(dir) => load_piglit(dir)?,
-        None => load_builtin(&ctx),
-    };
-    let (label, programs) = limit_corpus(args, corpus)?;
-    let corpus_ms = ms_since(corpus_start);
-    run.wait()?;
-    if args.single_pass {
-        let phases = Phases {
-            started,
-            context_ms,
-            corpus_ms,
-        };
-        return single_pass(args, &ctx, &run, &programs, phases, driver_cache.path());
-    }
-    let mut out = std::io::stdout();
-    writeln!(out, "driver: {}", ctx.info())?;
-    writeln!(out, "corpus: {label}")?;
-    let driver_cache_text = match &driver_cache {
-        DriverCache::Fresh(_) => "starts empty (fresh directory)".to_string(),
-        DriverCache::Kept(dir) => format!("is {}", dir.display()),
-    };
-    writeln!(
-        out,
-        "cache: {} budget; the driver's own shader cache {driver_cache_text}",
-        human_bytes(args.budget_bytes() as u64)
-    )?;
-
-    writeln!(out, "{}", disk_line(&run))?;
-    let mut manager = ProgramManager::new(GlBackend::new(&ctx), run.cache.clone(), "gpusvc demo");
-    let mut cold = pass(&mut manager, &programs, "cold");
-    // Queued disk writes are done outside the timed passes, so each column counts its own.
-    run.cache.flush_disk();
-    let after_cold = run.disk_counters();
-    let mut warm = pass(&mut manager, &programs, "warm");
-    run.cache.flush_disk();
-    let after_warm = run.disk_counters();
-    if let (Some(c), Some(w)) = (after_cold, after_warm) {
-        cold.disk = Some(c);
-        warm.disk = Some(disk_delta(w, c));
-    }
-
-    writeln!(out)?;
-    write!(out, "{}", render_table(&cold, &warm))?;
-    let facts = RunFacts {
-        budget_bytes: args.budget_bytes(),
-        load_ms: run.load_ms,
-    };
-    for line in summary(&cold, &warm, &facts) {
-        writeln!(out, "{line}")?;
-    }
-    out.flush()?;
-    Ok(())
 }
 
 #[cfg(test)]
@@ -1409,27 +725,6 @@ mod tests {
         assert_eq!(human_bytes(64 << 10), "64 KiB");
         assert_eq!(human_bytes(1536), "1.5 KiB");
         assert_eq!(human_bytes(64 << 20), "64 MiB");
-    }
-
-    #[test]
-    fn an_unusable_folder_reason_is_read_out_of_the_disk_condition() {
-        assert_eq!(
-            unusable_reason(Some(
-                "program cache: disk cache disabled, folder /x unusable: Not a directory (os \
-                 error 20); working in memory only"
-                    .into()
-            )),
-            "Not a directory (os error 20)"
-        );
-        assert_eq!(unusable_reason(Some("other text".into())), "other text");
-        let dir = tempfile::tempdir().unwrap();
-        let file = dir.path().join("f");
-        std::fs::write(&file, b"").unwrap();
-        assert_eq!(
-            not_a_folder(&file.join("a/b")),
-            Some(format!("{} exists and is not a folder", file.display()))
-        );
-        assert_eq!(not_a_folder(&dir.path().join("new/sub")), None);
     }
 
     #[test]

@@ -1,0 +1,237 @@
+//! `gpusvc program-cache demo` (alias `gpusvc demo`): a corpus through the program cache, cold
+//! then warm, on the real driver.
+
+mod bench_probe;
+mod driver_cache;
+mod passes;
+mod report;
+mod run_cache;
+
+use std::io::Write as _;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use clap::ValueEnum;
+use corpus::LoadError;
+use headless_gl::ContextError;
+use program_cache::{GlBackend, ProgramManager};
+
+use bench_probe::{Phases, single_pass};
+use driver_cache::{DriverCache, isolate_driver_cache};
+use passes::{limit_corpus, load_builtin, load_piglit, open_context, pass};
+use report::{RunFacts, disk_delta, disk_line, human_bytes, render_table, summary};
+use run_cache::open_cache;
+
+/// Which context the demo opens.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum Api {
+    /// Built-in corpus: desktop GL core, else GLES. `--corpus`: the desktop compatibility
+    /// profile (piglit is mostly GLSL 1.10-1.40), else as for the built-in corpus.
+    Auto,
+    /// Desktop GL core profile.
+    Core,
+    /// Desktop GL compatibility profile.
+    Compat,
+    /// OpenGL ES 3.
+    Gles,
+}
+
+/// `gpusvc program-cache demo`'s arguments.
+#[derive(Debug, clap::Args)]
+pub(crate) struct DemoArgs {
+    /// A directory of piglit `.shader_test` files (searched recursively), e.g.
+    /// target/corpora/piglit/tests after scripts/fetch-corpus. Default: the built-in corpus.
+    #[arg(long, value_name = "DIR")]
+    pub(crate) corpus: Option<PathBuf>,
+    /// Use at most N programs, spread evenly over the (sorted, de-duplicated) corpus.
+    #[arg(long, value_name = "N")]
+    pub(crate) limit: Option<usize>,
+    /// Which GL context to open.
+    #[arg(long, value_enum, default_value_t = Api::Auto)]
+    pub(crate) api: Api,
+    /// The cache's byte budget, in MiB (memory, and the disk store's).
+    #[arg(long, value_name = "MIB", default_value_t = 64)]
+    pub(crate) budget_mib: usize,
+    /// (tests) The cache's byte budget in KiB, instead of --budget-mib: budgets smaller than the
+    /// built-in corpus (a few hundred KiB of binaries).
+    #[arg(long, hide = true, value_name = "KIB", conflicts_with = "budget_mib")]
+    pub(crate) budget_kib: Option<usize>,
+    /// The disk cache folder: programs linked in one run load from it at the start of the next.
+    /// A folder that cannot be used (a file, not creatable, not writable) is an error. Default:
+    /// $XDG_CACHE_HOME/gpusvc (else ~/.cache/gpusvc); when that cannot be used, or neither
+    /// variable is set, the run warns and keeps the cache in memory only.
+    #[arg(long, value_name = "DIR")]
+    pub(crate) cache_dir: Option<PathBuf>,
+    /// No disk cache: the cache lives in memory only and every run starts cold.
+    #[arg(long, conflicts_with = "cache_dir")]
+    pub(crate) no_disk_cache: bool,
+    /// (benchmarks) One pass, then one `gpusvc-startup ...` line instead of the table.
+    #[arg(long, hide = true)]
+    pub(crate) single_pass: bool,
+    /// (benchmarks) The driver's shader-cache folder, kept, instead of a fresh temporary one.
+    #[arg(long, hide = true, value_name = "DIR")]
+    pub(crate) driver_cache_dir: Option<PathBuf>,
+    /// (benchmarks) With --single-pass: compile and link straight on the driver, no program cache.
+    #[arg(long, hide = true, requires = "single_pass")]
+    pub(crate) plain_driver: bool,
+    /// (benchmarks) With --single-pass: before exiting, wait until the driver's shader-cache
+    /// folder stops changing (the driver writes it from a background queue that is not drained
+    /// at exit).
+    #[arg(long, hide = true, requires = "single_pass")]
+    pub(crate) settle_driver_cache: bool,
+}
+
+impl DemoArgs {
+    /// The cache's byte budget: `--budget-kib` when given, else `--budget-mib`.
+    pub(crate) fn budget_bytes(&self) -> usize {
+        match self.budget_kib {
+            Some(kib) => kib.saturating_mul(1 << 10),
+            None => self.budget_mib.saturating_mul(1 << 20),
+        }
+    }
+}
+
+/// Why the demo could not run.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum DemoError {
+    /// No GL context (a `GPUSVC_EGL_DEVICE` that selects no device included).
+    #[error("no GL context could be made: {0}{hint}", hint = install_hint(.0))]
+    NoContext(#[from] ContextError),
+    /// The driver shader-cache directory could not be made.
+    #[error("cannot create a directory for the driver's shader cache: {0}")]
+    TempDir(std::io::Error),
+    /// The corpus directory could not be read.
+    #[error("corpus: {0}")]
+    Corpus(#[from] LoadError),
+    /// Nothing to run.
+    #[error("corpus {0} has no vertex + fragment program to run")]
+    EmptyCorpus(String),
+    /// The folder given with `--cache-dir` cannot hold the disk cache.
+    #[error(
+        "--cache-dir {}: the folder cannot be used for the disk cache: {reason} \
+         (give a usable folder, or --no-disk-cache for a memory-only run)",
+        dir.display()
+    )]
+    CacheDir {
+        /// The folder as given.
+        dir: PathBuf,
+        /// Why the disk store could not be opened there.
+        reason: String,
+    },
+    /// Writing to stdout failed.
+    #[error("writing the report: {0}")]
+    Output(#[from] std::io::Error),
+}
+
+/// The packages hint, for errors a missing runtime can cause (not for a device selection that
+/// matched none of the devices EGL lists).
+fn install_hint(e: &ContextError) -> &'static str {
+    match e {
+        ContextError::NoEglDevice {
+            selection: Some(_), ..
+        } => "",
+        _ => {
+            "\n  (the runtime needs libegl1 libegl-mesa0 libgl1-mesa-dri; scripts/demo installs \
+             them)"
+        }
+    }
+}
+
+impl DemoError {
+    /// The process exit status for this error: 3 when no GL context can be made (an invalid or
+    /// unmatched `GPUSVC_EGL_DEVICE` included), 1 otherwise.
+    pub(crate) fn exit_code(&self) -> u8 {
+        match self {
+            DemoError::NoContext(_) => 3,
+            _ => 1,
+        }
+    }
+
+    /// True when stdout was closed by its reader (`gpusvc demo | head`): not worth a message.
+    pub(crate) fn is_broken_pipe(&self) -> bool {
+        matches!(self, DemoError::Output(e) if e.kind() == std::io::ErrorKind::BrokenPipe)
+    }
+}
+
+/// The host product that goes into the disk stamp (its version is the crate's).
+pub(crate) const HOST_PRODUCT: &str = "gpusvc-demo";
+
+/// How long the demo waits for the startup load from disk before it starts anyway.
+const LOAD_TIMEOUT: Duration = Duration::from_secs(120);
+
+fn ms_since(t: Instant) -> f64 {
+    t.elapsed().as_secs_f64() * 1e3
+}
+
+pub(crate) fn run(args: &DemoArgs, started: Instant) -> Result<(), DemoError> {
+    // A wrong corpus path fails before the driver is touched.
+    if let Some(dir) = &args.corpus
+        && !dir.is_dir()
+    {
+        return Err(LoadError::NotADirectory(dir.clone()).into());
+    }
+    // Declared before the context, so it outlives it: the directory goes after the driver is done.
+    let driver_cache = DriverCache::new(args.driver_cache_dir.as_deref())?;
+    isolate_driver_cache(driver_cache.path());
+    let context_start = Instant::now();
+    let ctx = open_context(args.api, args.corpus.is_some())?;
+    let context_ms = ms_since(context_start);
+    // As a host would: the disk cache starts loading as soon as the driver is known (its stamp
+    // needs the driver identity), in the background, while the rest of startup (here: reading
+    // the corpus) goes on.
+    let mut run = open_cache(args, &ctx);
+    let corpus_start = Instant::now();
+    let corpus = match &args.corpus {
+        Some(dir) => load_piglit(dir)?,
+        None => load_builtin(&ctx),
+    };
+    let (label, programs) = limit_corpus(args, corpus)?;
+    let corpus_ms = ms_since(corpus_start);
+    run.wait()?;
+    if args.single_pass {
+        let phases = Phases {
+            started,
+            context_ms,
+            corpus_ms,
+        };
+        return single_pass(args, &ctx, &run, &programs, phases, driver_cache.path());
+    }
+    let mut out = std::io::stdout();
+    writeln!(out, "driver: {}", ctx.info())?;
+    writeln!(out, "corpus: {label}")?;
+    let driver_cache_text = match &driver_cache {
+        DriverCache::Fresh(_) => "starts empty (fresh directory)".to_string(),
+        DriverCache::Kept(dir) => format!("is {}", dir.display()),
+    };
+    writeln!(
+        out,
+        "cache: {} budget; the driver's own shader cache {driver_cache_text}",
+        human_bytes(args.budget_bytes() as u64)
+    )?;
+
+    writeln!(out, "{}", disk_line(&run))?;
+    let mut manager = ProgramManager::new(GlBackend::new(&ctx), run.cache.clone(), "gpusvc demo");
+    let mut cold = pass(&mut manager, &programs, "cold");
+    // Queued disk writes are done outside the timed passes, so each column counts its own.
+    run.cache.flush_disk();
+    let after_cold = run.disk_counters();
+    let mut warm = pass(&mut manager, &programs, "warm");
+    run.cache.flush_disk();
+    let after_warm = run.disk_counters();
+    if let (Some(c), Some(w)) = (after_cold, after_warm) {
+        cold.disk = Some(c);
+        warm.disk = Some(disk_delta(w, c));
+    }
+
+    writeln!(out)?;
+    write!(out, "{}", render_table(&cold, &warm))?;
+    let facts = RunFacts {
+        budget_bytes: args.budget_bytes(),
+        load_ms: run.load_ms,
+    };
+    for line in summary(&cold, &warm, &facts) {
+        writeln!(out, "{line}")?;
+    }
+    out.flush()?;
+    Ok(())
+}

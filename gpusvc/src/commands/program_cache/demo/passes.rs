@@ -1,0 +1,169 @@
+//! The context, the corpus and the timed passes over it.
+
+use std::io::IsTerminal as _;
+use std::path::Path;
+use std::time::Instant;
+
+use corpus::{Dialect, ProgramSource, builtin, dedup_sources, load_dir, spread};
+use headless_gl::ShaderStage;
+use headless_gl::{ApiPreference, ContextError, ContextOptions, GlApi, GlContext};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use program_cache::stats::names;
+use program_cache::{
+    CompileOutcome, GlBackend, LinkOrigin, ProgramCache, ProgramManager, ProgramOptions, Shader,
+};
+
+use super::report::{Pass, counters_delta};
+use super::{Api, DemoArgs, DemoError};
+
+pub(super) fn open_context(api: Api, piglit: bool) -> Result<GlContext, ContextError> {
+    let with = |api| ContextOptions {
+        api,
+        ..ContextOptions::default()
+    };
+    match api {
+        Api::Core => GlContext::open(&with(ApiPreference::DesktopCore)),
+        Api::Compat => GlContext::open(&with(ApiPreference::DesktopCompatibility)),
+        Api::Gles => GlContext::open(&with(ApiPreference::Gles)),
+        Api::Auto if piglit => GlContext::open(&with(ApiPreference::DesktopCompatibility))
+            .or_else(|_| GlContext::open(&with(ApiPreference::Auto))),
+        Api::Auto => GlContext::open(&with(ApiPreference::Auto)),
+    }
+}
+
+/// A piglit directory's programs and a line describing them.
+pub(super) fn load_piglit(dir: &Path) -> Result<(String, Vec<ProgramSource>), DemoError> {
+    let loaded = load_dir(dir)?;
+    let mut programs = loaded.programs.clone();
+    let duplicates = dedup_sources(&mut programs);
+    let mut label = format!(
+        "{}: {} .shader_test files, {} distinct vertex+fragment programs \
+         ({duplicates} duplicates and {} unusable files left out",
+        dir.display(),
+        loaded.files,
+        programs.len(),
+        loaded.skipped.len()
+    );
+    let reasons: Vec<String> = loaded
+        .skip_counts()
+        .into_iter()
+        .map(|(reason, n)| format!("{n} {reason}"))
+        .collect();
+    if !reasons.is_empty() {
+        label.push_str(&format!(": {}", reasons.join(", ")));
+    }
+    label.push(')');
+    Ok((label, programs))
+}
+
+/// The built-in corpus in the context's dialect, and a line describing it.
+pub(super) fn load_builtin(ctx: &GlContext) -> (String, Vec<ProgramSource>) {
+    let dialect = match ctx.info().api {
+        GlApi::DesktopCore => Dialect::DesktopCore330,
+        GlApi::Gles => Dialect::Es300,
+    };
+    let programs = builtin(dialect);
+    let label = format!(
+        "built-in: {} generated programs ({})",
+        programs.len(),
+        dialect.prelude().lines().next().unwrap_or_default()
+    );
+    (label, programs)
+}
+
+/// Applies `--limit` and refuses an empty corpus.
+pub(super) fn limit_corpus(
+    args: &DemoArgs,
+    (mut label, mut programs): (String, Vec<ProgramSource>),
+) -> Result<(String, Vec<ProgramSource>), DemoError> {
+    if let Some(limit) = args.limit
+        && limit < programs.len()
+    {
+        programs = spread(&programs, limit);
+        label.push_str(&format!("; {} used (--limit)", programs.len()));
+    }
+    if programs.is_empty() {
+        let name = args
+            .corpus
+            .as_ref()
+            .map_or_else(|| "built-in".into(), |d| d.display().to_string());
+        return Err(DemoError::EmptyCorpus(name));
+    }
+    Ok((label, programs))
+}
+
+pub(super) fn progress(len: usize, prefix: &'static str) -> ProgressBar {
+    if !std::io::stdout().is_terminal() {
+        return ProgressBar::hidden();
+    }
+    let bar = ProgressBar::with_draw_target(Some(len as u64), ProgressDrawTarget::stdout());
+    if let Ok(style) = ProgressStyle::with_template("{prefix:>5} [{bar:40}] {pos}/{len} {wide_msg}")
+    {
+        bar.set_style(style.progress_chars("=> "));
+    }
+    bar.set_prefix(prefix);
+    bar
+}
+
+/// The sum of the binary sizes the cache has saved so far.
+pub(super) fn saved_binary_bytes(cache: &ProgramCache) -> f64 {
+    cache
+        .stats()
+        .histograms
+        .get(names::PROGRAM_BINARY_SIZE)
+        .map_or(0.0, |h| h.sum)
+}
+
+/// Compiles and links every program once through `manager`.
+pub(super) fn pass(
+    manager: &mut ProgramManager<GlBackend<'_>>,
+    programs: &[ProgramSource],
+    prefix: &'static str,
+) -> Pass {
+    let bar = progress(programs.len(), prefix);
+    let options = ProgramOptions::default();
+    let counters_before = manager.cache().counters();
+    let saved_before = saved_binary_bytes(manager.cache());
+    let mut result = Pass {
+        programs: programs.len(),
+        entries_before: manager.cache().len(),
+        ..Pass::default()
+    };
+    for program in programs {
+        bar.set_message(program.name.clone());
+        let start = Instant::now();
+        let mut vertex = Shader::new(ShaderStage::Vertex, program.vertex.as_str());
+        let mut fragment = Shader::new(ShaderStage::Fragment, program.fragment.as_str());
+        let compiled = [manager.compile(&mut vertex), manager.compile(&mut fragment)];
+        let linked = if compiled.contains(&CompileOutcome::Failed) {
+            result.compile_failures += 1;
+            None
+        } else {
+            manager.link(&mut vertex, &mut fragment, &options).ok()
+        };
+        let elapsed = start.elapsed().as_secs_f64() * 1e3;
+        result.total_ms += elapsed;
+        match linked.map(|l| l.origin) {
+            Some(origin) => {
+                result.linked += 1;
+                result.linked_ms.push(elapsed);
+                match origin {
+                    LinkOrigin::CacheHit => result.from_cache_ms.push(elapsed),
+                    LinkOrigin::RelinkedAfterRejection | LinkOrigin::Linked => {
+                        result.compiled_ms.push(elapsed)
+                    }
+                }
+            }
+            None if !compiled.contains(&CompileOutcome::Failed) => result.link_failures += 1,
+            None => {}
+        }
+        bar.inc(1);
+    }
+    bar.finish_and_clear();
+    let cache = manager.cache();
+    result.counters = counters_delta(cache.counters(), counters_before);
+    result.saved_binary_bytes = (saved_binary_bytes(cache) - saved_before).max(0.0) as u64;
+    result.bytes_cached = cache.size_bytes();
+    result.entries_cached = cache.len();
+    result
+}
