@@ -1,10 +1,12 @@
 //! The C ABI exercised from Rust, through the exported `extern "C"` functions.
 
+mod common;
+
 use std::ffi::{CStr, c_char};
 use std::ptr;
 
+use common::*;
 use gpusvc::*;
-use test_support::gl::{gl_required, isolate_shader_cache};
 
 fn message(code: u32, len: usize) -> (gpusvc_result, String, usize) {
     let mut buf = vec![0x7f as c_char; len.max(1)];
@@ -20,18 +22,6 @@ fn message(code: u32, len: usize) -> (gpusvc_result, String, usize) {
         String::new()
     };
     (r, text, out_len)
-}
-
-fn last_detail() -> String {
-    let mut buf = [0 as c_char; 512];
-    let mut n = 0;
-    // SAFETY: buffer of 512 bytes and a live usize.
-    let r = unsafe { gpusvc_last_error_detail(buf.as_mut_ptr(), buf.len(), &mut n) };
-    assert_eq!(r, gpusvc_result::GPUSVC_OK);
-    // SAFETY: NUL-terminated on success.
-    unsafe { CStr::from_ptr(buf.as_ptr()) }
-        .to_string_lossy()
-        .into_owned()
 }
 
 #[test]
@@ -143,26 +133,6 @@ fn null_arguments_are_rejected_and_outputs_untouched() {
     }
 }
 
-/// Opens a context through the ABI, or skips under the `GPUSVC_REQUIRE_GL` policy.
-fn open(test: &str, api: u32) -> Option<*mut gpusvc_gl_context> {
-    isolate_shader_cache();
-    let mut ctx = ptr::null_mut();
-    // SAFETY: `ctx` is a live pointer slot.
-    let r = unsafe { gpusvc_gl_context_open(api, &mut ctx) };
-    if r == gpusvc_result::GPUSVC_OK {
-        assert!(!ctx.is_null());
-        return Some(ctx);
-    }
-    assert!(ctx.is_null(), "output written on failure");
-    let why = format!("{r:?}: {}", last_detail());
-    assert!(
-        !gl_required(),
-        "{test}: GPUSVC_REQUIRE_GL is set but no context: {why}"
-    );
-    eprintln!("SKIP {test}: no GL context: {why}");
-    None
-}
-
 fn string(
     ctx: *const gpusvc_gl_context,
     get: unsafe extern "C" fn(*const gpusvc_gl_context, *mut *const c_char) -> gpusvc_result,
@@ -176,7 +146,7 @@ fn string(
 
 #[test]
 fn driver_identity_through_the_c_abi() {
-    let Some(ctx) = open("driver_identity_through_the_c_abi", 0) else {
+    let Some(ctx) = open_gl_context("driver_identity_through_the_c_abi", 0) else {
         return;
     };
     let vendor = string(ctx, gpusvc_gl_context_vendor);
@@ -228,7 +198,7 @@ fn driver_identity_through_the_c_abi() {
 
 #[test]
 fn gles_context_through_the_c_abi() {
-    let Some(ctx) = open("gles_context_through_the_c_abi", 2) else {
+    let Some(ctx) = open_gl_context("gles_context_through_the_c_abi", 2) else {
         return;
     };
     let mut api = 0u32;
@@ -246,7 +216,8 @@ fn gles_context_through_the_c_abi() {
 
 #[test]
 fn freeing_on_another_thread_leaks_instead_of_destroying() {
-    let Some(ctx) = open("freeing_on_another_thread_leaks_instead_of_destroying", 0) else {
+    let Some(ctx) = open_gl_context("freeing_on_another_thread_leaks_instead_of_destroying", 0)
+    else {
         return;
     };
     let ctx_addr = ctx as usize;

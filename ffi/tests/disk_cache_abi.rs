@@ -3,29 +3,18 @@
 //! folder, the kill switch, the stamp from a live GL context (and a real-driver round trip), and
 //! the bad inputs the ABI turns into codes.
 
+mod common;
+
 use std::ffi::{CStr, CString, c_char, c_void};
 use std::path::{Path, PathBuf};
 use std::ptr;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use common::*;
 use gpusvc::*;
-use test_support::gl::{gl_required, isolate_shader_cache};
 
-const OK: gpusvc_result = gpusvc_result::GPUSVC_OK;
 const WAIT_MS: u32 = 10_000;
-
-fn last_detail() -> String {
-    let mut buf = [0 as c_char; 1024];
-    let mut n = 0;
-    // SAFETY: a 1024-byte buffer and a live usize.
-    let r = unsafe { gpusvc_last_error_detail(buf.as_mut_ptr(), buf.len(), &mut n) };
-    assert_eq!(r, OK);
-    // SAFETY: NUL-terminated on success.
-    unsafe { CStr::from_ptr(buf.as_ptr()) }
-        .to_string_lossy()
-        .into_owned()
-}
 
 fn cache_config(budget: usize) -> gpusvc_program_cache_config {
     let mut c = gpusvc_program_cache_config {
@@ -698,35 +687,6 @@ fn the_timeout_code_has_its_own_number_and_message() {
 
 // ---- the real driver ----
 
-fn open_context(test: &str) -> Option<*mut gpusvc_gl_context> {
-    isolate_shader_cache();
-    let mut ctx = ptr::null_mut();
-    // SAFETY: a live out slot.
-    let r = unsafe { gpusvc_gl_context_open(0, &mut ctx) };
-    if r == OK {
-        return Some(ctx);
-    }
-    let why = format!("{r:?}: {}", last_detail());
-    assert!(
-        !gl_required(),
-        "{test}: GPUSVC_REQUIRE_GL is set but no context: {why}"
-    );
-    eprintln!("SKIP {test}: no GL context: {why}");
-    None
-}
-
-fn glsl(ctx: *const gpusvc_gl_context, body: &str) -> String {
-    let mut api = 0;
-    // SAFETY: live context and out slot.
-    assert_eq!(unsafe { gpusvc_gl_context_api(ctx, &mut api) }, OK);
-    let prelude = if api == gpusvc_gl_api::GPUSVC_GL_API_GLES as u32 {
-        "#version 300 es\nprecision highp float;\n"
-    } else {
-        "#version 330 core\n"
-    };
-    format!("{prelude}{body}")
-}
-
 const VS: &str = "in vec2 a_position;\nuniform float u_scale;\n\
 void main() { gl_Position = vec4(a_position * u_scale, 0.0, 1.0); }\n";
 const FS: &str = "uniform vec4 u_tint;\nout vec4 o_color;\nvoid main() { o_color = u_tint; }\n";
@@ -778,8 +738,10 @@ fn link_once(ctx: *mut gpusvc_gl_context, cache: *mut gpusvc_program_cache) -> u
 
 #[test]
 fn the_stamp_from_a_live_context_and_a_real_binary_round_trip() {
-    let Some(ctx) = open_context("the_stamp_from_a_live_context_and_a_real_binary_round_trip")
-    else {
+    let Some(ctx) = open_gl_context(
+        "the_stamp_from_a_live_context_and_a_real_binary_round_trip",
+        0,
+    ) else {
         return;
     };
     let mut identity = gpusvc_driver_identity {

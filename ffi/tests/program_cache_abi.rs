@@ -3,28 +3,16 @@
 //! host-callback fake GL and over the real driver, and every bad input the ABI promises to turn
 //! into a code.
 
+mod common;
+
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::ffi::{CStr, CString, c_char, c_void};
 use std::ptr;
 use std::sync::Mutex;
 
+use common::*;
 use gpusvc::*;
-use test_support::gl::{gl_required, isolate_shader_cache};
-
-const OK: gpusvc_result = gpusvc_result::GPUSVC_OK;
-
-fn last_detail() -> String {
-    let mut buf = [0 as c_char; 1024];
-    let mut n = 0;
-    // SAFETY: a 1024-byte buffer and a live usize.
-    let r = unsafe { gpusvc_last_error_detail(buf.as_mut_ptr(), buf.len(), &mut n) };
-    assert_eq!(r, OK);
-    // SAFETY: NUL-terminated on success.
-    unsafe { CStr::from_ptr(buf.as_ptr()) }
-        .to_string_lossy()
-        .into_owned()
-}
 
 fn config(budget: usize) -> gpusvc_program_cache_config {
     let mut c = gpusvc_program_cache_config {
@@ -1663,35 +1651,6 @@ fn shader_inputs_are_validated() {
 
 // ---- the flow on the real driver ----
 
-fn open(test: &str) -> Option<*mut gpusvc_gl_context> {
-    isolate_shader_cache();
-    let mut ctx = ptr::null_mut();
-    // SAFETY: a live out slot.
-    let r = unsafe { gpusvc_gl_context_open(0, &mut ctx) };
-    if r == OK {
-        return Some(ctx);
-    }
-    let why = format!("{r:?}: {}", last_detail());
-    assert!(
-        !gl_required(),
-        "{test}: GPUSVC_REQUIRE_GL is set but no context: {why}"
-    );
-    eprintln!("SKIP {test}: no GL context: {why}");
-    None
-}
-
-fn glsl(ctx: *const gpusvc_gl_context, body: &str) -> String {
-    let mut api = 0;
-    // SAFETY: live context and out slot.
-    assert_eq!(unsafe { gpusvc_gl_context_api(ctx, &mut api) }, OK);
-    let prelude = if api == gpusvc_gl_api::GPUSVC_GL_API_GLES as u32 {
-        "#version 300 es\nprecision highp float;\n"
-    } else {
-        "#version 330 core\n"
-    };
-    format!("{prelude}{body}")
-}
-
 const VS: &str = "in vec2 a_position;\nin vec4 a_color;\nuniform float u_scale;\nout vec4 v_color;\n\
 void main() { v_color = a_color; gl_Position = vec4(a_position * u_scale, 0.0, 1.0); }\n";
 const FS: &str = "in vec4 v_color;\nuniform vec4 u_tint;\nout vec4 o_color;\n\
@@ -1699,7 +1658,10 @@ void main() { o_color = v_color * u_tint; }\n";
 
 #[test]
 fn gl_flow_cold_link_then_cache_hit_with_the_same_reflection() {
-    let Some(ctx) = open("gl_flow_cold_link_then_cache_hit_with_the_same_reflection") else {
+    let Some(ctx) = open_gl_context(
+        "gl_flow_cold_link_then_cache_hit_with_the_same_reflection",
+        0,
+    ) else {
         return;
     };
     let cache = new_cache(1 << 22);
@@ -1782,7 +1744,7 @@ fn gl_flow_cold_link_then_cache_hit_with_the_same_reflection() {
 
 #[test]
 fn gl_manager_needs_a_live_context_on_its_thread() {
-    let Some(ctx) = open("gl_manager_needs_a_live_context_on_its_thread") else {
+    let Some(ctx) = open_gl_context("gl_manager_needs_a_live_context_on_its_thread", 0) else {
         return;
     };
     let cache = new_cache(1 << 20);

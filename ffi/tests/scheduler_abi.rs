@@ -2,20 +2,18 @@
 //! per scheduler behaviour (the setups of `gpu-scheduler/tests/behaviours.rs`), and the bad
 //! inputs the ABI promises to turn into a code.
 
+mod common;
+
 use std::ffi::c_void;
 use std::ptr;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use common::*;
 use gpusvc::*;
 
-const OK: gpusvc_result = gpusvc_result::GPUSVC_OK;
 const LOW: u32 = gpusvc_scheduler_priority::GPUSVC_SCHEDULER_PRIORITY_LOW as u32;
-const NORMAL: u32 = gpusvc_scheduler_priority::GPUSVC_SCHEDULER_PRIORITY_NORMAL as u32;
-const HIGH: u32 = gpusvc_scheduler_priority::GPUSVC_SCHEDULER_PRIORITY_HIGH as u32;
 const REAL_TIME: u32 = gpusvc_scheduler_priority::GPUSVC_SCHEDULER_PRIORITY_REAL_TIME as u32;
-const DONE: u32 = gpusvc_scheduler_task_result::GPUSVC_SCHEDULER_TASK_DONE as u32;
-const CONTINUE: u32 = gpusvc_scheduler_task_result::GPUSVC_SCHEDULER_TASK_CONTINUE_LATER as u32;
 
 type Log = Mutex<Vec<String>>;
 

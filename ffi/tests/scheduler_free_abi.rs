@@ -3,17 +3,14 @@
 //! later"), the run call in progress returns, and every pending task's `destroy` runs exactly
 //! once.
 
+mod common;
+
 use std::ffi::c_void;
 use std::ptr;
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 
+use common::*;
 use gpusvc::*;
-
-const OK: gpusvc_result = gpusvc_result::GPUSVC_OK;
-const NORMAL: u32 = gpusvc_scheduler_priority::GPUSVC_SCHEDULER_PRIORITY_NORMAL as u32;
-const HIGH: u32 = gpusvc_scheduler_priority::GPUSVC_SCHEDULER_PRIORITY_HIGH as u32;
-const DONE: u32 = gpusvc_scheduler_task_result::GPUSVC_SCHEDULER_TASK_DONE as u32;
-const CONTINUE: u32 = gpusvc_scheduler_task_result::GPUSVC_SCHEDULER_TASK_CONTINUE_LATER as u32;
 
 /// One task's record: how often it ran and how often its `destroy` ran.
 struct Probe {

@@ -2,13 +2,14 @@
 //! sync-points behaviour (the setups of `sync-points/tests/behaviours.rs`), and every bad input
 //! the ABI promises to turn into a code.
 
+mod common;
+
 use std::ffi::c_void;
 use std::ptr;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
+use common::*;
 use gpusvc::*;
-
-const OK: gpusvc_result = gpusvc_result::GPUSVC_OK;
 
 /// A manager freed on drop.
 struct Manager(*mut gpusvc_sync_manager);

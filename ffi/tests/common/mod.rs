@@ -1,0 +1,65 @@
+//! Helpers shared by the ffi integration tests (each test file includes this module; not every
+//! file uses every helper).
+
+#![allow(dead_code)]
+
+use std::ffi::{CStr, c_char};
+use std::ptr;
+
+use gpusvc::*;
+use test_support::gl::{gl_required, isolate_shader_cache};
+
+pub(crate) const OK: gpusvc_result = gpusvc_result::GPUSVC_OK;
+
+pub(crate) const NORMAL: u32 = gpusvc_scheduler_priority::GPUSVC_SCHEDULER_PRIORITY_NORMAL as u32;
+pub(crate) const HIGH: u32 = gpusvc_scheduler_priority::GPUSVC_SCHEDULER_PRIORITY_HIGH as u32;
+pub(crate) const DONE: u32 = gpusvc_scheduler_task_result::GPUSVC_SCHEDULER_TASK_DONE as u32;
+pub(crate) const CONTINUE: u32 =
+    gpusvc_scheduler_task_result::GPUSVC_SCHEDULER_TASK_CONTINUE_LATER as u32;
+
+/// This thread's `gpusvc_last_error_detail`.
+pub(crate) fn last_detail() -> String {
+    let mut buf = [0 as c_char; 1024];
+    let mut n = 0;
+    // SAFETY: a 1024-byte buffer and a live usize.
+    let r = unsafe { gpusvc_last_error_detail(buf.as_mut_ptr(), buf.len(), &mut n) };
+    assert_eq!(r, OK);
+    // SAFETY: NUL-terminated on success.
+    unsafe { CStr::from_ptr(buf.as_ptr()) }
+        .to_string_lossy()
+        .into_owned()
+}
+
+/// Opens a context of `api` (a `gpusvc_gl_api` value) through the ABI, or skips under the
+/// `GPUSVC_REQUIRE_GL` policy (None, after printing why).
+pub(crate) fn open_gl_context(test: &str, api: u32) -> Option<*mut gpusvc_gl_context> {
+    isolate_shader_cache();
+    let mut ctx = ptr::null_mut();
+    // SAFETY: `ctx` is a live pointer slot.
+    let r = unsafe { gpusvc_gl_context_open(api, &mut ctx) };
+    if r == OK {
+        assert!(!ctx.is_null());
+        return Some(ctx);
+    }
+    assert!(ctx.is_null(), "output written on failure");
+    let why = format!("{r:?}: {}", last_detail());
+    assert!(
+        !gl_required(),
+        "{test}: GPUSVC_REQUIRE_GL is set but no context: {why}"
+    );
+    eprintln!("SKIP {test}: no GL context: {why}");
+    None
+}
+
+/// `body` with the GLSL version line (and precision) the context's API needs.
+pub(crate) fn glsl(ctx: *const gpusvc_gl_context, body: &str) -> String {
+    let mut api = 0;
+    // SAFETY: live context and out slot.
+    assert_eq!(unsafe { gpusvc_gl_context_api(ctx, &mut api) }, OK);
+    let prelude = if api == gpusvc_gl_api::GPUSVC_GL_API_GLES as u32 {
+        "#version 300 es\nprecision highp float;\n"
+    } else {
+        "#version 330 core\n"
+    };
+    format!("{prelude}{body}")
+}
