@@ -394,3 +394,59 @@ pub(crate) fn take_local<H, T: Any + Default>(handle: *const H, kind: Kind) -> T
             T::default()
         })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug)]
+    struct Opaque;
+
+    fn code<T>(r: Result<T, FfiError>) -> gpusvc_result {
+        r.map(|_| ()).unwrap_err().code()
+    }
+
+    #[test]
+    fn a_thread_bound_kind_is_used_and_freed_on_its_thread_only_but_its_view_anywhere() {
+        assert!(Kind::GlContext.thread_bound() && !Kind::ProgramCache.thread_bound());
+        let h: *mut Opaque =
+            new_local_with_view(Kind::GlContext, 7u32, Some(Arc::new(String::from("id"))));
+        let addr = h.addr();
+        std::thread::spawn(move || {
+            let h: *mut Opaque = to_handle(addr);
+            assert_eq!(*view::<_, String>(h, "h", Kind::GlContext).unwrap(), "id");
+            let wrong = gpusvc_result::GPUSVC_WRONG_THREAD;
+            assert_eq!(code(local::<_, u32>(h, "h", Kind::GlContext)), wrong);
+            assert_eq!(code(free(h, Kind::GlContext)), wrong);
+        })
+        .join()
+        .unwrap();
+        assert_eq!(
+            *local::<_, u32>(h, "h", Kind::GlContext)
+                .unwrap()
+                .borrow()
+                .unwrap(),
+            7
+        );
+        free(h, Kind::GlContext).unwrap();
+        let invalid = gpusvc_result::GPUSVC_INVALID_HANDLE;
+        assert_eq!(code(view::<_, String>(h, "h", Kind::GlContext)), invalid);
+        assert_eq!(code(free(h, Kind::GlContext)), invalid);
+    }
+
+    #[test]
+    fn freeing_a_shared_handle_closes_its_gates_and_ids_are_never_reused() {
+        let gate = Gate::new();
+        let h: *mut Opaque = new_shared_gated(Kind::SyncManager, Arc::new(1u8), vec![gate.clone()]);
+        assert_eq!(gate.call(|| ()), Some(()));
+        free(h, Kind::SyncManager).unwrap();
+        assert_eq!(gate.call(|| ()), None);
+        let again: *mut Opaque = new_shared(Kind::SyncManager, 2u8);
+        assert_ne!(again.addr(), h.addr());
+        assert_eq!(
+            code(shared::<_, u8>(h, "h", Kind::SyncManager)),
+            gpusvc_result::GPUSVC_INVALID_HANDLE
+        );
+        free(again, Kind::SyncManager).unwrap();
+    }
+}

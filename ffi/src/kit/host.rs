@@ -112,3 +112,25 @@ impl Gate {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_closed_gate_calls_nothing_and_a_nested_call_is_skipped() {
+        let gate = Gate::new();
+        assert_eq!(gate.call(|| 1), Some(1));
+        // A call made from inside a gated call on the same thread is skipped, not deadlocked.
+        assert_eq!(gate.call(|| gate.call(|| 2)), Some(None));
+        gate.close();
+        assert_eq!(gate.call(|| 3), None);
+    }
+
+    #[test]
+    fn closing_from_inside_a_call_does_not_wait_for_itself() {
+        let gate = Gate::new();
+        assert_eq!(gate.call(|| gate.close()), Some(()));
+        assert_eq!(gate.call(|| ()), None);
+    }
+}
