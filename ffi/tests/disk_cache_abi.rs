@@ -16,21 +16,6 @@ use gpusvc::*;
 
 const WAIT_MS: u32 = 10_000;
 
-fn cache_config(budget: usize) -> gpusvc_program_cache_config {
-    let mut c = gpusvc_program_cache_config {
-        budget_bytes: 0,
-        policy: 0,
-        max_unreferenced_shader_statuses: 0,
-    };
-    // SAFETY: `c` is a live local.
-    let r = unsafe {
-        gpusvc_program_cache_config_defaults(GPUSVC_PROGRAM_CACHE_PROFILE_DESKTOP, &mut c)
-    };
-    assert_eq!(r, OK);
-    c.budget_bytes = budget;
-    c
-}
-
 /// What the log callback received.
 #[derive(Default)]
 struct LogSink {

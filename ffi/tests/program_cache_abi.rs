@@ -14,25 +14,12 @@ use std::sync::Mutex;
 use common::*;
 use gpusvc::*;
 
-fn config(budget: usize) -> gpusvc_program_cache_config {
-    let mut c = gpusvc_program_cache_config {
-        budget_bytes: 0,
-        policy: 0,
-        max_unreferenced_shader_statuses: 0,
-    };
-    // SAFETY: `c` is a live local.
-    let r = unsafe {
-        gpusvc_program_cache_config_defaults(GPUSVC_PROGRAM_CACHE_PROFILE_DESKTOP, &mut c)
-    };
-    assert_eq!(r, OK);
-    c.budget_bytes = budget;
-    c
-}
-
 fn new_cache(budget: usize) -> *mut gpusvc_program_cache {
     let mut cache = ptr::null_mut();
     // SAFETY: live config and out slot.
-    let r = unsafe { gpusvc_program_cache_new(&config(budget), None, ptr::null_mut(), &mut cache) };
+    let r = unsafe {
+        gpusvc_program_cache_new(&cache_config(budget), None, ptr::null_mut(), &mut cache)
+    };
     assert_eq!(r, OK, "{}", last_detail());
     cache
 }
@@ -177,7 +164,7 @@ fn eviction_order(cache: *mut gpusvc_program_cache) -> Vec<gpusvc_program_cache_
 
 #[test]
 fn config_defaults_and_creation_validate_their_input() {
-    let mut c = config(0);
+    let mut c = cache_config(0);
     // SAFETY: live locals and NULL where the contract allows it.
     unsafe {
         assert_eq!(
@@ -610,7 +597,7 @@ fn eviction_order_trim_pressure_and_clear() {
 fn cache_with(policy: u32, budget: usize) -> *mut gpusvc_program_cache {
     let c = gpusvc_program_cache_config {
         policy,
-        ..config(budget)
+        ..cache_config(budget)
     };
     let mut cache = ptr::null_mut();
     // SAFETY: live config and out slot.
@@ -668,7 +655,7 @@ fn every_eviction_policy_is_accepted_and_the_default_keeps_hitting_a_cycle_over_
         .collect();
     let later_hits = |policy| {
         let cache = cache_with(policy, budget);
-        let mut back = config(0);
+        let mut back = cache_config(0);
         // SAFETY: live handle and out slot.
         let r = unsafe { gpusvc_program_cache_current_config(cache, &mut back) };
         assert_eq!(r, OK);
@@ -694,7 +681,7 @@ fn every_eviction_policy_is_accepted_and_the_default_keeps_hitting_a_cycle_over_
     // 2 to 5.
     assert!(by_policy[4] >= 60 * 4 / 4, "W-TinyLFU: {by_policy:?}");
     assert_eq!(
-        config(budget).policy,
+        cache_config(budget).policy,
         GPUSVC_PROGRAM_CACHE_EVICTION_POLICY_W_TINYLFU
     );
 }
@@ -791,7 +778,7 @@ fn histograms_reach_the_callback_and_the_summaries() {
     unsafe {
         assert_eq!(
             gpusvc_program_cache_new(
-                &config(1 << 20),
+                &cache_config(1 << 20),
                 Some(record_sample),
                 &samples as *const Samples as *mut c_void,
                 &mut cache

@@ -17,6 +17,22 @@ pub(crate) const DONE: u32 = gpusvc_scheduler_task_result::GPUSVC_SCHEDULER_TASK
 pub(crate) const CONTINUE: u32 =
     gpusvc_scheduler_task_result::GPUSVC_SCHEDULER_TASK_CONTINUE_LATER as u32;
 
+/// The desktop profile's cache configuration with another budget.
+pub(crate) fn cache_config(budget: usize) -> gpusvc_program_cache_config {
+    let mut c = gpusvc_program_cache_config {
+        budget_bytes: 0,
+        policy: 0,
+        max_unreferenced_shader_statuses: 0,
+    };
+    // SAFETY: `c` is a live local.
+    let r = unsafe {
+        gpusvc_program_cache_config_defaults(GPUSVC_PROGRAM_CACHE_PROFILE_DESKTOP, &mut c)
+    };
+    assert_eq!(r, OK);
+    c.budget_bytes = budget;
+    c
+}
+
 /// This thread's `gpusvc_last_error_detail`.
 pub(crate) fn last_detail() -> String {
     let mut buf = [0 as c_char; 1024];
