@@ -1,7 +1,7 @@
 //! Startup: a fresh GPU process linking its programs, with our disk cache versus Mesa's own
 //! shader cache; the disk loader's throughput; LZ4 on versus off.
 //!
-//! `cargo bench -p gpusvc-program-cache --bench startup`
+//! `cargo bench -p gpusvc --bench startup`
 //!
 //! Every measured run is a fresh process: `gpusvc demo --single-pass` (a hidden mode of the
 //! demo), built first with `cargo build --release -p gpusvc` (or `GPUSVC_BIN=<path>` to use a
