@@ -2239,8 +2239,10 @@ gpusvc_result gpusvc_scheduler_add_stream(const struct gpusvc_scheduler *schedul
                                           uint64_t *out_stream);
 
 /*
- Removes a stream: its pending tasks are dropped without running, its sequence destroyed and
- the priority it lent through its waits taken back; what it did into `*out_removed`.
+ Removes a stream: its pending tasks are dropped without running, its sequence and the clients
+ made on it with `gpusvc_scheduler_create_client` destroyed (waits on their tokens end; the
+ tokens read as released) and the priority it lent through its waits taken back; what it did
+ into `*out_removed`.
 
  # Safety
  `out_removed` is NULL or valid for one write.
@@ -2376,7 +2378,10 @@ gpusvc_result gpusvc_scheduler_stream_sequence(const struct gpusvc_scheduler *sc
  Creates the sync client `(namespace_id, command_buffer_id)` bound to `stream`'s sequence: a
  stream waiting on its tokens lends its priority to `stream`. Its tokens are released from a
  task of `stream` with `gpusvc_scheduler_release` (or `gpusvc_sync_client_release` when the
- scheduler was made over that sync manager).
+ scheduler was made over that sync manager). The scheduler owns the client: it is destroyed
+ with its stream (`gpusvc_scheduler_remove_stream`, `gpusvc_scheduler_free`), unless it was
+ destroyed before with `gpusvc_sync_client_destroy` (a client created since under the same
+ id is the host's and is left alone).
 
  # Safety
  No pointer is dereferenced but the handle, which is checked.

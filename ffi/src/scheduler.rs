@@ -11,17 +11,16 @@
 //! deterministic tests or a host time base) and a per-task metrics callback;
 //! `gpusvc_scheduler_metrics` reads the per-priority metrics at any time.
 
-use std::collections::HashSet;
 use std::ffi::c_void;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use gpu_scheduler::{
     Clock, MetricsCallback, Priority, PriorityMetrics, Scheduler, SchedulerConfig, SchedulerError,
     StreamId, Task, TaskFn, TaskResult, TaskSample,
 };
-use sync_points::{ClientId, SyncPointManager, SyncToken};
+use sync_points::{SyncPointManager, SyncToken};
 
 use crate::kit::handle::{self, Kind};
 use crate::kit::{
@@ -188,28 +187,7 @@ pub struct gpusvc_scheduler_removed_stream {
     pub lent_priority: u32,
 }
 
-/// The object behind a handle: the scheduler, and the clients made through it (destroyed with
-/// it, so no wait outlives it).
-#[derive(Debug)]
-struct SchedulerHandle {
-    inner: Arc<Scheduler>,
-    clients: Mutex<HashSet<ClientId>>,
-}
-
-fn clients(m: &Mutex<HashSet<ClientId>>) -> MutexGuard<'_, HashSet<ClientId>> {
-    // The set is consistent at every point a panic could happen.
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-impl Drop for SchedulerHandle {
-    fn drop(&mut self) {
-        for id in std::mem::take(&mut *clients(&self.clients)) {
-            self.inner.sync_points().destroy_client(id);
-        }
-    }
-}
-
-fn scheduler(s: *const gpusvc_scheduler) -> Result<Arc<SchedulerHandle>, FfiError> {
+fn scheduler(s: *const gpusvc_scheduler) -> Result<Arc<Scheduler>, FfiError> {
     handle::shared(s, "scheduler", Kind::Scheduler)
 }
 
@@ -287,12 +265,11 @@ fn config_in(c: &gpusvc_scheduler_config) -> Result<SchedulerConfig, FfiError> {
     if c.granularity_ns != 0 {
         config.granularity = Duration::from_nanos(c.granularity_ns);
     }
-    if config.time_slice < config.granularity {
-        return Err(invalid_argument(format!(
-            "time slice {:?} is shorter than the granularity {:?}",
-            config.time_slice, config.granularity
-        )));
-    }
+    // The crate's rule, checked before the host clock's first reading: a refused config never
+    // calls the host.
+    config
+        .validate()
+        .map_err(|e| invalid_argument(e.to_string()))?;
     if let Some(now_ns) = HostFn::optional(c.now_ns, c.clock_user_data) {
         config.clock = Arc::new(HostClock::new(now_ns));
     }
@@ -345,7 +322,7 @@ unsafe fn stream_query<T>(
         let s = self::scheduler(scheduler)?;
         // SAFETY: forwarded from this function's contract.
         let out = unsafe { Out::new(out, out_name) }?;
-        out.write(query(&s.inner, StreamId(stream)).map_err(scheduler_error)?);
+        out.write(query(&s, StreamId(stream)).map_err(scheduler_error)?);
         Ok(())
     })
 }
@@ -416,12 +393,10 @@ fn new_handle(
     } else {
         sync_points_of(manager)?
     };
-    Ok(handle::new_shared(
+    Ok(handle::new_shared_gated(
         Kind::Scheduler,
-        SchedulerHandle {
-            inner: Scheduler::with_config(sync, config),
-            clients: Mutex::new(HashSet::new()),
-        },
+        Scheduler::with_config(sync, config),
+        Vec::new(),
     ))
 }
 
@@ -468,7 +443,7 @@ pub unsafe extern "C" fn gpusvc_scheduler_free(scheduler: *mut gpusvc_scheduler)
         if !scheduler.is_null() {
             // A call in progress (the driver, when this runs inside a task) holds its own
             // reference: shut down now, not when the last reference goes.
-            self::scheduler(scheduler)?.inner.shutdown();
+            self::scheduler(scheduler)?.shutdown();
         }
         handle::free(scheduler, Kind::Scheduler)
     })
@@ -489,14 +464,16 @@ pub unsafe extern "C" fn gpusvc_scheduler_add_stream(
         // SAFETY: an output argument (this function's contract).
         let out = unsafe { Out::new(out_stream, "out_stream") }?;
         let p = self::priority(priority)?;
-        let id = s.inner.add_stream(p).0;
+        let id = s.add_stream(p).0;
         out.write(id);
         Ok(())
     })
 }
 
-/// Removes a stream: its pending tasks are dropped without running, its sequence destroyed and
-/// the priority it lent through its waits taken back; what it did into `*out_removed`.
+/// Removes a stream: its pending tasks are dropped without running, its sequence and the clients
+/// made on it with `gpusvc_scheduler_create_client` destroyed (waits on their tokens end; the
+/// tokens read as released) and the priority it lent through its waits taken back; what it did
+/// into `*out_removed`.
 ///
 /// # Safety
 /// `out_removed` is NULL or valid for one write.
@@ -510,10 +487,7 @@ pub unsafe extern "C" fn gpusvc_scheduler_remove_stream(
         let s = self::scheduler(scheduler)?;
         // SAFETY: an output argument (this function's contract).
         let out = unsafe { Out::new(out_removed, "out_removed") }?;
-        let removed = s
-            .inner
-            .remove_stream(StreamId(stream))
-            .map_err(scheduler_error)?;
+        let removed = s.remove_stream(StreamId(stream)).map_err(scheduler_error)?;
         let r = gpusvc_scheduler_removed_stream {
             dropped_tasks: removed.dropped_tasks as u64,
             lent: removed.lent_priority.is_some(),
@@ -536,8 +510,7 @@ pub unsafe extern "C" fn gpusvc_scheduler_set_enabled(
 ) -> gpusvc_result {
     ffi_guard(|| {
         let s = self::scheduler(scheduler)?;
-        s.inner
-            .set_enabled(StreamId(stream), enabled)
+        s.set_enabled(StreamId(stream), enabled)
             .map_err(scheduler_error)
     })
 }
@@ -555,8 +528,7 @@ pub unsafe extern "C" fn gpusvc_scheduler_set_base_priority(
     ffi_guard(|| {
         let s = self::scheduler(scheduler)?;
         let p = self::priority(priority)?;
-        s.inner
-            .set_base_priority(StreamId(stream), p)
+        s.set_base_priority(StreamId(stream), p)
             .map_err(scheduler_error)
     })
 }
@@ -616,7 +588,7 @@ pub unsafe extern "C" fn gpusvc_scheduler_metrics(
         // SAFETY: an output argument (this function's contract).
         let out = unsafe { Out::new(out_metrics, "out_metrics") }?;
         let p = self::priority(priority)?;
-        let m = metrics_out(s.inner.metrics().get(p));
+        let m = metrics_out(s.metrics().get(p));
         out.write(m);
         Ok(())
     })
@@ -694,7 +666,7 @@ pub unsafe extern "C" fn gpusvc_scheduler_enqueue(
                 unsafe { start(ud.get()) }
             });
         }
-        let n = match s.inner.try_enqueue(StreamId(stream), t) {
+        let n = match s.try_enqueue(StreamId(stream), t) {
             Ok(n) => n,
             Err((e, t)) => {
                 if let Some(flag) = disarm {
@@ -723,7 +695,7 @@ pub unsafe extern "C" fn gpusvc_scheduler_run_next(
         let s = self::scheduler(scheduler)?;
         // SAFETY: an output argument (this function's contract).
         let out = unsafe { Out::new(out_ran, "out_ran") }?;
-        let n = s.inner.run_next().unwrap_or(0);
+        let n = s.run_next().unwrap_or(0);
         out.write(n);
         Ok(())
     })
@@ -743,7 +715,7 @@ pub unsafe extern "C" fn gpusvc_scheduler_run_until_idle(
         let s = self::scheduler(scheduler)?;
         // SAFETY: an output argument (this function's contract).
         let out = unsafe { Out::new(out_ran, "out_ran") }?;
-        let n = s.inner.run_until_idle();
+        let n = s.run_until_idle();
         out.write(n);
         Ok(())
     })
@@ -763,7 +735,7 @@ pub unsafe extern "C" fn gpusvc_scheduler_should_yield(
         let s = self::scheduler(scheduler)?;
         // SAFETY: an output argument (this function's contract).
         let out = unsafe { Out::new(out_yield, "out_yield") }?;
-        let y = s.inner.should_yield();
+        let y = s.should_yield();
         out.write(y);
         Ok(())
     })
@@ -793,7 +765,10 @@ pub unsafe extern "C" fn gpusvc_scheduler_stream_sequence(
 /// Creates the sync client `(namespace_id, command_buffer_id)` bound to `stream`'s sequence: a
 /// stream waiting on its tokens lends its priority to `stream`. Its tokens are released from a
 /// task of `stream` with `gpusvc_scheduler_release` (or `gpusvc_sync_client_release` when the
-/// scheduler was made over that sync manager).
+/// scheduler was made over that sync manager). The scheduler owns the client: it is destroyed
+/// with its stream (`gpusvc_scheduler_remove_stream`, `gpusvc_scheduler_free`), unless it was
+/// destroyed before with `gpusvc_sync_client_destroy` (a client created since under the same
+/// id is the host's and is left alone).
 ///
 /// # Safety
 /// No pointer is dereferenced but the handle, which is checked.
@@ -807,10 +782,8 @@ pub unsafe extern "C" fn gpusvc_scheduler_create_client(
     ffi_guard(|| {
         let s = self::scheduler(scheduler)?;
         let id = client_id(namespace_id, command_buffer_id);
-        s.inner
-            .create_client(StreamId(stream), id)
+        s.create_client(StreamId(stream), id)
             .map_err(scheduler_error)?;
-        clients(&s.clients).insert(id);
         Ok(())
     })
 }
@@ -830,8 +803,7 @@ pub unsafe extern "C" fn gpusvc_scheduler_release(
 ) -> gpusvc_result {
     ffi_guard(|| {
         let s = self::scheduler(scheduler)?;
-        s.inner
-            .sync_points()
+        s.sync_points()
             .release(client_id(namespace_id, command_buffer_id), release_count)
             .map_err(client_error)?;
         Ok(())

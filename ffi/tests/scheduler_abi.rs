@@ -1222,3 +1222,74 @@ fn a_raised_stream_is_queued_by_the_age_of_its_front_task() {
     assert_eq!(s.run_until_idle(), 5);
     assert_eq!(s.entries(), ["h0", "r", "h1", "h2", "w"]);
 }
+
+/// Issue 12: the scheduler owns the clients it creates — removing their stream destroys them
+/// (their tokens read as released) — and a client the host made since under the same id is not
+/// the scheduler's: freeing the scheduler leaves it alone.
+#[test]
+fn the_scheduler_destroys_its_own_clients_and_only_those() {
+    let mut m = ptr::null_mut();
+    // SAFETY: a live out pointer.
+    assert_eq!(unsafe { gpusvc_sync_manager_new(&mut m) }, OK);
+    let released = |client: u64| {
+        let mut out = false;
+        // SAFETY: a live handle, token and out pointer.
+        let r = unsafe { gpusvc_sync_token_is_released(m, &token(client, 1), &mut out) };
+        assert_eq!(r, OK);
+        out
+    };
+    {
+        let s = Sched::over(m);
+        let a = s.stream(NORMAL);
+        let b = s.stream(NORMAL);
+        s.client(a, 1);
+        s.client(b, 2);
+        assert!(!released(1) && !released(2));
+        s.remove(a);
+        assert!(released(1), "destroyed with its stream");
+        assert!(!released(2));
+        let mut host = 0;
+        // SAFETY: a live handle and out pointer.
+        unsafe {
+            assert_eq!(gpusvc_sync_client_destroy(m, 0, 2), OK);
+            assert_eq!(gpusvc_sync_sequence_create(m, &mut host), OK);
+            assert_eq!(gpusvc_sync_client_create(m, 0, 2, host), OK);
+        }
+    }
+    assert!(!released(2), "the host's client 2 outlives the scheduler");
+    // SAFETY: live handles; the manager is freed once.
+    unsafe {
+        assert_eq!(gpusvc_sync_client_destroy(m, 0, 2), OK);
+        assert_eq!(gpusvc_sync_manager_free(m), OK);
+    }
+}
+
+unsafe extern "C" fn counting_now(ud: *mut c_void) -> u64 {
+    // SAFETY: the test's counter, which outlives the call.
+    unsafe { &*ud.cast::<AtomicU64>() }.fetch_add(1, Ordering::SeqCst)
+}
+
+/// The time-slice rule is the crate's (`SchedulerConfig::validate`): its message is the detail,
+/// and a refused config never calls the host clock.
+#[test]
+fn a_refused_config_says_why_and_never_reads_the_host_clock() {
+    let readings = AtomicU64::new(0);
+    let config = gpusvc_scheduler_config {
+        time_slice_ns: MS,
+        granularity_ns: 2 * MS,
+        now_ns: Some(counting_now),
+        clock_user_data: ptr::from_ref(&readings).cast_mut().cast(),
+        on_task: None,
+        on_task_user_data: ptr::null_mut(),
+    };
+    let mut h = ptr::null_mut();
+    // SAFETY: live config and out pointer.
+    let r = unsafe { gpusvc_scheduler_new_with_config(ptr::null(), &config, &mut h) };
+    assert_eq!(r, gpusvc_result::GPUSVC_INVALID_ARGUMENT);
+    assert_eq!(
+        last_detail(),
+        "time slice 1ms is shorter than the granularity 2ms"
+    );
+    assert!(h.is_null());
+    assert_eq!(readings.load(Ordering::SeqCst), 0);
+}
