@@ -6,37 +6,11 @@ use glow::HasContext;
 
 use crate::context::{GlContext, Inner, NotCurrent};
 
-/// A shader stage.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum ShaderStage {
-    /// `GL_VERTEX_SHADER`.
-    Vertex,
-    /// `GL_FRAGMENT_SHADER`.
-    Fragment,
-    /// `GL_COMPUTE_SHADER` (desktop 4.3+, GLES 3.1+).
-    Compute,
-}
-
-impl ShaderStage {
-    /// The GL enum.
-    pub fn gl_enum(self) -> u32 {
-        match self {
-            ShaderStage::Vertex => glow::VERTEX_SHADER,
-            ShaderStage::Fragment => glow::FRAGMENT_SHADER,
-            ShaderStage::Compute => glow::COMPUTE_SHADER,
-        }
-    }
-}
-
-impl std::fmt::Display for ShaderStage {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            ShaderStage::Vertex => "vertex",
-            ShaderStage::Fragment => "fragment",
-            ShaderStage::Compute => "compute",
-        })
-    }
-}
+// The vocabulary types live in `gl-types` (no driver needed); re-exported from this crate's
+// root as before.
+pub use gl_types::{
+    ActiveVariable, AttributeBinding, LinkOptions, ShaderStage, TransformFeedbackMode,
+};
 
 /// An object of one context was handed to another context.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -129,36 +103,6 @@ pub enum ShaderError {
     /// See [`NotCurrent`].
     #[error(transparent)]
     NotCurrent(#[from] NotCurrent),
-}
-
-/// `GL_INTERLEAVED_ATTRIBS` or `GL_SEPARATE_ATTRIBS`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub enum TransformFeedbackMode {
-    /// `GL_INTERLEAVED_ATTRIBS`.
-    #[default]
-    Interleaved,
-    /// `GL_SEPARATE_ATTRIBS`.
-    Separate,
-}
-
-/// `glBindAttribLocation(name, location)` before linking.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct AttributeBinding {
-    /// Attribute name.
-    pub name: String,
-    /// Location.
-    pub location: u32,
-}
-
-/// What goes into a link besides the shaders.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct LinkOptions {
-    /// Attribute locations bound before linking.
-    pub attribute_bindings: Vec<AttributeBinding>,
-    /// Transform-feedback varyings (none when empty).
-    pub transform_feedback_varyings: Vec<String>,
-    /// Transform-feedback buffer mode.
-    pub transform_feedback_mode: TransformFeedbackMode,
 }
 
 /// Why a link failed.
@@ -266,19 +210,6 @@ pub enum ReflectError {
     /// See [`NotCurrent`].
     #[error(transparent)]
     NotCurrent(#[from] NotCurrent),
-}
-
-/// One active attribute or uniform.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct ActiveVariable {
-    /// Name as the driver reports it (`u_array[0]` for arrays).
-    pub name: String,
-    /// GL type enum (`GL_FLOAT_VEC4`, ...).
-    pub gl_type: u32,
-    /// Array size (1 for non-arrays).
-    pub size: i32,
-    /// Location; `None` for uniforms in blocks and built-ins.
-    pub location: Option<i32>,
 }
 
 /// Drains pending GL errors so the next check sees only its own.
@@ -510,5 +441,17 @@ impl GlContext {
         let mut vars = list(gl, program.raw);
         vars.sort();
         Ok(vars)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gl_types_stage_enums_match_glow() {
+        assert_eq!(ShaderStage::Vertex.gl_enum(), glow::VERTEX_SHADER);
+        assert_eq!(ShaderStage::Fragment.gl_enum(), glow::FRAGMENT_SHADER);
+        assert_eq!(ShaderStage::Compute.gl_enum(), glow::COMPUTE_SHADER);
     }
 }

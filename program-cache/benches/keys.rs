@@ -8,7 +8,7 @@ use bench_support as support;
 
 use std::hint::black_box;
 
-use headless_gl::{AttributeBinding, ShaderStage, TransformFeedbackMode};
+use program_cache::{AttributeBinding, ShaderStage, TransformFeedbackMode};
 use program_cache::{
     ProgramKeyInput, program_key, program_key_preimage, shader_hash, shader_hash_preimage,
 };

@@ -1,15 +1,21 @@
-//! The driver side of the flow: a `ProgramBackend` trait and its GL implementation over a
-//! headless-gl context.
+//! The driver side of the flow: the `ProgramBackend` trait, the `ObjectId` of driver objects,
+//! and (with the `gl` feature) its GL implementations over a headless-gl context: borrowed
+//! ([`GlBackend`]) or shared ([`OwnedGlBackend`]).
 
+#[cfg(feature = "gl")]
+use std::rc::Rc;
+
+use gl_types::{ActiveVariable, LinkOptions, ShaderStage};
+#[cfg(feature = "gl")]
 use headless_gl::glow::{self, HasContext};
-use headless_gl::{
-    ActiveVariable, BinaryError, GlContext, LinkOptions, ProgramBinary, ShaderStage,
-};
+#[cfg(feature = "gl")]
+use headless_gl::{BinaryError, GlContext, ProgramBinary};
 
 use crate::program::ProgramBinaryData;
 
-/// What the program manager needs from a driver. The GL implementation is [`GlBackend`]; hosts
-/// with their own context implement it over their GL entry points (the C ABI does).
+/// What the program manager needs from a driver. The GL implementations are `GlBackend` and
+/// `OwnedGlBackend` (feature `gl`); hosts with their own context implement it over their GL
+/// entry points (the C ABI does). [`crate::DynBackend`] erases which one a manager runs on.
 pub trait ProgramBackend {
     /// A compiled shader object.
     type Shader;
@@ -44,12 +50,38 @@ pub trait ProgramBackend {
     fn active_uniforms(&mut self, program: &Self::Program) -> Vec<ActiveVariable>;
 }
 
-/// [`ProgramBackend`] over a headless-gl context (glow).
+/// The id a driver object goes by on the host's side (a GL name, or any non-zero id a host's
+/// backend hands out): what [`crate::DynObject::id`] reports for an erased object, e.g. for a
+/// C caller that binds the program itself.
+pub trait ObjectId {
+    /// The object's id.
+    fn object_id(&self) -> u64;
+}
+
+#[cfg(feature = "gl")]
+impl ObjectId for headless_gl::Shader {
+    /// The GL shader name.
+    fn object_id(&self) -> u64 {
+        u64::from(self.raw().0.get())
+    }
+}
+
+#[cfg(feature = "gl")]
+impl ObjectId for headless_gl::Program {
+    /// The GL program name.
+    fn object_id(&self) -> u64 {
+        u64::from(self.raw().0.get())
+    }
+}
+
+/// [`ProgramBackend`] over a headless-gl context (glow) that it borrows.
+#[cfg(feature = "gl")]
 #[derive(Debug, Clone, Copy)]
 pub struct GlBackend<'a> {
     ctx: &'a GlContext,
 }
 
+#[cfg(feature = "gl")]
 impl<'a> GlBackend<'a> {
     /// A backend drawing on `ctx`.
     pub fn new(ctx: &'a GlContext) -> Self {
@@ -57,6 +89,7 @@ impl<'a> GlBackend<'a> {
     }
 }
 
+#[cfg(feature = "gl")]
 impl ProgramBackend for GlBackend<'_> {
     type Shader = headless_gl::Shader;
     type Program = headless_gl::Program;
@@ -120,5 +153,66 @@ impl ProgramBackend for GlBackend<'_> {
 
     fn active_uniforms(&mut self, program: &Self::Program) -> Vec<ActiveVariable> {
         self.ctx.active_uniforms(program).unwrap_or_default()
+    }
+}
+
+/// [`ProgramBackend`] over a headless-gl context it shares ownership of (an `Rc`), so a manager
+/// can own its backend with no borrow: the context lives as long as the backend, and as long
+/// as any other `Rc` to it. Does what [`GlBackend`] does, `GL_PROGRAM_BINARY_LENGTH` included.
+#[cfg(feature = "gl")]
+#[derive(Debug, Clone)]
+pub struct OwnedGlBackend {
+    ctx: Rc<GlContext>,
+}
+
+#[cfg(feature = "gl")]
+impl OwnedGlBackend {
+    /// A backend drawing on `ctx` (a context, or an `Rc` to one).
+    pub fn new(ctx: impl Into<Rc<GlContext>>) -> Self {
+        OwnedGlBackend { ctx: ctx.into() }
+    }
+
+    /// The context.
+    pub fn context(&self) -> &Rc<GlContext> {
+        &self.ctx
+    }
+}
+
+#[cfg(feature = "gl")]
+impl ProgramBackend for OwnedGlBackend {
+    type Shader = headless_gl::Shader;
+    type Program = headless_gl::Program;
+
+    fn compile(&mut self, stage: ShaderStage, source: &str) -> Result<Self::Shader, String> {
+        GlBackend::new(&self.ctx).compile(stage, source)
+    }
+
+    fn link(
+        &mut self,
+        vertex: &Self::Shader,
+        fragment: &Self::Shader,
+        options: &LinkOptions,
+    ) -> Result<Self::Program, String> {
+        GlBackend::new(&self.ctx).link(vertex, fragment, options)
+    }
+
+    fn program_binary(&mut self, program: &Self::Program) -> Result<ProgramBinaryData, String> {
+        GlBackend::new(&self.ctx).program_binary(program)
+    }
+
+    fn program_binary_length(&mut self, program: &Self::Program) -> Option<usize> {
+        GlBackend::new(&self.ctx).program_binary_length(program)
+    }
+
+    fn load_binary(&mut self, binary: &ProgramBinaryData) -> Result<Self::Program, String> {
+        GlBackend::new(&self.ctx).load_binary(binary)
+    }
+
+    fn active_attributes(&mut self, program: &Self::Program) -> Vec<ActiveVariable> {
+        GlBackend::new(&self.ctx).active_attributes(program)
+    }
+
+    fn active_uniforms(&mut self, program: &Self::Program) -> Vec<ActiveVariable> {
+        GlBackend::new(&self.ctx).active_uniforms(program)
     }
 }

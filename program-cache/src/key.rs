@@ -7,7 +7,7 @@
 use std::fmt;
 use std::hash::{BuildHasherDefault, Hash, Hasher};
 
-use headless_gl::{AttributeBinding, ShaderStage, TransformFeedbackMode};
+use gl_types::{AttributeBinding, ShaderStage, TransformFeedbackMode};
 use serde::{Deserialize, Serialize};
 use sha1::{Digest, Sha1};
 

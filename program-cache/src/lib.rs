@@ -2,14 +2,21 @@
 //!
 //! It answers two questions before the driver is asked to do work: *is this shader known to
 //! compile?* (status storage, so the compile can be deferred) and *is there a binary for this
-//! program?* (binary storage, so compile + link become one `glProgramBinary`). It implements the
-//! design in `shared/seeds/000` with its corrections: SHA-1 keys over length-prefixed fields
-//! ([`key`]), compile statuses reference-counted by the cached programs that use them, a
-//! byte-budget store with selectable eviction policies ([`EvictionPolicy`]: W-TinyLFU by default,
-//! chosen by `examples/policy_sim.rs`; LRU, page LRU/MRU, SLRU and S3-FIFO on request), memory
-//! pressure, histograms pushed to a host callback ([`stats`]), and the compile/link flow
-//! ([`ProgramManager`]) over a [`ProgramBackend`] — GL via headless-gl ([`GlBackend`]) or the
-//! host's own entry points.
+//! program?* (binary storage, so compile + link become one `glProgramBinary`). It has SHA-1 keys
+//! over length-prefixed fields ([`key`]), compile statuses reference-counted by the cached
+//! programs that use them, a byte-budget store with selectable eviction policies
+//! ([`EvictionPolicy`]: W-TinyLFU by default, chosen by `examples/policy_sim.rs`; LRU, page
+//! LRU/MRU, SLRU and S3-FIFO on request), memory pressure, histograms pushed to a host callback
+//! ([`stats`]), and the compile/link flow ([`ProgramManager`]) over a [`ProgramBackend`] — GL
+//! via headless-gl (`GlBackend`, `OwnedGlBackend`) or the host's own entry points, either of
+//! them behind one type with [`DynBackend`].
+//!
+//! The GL program vocabulary ([`ShaderStage`], [`LinkOptions`], [`AttributeBinding`],
+//! [`TransformFeedbackMode`], [`ActiveVariable`]) comes from the driver-free `gpusvc-gl-types`
+//! crate and is re-exported here. The default `gl` feature adds what needs a GL driver library
+//! (glutin, glow): `GlBackend`, `OwnedGlBackend` and `CompatibilityStamp::from_driver`. Without
+//! it (`default-features = false`) keys, the memory cache, the disk store and the manager over
+//! a host's own backend work as they do with it, and neither glutin nor glow is linked.
 //!
 //! # Guarantees
 //! * A program restored from the cache has the same link status, active attributes and uniforms
@@ -57,6 +64,7 @@
 mod backend;
 mod cache;
 pub mod disk;
+mod dyn_backend;
 pub mod key;
 mod manager;
 mod memory_store;
@@ -64,12 +72,18 @@ mod program;
 pub mod stats;
 mod status;
 
-pub use backend::{GlBackend, ProgramBackend};
+#[cfg(feature = "gl")]
+pub use backend::{GlBackend, OwnedGlBackend};
+pub use backend::{ObjectId, ProgramBackend};
 pub use cache::{
     CacheConfig, DESKTOP_BUDGET, LOW_MEMORY_BUDGET, MOBILE_BUDGET, MemoryPressure, ProgramCache,
-    SaveError, SaveReport,
+    ProgramCacheBuilder, SaveError, SaveReport,
 };
-pub use disk::{CompatibilityStamp, DiskConfig, DiskCounters, LoadReport};
+pub use disk::{CompatibilityStamp, DiskConfig, DiskCounters, DriverIdentity, LoadReport};
+pub use dyn_backend::{DynBackend, DynObject};
+pub use gl_types::{
+    ActiveVariable, AttributeBinding, LinkOptions, ShaderStage, TransformFeedbackMode,
+};
 pub use key::{
     DigestBuildHasher, ProgramKey, ProgramKeyInput, ShaderHash, program_key, program_key_preimage,
     shader_hash, shader_hash_preimage,

@@ -1,4 +1,5 @@
-//! The compile/link flow through the cache (the seed's ProgramManager).
+//! The compile/link flow through the cache: `ProgramManager`, after Chromium's
+//! `gpu::gles2::ProgramManager` / `MemoryProgramCache` pair.
 //!
 //! * `compile`: a shader whose hash has status `Success` is not compiled: the driver compile is
 //!   deferred until a link needs the shader object. A miss compiles, and records `Success` only
@@ -17,7 +18,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use headless_gl::{ActiveVariable, LinkOptions, ShaderStage};
+use gl_types::{ActiveVariable, LinkOptions, ShaderStage};
 
 use crate::backend::ProgramBackend;
 use crate::cache::ProgramCache;
@@ -211,9 +212,89 @@ pub enum LinkFailure {
         /// Info log.
         log: String,
     },
+    /// A shader of another stage was passed as the vertex or the fragment shader. Checked
+    /// first: nothing was compiled, loaded or linked.
+    #[error("`{expected}` is a {found} shader")]
+    WrongStage {
+        /// The stage the argument is for.
+        expected: ShaderStage,
+        /// The stage of the shader passed.
+        found: ShaderStage,
+    },
 }
 
 /// Runs compile and link through a [`ProgramCache`] on a [`ProgramBackend`].
+///
+/// Here on a tiny fake driver (objects are numbers, a "binary" is the program's number): the
+/// first link compiles and links, the second manager finds the shaders' statuses and the
+/// program's binary in the cache and restores the program with no compile or link.
+///
+/// ```
+/// use program_cache::{
+///     ActiveVariable, CacheConfig, CompileOutcome, LinkOptions, LinkOrigin, ProgramBackend,
+///     ProgramBinaryData, ProgramCache, ProgramManager, ProgramOptions, Shader, ShaderStage,
+/// };
+///
+/// #[derive(Default)]
+/// struct Fake {
+///     objects: u32,
+///     links: u32,
+/// }
+///
+/// impl ProgramBackend for Fake {
+///     type Shader = u32;
+///     type Program = u32;
+///     fn compile(&mut self, _: ShaderStage, _: &str) -> Result<u32, String> {
+///         self.objects += 1;
+///         Ok(self.objects)
+///     }
+///     fn link(&mut self, _: &u32, _: &u32, _: &LinkOptions) -> Result<u32, String> {
+///         self.links += 1;
+///         self.objects += 1;
+///         Ok(self.objects)
+///     }
+///     fn program_binary(&mut self, p: &u32) -> Result<ProgramBinaryData, String> {
+///         Ok(ProgramBinaryData { format: 1, bytes: p.to_le_bytes().to_vec() })
+///     }
+///     fn load_binary(&mut self, _: &ProgramBinaryData) -> Result<u32, String> {
+///         self.objects += 1;
+///         Ok(self.objects)
+///     }
+///     fn active_attributes(&mut self, _: &u32) -> Vec<ActiveVariable> {
+///         Vec::new()
+///     }
+///     fn active_uniforms(&mut self, _: &u32) -> Vec<ActiveVariable> {
+///         Vec::new()
+///     }
+/// }
+///
+/// let cache = ProgramCache::builder(CacheConfig::desktop()).build();
+/// let options = ProgramOptions::default();
+/// let vs_source = "in vec4 p; void main() { gl_Position = p; }";
+/// let fs_source = "out vec4 c; void main() { c = vec4(1.0); }";
+///
+/// let mut cold = ProgramManager::new(Fake::default(), cache.clone(), "translator 1.0");
+/// let mut vs = Shader::new(ShaderStage::Vertex, vs_source);
+/// let mut fs = Shader::new(ShaderStage::Fragment, fs_source);
+/// assert_eq!(cold.compile(&mut vs), CompileOutcome::Compiled);
+/// assert_eq!(cold.compile(&mut fs), CompileOutcome::Compiled);
+/// let linked = cold.link(&mut vs, &mut fs, &options).unwrap();
+/// assert_eq!(linked.origin, LinkOrigin::Linked);
+///
+/// // Another manager on the same cache (a restarted host, with a disk-backed cache).
+/// let mut warm = ProgramManager::new(Fake::default(), cache.clone(), "translator 1.0");
+/// let mut vs = Shader::new(ShaderStage::Vertex, vs_source);
+/// let mut fs = Shader::new(ShaderStage::Fragment, fs_source);
+/// assert_eq!(warm.compile(&mut vs), CompileOutcome::Deferred);
+/// assert_eq!(warm.compile(&mut fs), CompileOutcome::Deferred);
+/// let restored = warm.link(&mut vs, &mut fs, &options).unwrap();
+/// assert_eq!(restored.origin, LinkOrigin::CacheHit);
+/// assert_eq!(restored.key, linked.key);
+/// assert_eq!((warm.backend().objects, warm.backend().links), (1, 0));
+///
+/// // Shaders in the wrong places are refused before the driver is asked anything.
+/// assert!(warm.link(&mut fs, &mut vs, &options).is_err());
+/// ```
 #[derive(Debug)]
 pub struct ProgramManager<B> {
     backend: B,
@@ -298,13 +379,26 @@ impl<B: ProgramBackend> ProgramManager<B> {
         }))
     }
 
-    /// Links `vertex` and `fragment` through the cache.
+    /// Links `vertex` and `fragment` through the cache. A shader of another stage in either
+    /// place is [`LinkFailure::WrongStage`]; a shader not compiled (or that failed) is
+    /// [`LinkFailure::ShaderNotCompiled`].
     pub fn link(
         &mut self,
         vertex: &mut Shader<B::Shader>,
         fragment: &mut Shader<B::Shader>,
         options: &ProgramOptions,
     ) -> Result<LinkedProgram<B::Program>, LinkFailure> {
+        for (shader, expected) in [
+            (&*vertex, ShaderStage::Vertex),
+            (&*fragment, ShaderStage::Fragment),
+        ] {
+            if shader.stage != expected {
+                return Err(LinkFailure::WrongStage {
+                    expected,
+                    found: shader.stage,
+                });
+            }
+        }
         for shader in [&*vertex, &*fragment] {
             if !shader.compile_status() {
                 return Err(LinkFailure::ShaderNotCompiled {

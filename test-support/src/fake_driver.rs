@@ -2,8 +2,7 @@
 //! with it is also proven on the real driver in program-cache's `gl_flow.rs`), and [`Counting`],
 //! a wrapper that counts the binary reads and length queries of any backend.
 
-use headless_gl::{ActiveVariable, LinkOptions, ShaderStage};
-use program_cache::{ProgramBackend, ProgramBinaryData};
+use program_cache::{ActiveVariable, LinkOptions, ProgramBackend, ProgramBinaryData, ShaderStage};
 
 /// One call the fake driver received.
 #[derive(Debug, Clone, PartialEq, Eq)]

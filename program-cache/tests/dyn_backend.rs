@@ -1,0 +1,288 @@
+//! Issue 12: the rules `ProgramManager::link` keeps for every caller (a shader of the wrong stage
+//! is refused, as the C ABI did on its own), and the type-erased backend ([`DynBackend`]) that
+//! lets one manager type run on a fake driver, the real GL driver ([`OwnedGlBackend`]) or a
+//! host's entry points.
+
+use std::sync::Arc;
+
+use program_cache::{
+    ActiveVariable, CacheConfig, CompileOutcome, DynBackend, DynObject, LinkFailure, LinkOptions,
+    LinkOrigin, ObjectId, ProgramBackend, ProgramBinaryData, ProgramCache, ProgramManager,
+    ProgramOptions, Shader, ShaderStage,
+};
+
+/// A driver whose objects are numbers; records what it was asked to do.
+#[derive(Debug, Default)]
+struct Numbers {
+    next: u64,
+    calls: Vec<&'static str>,
+}
+
+#[derive(Debug, PartialEq, Eq)]
+struct Object(u64);
+
+impl ObjectId for Object {
+    fn object_id(&self) -> u64 {
+        self.0
+    }
+}
+
+impl Numbers {
+    fn object(&mut self) -> Object {
+        self.next += 1;
+        Object(self.next)
+    }
+}
+
+impl ProgramBackend for Numbers {
+    type Shader = Object;
+    type Program = Object;
+
+    fn compile(&mut self, _: ShaderStage, source: &str) -> Result<Object, String> {
+        self.calls.push("compile");
+        if source.contains("error") {
+            return Err("0:1: error".into());
+        }
+        Ok(self.object())
+    }
+    fn link(&mut self, _: &Object, _: &Object, _: &LinkOptions) -> Result<Object, String> {
+        self.calls.push("link");
+        Ok(self.object())
+    }
+    fn program_binary(&mut self, p: &Object) -> Result<ProgramBinaryData, String> {
+        self.calls.push("program_binary");
+        Ok(ProgramBinaryData {
+            format: 7,
+            bytes: p.0.to_le_bytes().to_vec(),
+        })
+    }
+    fn load_binary(&mut self, binary: &ProgramBinaryData) -> Result<Object, String> {
+        self.calls.push("load_binary");
+        assert_eq!(binary.format, 7);
+        Ok(self.object())
+    }
+    fn active_attributes(&mut self, _: &Object) -> Vec<ActiveVariable> {
+        vec![ActiveVariable {
+            name: "a_position".into(),
+            gl_type: 0x8B52,
+            size: 1,
+            location: Some(0),
+        }]
+    }
+    fn active_uniforms(&mut self, _: &Object) -> Vec<ActiveVariable> {
+        Vec::new()
+    }
+}
+
+/// Another backend type, to mix objects with.
+#[derive(Debug, Default)]
+struct Others(Numbers);
+
+#[derive(Debug)]
+struct Other(u64);
+
+impl ObjectId for Other {
+    fn object_id(&self) -> u64 {
+        self.0
+    }
+}
+
+impl ProgramBackend for Others {
+    type Shader = Other;
+    type Program = Other;
+
+    fn compile(&mut self, stage: ShaderStage, source: &str) -> Result<Other, String> {
+        self.0.compile(stage, source).map(|o| Other(o.0))
+    }
+    fn link(&mut self, _: &Other, _: &Other, _: &LinkOptions) -> Result<Other, String> {
+        Ok(Other(self.0.object().0))
+    }
+    fn program_binary(&mut self, _: &Other) -> Result<ProgramBinaryData, String> {
+        Err("none".into())
+    }
+    fn load_binary(&mut self, _: &ProgramBinaryData) -> Result<Other, String> {
+        Err("none".into())
+    }
+    fn active_attributes(&mut self, _: &Other) -> Vec<ActiveVariable> {
+        Vec::new()
+    }
+    fn active_uniforms(&mut self, _: &Other) -> Vec<ActiveVariable> {
+        Vec::new()
+    }
+}
+
+const VS: &str = "in vec4 a_position; void main() { gl_Position = a_position; }";
+const FS: &str = "out vec4 o; void main() { o = vec4(1.0); }";
+
+fn cache() -> Arc<ProgramCache> {
+    ProgramCache::builder(CacheConfig::desktop()).build()
+}
+
+#[test]
+fn link_refuses_a_shader_of_the_wrong_stage_before_anything_else() {
+    let mut m = ProgramManager::new(Numbers::default(), cache(), "wrong-stage");
+    let mut vs = Shader::new(ShaderStage::Vertex, VS);
+    let mut fs = Shader::new(ShaderStage::Fragment, FS);
+    let mut cs = Shader::new(ShaderStage::Compute, "void main() {}");
+    for s in [&mut vs, &mut fs, &mut cs] {
+        assert_eq!(m.compile(s), CompileOutcome::Compiled);
+    }
+    let before = m.backend().calls.len();
+    let o = ProgramOptions::default();
+    // A fragment shader as the vertex one, and the other way round (the C ABI's message).
+    let e = m.link(&mut fs, &mut vs, &o).unwrap_err();
+    assert_eq!(
+        e,
+        LinkFailure::WrongStage {
+            expected: ShaderStage::Vertex,
+            found: ShaderStage::Fragment,
+        }
+    );
+    assert_eq!(e.to_string(), "`vertex` is a fragment shader");
+    let e = m.link(&mut vs, &mut cs, &o).unwrap_err();
+    assert_eq!(
+        e,
+        LinkFailure::WrongStage {
+            expected: ShaderStage::Fragment,
+            found: ShaderStage::Compute,
+        }
+    );
+    // Checked before the compile status: an uncompiled shader of the wrong stage is a stage
+    // error too.
+    let mut fresh = Shader::new(ShaderStage::Fragment, FS);
+    assert!(matches!(
+        m.link(&mut fresh, &mut fs, &o),
+        Err(LinkFailure::WrongStage { .. })
+    ));
+    assert_eq!(
+        m.backend().calls.len(),
+        before,
+        "the driver was not asked anything"
+    );
+    assert_eq!(m.cache().len(), 0);
+    // The right order links.
+    let linked = m.link(&mut vs, &mut fs, &o).unwrap();
+    assert_eq!(linked.origin, LinkOrigin::Linked);
+}
+
+#[test]
+fn a_manager_over_the_erased_backend_caches_like_one_over_the_backend_itself() {
+    let cache = cache();
+    let mut m: ProgramManager<DynBackend<'_>> =
+        ProgramManager::new(DynBackend::new(Numbers::default()), cache.clone(), "dyn");
+    let mut vs = Shader::new(ShaderStage::Vertex, VS);
+    let mut fs = Shader::new(ShaderStage::Fragment, FS);
+    assert_eq!(m.compile(&mut vs), CompileOutcome::Compiled);
+    assert_eq!(m.compile(&mut fs), CompileOutcome::Compiled);
+    assert_eq!(vs.object().map(DynObject::id), Some(1));
+    let first = m
+        .link(&mut vs, &mut fs, &ProgramOptions::default())
+        .unwrap();
+    assert_eq!(first.origin, LinkOrigin::Linked);
+    assert_eq!(first.program.id(), 3);
+    assert_eq!(first.program.object_id(), 3);
+    assert_eq!(first.program.downcast_ref::<Object>(), Some(&Object(3)));
+    assert_eq!(first.attributes[0].name, "a_position");
+    assert_eq!(cache.len(), 1);
+
+    // A second manager (another backend instance) over the same cache: a status hit defers the
+    // compiles, the link is a binary load.
+    let mut m2 = ProgramManager::new(DynBackend::new(Numbers::default()), cache.clone(), "dyn");
+    let mut vs2 = Shader::new(ShaderStage::Vertex, VS);
+    let mut fs2 = Shader::new(ShaderStage::Fragment, FS);
+    assert_eq!(m2.compile(&mut vs2), CompileOutcome::Deferred);
+    assert_eq!(m2.compile(&mut fs2), CompileOutcome::Deferred);
+    let hit = m2
+        .link(&mut vs2, &mut fs2, &ProgramOptions::default())
+        .unwrap();
+    assert_eq!(hit.origin, LinkOrigin::CacheHit);
+    assert_eq!(hit.key, first.key);
+    assert_eq!(hit.attributes, first.attributes);
+    let program: Object = hit.program.downcast().unwrap();
+    assert_eq!(program, Object(1), "the second backend's first object");
+    assert!(format!("{:?}", m2.backend()).contains("Numbers"));
+}
+
+#[test]
+fn objects_of_another_backend_type_are_refused_not_misused() {
+    let mut numbers = DynBackend::new(Numbers::default());
+    let mut others = DynBackend::new(Others::default());
+    let vs = numbers.compile(ShaderStage::Vertex, VS).unwrap();
+    let fs = numbers.compile(ShaderStage::Fragment, FS).unwrap();
+    let e = others.link(&vs, &fs, &LinkOptions::default()).unwrap_err();
+    assert!(e.contains("another backend"), "{e}");
+    let p = numbers.link(&vs, &fs, &LinkOptions::default()).unwrap();
+    assert!(others.program_binary(&p).is_err());
+    assert_eq!(others.program_binary_length(&p), None);
+    assert!(others.active_attributes(&p).is_empty());
+    assert_eq!(numbers.active_attributes(&p).len(), 1);
+    let p = p.downcast::<Other>().unwrap_err();
+    assert_eq!(p.id(), 3, "given back whole");
+}
+
+/// The erased backend over the real driver: [`OwnedGlBackend`] owns its context, the objects
+/// are headless-gl's (their ids are the GL names), a binary read from the driver restores the
+/// program through the cache.
+#[cfg(feature = "gl")]
+#[test]
+fn a_manager_over_the_erased_gl_backend_runs_on_the_driver() {
+    use program_cache::OwnedGlBackend;
+    use std::rc::Rc;
+
+    let Some(ctx) = test_support::gl::context_or_skip("dyn_backend::gl") else {
+        return;
+    };
+    let ctx = Rc::new(ctx);
+    let prelude = ctx.info().glsl_prelude();
+    let vs_src =
+        format!("{prelude}in vec4 a_position;\nvoid main() {{ gl_Position = a_position; }}\n");
+    let fs_src =
+        format!("{prelude}uniform vec4 u_tint;\nout vec4 o;\nvoid main() {{ o = u_tint; }}\n");
+    let cache = cache();
+    let mut m = ProgramManager::new(
+        DynBackend::new(OwnedGlBackend::new(ctx.clone())),
+        cache.clone(),
+        "dyn-gl",
+    );
+    let mut vs = Shader::new(ShaderStage::Vertex, vs_src.clone());
+    let mut fs = Shader::new(ShaderStage::Fragment, fs_src.clone());
+    assert_eq!(m.compile(&mut vs), CompileOutcome::Compiled);
+    assert_eq!(m.compile(&mut fs), CompileOutcome::Compiled);
+    let linked = m
+        .link(&mut vs, &mut fs, &ProgramOptions::default())
+        .unwrap();
+    assert_eq!(linked.origin, LinkOrigin::Linked);
+    let gl_program = linked
+        .program
+        .downcast_ref::<headless_gl::Program>()
+        .expect("a headless-gl program");
+    assert_eq!(linked.program.id(), u64::from(gl_program.raw().0.get()));
+    assert_ne!(linked.program.id(), 0);
+    assert!(linked.uniforms.iter().any(|u| u.name == "u_tint"));
+    assert_eq!(cache.len(), 1, "the binary was read and cached");
+
+    // The manager owns a share of the context: it works after the caller's other handle goes.
+    let mut m2 = ProgramManager::new(
+        DynBackend::new(OwnedGlBackend::new(ctx.clone())),
+        cache.clone(),
+        "dyn-gl",
+    );
+    drop(ctx);
+    let mut vs2 = Shader::new(ShaderStage::Vertex, vs_src);
+    let mut fs2 = Shader::new(ShaderStage::Fragment, fs_src);
+    assert_eq!(m2.compile(&mut vs2), CompileOutcome::Deferred);
+    assert_eq!(m2.compile(&mut fs2), CompileOutcome::Deferred);
+    let hit = m2
+        .link(&mut vs2, &mut fs2, &ProgramOptions::default())
+        .unwrap();
+    assert_eq!(hit.origin, LinkOrigin::CacheHit);
+    assert_eq!(hit.uniforms, linked.uniforms);
+    assert_eq!(hit.attributes, linked.attributes);
+    assert_ne!(
+        hit.program.id(),
+        linked.program.id(),
+        "a new program object"
+    );
+    // The length query goes through the erasure to the driver.
+    assert!(m2.backend().program_binary_length(&hit.program).is_some());
+}
