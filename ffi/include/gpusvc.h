@@ -2415,6 +2415,8 @@ gpusvc_result gpusvc_sync_manager_new(struct gpusvc_sync_manager **out);
 /*
  Frees a sync manager; NULL is a no-op. Every wait still pending ends: its callback runs (on
  this thread, or on the thread of a call still in flight with the manager, when it returns).
+ A scheduler made over this manager keeps using it: then the manager, and the waits still
+ pending, end when that scheduler is freed.
 
  # Safety
  `manager` is NULL or a handle value (a freed or foreign one is `GPUSVC_INVALID_HANDLE`).

@@ -29,7 +29,6 @@ use crate::kit::{
 };
 use crate::sync::{
     client_error, client_id, gpusvc_sync_manager, gpusvc_sync_token, order_error, read_token,
-    sync_points_of,
 };
 
 /// An opaque scheduler. Thread-safe: any thread may use it, and free it once no other thread is
@@ -297,7 +296,7 @@ fn scheduler_error(e: SchedulerError) -> FfiError {
             gpusvc_result::GPUSVC_SCHEDULER_UNKNOWN_STREAM,
             format!("scheduler stream {} does not exist", id.0),
         ),
-        SchedulerError::Order(e) => order_error(0, e),
+        SchedulerError::Order(e) => order_error(e),
         SchedulerError::Client(e) => client_error(e),
         SchedulerError::ShutDown => FfiError::new(
             gpusvc_result::GPUSVC_SCHEDULER_SHUT_DOWN,
@@ -391,7 +390,7 @@ fn new_handle(
     let sync = if manager.is_null() {
         Arc::new(SyncPointManager::new())
     } else {
-        sync_points_of(manager)?
+        crate::sync::manager(manager)?
     };
     Ok(handle::new_shared_gated(
         Kind::Scheduler,

@@ -5,16 +5,16 @@
 //! `uint64_t` id `gpusvc_sync_sequence_create` gives; clients (command buffers) by their
 //! `(namespace_id, command_buffer_id)` pair. Wait callbacks run exactly once each, with no gpusvc
 //! lock held, on the thread that ends the wait: the one releasing, finishing or beginning an order
-//! number, destroying the releaser — or freeing the manager, which ends every wait still pending.
+//! number, destroying the releaser — or freeing the manager (its last user: a scheduler made over
+//! it holds it until the scheduler is freed), which ends every wait still pending.
 //! A callback may call back into the library. Callbacks that a callback triggers (it releases,
 //! finishes, destroys, ...) run after it returns, not inside it: the thread queues them and its
 //! outermost call runs them, first in, first out, before returning — so chains of releases made
 //! from callbacks take constant stack (see `sync-points`' guarantees).
 
-use std::collections::HashSet;
 use std::ffi::c_void;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use sync_points::{
@@ -96,50 +96,8 @@ unsafe fn token_in(ptr: *const gpusvc_sync_token, name: &str) -> Result<SyncToke
     Ok(unsafe { read_token(ptr) })
 }
 
-/// The manager behind a handle, with the ids made through it, so that freeing it can end every
-/// wait still pending. (In `sync-points` a pending fenced wait keeps its client and the
-/// releaser's order data alive through each other: dropping the manager alone would leak them
-/// and never run the host's callback.)
-#[derive(Debug, Default)]
-struct Manager {
-    inner: Arc<SyncPointManager>,
-    sequences: Mutex<HashSet<u64>>,
-    clients: Mutex<HashSet<ClientId>>,
-}
-
-impl std::ops::Deref for Manager {
-    type Target = SyncPointManager;
-    fn deref(&self) -> &SyncPointManager {
-        &self.inner
-    }
-}
-
-fn ids<T>(m: &Mutex<HashSet<T>>) -> std::sync::MutexGuard<'_, HashSet<T>> {
-    // The sets are consistent at every point a panic could happen.
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-impl Drop for Manager {
-    fn drop(&mut self) {
-        // Clients first (their waits run, as for a destroyed releaser), then sequences (their
-        // fences, holding the clients, are dropped).
-        for id in std::mem::take(&mut *ids(&self.clients)) {
-            self.inner.destroy_client(id);
-        }
-        for id in std::mem::take(&mut *ids(&self.sequences)) {
-            self.inner.destroy_sequence(SequenceId(id));
-        }
-    }
-}
-
-/// The `sync-points` manager behind a sync manager handle (for the scheduler).
-pub(crate) fn sync_points_of(
-    m: *const gpusvc_sync_manager,
-) -> Result<Arc<SyncPointManager>, FfiError> {
-    Ok(manager(m)?.inner.clone())
-}
-
-fn manager(m: *const gpusvc_sync_manager) -> Result<Arc<Manager>, FfiError> {
+/// The `sync-points` manager behind a sync manager handle (the scheduler shares it).
+pub(crate) fn manager(m: *const gpusvc_sync_manager) -> Result<Arc<SyncPointManager>, FfiError> {
     handle::shared(m, "manager", Kind::SyncManager)
 }
 
@@ -160,17 +118,18 @@ fn unknown_client(id: ClientId) -> FfiError {
     )
 }
 
-fn sequence(m: &Manager, id: u64) -> Result<Arc<OrderData>, FfiError> {
+fn sequence(m: &SyncPointManager, id: u64) -> Result<Arc<OrderData>, FfiError> {
     m.sequence(SequenceId(id))
         .ok_or_else(|| unknown_sequence(id))
 }
 
-pub(crate) fn order_error(id: u64, e: OrderError) -> FfiError {
+/// An order error; its message names the sequence ("sequence N: ...").
+pub(crate) fn order_error(e: OrderError) -> FfiError {
     match e {
-        OrderError::Destroyed { .. } => unknown_sequence(id),
+        OrderError::Destroyed { sequence } => unknown_sequence(sequence.0),
         e => FfiError::new(
             gpusvc_result::GPUSVC_SYNC_ORDER_VIOLATION,
-            format!("sync sequence {id}: {e}"),
+            format!("sync {e}"),
         ),
     }
 }
@@ -248,7 +207,7 @@ pub unsafe extern "C" fn gpusvc_sync_manager_new(
     ffi_guard(|| {
         // SAFETY: an output argument (this function's contract).
         let out = unsafe { Out::new(out, "out") }?;
-        let h = handle::new_shared(Kind::SyncManager, Manager::default());
+        let h = handle::new_shared(Kind::SyncManager, SyncPointManager::new());
         out.write(h);
         Ok(())
     })
@@ -256,6 +215,8 @@ pub unsafe extern "C" fn gpusvc_sync_manager_new(
 
 /// Frees a sync manager; NULL is a no-op. Every wait still pending ends: its callback runs (on
 /// this thread, or on the thread of a call still in flight with the manager, when it returns).
+/// A scheduler made over this manager keeps using it: then the manager, and the waits still
+/// pending, end when that scheduler is freed.
 ///
 /// # Safety
 /// `manager` is NULL or a handle value (a freed or foreign one is `GPUSVC_INVALID_HANDLE`).
@@ -281,9 +242,7 @@ pub unsafe extern "C" fn gpusvc_sync_sequence_create(
         let m = self::manager(manager)?;
         // SAFETY: an output argument (this function's contract).
         let out = unsafe { Out::new(out_sequence, "out_sequence") }?;
-        let id = m.create_sequence().id().0;
-        ids(&m.sequences).insert(id);
-        out.write(id);
+        out.write(m.create_sequence().id().0);
         Ok(())
     })
 }
@@ -301,7 +260,6 @@ pub unsafe extern "C" fn gpusvc_sync_sequence_destroy(
     ffi_guard(|| {
         let m = self::manager(manager)?;
         if m.destroy_sequence(SequenceId(sequence)) {
-            ids(&m.sequences).remove(&sequence);
             Ok(())
         } else {
             Err(unknown_sequence(sequence))
@@ -325,7 +283,7 @@ pub unsafe extern "C" fn gpusvc_sync_sequence_generate(
         // SAFETY: an output argument (this function's contract).
         let out = unsafe { Out::new(out_order_num, "out_order_num") }?;
         let s = self::sequence(&m, sequence)?;
-        let n = s.generate().map_err(|e| order_error(sequence, e))?;
+        let n = s.generate().map_err(order_error)?;
         out.write(n);
         Ok(())
     })
@@ -346,8 +304,7 @@ pub unsafe extern "C" fn gpusvc_sync_sequence_begin(
     ffi_guard(|| {
         let m = self::manager(manager)?;
         let s = self::sequence(&m, sequence)?;
-        s.begin_processing(order_num)
-            .map_err(|e| order_error(sequence, e))
+        s.begin_processing(order_num).map_err(order_error)
     })
 }
 
@@ -363,7 +320,7 @@ pub unsafe extern "C" fn gpusvc_sync_sequence_pause(
     ffi_guard(|| {
         let m = self::manager(manager)?;
         let s = self::sequence(&m, sequence)?;
-        s.pause_processing().map_err(|e| order_error(sequence, e))
+        s.pause_processing().map_err(order_error)
     })
 }
 
@@ -383,8 +340,7 @@ pub unsafe extern "C" fn gpusvc_sync_sequence_finish(
     ffi_guard(|| {
         let m = self::manager(manager)?;
         let s = self::sequence(&m, sequence)?;
-        s.finish_processing(order_num)
-            .map_err(|e| order_error(sequence, e))
+        s.finish_processing(order_num).map_err(order_error)
     })
 }
 
@@ -470,7 +426,6 @@ pub unsafe extern "C" fn gpusvc_sync_client_create(
         let id = client_id(namespace_id, command_buffer_id);
         m.create_client(id, SequenceId(sequence))
             .map_err(client_error)?;
-        ids(&m.clients).insert(id);
         Ok(())
     })
 }
@@ -490,7 +445,6 @@ pub unsafe extern "C" fn gpusvc_sync_client_destroy(
         let m = self::manager(manager)?;
         let id = client_id(namespace_id, command_buffer_id);
         if m.destroy_client(id) {
-            ids(&m.clients).remove(&id);
             Ok(())
         } else {
             Err(unknown_client(id))

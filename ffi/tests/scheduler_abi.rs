@@ -1293,3 +1293,84 @@ fn a_refused_config_says_why_and_never_reads_the_host_clock() {
     assert!(h.is_null());
     assert_eq!(readings.load(Ordering::SeqCst), 0);
 }
+
+/// Issue 12: an order error met by the scheduler names the stream's sequence (it said
+/// "sequence 0"): enqueueing on a stream whose sequence the host destroyed through the shared
+/// sync manager.
+#[test]
+fn an_order_error_names_the_streams_sequence() {
+    let mut m = ptr::null_mut();
+    // SAFETY: a live out pointer.
+    assert_eq!(unsafe { gpusvc_sync_manager_new(&mut m) }, OK);
+    {
+        let s = Sched::over(m);
+        let a = s.stream(NORMAL);
+        let (mut seq, mut n) = (0, 0);
+        // SAFETY: live handles, task and out pointers.
+        unsafe {
+            assert_eq!(gpusvc_scheduler_stream_sequence(s.h, a, &mut seq), OK);
+            assert_eq!(gpusvc_sync_sequence_destroy(m, seq), OK);
+            let r = gpusvc_scheduler_enqueue(
+                s.h,
+                a,
+                &task_of(Some(run_spec), None, ptr::null_mut(), ptr::null(), 0),
+                &mut n,
+            );
+            assert_eq!(r, gpusvc_result::GPUSVC_SYNC_UNKNOWN_SEQUENCE);
+        }
+        assert_eq!(
+            last_detail(),
+            format!("sync sequence {seq} does not exist (destroyed or never created)")
+        );
+    }
+    // SAFETY: a handle value, freed once.
+    assert_eq!(unsafe { gpusvc_sync_manager_free(m) }, OK);
+}
+
+unsafe extern "C" fn bump(ud: *mut c_void) {
+    // SAFETY: the test's counter, which outlives every callback.
+    unsafe { &*ud.cast::<AtomicU64>() }.fetch_add(1, Ordering::SeqCst);
+}
+
+/// Issue 12: a scheduler made over a sync manager keeps it: freeing the manager's handle first
+/// leaves the scheduler working, and the waits still pending end when the scheduler (the last
+/// user) is freed.
+#[test]
+fn a_sync_manager_freed_before_its_scheduler_lives_until_the_scheduler_is_freed() {
+    let ended = AtomicU64::new(0);
+    let mut m = ptr::null_mut();
+    // SAFETY: a live out pointer.
+    assert_eq!(unsafe { gpusvc_sync_manager_new(&mut m) }, OK);
+    let mut s = Sched::over(m);
+    let (mut host, mut waiter, mut order, mut registered) = (0, 0, 0, false);
+    // SAFETY: live handles and out pointers; `ended` outlives the manager.
+    unsafe {
+        assert_eq!(gpusvc_sync_sequence_create(m, &mut host), OK);
+        assert_eq!(gpusvc_sync_client_create(m, 0, 9, host), OK);
+        assert_eq!(gpusvc_sync_sequence_generate(m, host, &mut order), OK);
+        assert_eq!(gpusvc_sync_sequence_create(m, &mut waiter), OK);
+        assert_eq!(gpusvc_sync_sequence_generate(m, waiter, &mut order), OK);
+        let r = gpusvc_sync_token_wait(
+            m,
+            &token(9, 1),
+            waiter,
+            order,
+            Some(bump),
+            ptr::from_ref(&ended).cast_mut().cast(),
+            &mut registered,
+        );
+        assert_eq!((r, registered), (OK, true));
+        assert_eq!(gpusvc_sync_manager_free(m), OK);
+    }
+    assert_eq!(
+        ended.load(Ordering::SeqCst),
+        0,
+        "the scheduler still holds it"
+    );
+    let a = s.stream(NORMAL);
+    s.client(a, 1);
+    s.push(a, "after");
+    assert_eq!(s.run_until_idle(), 1);
+    drop(s);
+    assert_eq!(ended.load(Ordering::SeqCst), 1, "ended with the last user");
+}

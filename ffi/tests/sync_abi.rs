@@ -564,6 +564,30 @@ fn unknown_ids_are_errors() {
     assert_eq!(n(&count), 0);
 }
 
+/// Issue 12: an order violation's detail names its sequence once (the crate's message does).
+#[test]
+fn an_order_violation_names_its_sequence_once() {
+    let m = Manager::new();
+    let _other = m.sequence();
+    let s = m.sequence();
+    let n1 = m.generate(s);
+    assert_eq!(m.begin(s, 0), ORDER);
+    assert_eq!(
+        last_detail(),
+        format!("sync sequence {s}: order number 0 is invalid")
+    );
+    assert_eq!(m.pause(s), ORDER);
+    assert_eq!(
+        last_detail(),
+        format!("sync sequence {s}: nothing is being processed")
+    );
+    assert_eq!(m.finish(s, n1), ORDER);
+    assert_eq!(
+        last_detail(),
+        format!("sync sequence {s}: cannot finish order number {n1}: front Some({n1}), current 0")
+    );
+}
+
 #[test]
 fn release_outside_processing_is_an_error() {
     let (m, r, _w, rn, _wn) = setup();
