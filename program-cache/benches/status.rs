@@ -11,7 +11,7 @@ use bench_support as support;
 use std::hint::black_box;
 use std::num::NonZeroUsize;
 
-use headless_gl::ShaderStage;
+use program_cache::ShaderStage;
 use program_cache::{
     CacheConfig, CachedProgram, CompileStatus, ProgramBinaryData, ProgramCache, ProgramKey,
     ShaderHash, ShaderVariables, shader_hash,
@@ -55,7 +55,7 @@ fn main() {
     }
 
     // Shaders used by cached programs: pairs of shaders per program.
-    let referenced = ProgramCache::new(CacheConfig::with_budget(64 << 20));
+    let referenced = ProgramCache::builder(CacheConfig::with_budget(64 << 20)).build();
     for (i, pair) in keys.chunks(2).enumerate() {
         let mut key = [0u8; 20];
         key[..8].copy_from_slice(&(i as u64).to_le_bytes());
@@ -72,10 +72,11 @@ fn main() {
         referenced.save(ProgramKey(key), program, None).unwrap();
     }
     // Shaders compiled but not yet used by any cached program.
-    let unreferenced = ProgramCache::new(CacheConfig {
+    let unreferenced = ProgramCache::builder(CacheConfig {
         max_unreferenced_shader_statuses: NonZeroUsize::new(ENTRIES).unwrap(),
         ..CacheConfig::desktop()
-    });
+    })
+    .build();
     for k in &keys {
         unreferenced.shader_compile_succeeded(*k);
     }

@@ -142,6 +142,78 @@ impl State {
 /// The program cache. Thread-safe: every method takes `&self`; one mutex guards the state and
 /// is never held while the host callback runs or while the disk is touched (the disk layer has
 /// its own threads).
+///
+/// Made with [`ProgramCache::builder`]. A save copies the program in; a load hands back a shared
+/// handle and counts a hit or a miss:
+///
+/// ```
+/// use program_cache::{
+///     CacheConfig, CachedProgram, ProgramBinaryData, ProgramCache, ProgramKey, ShaderHash,
+///     ShaderVariables,
+/// };
+///
+/// let cache = ProgramCache::builder(CacheConfig::desktop()).build();
+/// // Real keys and hashes come from `program_key` and `shader_hash`.
+/// let key = ProgramKey([7; 20]);
+/// let program = CachedProgram {
+///     vertex_shader: ShaderHash([1; 20]),
+///     fragment_shader: ShaderHash([2; 20]),
+///     vertex: ShaderVariables::default(),
+///     fragment: ShaderVariables::default(),
+///     binary: ProgramBinaryData { format: 0x8741, bytes: vec![0xAB; 1024] },
+/// };
+/// cache.save(key, program.clone(), None).expect("fits in the budget");
+///
+/// let loaded = cache.load(&key, None).expect("a hit");
+/// assert_eq!(*loaded, program);
+/// assert!(cache.load(&ProgramKey([8; 20]), None).is_none());
+/// let counters = cache.stats().counters;
+/// assert_eq!((counters.saves, counters.hits, counters.misses), (1, 1, 1));
+/// ```
+///
+/// Backed by a disk store, what one process saved is loaded into memory, in the background,
+/// by the next cache opened on the same folder with the same stamp:
+///
+/// ```
+/// use std::time::Duration;
+///
+/// use program_cache::{
+///     CacheConfig, CachedProgram, CompatibilityStamp, DiskConfig, DriverIdentity,
+///     ProgramBinaryData, ProgramCache, ProgramKey, ShaderHash, ShaderVariables,
+/// };
+///
+/// let folder = tempfile::tempdir().unwrap();
+/// let driver = DriverIdentity {
+///     gl_vendor: "Example vendor".into(),
+///     gl_renderer: "Example renderer".into(),
+///     gl_version: "4.6 example 1.0".into(),
+///     ..DriverIdentity::default()
+/// };
+/// let stamp = CompatibilityStamp::new(driver, "doc-example", "1.0");
+/// let open = || {
+///     ProgramCache::builder(CacheConfig::desktop())
+///         .disk(DiskConfig::new(folder.path(), stamp.clone()))
+///         .build()
+/// };
+/// let program = CachedProgram {
+///     vertex_shader: ShaderHash([1; 20]),
+///     fragment_shader: ShaderHash([2; 20]),
+///     vertex: ShaderVariables::default(),
+///     fragment: ShaderVariables::default(),
+///     binary: ProgramBinaryData { format: 0x8741, bytes: vec![0xAB; 1024] },
+/// };
+///
+/// let first = open();
+/// first.save(ProgramKey([7; 20]), program.clone(), None).unwrap();
+/// first.flush_disk(); // the background writer has written the entry
+/// drop(first);
+///
+/// let second = open();
+/// let report = second.wait_until_loaded(Duration::from_secs(10)).expect("the load finishes");
+/// assert_eq!(report.loaded, 1);
+/// assert_eq!(*second.load(&ProgramKey([7; 20]), None).unwrap(), program);
+/// assert_eq!(second.disk_counters().unwrap().loaded, 1);
+/// ```
 pub struct ProgramCache {
     state: Mutex<State>,
     callback: Option<HistogramCallback>,

@@ -1,9 +1,9 @@
-//! The seed's ProgramManager tests on a recording fake driver (the same flows run on the real
-//! driver in gl_flow.rs).
+//! The original design brief's ProgramManager tests (the brief is not part of this repository)
+//! on a recording fake driver (the same flows run on the real driver in gl_flow.rs).
 
 use std::sync::Arc;
 
-use headless_gl::ShaderStage;
+use program_cache::ShaderStage;
 use program_cache::{
     CacheConfig, CompileOutcome, CompileStatus, LinkFailure, LinkOrigin, LinkStatus, ProgramCache,
     ProgramManager, ProgramOptions, Shader, shader_hash,
@@ -14,7 +14,7 @@ const VS: &str = "in vec4 a_position; void main() { gl_Position = a_position; }"
 const FS: &str = "out vec4 o; void main() { o = vec4(1.0); }";
 
 fn manager() -> (ProgramManager<FakeDriver>, Arc<ProgramCache>) {
-    let cache = Arc::new(ProgramCache::new(CacheConfig::desktop()));
+    let cache = ProgramCache::builder(CacheConfig::desktop()).build();
     (
         ProgramManager::new(FakeDriver::default(), cache.clone(), "fake"),
         cache,

@@ -1,9 +1,10 @@
-//! The seed's MemoryProgramCache tests, through the program manager on a recording fake driver
-//! (the same flows run on the real driver in gl_flow.rs).
+//! The original design brief's MemoryProgramCache tests (the brief is not part of this
+//! repository), through the program manager on a recording fake driver (the same flows run on
+//! the real driver in gl_flow.rs).
 
 use std::sync::Arc;
 
-use headless_gl::{AttributeBinding, LinkOptions, ShaderStage};
+use program_cache::{AttributeBinding, LinkOptions, ShaderStage};
 use program_cache::{
     CacheConfig, EvictionPolicy, LinkOrigin, LinkStatus, ProgramCache, ProgramManager,
     ProgramOptions, Shader, ShaderVariables, VariableInfo,
@@ -20,7 +21,7 @@ fn manager(budget: usize) -> (Fake, Arc<ProgramCache>) {
 }
 
 fn manager_with(config: CacheConfig) -> (Fake, Arc<ProgramCache>) {
-    let cache = Arc::new(ProgramCache::new(config));
+    let cache = ProgramCache::builder(config).build();
     (
         ProgramManager::new(FakeDriver::default(), cache.clone(), "fake 1.0"),
         cache,
@@ -159,7 +160,7 @@ fn proper_eviction_on_save_when_the_cache_is_full() {
         let l = build(&mut probe, VS, FS, &ProgramOptions::default());
         probe_cache.peek(&l.key).unwrap().stored_size()
     };
-    // The seed's test is about LRU: the least recently used program is the one evicted.
+    // The design brief's test is about LRU: the least recently used program is the one evicted.
     let (mut m, cache) = manager_with(CacheConfig {
         policy: EvictionPolicy::Lru,
         ..CacheConfig::with_budget(size * 2 + size / 2)

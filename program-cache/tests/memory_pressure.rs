@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use headless_gl::ShaderStage;
+use program_cache::ShaderStage;
 use program_cache::{
     CacheConfig, EvictionPolicy, LinkOrigin, LinkStatus, MemoryPressure, ProgramCache,
     ProgramManager, ProgramOptions, SaveError, Shader,
@@ -24,11 +24,12 @@ const POLICIES: [EvictionPolicy; 5] = [
     EvictionPolicy::WTinyLfu,
 ];
 
-fn cache(policy: EvictionPolicy, budget: usize) -> ProgramCache {
-    ProgramCache::new(CacheConfig {
+fn cache(policy: EvictionPolicy, budget: usize) -> Arc<ProgramCache> {
+    ProgramCache::builder(CacheConfig {
         policy,
         ..CacheConfig::with_budget(budget)
     })
+    .build()
 }
 
 #[test]
@@ -138,7 +139,7 @@ fn link_one(m: &mut Fake, fs: &str) -> program_cache::LinkedProgram<FakeObject> 
 
 #[test]
 fn no_binary_is_read_from_the_driver_under_critical_pressure() {
-    let cache = Arc::new(ProgramCache::new(CacheConfig::desktop()));
+    let cache = ProgramCache::builder(CacheConfig::desktop()).build();
     let mut m = ProgramManager::new(FakeDriver::default(), cache.clone(), "fake");
     cache.set_memory_pressure(MemoryPressure::Critical);
     let linked = link_one(&mut m, FS);
@@ -162,7 +163,7 @@ fn sized_link(
     pressure: MemoryPressure,
     fs: &str,
 ) -> (ProgramManager<Counting<FakeDriver>>, Arc<ProgramCache>) {
-    let cache = Arc::new(ProgramCache::new(CacheConfig::with_budget(budget)));
+    let cache = ProgramCache::builder(CacheConfig::with_budget(budget)).build();
     cache.set_memory_pressure(pressure);
     let mut m = ProgramManager::new(
         Counting::new(FakeDriver::with_binary_length()),

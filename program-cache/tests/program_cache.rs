@@ -1,9 +1,10 @@
-//! The seed's ProgramCache tests (status storage, eviction with and without shader reuse,
-//! clear) plus keys, budget, memory pressure and histograms.
+//! The original design brief's ProgramCache tests (status storage, eviction with and without
+//! shader reuse, clear; the brief is not part of this repository) plus keys, budget, memory
+//! pressure and histograms.
 
 use std::sync::{Arc, Mutex};
 
-use headless_gl::{AttributeBinding, LinkOptions, ShaderStage, TransformFeedbackMode};
+use program_cache::{AttributeBinding, LinkOptions, ShaderStage, TransformFeedbackMode};
 use program_cache::{
     CacheConfig, CompileStatus, EvictionPolicy, LinkStatus, MemoryPressure, ProgramCache,
     ProgramKeyInput, ProgramManager, ProgramOptions, SaveError, Shader, program_key, shader_hash,
@@ -31,12 +32,13 @@ fn input<'a>(
 }
 
 /// An LRU cache of `budget` bytes, for the tests that name which program is evicted next (the
-/// seed's tests assume LRU order; the other policies have their own tests).
-fn lru_cache(budget: usize) -> ProgramCache {
-    ProgramCache::new(CacheConfig {
+/// design brief's tests assume LRU order; the other policies have their own tests).
+fn lru_cache(budget: usize) -> Arc<ProgramCache> {
+    ProgramCache::builder(CacheConfig {
         policy: EvictionPolicy::Lru,
         ..CacheConfig::with_budget(budget)
     })
+    .build()
 }
 
 fn binding(name: &str, location: u32) -> AttributeBinding {
@@ -48,7 +50,7 @@ fn binding(name: &str, location: u32) -> AttributeBinding {
 
 #[test]
 fn compilation_status_storage_and_the_key_is_copied() {
-    let cache = ProgramCache::new(CacheConfig::desktop());
+    let cache = ProgramCache::builder(CacheConfig::desktop()).build();
     let mut source = String::from(VS);
     let hash = shader_hash(ShaderStage::Vertex, &source, b"");
     assert_eq!(cache.shader_compile_status(&hash), CompileStatus::Unknown);
@@ -63,7 +65,7 @@ fn compilation_status_storage_and_the_key_is_copied() {
 
 #[test]
 fn compilation_unknown_on_source_change() {
-    let cache = ProgramCache::new(CacheConfig::desktop());
+    let cache = ProgramCache::builder(CacheConfig::desktop()).build();
     cache.shader_compile_succeeded(shader_hash(ShaderStage::Vertex, VS, b""));
     let changed = format!("{VS} ");
     assert_eq!(
@@ -83,7 +85,7 @@ fn compilation_unknown_on_source_change() {
 
 #[test]
 fn linked_status_storage_and_the_key_is_copied() {
-    let cache = ProgramCache::new(CacheConfig::desktop());
+    let cache = ProgramCache::builder(CacheConfig::desktop()).build();
     let bindings = vec![binding("a_position", 0)];
     let k = program_key(&input(&bindings, &[], TransformFeedbackMode::Interleaved));
     assert_eq!(cache.link_status(&k), LinkStatus::Unknown);
@@ -100,7 +102,7 @@ fn linked_status_storage_and_the_key_is_copied() {
 #[test]
 fn link_unknown_on_source_change_for_both_vertex_and_fragment() {
     let base = input(&[], &[], TransformFeedbackMode::Interleaved);
-    let cache = ProgramCache::new(CacheConfig::desktop());
+    let cache = ProgramCache::builder(CacheConfig::desktop()).build();
     cache
         .save(program_key(&base), program(1, 2, 64), None)
         .unwrap();
@@ -181,7 +183,7 @@ fn eviction_with_shader_reuse_keeps_the_shared_shader_until_both_programs_are_go
 
 #[test]
 fn clear_drops_programs_and_statuses() {
-    let cache = ProgramCache::new(CacheConfig::desktop());
+    let cache = ProgramCache::builder(CacheConfig::desktop()).build();
     cache.shader_compile_succeeded(shader(42));
     cache.save(key(1), program(1, 2, 100), None).unwrap();
     cache.clear();
@@ -199,7 +201,7 @@ fn clear_drops_programs_and_statuses() {
 
 #[test]
 fn edit_without_recompile_keeps_the_key() {
-    let cache = Arc::new(ProgramCache::new(CacheConfig::desktop()));
+    let cache = ProgramCache::builder(CacheConfig::desktop()).build();
     let mut manager = ProgramManager::new(FakeDriver::default(), cache.clone(), "test");
     let mut vs = Shader::new(ShaderStage::Vertex, VS);
     let mut fs = Shader::new(ShaderStage::Fragment, FS);
@@ -273,7 +275,7 @@ fn length_prefixes_keep_concatenations_apart() {
 
 #[test]
 fn over_budget_and_empty_binaries_are_rejected_and_change_nothing() {
-    let cache = ProgramCache::new(CacheConfig::with_budget(1000));
+    let cache = ProgramCache::builder(CacheConfig::with_budget(1000)).build();
     cache.save(key(1), program(1, 2, 100), None).unwrap();
     let before = cache.size_bytes();
     let big = program(3, 4, 1000);
@@ -336,7 +338,7 @@ fn memory_pressure_levels() {
 #[test]
 fn trim_returns_the_bytes_freed() {
     let unit = program(0, 0, 100).stored_size();
-    let cache = ProgramCache::new(CacheConfig::with_budget(unit * 4));
+    let cache = ProgramCache::builder(CacheConfig::with_budget(unit * 4)).build();
     for n in 1..=4 {
         cache.save(key(n), program(n, n + 100, 100), None).unwrap();
     }
@@ -351,10 +353,11 @@ fn trim_returns_the_bytes_freed() {
 fn histograms_are_recorded_and_pushed_to_the_host_callback() {
     let seen: Arc<Mutex<Vec<(String, f64)>>> = Arc::default();
     let sink = seen.clone();
-    let cache = Arc::new(ProgramCache::with_callback(
-        CacheConfig::desktop(),
-        Arc::new(move |name, value| sink.lock().unwrap().push((name.to_string(), value))),
-    ));
+    let cache = ProgramCache::builder(CacheConfig::desktop())
+        .callback(Arc::new(move |name, value| {
+            sink.lock().unwrap().push((name.to_string(), value))
+        }))
+        .build();
     let mut manager = ProgramManager::new(FakeDriver::default(), cache.clone(), "test");
     for _ in 0..2 {
         let mut vs = Shader::new(ShaderStage::Vertex, VS);
@@ -393,7 +396,7 @@ fn histograms_are_recorded_and_pushed_to_the_host_callback() {
 
 #[test]
 fn the_cache_is_shared_between_threads() {
-    let cache = Arc::new(ProgramCache::new(CacheConfig::with_budget(64 * 1024)));
+    let cache = ProgramCache::builder(CacheConfig::with_budget(64 * 1024)).build();
     let threads: Vec<_> = (0..4u8)
         .map(|t| {
             let cache = cache.clone();
@@ -418,7 +421,7 @@ fn the_cache_is_shared_between_threads() {
 #[test]
 fn unused_link_options_do_not_leak_into_the_key_of_equal_programs() {
     // Two managers with the same identity compute the same key for the same inputs.
-    let cache = Arc::new(ProgramCache::new(CacheConfig::desktop()));
+    let cache = ProgramCache::builder(CacheConfig::desktop()).build();
     let mut a = ProgramManager::new(FakeDriver::default(), cache.clone(), "id");
     let mut b = ProgramManager::new(FakeDriver::default(), cache, "id");
     let options = ProgramOptions {

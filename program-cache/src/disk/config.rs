@@ -58,19 +58,31 @@ impl std::fmt::Debug for DiskConfig {
 }
 
 impl DiskConfig {
-    /// Defaults for a folder and stamp: memory budget, low water 80 %, compression on, queue of
-    /// 256 jobs, store dropped after 3 refused binaries in a row, one last-use record per
-    /// program per minute.
+    /// Default [`DiskConfig::low_water`]: eviction brings the store down to 80 % of its budget.
+    pub const DEFAULT_LOW_WATER: f64 = 0.8;
+    /// Default [`DiskConfig::compress`]: LZ4 on.
+    pub const DEFAULT_COMPRESS: bool = true;
+    /// Default [`DiskConfig::write_queue`]: 256 jobs.
+    pub const DEFAULT_WRITE_QUEUE: usize = 256;
+    /// Default [`DiskConfig::max_consecutive_rejections`]: the store is dropped after 3 refused
+    /// binaries in a row.
+    pub const DEFAULT_MAX_CONSECUTIVE_REJECTIONS: u32 = 3;
+    /// Default [`DiskConfig::use_record_interval`]: one last-use record per program per minute.
+    pub const DEFAULT_USE_RECORD_INTERVAL: Duration = Duration::from_secs(60);
+
+    /// Defaults for a folder and stamp: the memory budget and the `DEFAULT_*` constants (low
+    /// water 80 %, compression on, queue of 256 jobs, store dropped after 3 refused binaries in
+    /// a row, one last-use record per program per minute), no log, no load callback.
     pub fn new(dir: impl Into<PathBuf>, stamp: CompatibilityStamp) -> Self {
         DiskConfig {
             dir: dir.into(),
             stamp,
             budget_bytes: None,
-            low_water: 0.8,
-            compress: true,
-            write_queue: 256,
-            max_consecutive_rejections: 3,
-            use_record_interval: Duration::from_secs(60),
+            low_water: Self::DEFAULT_LOW_WATER,
+            compress: Self::DEFAULT_COMPRESS,
+            write_queue: Self::DEFAULT_WRITE_QUEUE,
+            max_consecutive_rejections: Self::DEFAULT_MAX_CONSECUTIVE_REJECTIONS,
+            use_record_interval: Self::DEFAULT_USE_RECORD_INTERVAL,
             log: None,
             on_loaded: None,
         }
@@ -92,5 +104,33 @@ impl DiskConfig {
                     .map(|h| h.join(".cache"))
             })
             .map(|d| d.join("gpusvc"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::disk::DriverIdentity;
+
+    #[test]
+    fn new_takes_the_published_defaults() {
+        let stamp = CompatibilityStamp::new(DriverIdentity::default(), "p", "1");
+        let c = DiskConfig::new("/nowhere", stamp);
+        assert_eq!(c.budget_bytes, None);
+        assert_eq!(c.low_water, DiskConfig::DEFAULT_LOW_WATER);
+        assert_eq!(c.compress, DiskConfig::DEFAULT_COMPRESS);
+        assert_eq!(c.write_queue, DiskConfig::DEFAULT_WRITE_QUEUE);
+        assert_eq!(
+            c.max_consecutive_rejections,
+            DiskConfig::DEFAULT_MAX_CONSECUTIVE_REJECTIONS
+        );
+        assert_eq!(
+            c.use_record_interval,
+            DiskConfig::DEFAULT_USE_RECORD_INTERVAL
+        );
+        assert!(c.log.is_none() && c.on_loaded.is_none());
+        // The values the C ABI's defaults and the docs quote.
+        const { assert!(DiskConfig::DEFAULT_COMPRESS) };
+        const { assert!(DiskConfig::DEFAULT_MAX_CONSECUTIVE_REJECTIONS == 3) };
     }
 }

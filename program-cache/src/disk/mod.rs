@@ -51,5 +51,5 @@ pub use format::{
 pub(crate) use layer::{DiskLayer, DropReason};
 pub use loader::LoadReport;
 pub(crate) use loader::LoadSink;
-pub use stamp::CompatibilityStamp;
+pub use stamp::{CompatibilityStamp, DriverIdentity};
 pub use store_dir::{EVICT_LOCK_WAIT, OPEN_LOCK_WAIT};

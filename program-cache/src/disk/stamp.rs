@@ -1,6 +1,7 @@
 //! The compatibility stamp: everything that changes what the driver produces, and the `STAMP`
 //! file that names a store folder as ours.
 
+#[cfg(feature = "gl")]
 use headless_gl::DriverInfo;
 use serde::{Deserialize, Serialize};
 use sha1::{Digest, Sha1};
@@ -39,6 +40,27 @@ pub struct CompatibilityStamp {
     pub pointer_width: u32,
 }
 
+/// The driver and device half of a [`CompatibilityStamp`]: what a host reads from its GL
+/// context (`glGetString`) and knows about its device. [`CompatibilityStamp::new`] adds the
+/// host's product and version and fills the format fields.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DriverIdentity {
+    /// `GL_VENDOR`.
+    pub gl_vendor: String,
+    /// `GL_RENDERER`.
+    pub gl_renderer: String,
+    /// `GL_VERSION` (carries the driver version).
+    pub gl_version: String,
+    /// The kind of context ("OpenGL core profile", "OpenGL ES", ...); empty when unknown.
+    pub context: String,
+    /// PCI vendor id, when the host knows it.
+    pub vendor_id: Option<u32>,
+    /// PCI device id, when the host knows it.
+    pub device_id: Option<u32>,
+    /// Driver build id (e.g. Mesa's build-id note or NVIDIA's driver version), when known.
+    pub driver_build_id: Option<String>,
+}
+
 fn sha_text(sha: &mut Sha1, s: &str) {
     sha.update((s.len() as u64).to_le_bytes());
     sha.update(s.as_bytes());
@@ -52,25 +74,53 @@ fn opt_u32(v: Option<u32>) -> String {
 }
 
 impl CompatibilityStamp {
-    /// A stamp from the driver identity of a live context and the host's product and version.
-    pub fn from_driver(
-        info: &DriverInfo,
+    /// A stamp for `driver` and the host's product and version, with the format fields filled
+    /// here: this build's entry format version ([`FORMAT_VERSION`]) and pointer width. A host
+    /// never sets those itself.
+    pub fn new(
+        driver: DriverIdentity,
         host_product: impl Into<String>,
         host_version: impl Into<String>,
     ) -> Self {
+        let DriverIdentity {
+            gl_vendor,
+            gl_renderer,
+            gl_version,
+            context,
+            vendor_id,
+            device_id,
+            driver_build_id,
+        } = driver;
         CompatibilityStamp {
-            gl_vendor: info.vendor.clone(),
-            gl_renderer: info.renderer.clone(),
-            gl_version: info.version.clone(),
-            context: info.context_description(),
-            vendor_id: None,
-            device_id: None,
-            driver_build_id: None,
+            gl_vendor,
+            gl_renderer,
+            gl_version,
+            context,
+            vendor_id,
+            device_id,
+            driver_build_id,
             host_product: host_product.into(),
             host_version: host_version.into(),
             format_version: FORMAT_VERSION,
             pointer_width: usize::BITS,
         }
+    }
+
+    /// A stamp from the driver identity of a live context and the host's product and version.
+    #[cfg(feature = "gl")]
+    pub fn from_driver(
+        info: &DriverInfo,
+        host_product: impl Into<String>,
+        host_version: impl Into<String>,
+    ) -> Self {
+        let driver = DriverIdentity {
+            gl_vendor: info.vendor.clone(),
+            gl_renderer: info.renderer.clone(),
+            gl_version: info.version.clone(),
+            context: info.context_description(),
+            ..DriverIdentity::default()
+        };
+        Self::new(driver, host_product, host_version)
     }
 
     /// SHA-1 over every field (length-prefixed, options tagged): what entries carry.
@@ -445,6 +495,34 @@ mod tests {
         assert_eq!(parsed.host, None);
         // A wrong device hash line: not ours.
         assert_eq!(StoreStamp::parse(&text("00")), None);
+    }
+
+    #[test]
+    fn new_fills_the_format_fields_from_this_build() {
+        let driver = DriverIdentity {
+            gl_vendor: "V\\endor".into(),
+            gl_renderer: "R: x\nnext".into(),
+            gl_version: "4.5 (Core Profile) Mesa 22.3.6".into(),
+            context: "OpenGL core profile".into(),
+            vendor_id: Some(0x10de),
+            device_id: None,
+            driver_build_id: Some("abc\r".into()),
+        };
+        let made = CompatibilityStamp::new(driver, "chrome", "120.0.1");
+        assert_eq!(made.format_version, FORMAT_VERSION);
+        assert_eq!(made.pointer_width, usize::BITS);
+        assert_eq!(
+            made,
+            CompatibilityStamp {
+                pointer_width: usize::BITS,
+                ..stamp()
+            }
+        );
+        // The defaults: no ids, no build id, empty context.
+        let bare = CompatibilityStamp::new(DriverIdentity::default(), "p", "1");
+        assert_eq!((bare.vendor_id, bare.device_id), (None, None));
+        assert_eq!(bare.driver_build_id, None);
+        assert_eq!(bare.format_version, FORMAT_VERSION);
     }
 
     #[test]
