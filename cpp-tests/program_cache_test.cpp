@@ -479,7 +479,8 @@ TEST(ProgramCache, LinkUnknownOnSourceChangeForBothVertexAndFragmentSource) {
   EXPECT_EQ(LinkStatus(cache, Key(vs_changed, fs_changed)), GPUSVC_PROGRAM_CACHE_LINK_STATUS_UNKNOWN);
 }
 
-// The seed's eviction tests name the least recently used program as the one evicted: LRU.
+// The original design brief's eviction tests (not part of this repository) name the least
+// recently used program as the one evicted: LRU.
 TEST(ProgramCache, EvictionWithoutShaderReuse) {
   gpusvc::ProgramCachePtr cache = MakeCache(2 * EntrySize(), GPUSVC_PROGRAM_CACHE_EVICTION_POLICY_LRU);
   ThreePrograms p;

@@ -1,5 +1,5 @@
-//! The seed's problem with real threads and real time: a flood of low-priority raster work must
-//! not delay compositing and presentation.
+//! The scheduler's motivating problem (Chromium's GPU scheduler design), with real threads and
+//! real time: a flood of low-priority raster work must not delay compositing and presentation.
 //!
 //! An IO thread enqueues a fixed workload at its scheduled times; the GPU main thread drives.
 //!
