@@ -1468,6 +1468,19 @@ fn host_flow_failed_compile_and_bad_links() {
         gpusvc_result::GPUSVC_INVALID_ARGUMENT,
         "a fragment shader as the vertex shader"
     );
+    // The crate's refusal (LinkFailure::WrongStage), in the words C always saw.
+    assert_eq!(last_detail(), "`vertex` is a fragment shader");
+    let vs_b = shader(
+        m,
+        GPUSVC_PROGRAM_CACHE_SHADER_STAGE_VERTEX,
+        "another vertex",
+    );
+    assert_eq!(
+        link(m, vs, vs_b).unwrap_err(),
+        gpusvc_result::GPUSVC_INVALID_ARGUMENT,
+        "a vertex shader as the fragment shader, refused before the compile status is read"
+    );
+    assert_eq!(last_detail(), "`fragment` is a vertex shader");
     // A shader of another manager.
     let other = host_manager(&state, cache);
     let foreign = shader(other, GPUSVC_PROGRAM_CACHE_SHADER_STAGE_VERTEX, "v");
@@ -1488,7 +1501,7 @@ fn host_flow_failed_compile_and_bad_links() {
         );
         assert!(last_detail().contains("load_binary"), "{}", last_detail());
     }
-    free_all(&[vs, fs, fs_b, foreign], &[]);
+    free_all(&[vs, fs, fs_b, vs_b, foreign], &[]);
     // SAFETY: live handles.
     unsafe {
         assert_eq!(gpusvc_program_manager_free(other), OK);

@@ -3,11 +3,12 @@
 
 use std::sync::Arc;
 
-use headless_gl::ShaderStage;
-use program_cache::{ProgramKey, SharedProgram};
+use program_cache::{ProgramKey, ShaderStage, SharedProgram};
 
 use crate::kit::handle::{self, Kind};
-use crate::kit::{FfiError, Out, ffi_guard, gpusvc_result, invalid_argument, list_out};
+use crate::kit::{
+    FfiError, Out, ffi_guard, gpusvc_result, invalid_argument, list_out, null_argument,
+};
 use crate::program_cache::types::{
     CShaderVariables, gpusvc_program_cache_sha1, gpusvc_program_cache_variable_info, stage_in,
     variable_kind_in,
@@ -122,7 +123,7 @@ pub unsafe extern "C" fn gpusvc_program_cache_entry_binary(
         // SAFETY: an output argument (this function's contract).
         let out_format = unsafe { Out::new(out_format, "out_format") }?;
         if out_len.is_null() {
-            return Err(crate::kit::null_argument("out_len"));
+            return Err(null_argument("out_len"));
         }
         // SAFETY: forwarded from this function's contract.
         unsafe { list_out(&p.program.binary.bytes, buf, len, out_len, "bytes") }?;

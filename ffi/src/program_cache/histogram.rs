@@ -8,7 +8,7 @@ use program_cache::HistogramCallback;
 use program_cache::stats::names;
 
 use crate::kit::{HostFn, Out, c_string, cstr_in, ffi_guard, gpusvc_result, invalid_argument};
-use crate::program_cache::types::gpusvc_program_cache_histogram_summary;
+use crate::program_cache::types::{gpusvc_program_cache_histogram_summary, item_at};
 use crate::program_cache::{cache, gpusvc_program_cache};
 
 /// Called once per histogram sample: the histogram's name (a static string), the value (times
@@ -59,13 +59,7 @@ pub unsafe extern "C" fn gpusvc_program_cache_histogram_name(
     ffi_guard(|| {
         // SAFETY: an output argument (this function's contract).
         let out = unsafe { Out::new(out, "out") }?;
-        let names = histogram_names();
-        let (_, name) = names.get(index).ok_or_else(|| {
-            invalid_argument(format!(
-                "index {index} is past the {} histograms",
-                names.len()
-            ))
-        })?;
+        let (_, name) = item_at(histogram_names(), index, "histograms")?;
         // The string is static.
         out.write(name.as_ptr());
         Ok(())

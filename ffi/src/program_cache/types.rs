@@ -4,10 +4,10 @@
 use std::ffi::{CString, c_char};
 use std::num::NonZeroUsize;
 
-use headless_gl::{AttributeBinding, LinkOptions, ShaderStage, TransformFeedbackMode};
 use program_cache::{
-    CacheConfig, CompileStatus, EvictionPolicy, LinkStatus, MemoryPressure, ProgramKey, ShaderHash,
-    ShaderVariables, VariableInfo,
+    AttributeBinding, CacheConfig, CompileStatus, EvictionPolicy, LinkOptions, LinkStatus,
+    MemoryPressure, ProgramKey, ShaderHash, ShaderStage, ShaderVariables, TransformFeedbackMode,
+    VariableInfo,
 };
 
 use crate::kit::{
@@ -524,16 +524,16 @@ impl CShaderVariables {
         index: usize,
         out: Out<gpusvc_program_cache_variable_info>,
     ) -> Result<(), FfiError> {
-        let list = self.list(kind);
-        let v = list.get(index).ok_or_else(|| {
-            invalid_argument(format!(
-                "index {index} is past the {} variables",
-                list.len()
-            ))
-        })?;
-        out.write(v.info());
+        out.write(item_at(self.list(kind), index, "variables")?.info());
         Ok(())
     }
+}
+
+/// Item `index` of `list`; past the end `GPUSVC_INVALID_ARGUMENT` ("index 5 is past the 2
+/// variables").
+pub(crate) fn item_at<'a, T>(list: &'a [T], index: usize, what: &str) -> Result<&'a T, FfiError> {
+    list.get(index)
+        .ok_or_else(|| invalid_argument(format!("index {index} is past the {} {what}", list.len())))
 }
 
 #[cfg(test)]

@@ -5,8 +5,9 @@
 use std::ffi::{CString, c_char, c_void};
 use std::rc::Rc;
 
-use headless_gl::{ActiveVariable, LinkOptions, ShaderStage};
-use program_cache::{ProgramBackend, ProgramBinaryData};
+use program_cache::{
+    ActiveVariable, LinkOptions, ObjectId, ProgramBackend, ProgramBinaryData, ShaderStage,
+};
 
 use crate::kit::{FfiError, UserData, c_string, null_argument};
 use crate::program_cache::{
@@ -170,9 +171,16 @@ impl HostGl {
 /// A host object id that gpusvc owns: deleted through the host's callback when dropped.
 #[derive(Debug)]
 pub(crate) struct HostObject {
-    pub(crate) id: u64,
+    id: u64,
     gl: Rc<HostGl>,
     program: bool,
+}
+
+impl ObjectId for HostObject {
+    /// The host's id (what `gpusvc_program_manager_linked_program_object` returns).
+    fn object_id(&self) -> u64 {
+        self.id
+    }
 }
 
 impl Drop for HostObject {

@@ -2,8 +2,8 @@
 //! reflection).
 
 use crate::kit::handle::{self, Kind};
-use crate::kit::{Out, ffi_guard, gpusvc_result, invalid_argument};
-use crate::program_cache::{VariableKind, gpusvc_program_cache_sha1, variable_kind_in};
+use crate::kit::{Out, ffi_guard, gpusvc_result};
+use crate::program_cache::{VariableKind, gpusvc_program_cache_sha1, item_at, variable_kind_in};
 use crate::program_manager::objects::{CActive, LinkedHandle, linked};
 use crate::program_manager::{
     gpusvc_program_manager_active_variable, gpusvc_program_manager_linked_program, link_origin_out,
@@ -35,7 +35,7 @@ pub unsafe extern "C" fn gpusvc_program_manager_linked_program_object(
         let p = linked(program)?;
         // SAFETY: an output argument (this function's contract).
         let out = unsafe { Out::new(out, "out") }?;
-        let object = p.borrow()?.object;
+        let object = p.borrow()?.program.id();
         out.write(object);
         Ok(())
     })
@@ -125,21 +125,7 @@ pub unsafe extern "C" fn gpusvc_program_manager_linked_program_variable(
         // SAFETY: an output argument (this function's contract).
         let out = unsafe { Out::new(out, "out") }?;
         let p = p.borrow()?;
-        let list = active_list(&p, kind);
-        let v = list.get(index).ok_or_else(|| {
-            invalid_argument(format!(
-                "index {index} is past the {} variables",
-                list.len()
-            ))
-        })?;
-        let value = gpusvc_program_manager_active_variable {
-            name: v.name.as_ptr(),
-            gl_type: v.gl_type,
-            size: v.size,
-            has_location: v.location.is_some(),
-            location: v.location.unwrap_or(-1),
-        };
-        out.write(value);
+        out.write(item_at(active_list(&p, kind), index, "variables")?.info());
         Ok(())
     })
 }

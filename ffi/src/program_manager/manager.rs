@@ -3,17 +3,14 @@
 
 use std::ffi::c_char;
 
-use headless_gl::ShaderStage;
-use program_cache::{LinkFailure, ProgramManager, ProgramOptions};
+use program_cache::{DynBackend, LinkFailure, OwnedGlBackend, ProgramManager, ProgramOptions};
 
 use crate::gl::{gl_context, gpusvc_gl_context};
 use crate::kit::handle::{self, Kind};
 use crate::kit::{FfiError, Out, cstr_in, ffi_guard, gpusvc_result, invalid_argument, struct_in};
 use crate::program_cache::{cache, gpusvc_program_cache, link_options_in};
 use crate::program_manager::host_gl::{HostBackend, HostGl, gpusvc_program_manager_host_gl};
-use crate::program_manager::objects::{
-    LinkedHandle, Manager, OwnedGl, ShaderObject, manager, shader,
-};
+use crate::program_manager::objects::{LinkedHandle, manager, shader};
 use crate::program_manager::{
     compile_outcome_out, gpusvc_program_manager, gpusvc_program_manager_linked_program,
     gpusvc_program_manager_program_options, gpusvc_program_manager_shader,
@@ -42,7 +39,8 @@ pub unsafe extern "C" fn gpusvc_program_manager_new_gl(
         let identity = unsafe { cstr_in(backend_identity, "backend_identity") }?;
         // SAFETY: an output argument (this function's contract).
         let out = unsafe { Out::new(out, "out") }?;
-        let manager = Manager::Gl(ProgramManager::new(OwnedGl(ctx), cache, identity));
+        let backend = DynBackend::new(OwnedGlBackend::new(ctx));
+        let manager = ProgramManager::new(backend, cache, identity);
         let handle = handle::new_local(Kind::ProgramManager, manager);
         out.write(handle);
         Ok(())
@@ -71,8 +69,8 @@ pub unsafe extern "C" fn gpusvc_program_manager_new_host(
         let identity = unsafe { cstr_in(backend_identity, "backend_identity") }?;
         // SAFETY: an output argument (this function's contract).
         let out = unsafe { Out::new(out, "out") }?;
-        let backend = HostBackend::new(gl);
-        let manager = Manager::Host(ProgramManager::new(backend, cache, identity));
+        let backend = DynBackend::new(HostBackend::new(gl));
+        let manager = ProgramManager::new(backend, cache, identity);
         let handle = handle::new_local(Kind::ProgramManager, manager);
         out.write(handle);
         Ok(())
@@ -122,11 +120,7 @@ pub unsafe extern "C" fn gpusvc_program_manager_compile(
             return Err(not_this_manager("given"));
         }
         s.c_variables = None;
-        let outcome = match (&mut *m, &mut s.shader) {
-            (Manager::Gl(m), ShaderObject::Gl(s)) => m.compile(s),
-            (Manager::Host(m), ShaderObject::Host(s)) => m.compile(s),
-            _ => return Err(not_this_manager("given")),
-        };
+        let outcome = m.compile(&mut s.shader);
         out_outcome.write(compile_outcome_out(outcome));
         Ok(())
     })
@@ -139,7 +133,7 @@ fn link_failure(e: &LinkFailure) -> FfiError {
         }
         LinkFailure::Compile { .. } => gpusvc_result::GPUSVC_PROGRAM_CACHE_COMPILE_FAILED,
         LinkFailure::Link { .. } => gpusvc_result::GPUSVC_PROGRAM_CACHE_LINK_FAILED,
-        // Checked before the link (`gpusvc_program_manager_link`); kept for completeness.
+        // "`vertex` is a fragment shader": refused before anything was compiled or linked.
         LinkFailure::WrongStage { .. } => gpusvc_result::GPUSVC_INVALID_ARGUMENT,
     };
     FfiError::new(code, e.to_string())
@@ -205,31 +199,14 @@ pub unsafe extern "C" fn gpusvc_program_manager_link(
         if fs.manager != manager.addr() {
             return Err(not_this_manager("fragment"));
         }
-        if vs.stage() != ShaderStage::Vertex {
-            return Err(invalid_argument(format!(
-                "`vertex` is a {} shader",
-                vs.stage()
-            )));
+        let linked = m.link(&mut vs.shader, &mut fs.shader, &options);
+        // A wrong stage is refused before anything happens; any other outcome may have
+        // restored or compiled something, so the variable maps are read again.
+        if !matches!(linked, Err(LinkFailure::WrongStage { .. })) {
+            vs.c_variables = None;
+            fs.c_variables = None;
         }
-        if fs.stage() != ShaderStage::Fragment {
-            return Err(invalid_argument(format!(
-                "`fragment` is a {} shader",
-                fs.stage()
-            )));
-        }
-        vs.c_variables = None;
-        fs.c_variables = None;
-        let linked = match (&mut *m, &mut vs.shader, &mut fs.shader) {
-            (Manager::Gl(m), ShaderObject::Gl(v), ShaderObject::Gl(f)) => m
-                .link(v, f, &options)
-                .map(LinkedHandle::new)
-                .map_err(|e| link_failure(&e))?,
-            (Manager::Host(m), ShaderObject::Host(v), ShaderObject::Host(f)) => m
-                .link(v, f, &options)
-                .map(LinkedHandle::new)
-                .map_err(|e| link_failure(&e))?,
-            _ => return Err(not_this_manager("given")),
-        };
+        let linked = LinkedHandle::new(linked.map_err(|e| link_failure(&e))?);
         let handle = handle::new_local(Kind::LinkedProgram, linked);
         out.write(handle);
         Ok(())

@@ -10,8 +10,8 @@
 //! * this module: the C enumerations and the handle types;
 //! * [`host_gl`]: the host-GL backend (`gpusvc_program_manager_host_gl`, the callbacks behind a
 //!   `ProgramBackend`); [`sink`]: the sinks those callbacks write to;
-//! * [`objects`]: the objects behind the handles (managers, shaders, linked programs over
-//!   either backend);
+//! * [`objects`]: the objects behind the handles (one `ProgramManager<DynBackend>` whichever
+//!   the backend, its shaders and linked programs);
 //! * [`manager`], [`shader`], [`linked`]: the exports of each handle.
 
 use std::ffi::c_char;

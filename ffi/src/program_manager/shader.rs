@@ -7,15 +7,14 @@ use program_cache::{Shader, ShaderState};
 
 use crate::kit::handle::{self, Kind};
 use crate::kit::{
-    FfiError, Out, ffi_guard, gpusvc_result, slice_in, source_in, struct_in, text_out,
+    FfiError, Out, ffi_guard, gpusvc_result, null_argument, slice_in, source_in, struct_in,
+    text_out,
 };
 use crate::program_cache::{
     gpusvc_program_cache_sha1, gpusvc_program_cache_shader_variables,
     gpusvc_program_cache_variable_info, shader_variables_in, stage_in, stage_out, variable_kind_in,
 };
-use crate::program_manager::objects::{
-    Manager, ShaderHandle, ShaderObject, each_shader, manager, shader,
-};
+use crate::program_manager::objects::{ShaderHandle, manager, shader};
 use crate::program_manager::{
     GPUSVC_PROGRAM_MANAGER_SHADER_STATE_COMPILED, GPUSVC_PROGRAM_MANAGER_SHADER_STATE_DEFERRED,
     GPUSVC_PROGRAM_MANAGER_SHADER_STATE_FAILED, GPUSVC_PROGRAM_MANAGER_SHADER_STATE_NOT_COMPILED,
@@ -42,15 +41,13 @@ pub unsafe extern "C" fn gpusvc_program_manager_shader_new(
         let source = unsafe { source_in(source, source_len) }?;
         // SAFETY: an output argument (this function's contract).
         let out = unsafe { Out::new(out, "out") }?;
-        let shader = match &*m.borrow()? {
-            Manager::Gl(_) => ShaderObject::Gl(Shader::new(stage, source)),
-            Manager::Host(_) => ShaderObject::Host(Shader::new(stage, source)),
-        };
+        // The manager is only checked: live, on this thread, not in a callback.
+        m.borrow()?;
         let handle = handle::new_local(
             Kind::Shader,
             ShaderHandle {
                 manager: manager.addr(),
-                shader,
+                shader: Shader::new(stage, source),
                 c_variables: None,
             },
         );
@@ -86,7 +83,7 @@ pub unsafe extern "C" fn gpusvc_program_manager_shader_set_source(
         let s = self::shader(shader, "shader")?;
         // SAFETY: forwarded from this function's contract.
         let source = unsafe { source_in(source, source_len) }?;
-        each_shader!(&mut s.borrow_mut()?.shader, s => s.set_source(source));
+        s.borrow_mut()?.shader.set_source(source);
         Ok(())
     })
 }
@@ -106,7 +103,7 @@ pub unsafe extern "C" fn gpusvc_program_manager_shader_set_compile_options(
         let s = self::shader(shader, "shader")?;
         // SAFETY: forwarded from this function's contract.
         let options = unsafe { slice_in(options, options_len, "options") }?;
-        each_shader!(&mut s.borrow_mut()?.shader, s => s.set_compile_options(options));
+        s.borrow_mut()?.shader.set_compile_options(options);
         Ok(())
     })
 }
@@ -129,7 +126,7 @@ pub unsafe extern "C" fn gpusvc_program_manager_shader_set_variables(
         // SAFETY: its pointers as documented on `gpusvc_program_cache_shader_variables` (contract).
         let v = unsafe { shader_variables_in(&variables) }?;
         let mut s = s.borrow_mut()?;
-        each_shader!(&mut s.shader, s => s.set_variables(v));
+        s.shader.set_variables(v);
         s.c_variables = None;
         Ok(())
     })
@@ -148,7 +145,7 @@ pub unsafe extern "C" fn gpusvc_program_manager_shader_stage(
         let s = self::shader(shader, "shader")?;
         // SAFETY: an output argument (this function's contract).
         let out = unsafe { Out::new(out, "out") }?;
-        let stage = stage_out(s.borrow()?.stage());
+        let stage = stage_out(s.borrow()?.shader.stage());
         out.write(stage);
         Ok(())
     })
@@ -167,12 +164,12 @@ pub unsafe extern "C" fn gpusvc_program_manager_shader_state(
         let s = self::shader(shader, "shader")?;
         // SAFETY: an output argument (this function's contract).
         let out = unsafe { Out::new(out, "out") }?;
-        let state = each_shader!(&s.borrow()?.shader, s => match s.state() {
+        let state = match s.borrow()?.shader.state() {
             ShaderState::NotCompiled => GPUSVC_PROGRAM_MANAGER_SHADER_STATE_NOT_COMPILED,
             ShaderState::Compiled { .. } => GPUSVC_PROGRAM_MANAGER_SHADER_STATE_COMPILED,
             ShaderState::Deferred { .. } => GPUSVC_PROGRAM_MANAGER_SHADER_STATE_DEFERRED,
             ShaderState::Failed { .. } => GPUSVC_PROGRAM_MANAGER_SHADER_STATE_FAILED,
-        });
+        };
         out.write(state);
         Ok(())
     })
@@ -191,7 +188,7 @@ pub unsafe extern "C" fn gpusvc_program_manager_shader_compile_status(
         let s = self::shader(shader, "shader")?;
         // SAFETY: an output argument (this function's contract).
         let out = unsafe { Out::new(out, "out") }?;
-        let status = each_shader!(&s.borrow()?.shader, s => s.compile_status());
+        let status = s.borrow()?.shader.compile_status();
         out.write(status);
         Ok(())
     })
@@ -211,7 +208,7 @@ pub unsafe extern "C" fn gpusvc_program_manager_shader_compiled_hash(
         let s = self::shader(shader, "shader")?;
         // SAFETY: an output argument (this function's contract).
         let out = unsafe { Out::new(out, "out") }?;
-        let hash = each_shader!(&s.borrow()?.shader, s => s.compiled_hash()).ok_or_else(|| {
+        let hash = s.borrow()?.shader.compiled_hash().ok_or_else(|| {
             FfiError::new(
                 gpusvc_result::GPUSVC_PROGRAM_CACHE_SHADER_NOT_COMPILED,
                 "the shader was never compiled",
@@ -239,10 +236,10 @@ pub unsafe extern "C" fn gpusvc_program_manager_shader_info_log(
     ffi_guard(|| {
         let s = self::shader(shader, "shader")?;
         if out_len.is_null() {
-            return Err(crate::kit::null_argument("out_len"));
+            return Err(null_argument("out_len"));
         }
         let s = s.borrow()?;
-        let log = each_shader!(&s.shader, s => s.info_log()).unwrap_or("");
+        let log = s.shader.info_log().unwrap_or("");
         // SAFETY: forwarded from this function's contract.
         unsafe { text_out(log, buf, len, out_len) }
     })

@@ -3,7 +3,7 @@
 
 use std::ffi::c_char;
 
-use headless_gl::ActiveVariable;
+use program_cache::ActiveVariable;
 
 use crate::kit::handle::{self, Kind};
 use crate::kit::{FfiError, cstr_in, ffi_guard, gpusvc_result, null_argument, slice_in, struct_in};
