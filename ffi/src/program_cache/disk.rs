@@ -8,12 +8,11 @@
 //! in `program-cache/FORMAT.md` (format, stamp, multi-process protocol, faults).
 
 use std::ffi::{c_char, c_void};
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use program_cache::disk::{FORMAT_VERSION, LogCallback};
-use program_cache::{CompatibilityStamp, DiskConfig, ProgramCache, ProgramKey};
+use program_cache::disk::LogCallback;
+use program_cache::{DiskConfig, ProgramKey};
 
 use crate::gl::gpusvc_driver_identity;
 use crate::kit::handle::{self, Kind};
@@ -21,10 +20,9 @@ use crate::kit::{
     FfiError, Gate, HostFn, Out, c_string, ffi_guard, gpusvc_result, slice_in, struct_in, text_out,
 };
 use crate::program_cache::disk_types::*;
-use crate::program_cache::histogram::{gpusvc_program_cache_histogram_callback, host_histogram};
-use crate::program_cache::types::{
-    config_in, gpusvc_program_cache_config, gpusvc_program_cache_sha1,
-};
+use crate::program_cache::exports::builder;
+use crate::program_cache::histogram::gpusvc_program_cache_histogram_callback;
+use crate::program_cache::types::{gpusvc_program_cache_config, gpusvc_program_cache_sha1};
 use crate::program_cache::{cache, gpusvc_program_cache};
 
 /// Writes the defaults into `*out`: enabled, LZ4 on, the memory budget, the store dropped after
@@ -40,21 +38,7 @@ pub unsafe extern "C" fn gpusvc_program_cache_disk_config_defaults(
     ffi_guard(|| {
         // SAFETY: an output argument (this function's contract).
         let out = unsafe { Out::new(out, "out") }?;
-        let nothing = CompatibilityStamp {
-            gl_vendor: String::new(),
-            gl_renderer: String::new(),
-            gl_version: String::new(),
-            context: String::new(),
-            vendor_id: None,
-            device_id: None,
-            driver_build_id: None,
-            host_product: String::new(),
-            host_version: String::new(),
-            format_version: FORMAT_VERSION,
-            pointer_width: usize::BITS,
-        };
         // The crate's defaults, so C and Rust hosts agree.
-        let defaults = DiskConfig::new(PathBuf::new(), nothing);
         let config = gpusvc_program_cache_disk_config {
             enabled: true,
             dir: std::ptr::null(),
@@ -67,8 +51,8 @@ pub unsafe extern "C" fn gpusvc_program_cache_disk_config_defaults(
             device_id: 0,
             driver_build_id: std::ptr::null(),
             budget_bytes: 0,
-            compress: defaults.compress,
-            max_consecutive_rejections: defaults.max_consecutive_rejections,
+            compress: DiskConfig::DEFAULT_COMPRESS,
+            max_consecutive_rejections: DiskConfig::DEFAULT_MAX_CONSECUTIVE_REJECTIONS,
             log: None,
             log_user_data: std::ptr::null_mut(),
         };
@@ -141,39 +125,37 @@ pub unsafe extern "C" fn gpusvc_program_cache_open(
         let disk = unsafe { struct_in(disk, "disk") }?;
         // SAFETY: an output argument (this function's contract).
         let out = unsafe { Out::new(out, "out") }?;
-        let config = config_in(&config)?;
-        let histogram = host_histogram(histogram, user_data);
-        if !disk.enabled {
-            let cache = match histogram {
-                None => ProgramCache::new(config),
-                Some(callback) => ProgramCache::with_callback(config, callback),
-            };
-            let handle = handle::new_shared(Kind::ProgramCache, cache);
-            out.write(handle);
-            return Ok(());
-        }
-        // SAFETY: NULL or valid for one read (contract).
-        let driver = unsafe { struct_in(driver, "driver") }?;
-        // SAFETY: forwarded from this function's contract.
-        let mut disk_config = unsafe { disk_config_in(&disk, &driver) }?;
-        // The log callback behind a gate that `gpusvc_program_cache_free` closes: it is never
-        // called once the free has returned, even while program managers keep the cache alive.
+        let mut builder = builder(&config, histogram, user_data)?;
         let mut gates = Vec::new();
-        if let Some(host) = HostFn::optional(disk.log, disk.log_user_data) {
-            let gate = Gate::new();
-            gates.push(gate.clone());
-            disk_config.log = Some(Arc::new(move |text: &str| {
-                gate.call(|| {
-                    let text = c_string(text);
-                    // SAFETY: the host gave this callback and user_data for exactly this use and
-                    // keeps them valid until the cache is freed (the gate is open, so it has
-                    // not been); the text is a NUL-terminated string that outlives the call.
-                    unsafe { (host.f)(text.as_ptr(), host.user_data.get()) };
-                });
-            }) as LogCallback);
+        if disk.enabled {
+            // SAFETY: NULL or valid for one read (contract).
+            let driver = unsafe { struct_in(driver, "driver") }?;
+            // SAFETY: forwarded from this function's contract.
+            let mut disk_config = unsafe { disk_config_in(&disk, &driver) }?;
+            // The log callback behind a gate that `gpusvc_program_cache_free` closes: it is never
+            // called once the free has returned, even while program managers keep the cache
+            // alive.
+            if let Some(host) = HostFn::optional(disk.log, disk.log_user_data) {
+                let gate = Gate::new();
+                gates.push(gate.clone());
+                disk_config.log = Some(Arc::new(move |text: &str| {
+                    gate.call(|| {
+                        let text = c_string(text);
+                        // SAFETY: the host gave this callback and user_data for exactly this use
+                        // and keeps them valid until the cache is freed (the gate is open, so it
+                        // has not been); the text is a NUL-terminated string that outlives the
+                        // call.
+                        unsafe { (host.f)(text.as_ptr(), host.user_data.get()) };
+                    });
+                }) as LogCallback);
+            }
+            builder = builder.disk(disk_config);
         }
-        let cache = ProgramCache::with_disk(config, histogram, disk_config);
-        out.write(handle::new_shared_gated(Kind::ProgramCache, cache, gates));
+        out.write(handle::new_shared_gated(
+            Kind::ProgramCache,
+            builder.build(),
+            gates,
+        ));
         Ok(())
     })
 }

@@ -5,8 +5,7 @@
 use std::ffi::{c_char, c_void};
 use std::path::PathBuf;
 
-use program_cache::disk::FORMAT_VERSION;
-use program_cache::{CompatibilityStamp, DiskConfig, LoadReport};
+use program_cache::{CompatibilityStamp, DiskConfig, DriverIdentity, LoadReport};
 
 use crate::gl::gpusvc_driver_identity;
 use crate::kit::{FfiError, cstr_in, invalid_argument, null_argument, slice_in};
@@ -172,7 +171,7 @@ pub(crate) unsafe fn disk_config_in(
     } else {
         Some(text_field(disk.driver_build_id, "driver_build_id")?)
     };
-    let stamp = CompatibilityStamp {
+    let driver = DriverIdentity {
         gl_vendor: text_field(driver.gl_vendor, "gl_vendor")?,
         gl_renderer: text_field(driver.gl_renderer, "gl_renderer")?,
         gl_version: text_field(driver.gl_version, "gl_version")?,
@@ -184,11 +183,13 @@ pub(crate) unsafe fn disk_config_in(
         vendor_id: disk.has_vendor_id.then_some(disk.vendor_id),
         device_id: disk.has_device_id.then_some(disk.device_id),
         driver_build_id,
-        host_product: text_field(disk.host_product, "host_product")?,
-        host_version: text_field(disk.host_version, "host_version")?,
-        format_version: FORMAT_VERSION,
-        pointer_width: usize::BITS,
     };
+    // The format fields are the crate's (this build's entry format and pointer width).
+    let stamp = CompatibilityStamp::new(
+        driver,
+        text_field(disk.host_product, "host_product")?,
+        text_field(disk.host_version, "host_version")?,
+    );
     Ok(DiskConfig {
         budget_bytes: (disk.budget_bytes > 0).then_some(disk.budget_bytes),
         compress: disk.compress,
@@ -271,7 +272,10 @@ mod tests {
             (s.host_product.as_str(), s.host_version.as_str()),
             ("host", "1")
         );
-        assert_eq!(s.format_version, FORMAT_VERSION);
+        assert_eq!(
+            (s.format_version, s.pointer_width),
+            (program_cache::disk::FORMAT_VERSION, usize::BITS)
+        );
     }
 
     #[test]

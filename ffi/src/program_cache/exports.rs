@@ -4,8 +4,8 @@
 use std::ffi::{c_char, c_void};
 
 use program_cache::{
-    CachedProgram, ProgramBinaryData, ProgramCache, ProgramKey, ProgramKeyInput, SaveError,
-    ShaderHash, program_key, shader_hash,
+    CachedProgram, ProgramBinaryData, ProgramCache, ProgramCacheBuilder, ProgramKey,
+    ProgramKeyInput, SaveError, ShaderHash, program_key, shader_hash,
 };
 
 use crate::kit::handle::{self, Kind};
@@ -58,14 +58,26 @@ pub unsafe extern "C" fn gpusvc_program_cache_new(
         let config = unsafe { struct_in(config, "config") }?;
         // SAFETY: an output argument (this function's contract).
         let out = unsafe { Out::new(out, "out") }?;
-        let config = config_in(&config)?;
-        let cache = match host_histogram(histogram, user_data) {
-            None => ProgramCache::new(config),
-            Some(callback) => ProgramCache::with_callback(config, callback),
-        };
-        let handle = handle::new_shared(Kind::ProgramCache, cache);
-        out.write(handle);
+        let cache = builder(&config, histogram, user_data)?.build();
+        out.write(handle::new_shared_gated(
+            Kind::ProgramCache,
+            cache,
+            Vec::new(),
+        ));
         Ok(())
+    })
+}
+
+/// A builder for a cache with `config` and the host's `histogram` callback (may be NULL).
+pub(crate) fn builder(
+    config: &gpusvc_program_cache_config,
+    histogram: gpusvc_program_cache_histogram_callback,
+    user_data: *mut c_void,
+) -> Result<ProgramCacheBuilder, FfiError> {
+    let builder = ProgramCache::builder(config_in(config)?);
+    Ok(match host_histogram(histogram, user_data) {
+        Some(callback) => builder.callback(callback),
+        None => builder,
     })
 }
 
