@@ -625,7 +625,8 @@ inline gpusvc_result ReadActiveVariables(const gpusvc_program_manager_linked_pro
 
 // ---- sync points ----
 
-// Deleter for gpusvc_sync_manager; freeing it ends every wait still pending (callbacks run).
+// Deleter for gpusvc_sync_manager; freeing it ends every wait still pending (callbacks run) —
+// once a scheduler made over it is freed too, when there is one (that scheduler keeps it).
 struct SyncManagerDeleter {
   void operator()(gpusvc_sync_manager* p) const noexcept { (void)gpusvc_sync_manager_free(p); }
 };
@@ -784,7 +785,8 @@ inline gpusvc_result AddSchedulerStream(const gpusvc_scheduler* s, uint32_t prio
   return gpusvc_scheduler_add_stream(s, priority, out_stream);
 }
 
-// Removes a stream (its tasks are dropped, its loan of priority ends); *out (may be null) says
+// Removes a stream (its tasks are dropped, the clients made on it with
+// gpusvc_scheduler_create_client destroyed, its loan of priority ends); *out (may be null) says
 // what it did.
 inline gpusvc_result RemoveSchedulerStream(const gpusvc_scheduler* s, uint64_t stream,
                                            gpusvc_scheduler_removed_stream* out = nullptr) {

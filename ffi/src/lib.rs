@@ -40,7 +40,7 @@
 //! # Layout
 //! `kit/` holds the plumbing every service uses (errors and codes, arguments in, results out,
 //! handles, host callbacks, `c_enum!`); each service has one module (`gl`, `program_cache/`,
-//! `program_manager/`, `sync`, `scheduler`), and `result` the process-wide result exports.
+//! `program_manager/`, `sync/`, `scheduler/`), and `result` the process-wide result exports.
 
 #![allow(non_camel_case_types)]
 

@@ -1374,3 +1374,43 @@ fn a_sync_manager_freed_before_its_scheduler_lives_until_the_scheduler_is_freed(
     drop(s);
     assert_eq!(ended.load(Ordering::SeqCst), 1, "ended with the last user");
 }
+
+/// An enqueue refused by any check — the output pointer, checked after the task is read,
+/// included — never calls `destroy`: the user data stays the caller's.
+#[test]
+fn a_refused_enqueue_never_calls_destroy() {
+    let destroyed = AtomicU64::new(0);
+    let s = Sched::new();
+    let a = s.stream(NORMAL);
+    let task = gpusvc_scheduler_task {
+        run: Some(run_owned),
+        start: None,
+        destroy: Some(bump),
+        user_data: ptr::from_ref(&destroyed).cast_mut().cast(),
+        waits: ptr::null(),
+        wait_count: 0,
+    };
+    let mut n = 0;
+    // SAFETY: a live handle and task; NULL and unknown arguments on purpose; `run` never runs
+    // (the scheduler is freed before any drive) and `destroy` (`bump`) takes the counter.
+    unsafe {
+        let no_out = gpusvc_scheduler_enqueue(s.h, a, &task, ptr::null_mut());
+        assert_eq!(no_out, gpusvc_result::GPUSVC_NULL_ARGUMENT);
+        let unknown = gpusvc_scheduler_enqueue(s.h, a + 1000, &task, &mut n);
+        assert_eq!(unknown, gpusvc_result::GPUSVC_SCHEDULER_UNKNOWN_STREAM);
+        let no_waits = gpusvc_scheduler_task {
+            wait_count: 1,
+            ..task
+        };
+        let r = gpusvc_scheduler_enqueue(s.h, a, &no_waits, &mut n);
+        assert_eq!(r, gpusvc_result::GPUSVC_NULL_ARGUMENT);
+        assert_eq!(destroyed.load(Ordering::SeqCst), 0);
+        assert_eq!(gpusvc_scheduler_enqueue(s.h, a, &task, &mut n), OK);
+    }
+    drop(s);
+    assert_eq!(
+        destroyed.load(Ordering::SeqCst),
+        1,
+        "taken, then dropped unrun"
+    );
+}

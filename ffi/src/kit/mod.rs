@@ -3,8 +3,8 @@
 //! * [`error`]: `gpusvc_result` (codes, numbers, messages), `FfiError`, the panic boundary
 //!   `ffi_guard` and the per-thread error detail;
 //! * [`args`]: arguments in (structs, slices, text), checked;
-//! * [`out`]: results out (`Out<T>` for one output pointer, lists and text into caller
-//!   buffers);
+//! * [`out`]: results out (`Out<T>` for one output pointer, `answer_into` for an export that
+//!   answers through one, lists and text into caller buffers);
 //! * [`handle`]: the registry of live handles (never reused; shared or thread-bound by kind);
 //! * [`host`]: host callbacks (`UserData`, `HostFn`, the free-time `Gate`);
 //! * [`c_enum!`]: the strict decoder of each enumeration that arrives as `uint32_t`.
@@ -22,4 +22,4 @@ pub(crate) use args::{cstr_in, slice_in, source_in, struct_in};
 pub(crate) use error::{FfiError, ffi_guard, gpusvc_result, invalid_argument, null_argument};
 pub(crate) use host::{Gate, HostFn, UserData};
 pub(crate) use macros::c_enum;
-pub(crate) use out::{Out, c_string, list_out, text_out, truncated_text_out};
+pub(crate) use out::{Out, answer_into, c_string, list_out, text_out, truncated_text_out};

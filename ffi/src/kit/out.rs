@@ -4,7 +4,7 @@
 use std::ffi::{CString, c_char};
 use std::ptr::NonNull;
 
-use crate::kit::error::{FfiError, insufficient_size, null_argument};
+use crate::kit::error::{FfiError, ffi_guard, gpusvc_result, insufficient_size, null_argument};
 
 /// An output argument, checked for NULL when the call starts and written at most once, when
 /// the call has succeeded. Making one is the only `unsafe` step; writing is safe.
@@ -29,6 +29,28 @@ impl<T> Out<T> {
         // SAFETY: non-null, and valid for one write while `self` lives (`Out::new`'s contract).
         unsafe { self.0.as_ptr().write(value) }
     }
+}
+
+/// The body of an export that answers through one output pointer, inside [`ffi_guard`]: `args`
+/// runs first (the handle and the arguments read before the output, in the export's order),
+/// then `out` is checked (NULL is `GPUSVC_NULL_ARGUMENT` for `out_name`), then `answer`; its
+/// value is written only when it succeeds.
+///
+/// # Safety
+/// `out` is NULL or valid for one write of a `T` during the call.
+pub(crate) unsafe fn answer_into<A, T>(
+    args: impl FnOnce() -> Result<A, FfiError>,
+    out: *mut T,
+    out_name: &str,
+    answer: impl FnOnce(A) -> Result<T, FfiError>,
+) -> gpusvc_result {
+    ffi_guard(|| {
+        let args = args()?;
+        // SAFETY: forwarded from this function's contract.
+        let out = unsafe { Out::new(out, out_name) }?;
+        out.write(answer(args)?);
+        Ok(())
+    })
 }
 
 /// Copies `items` into a caller buffer with the count-query pattern: `*out_count` gets the

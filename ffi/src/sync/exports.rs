@@ -1,196 +1,51 @@
-//! `gpusvc_sync_*`: sync tokens, order numbers and deadlock-free waits between GPU streams
-//! (the `sync-points` crate) seen from C.
-//!
-//! A `gpusvc_sync_manager` may be used from any thread at once. Sequences are named by the
-//! `uint64_t` id `gpusvc_sync_sequence_create` gives; clients (command buffers) by their
-//! `(namespace_id, command_buffer_id)` pair. Wait callbacks run exactly once each, with no gpusvc
-//! lock held, on the thread that ends the wait: the one releasing, finishing or beginning an order
-//! number, destroying the releaser — or freeing the manager (its last user: a scheduler made over
-//! it holds it until the scheduler is freed), which ends every wait still pending.
-//! A callback may call back into the library. Callbacks that a callback triggers (it releases,
-//! finishes, destroys, ...) run after it returns, not inside it: the thread queues them and its
-//! outermost call runs them, first in, first out, before returning — so chains of releases made
-//! from callbacks take constant stack (see `sync-points`' guarantees).
+//! The `gpusvc_sync_*` functions: the manager, sequences and their order numbers, clients and
+//! their releases, tokens and waits.
 
 use std::ffi::c_void;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use sync_points::{
-    ClientError, ClientId, OrderData, OrderError, ReleaseError, ReleaseOutcome, SequenceId,
-    SyncPointManager, SyncToken,
-};
+use sync_points::{OrderData, OrderError, ReleaseOutcome, SequenceId, SyncPointManager};
 
 use crate::kit::handle::{self, Kind};
-use crate::kit::{
-    FfiError, Out, UserData, ffi_guard, gpusvc_result, invalid_argument, list_out, null_argument,
-};
-
-/// An opaque sync manager. Thread-safe: any thread may use it, and free it once no other thread
-/// is still calling with it (a call in flight finishes on a live manager either way).
-#[derive(Debug)]
-pub struct gpusvc_sync_manager {
-    _opaque: [u8; 0],
-}
-
-/// A release to wait for: command buffer `(namespace_id, command_buffer_id)` releasing
-/// `release_count`. A token with `release_count` 0 names nothing and is always released.
-#[repr(C)]
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct gpusvc_sync_token {
-    /// Namespace of the releasing command buffer.
-    pub namespace_id: i8,
-    /// The releasing command buffer.
-    pub command_buffer_id: u64,
-    /// The release count to reach.
-    pub release_count: u64,
-    /// Whether the producer verified (flushed) the token.
-    pub verified: bool,
-}
-
-impl From<SyncToken> for gpusvc_sync_token {
-    fn from(t: SyncToken) -> Self {
-        gpusvc_sync_token {
-            namespace_id: t.namespace,
-            command_buffer_id: t.command_buffer_id,
-            release_count: t.release_count,
-            verified: t.verified,
-        }
-    }
-}
-
-/// Called once when a wait ends, with the `user_data` given to `gpusvc_sync_token_wait`.
-pub type gpusvc_sync_callback = Option<unsafe extern "C" fn(user_data: *mut c_void)>;
-
-/// Reads one token field by field; the `verified` byte is read as a byte, so a value other than
-/// 0 or 1 from C is `true`, not undefined behaviour.
-///
-/// # Safety
-/// `ptr` is non-NULL and valid for reading one `gpusvc_sync_token`.
-pub(crate) unsafe fn read_token(ptr: *const gpusvc_sync_token) -> SyncToken {
-    // SAFETY: `ptr` is valid for one token (contract); every field read is in bounds, reads are
-    // unaligned-safe, and the integer fields accept any bit pattern.
-    unsafe {
-        SyncToken {
-            namespace: std::ptr::addr_of!((*ptr).namespace_id).read_unaligned(),
-            command_buffer_id: std::ptr::addr_of!((*ptr).command_buffer_id).read_unaligned(),
-            release_count: std::ptr::addr_of!((*ptr).release_count).read_unaligned(),
-            verified: std::ptr::addr_of!((*ptr).verified)
-                .cast::<u8>()
-                .read_unaligned()
-                != 0,
-        }
-    }
-}
-
-/// A token argument.
-///
-/// # Safety
-/// `ptr` is NULL or valid for reading one `gpusvc_sync_token`.
-unsafe fn token_in(ptr: *const gpusvc_sync_token, name: &str) -> Result<SyncToken, FfiError> {
-    if ptr.is_null() {
-        return Err(null_argument(name));
-    }
-    // SAFETY: non-null (checked) and valid (contract).
-    Ok(unsafe { read_token(ptr) })
-}
-
-/// The `sync-points` manager behind a sync manager handle (the scheduler shares it).
-pub(crate) fn manager(m: *const gpusvc_sync_manager) -> Result<Arc<SyncPointManager>, FfiError> {
-    handle::shared(m, "manager", Kind::SyncManager)
-}
-
-fn unknown_sequence(id: u64) -> FfiError {
-    FfiError::new(
-        gpusvc_result::GPUSVC_SYNC_UNKNOWN_SEQUENCE,
-        format!("sync sequence {id} does not exist (destroyed or never created)"),
-    )
-}
-
-fn unknown_client(id: ClientId) -> FfiError {
-    FfiError::new(
-        gpusvc_result::GPUSVC_SYNC_UNKNOWN_CLIENT,
-        format!(
-            "sync client (namespace {}, command buffer {}) does not exist",
-            id.namespace, id.command_buffer_id
-        ),
-    )
-}
+use crate::kit::{FfiError, Out, answer_into, ffi_guard, gpusvc_result, list_out};
+use crate::sync::types::*;
+use crate::sync::{gpusvc_sync_manager, manager};
 
 fn sequence(m: &SyncPointManager, id: u64) -> Result<Arc<OrderData>, FfiError> {
     m.sequence(SequenceId(id))
         .ok_or_else(|| unknown_sequence(id))
 }
 
-/// An order error; its message names the sequence ("sequence N: ...").
-pub(crate) fn order_error(e: OrderError) -> FfiError {
-    match e {
-        OrderError::Destroyed { sequence } => unknown_sequence(sequence.0),
-        e => FfiError::new(
-            gpusvc_result::GPUSVC_SYNC_ORDER_VIOLATION,
-            format!("sync {e}"),
-        ),
-    }
+/// The body of an export that moves `sequence` of `manager` through its order numbers.
+fn on_sequence(
+    manager: *const gpusvc_sync_manager,
+    sequence: u64,
+    f: impl FnOnce(&OrderData) -> Result<(), OrderError>,
+) -> gpusvc_result {
+    ffi_guard(|| f(&*self::sequence(&*self::manager(manager)?, sequence)?).map_err(order_error))
 }
 
-pub(crate) fn client_error(e: ClientError) -> FfiError {
-    match e {
-        ClientError::Exists(id) => FfiError::new(
-            gpusvc_result::GPUSVC_SYNC_CLIENT_EXISTS,
-            format!(
-                "sync client (namespace {}, command buffer {}) exists",
-                id.namespace, id.command_buffer_id
-            ),
-        ),
-        ClientError::UnknownSequence(s) => unknown_sequence(s.0),
-        ClientError::UnknownClient(id) => unknown_client(id),
-        ClientError::Release(ReleaseError::NotProcessing) => FfiError::new(
-            gpusvc_result::GPUSVC_SYNC_RELEASE_OUTSIDE_PROCESSING,
-            ReleaseError::NotProcessing.to_string(),
-        ),
-        ClientError::Release(ReleaseError::Destroyed) => FfiError::new(
-            gpusvc_result::GPUSVC_SYNC_UNKNOWN_CLIENT,
-            ReleaseError::Destroyed.to_string(),
-        ),
-    }
-}
-
-pub(crate) fn client_id(namespace_id: i8, command_buffer_id: u64) -> ClientId {
-    ClientId {
-        namespace: namespace_id,
-        command_buffer_id,
-    }
-}
-
-/// The host's wait callback. It runs at most once: when the wait ends, or, once the wait was
-/// registered (`armed`), when it is dropped without ending (the manager was freed). A refused
-/// wait drops it unarmed: the callback never runs.
-/// The callback and its user data may be called from any thread (the one that ends the wait:
-/// `gpusvc_sync_token_wait`'s contract).
-struct HostCallback {
-    callback: Option<unsafe extern "C" fn(*mut c_void)>,
-    user_data: UserData,
-    armed: Arc<AtomicBool>,
-}
-
-impl HostCallback {
-    fn fire(&mut self) {
-        if let Some(f) = self.callback.take() {
-            // SAFETY: a host function taking its own user_data, called once (contract of
-            // `gpusvc_sync_token_wait`).
-            unsafe { f(self.user_data.get()) }
-        }
-    }
-}
-
-impl Drop for HostCallback {
-    fn drop(&mut self) {
-        // Acquire pairs with the Release in `gpusvc_sync_token_wait`, which arms it before the
-        // call returns (and so before the manager can be freed).
-        if self.armed.load(Ordering::Acquire) {
-            self.fire();
-        }
+/// The body of an export that answers about `sequence` through `out`: the handle is checked,
+/// then `out`, then the sequence; the answer is written only on success.
+///
+/// # Safety
+/// `out` is NULL or valid for one write.
+unsafe fn sequence_query<T>(
+    manager: *const gpusvc_sync_manager,
+    sequence: u64,
+    out: *mut T,
+    out_name: &str,
+    answer: impl FnOnce(&OrderData) -> Result<T, OrderError>,
+) -> gpusvc_result {
+    // SAFETY: forwarded from this function's contract.
+    unsafe {
+        answer_into(
+            || self::manager(manager),
+            out,
+            out_name,
+            |m| answer(&*self::sequence(&m, sequence)?).map_err(order_error),
+        )
     }
 }
 
@@ -207,8 +62,10 @@ pub unsafe extern "C" fn gpusvc_sync_manager_new(
     ffi_guard(|| {
         // SAFETY: an output argument (this function's contract).
         let out = unsafe { Out::new(out, "out") }?;
-        let h = handle::new_shared(Kind::SyncManager, SyncPointManager::new());
-        out.write(h);
+        out.write(handle::new_shared(
+            Kind::SyncManager,
+            SyncPointManager::new(),
+        ));
         Ok(())
     })
 }
@@ -238,13 +95,15 @@ pub unsafe extern "C" fn gpusvc_sync_sequence_create(
     manager: *const gpusvc_sync_manager,
     out_sequence: *mut u64,
 ) -> gpusvc_result {
-    ffi_guard(|| {
-        let m = self::manager(manager)?;
-        // SAFETY: an output argument (this function's contract).
-        let out = unsafe { Out::new(out_sequence, "out_sequence") }?;
-        out.write(m.create_sequence().id().0);
-        Ok(())
-    })
+    // SAFETY: forwarded from this function's contract.
+    unsafe {
+        answer_into(
+            || self::manager(manager),
+            out_sequence,
+            "out_sequence",
+            |m| Ok(m.create_sequence().id().0),
+        )
+    }
 }
 
 /// Destroys a sequence: every wait fenced on it ends (its callback runs).
@@ -258,8 +117,7 @@ pub unsafe extern "C" fn gpusvc_sync_sequence_destroy(
     sequence: u64,
 ) -> gpusvc_result {
     ffi_guard(|| {
-        let m = self::manager(manager)?;
-        if m.destroy_sequence(SequenceId(sequence)) {
+        if self::manager(manager)?.destroy_sequence(SequenceId(sequence)) {
             Ok(())
         } else {
             Err(unknown_sequence(sequence))
@@ -278,15 +136,16 @@ pub unsafe extern "C" fn gpusvc_sync_sequence_generate(
     sequence: u64,
     out_order_num: *mut u64,
 ) -> gpusvc_result {
-    ffi_guard(|| {
-        let m = self::manager(manager)?;
-        // SAFETY: an output argument (this function's contract).
-        let out = unsafe { Out::new(out_order_num, "out_order_num") }?;
-        let s = self::sequence(&m, sequence)?;
-        let n = s.generate().map_err(order_error)?;
-        out.write(n);
-        Ok(())
-    })
+    // SAFETY: forwarded from this function's contract.
+    unsafe {
+        sequence_query(
+            manager,
+            sequence,
+            out_order_num,
+            "out_order_num",
+            OrderData::generate,
+        )
+    }
 }
 
 /// Begins processing `order_num` on `sequence`, or resumes it after a pause. Waits fenced before
@@ -301,11 +160,7 @@ pub unsafe extern "C" fn gpusvc_sync_sequence_begin(
     sequence: u64,
     order_num: u64,
 ) -> gpusvc_result {
-    ffi_guard(|| {
-        let m = self::manager(manager)?;
-        let s = self::sequence(&m, sequence)?;
-        s.begin_processing(order_num).map_err(order_error)
-    })
+    on_sequence(manager, sequence, |s| s.begin_processing(order_num))
 }
 
 /// Pauses the number being processed on `sequence`; `GPUSVC_SYNC_ORDER_VIOLATION` when none is.
@@ -317,11 +172,7 @@ pub unsafe extern "C" fn gpusvc_sync_sequence_pause(
     manager: *const gpusvc_sync_manager,
     sequence: u64,
 ) -> gpusvc_result {
-    ffi_guard(|| {
-        let m = self::manager(manager)?;
-        let s = self::sequence(&m, sequence)?;
-        s.pause_processing().map_err(order_error)
-    })
+    on_sequence(manager, sequence, OrderData::pause_processing)
 }
 
 /// Finishes `order_num`, which must be the front of the queue and being processed (else
@@ -337,11 +188,7 @@ pub unsafe extern "C" fn gpusvc_sync_sequence_finish(
     sequence: u64,
     order_num: u64,
 ) -> gpusvc_result {
-    ffi_guard(|| {
-        let m = self::manager(manager)?;
-        let s = self::sequence(&m, sequence)?;
-        s.finish_processing(order_num).map_err(order_error)
-    })
+    on_sequence(manager, sequence, |s| s.finish_processing(order_num))
 }
 
 /// The last processed order number of `sequence` (0 before any) into `*out_order_num`.
@@ -354,14 +201,12 @@ pub unsafe extern "C" fn gpusvc_sync_sequence_processed(
     sequence: u64,
     out_order_num: *mut u64,
 ) -> gpusvc_result {
-    ffi_guard(|| {
-        let m = self::manager(manager)?;
-        // SAFETY: an output argument (this function's contract).
-        let out = unsafe { Out::new(out_order_num, "out_order_num") }?;
-        let n = self::sequence(&m, sequence)?.processed();
-        out.write(n);
-        Ok(())
-    })
+    // SAFETY: forwarded from this function's contract.
+    unsafe {
+        sequence_query(manager, sequence, out_order_num, "out_order_num", |s| {
+            Ok(s.processed())
+        })
+    }
 }
 
 /// Whether `sequence` is processing a number (begun and not paused) into `*out_processing`.
@@ -374,14 +219,12 @@ pub unsafe extern "C" fn gpusvc_sync_sequence_is_processing(
     sequence: u64,
     out_processing: *mut bool,
 ) -> gpusvc_result {
-    ffi_guard(|| {
-        let m = self::manager(manager)?;
-        // SAFETY: an output argument (this function's contract).
-        let out = unsafe { Out::new(out_processing, "out_processing") }?;
-        let p = self::sequence(&m, sequence)?.is_processing();
-        out.write(p);
-        Ok(())
-    })
+    // SAFETY: forwarded from this function's contract.
+    unsafe {
+        sequence_query(manager, sequence, out_processing, "out_processing", |s| {
+            Ok(s.is_processing())
+        })
+    }
 }
 
 /// The unprocessed order numbers of `sequence`, front first, into `buf`; `*out_count` receives
@@ -399,8 +242,7 @@ pub unsafe extern "C" fn gpusvc_sync_sequence_unprocessed(
     out_count: *mut usize,
 ) -> gpusvc_result {
     ffi_guard(|| {
-        let m = self::manager(manager)?;
-        let list = self::sequence(&m, sequence)?.unprocessed();
+        let list = self::sequence(&*self::manager(manager)?, sequence)?.unprocessed();
         // SAFETY: forwarded from this function's contract.
         unsafe { list_out(&list, buf, len, out_count, "order numbers") }
     })
@@ -422,9 +264,9 @@ pub unsafe extern "C" fn gpusvc_sync_client_create(
     sequence: u64,
 ) -> gpusvc_result {
     ffi_guard(|| {
-        let m = self::manager(manager)?;
         let id = client_id(namespace_id, command_buffer_id);
-        m.create_client(id, SequenceId(sequence))
+        self::manager(manager)?
+            .create_client(id, SequenceId(sequence))
             .map_err(client_error)?;
         Ok(())
     })
@@ -503,16 +345,15 @@ pub unsafe extern "C" fn gpusvc_sync_token_is_released(
     token: *const gpusvc_sync_token,
     out_released: *mut bool,
 ) -> gpusvc_result {
-    ffi_guard(|| {
-        let m = self::manager(manager)?;
-        // SAFETY: forwarded from this function's contract.
-        let token = unsafe { token_in(token, "token") }?;
-        // SAFETY: an output argument (this function's contract).
-        let out = unsafe { Out::new(out_released, "out_released") }?;
-        let released = m.is_released(&token);
-        out.write(released);
-        Ok(())
-    })
+    // SAFETY: forwarded from this function's contract (both pointers).
+    unsafe {
+        answer_into(
+            || Ok((self::manager(manager)?, token_in(token, "token")?)),
+            out_released,
+            "out_released",
+            |(m, token)| Ok(m.is_released(&token)),
+        )
+    }
 }
 
 /// Makes `callback(user_data)` run once when `token` is released — or when the wait is retired
@@ -538,30 +379,22 @@ pub unsafe extern "C" fn gpusvc_sync_token_wait(
     user_data: *mut c_void,
     out_registered: *mut bool,
 ) -> gpusvc_result {
-    ffi_guard(|| {
-        let m = self::manager(manager)?;
-        // SAFETY: forwarded from this function's contract.
-        let token = unsafe { token_in(token, "token") }?;
-        let callback = callback.ok_or_else(|| null_argument("callback"))?;
-        // SAFETY: an output argument (this function's contract).
-        let out = unsafe { Out::new(out_registered, "out_registered") }?;
-        self::sequence(&m, waiting_sequence)?;
-        let armed = Arc::new(AtomicBool::new(false));
-        let mut host = HostCallback {
-            callback: Some(callback),
-            user_data: UserData::new(user_data),
-            armed: armed.clone(),
-        };
-        let registered = m.wait(&token, SequenceId(waiting_sequence), wait_order_num, {
-            move || host.fire()
-        });
-        if registered {
-            // This call holds the manager, so the wait cannot be dropped unrun before this.
-            armed.store(true, Ordering::Release);
-        }
-        out.write(registered);
-        Ok(())
-    })
+    // SAFETY: forwarded from this function's contract (`token`, `out_registered`, `callback`).
+    unsafe {
+        answer_into(
+            || {
+                let m = self::manager(manager)?;
+                let token = token_in(token, "token")?;
+                Ok((m, token, wait_callback_in(callback, user_data)?))
+            },
+            out_registered,
+            "out_registered",
+            |(m, token, on_end)| {
+                self::sequence(&m, waiting_sequence)?;
+                Ok(m.wait(&token, SequenceId(waiting_sequence), wait_order_num, on_end))
+            },
+        )
+    }
 }
 
 /// Blocks this thread until `token` reads as released, at most `timeout_ms` milliseconds;
@@ -581,16 +414,15 @@ pub unsafe extern "C" fn gpusvc_sync_token_wait_blocking(
     timeout_ms: u64,
     out_released: *mut bool,
 ) -> gpusvc_result {
-    ffi_guard(|| {
-        let m = self::manager(manager)?;
-        // SAFETY: forwarded from this function's contract.
-        let token = unsafe { token_in(token, "token") }?;
-        // SAFETY: an output argument (this function's contract).
-        let out = unsafe { Out::new(out_released, "out_released") }?;
-        let released = m.wait_blocking(&token, Duration::from_millis(timeout_ms));
-        out.write(released);
-        Ok(())
-    })
+    // SAFETY: forwarded from this function's contract (both pointers).
+    unsafe {
+        answer_into(
+            || Ok((self::manager(manager)?, token_in(token, "token")?)),
+            out_released,
+            "out_released",
+            |(m, token)| Ok(m.wait_blocking(&token, Duration::from_millis(timeout_ms))),
+        )
+    }
 }
 
 /// Keeps, per `(namespace_id, command_buffer_id)`, only the token with the highest release count
@@ -611,18 +443,8 @@ pub unsafe extern "C" fn gpusvc_sync_token_reduce(
     out_count: *mut usize,
 ) -> gpusvc_result {
     ffi_guard(|| {
-        if count > 0 && tokens.is_null() {
-            return Err(null_argument("tokens"));
-        }
-        if count > isize::MAX as usize / size_of::<gpusvc_sync_token>() {
-            return Err(invalid_argument(format!(
-                "`tokens` count {count} is absurd"
-            )));
-        }
-        let input: Vec<SyncToken> = (0..count)
-            // SAFETY: `tokens` is non-null and valid for `count` reads (contract); `i < count`.
-            .map(|i| unsafe { read_token(tokens.add(i)) })
-            .collect();
+        // SAFETY: forwarded from this function's contract.
+        let input = unsafe { tokens_in(tokens, count, "tokens", "`tokens` count") }?;
         let reduced: Vec<gpusvc_sync_token> = sync_points::reduce(&input)
             .into_iter()
             .map(gpusvc_sync_token::from)

@@ -1,0 +1,251 @@
+//! The scheduler's C types (priorities and task results passed as `uint32_t`, the callback
+//! types, the task, config, sample, metrics and removal structs) and their conversions to and
+//! from the `gpu-scheduler` crate's types.
+
+use std::ffi::c_void;
+use std::time::Duration;
+
+use gpu_scheduler::{Priority, PriorityMetrics, RemovedStream, SchedulerError, TaskSample};
+
+use crate::kit::{FfiError, c_enum, gpusvc_result};
+use crate::sync::{client_error, gpusvc_sync_token, order_error};
+
+/// A stream priority (passed as `uint32_t`), lowest first.
+#[repr(u32)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum gpusvc_scheduler_priority {
+    /// Background work.
+    GPUSVC_SCHEDULER_PRIORITY_LOW = 0,
+    /// Ordinary clients.
+    GPUSVC_SCHEDULER_PRIORITY_NORMAL = 1,
+    /// Urgent clients.
+    GPUSVC_SCHEDULER_PRIORITY_HIGH = 2,
+    /// Presentation; never downgraded by time slices.
+    GPUSVC_SCHEDULER_PRIORITY_REAL_TIME = 3,
+}
+
+c_enum!(impl gpusvc_scheduler_priority {
+    GPUSVC_SCHEDULER_PRIORITY_LOW,
+    GPUSVC_SCHEDULER_PRIORITY_NORMAL,
+    GPUSVC_SCHEDULER_PRIORITY_HIGH,
+    GPUSVC_SCHEDULER_PRIORITY_REAL_TIME,
+});
+
+impl From<gpusvc_scheduler_priority> for Priority {
+    fn from(p: gpusvc_scheduler_priority) -> Self {
+        use gpusvc_scheduler_priority::*;
+        match p {
+            GPUSVC_SCHEDULER_PRIORITY_LOW => Priority::Low,
+            GPUSVC_SCHEDULER_PRIORITY_NORMAL => Priority::Normal,
+            GPUSVC_SCHEDULER_PRIORITY_HIGH => Priority::High,
+            GPUSVC_SCHEDULER_PRIORITY_REAL_TIME => Priority::RealTime,
+        }
+    }
+}
+
+/// A priority argument; an unknown value is `GPUSVC_INVALID_ARGUMENT`.
+pub(crate) fn priority_in(value: u32) -> Result<Priority, FfiError> {
+    gpusvc_scheduler_priority::decode(value).map(Priority::from)
+}
+
+/// A priority as C reads it back (a `gpusvc_scheduler_priority` value: both lists are lowest
+/// first, see the test below).
+pub(crate) fn priority_out(p: Priority) -> u32 {
+    p.index() as u32
+}
+
+/// What a task callback returns (as `uint32_t`).
+#[repr(u32)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum gpusvc_scheduler_task_result {
+    /// The task is complete.
+    GPUSVC_SCHEDULER_TASK_DONE = 0,
+    /// The task yielded: the same callback runs again later, first in its stream, with the same
+    /// order number.
+    GPUSVC_SCHEDULER_TASK_CONTINUE_LATER = 1,
+}
+
+c_enum!(impl gpusvc_scheduler_task_result {
+    GPUSVC_SCHEDULER_TASK_DONE,
+    GPUSVC_SCHEDULER_TASK_CONTINUE_LATER,
+});
+
+/// A task body: returns a `gpusvc_scheduler_task_result` value (any value other than
+/// `GPUSVC_SCHEDULER_TASK_CONTINUE_LATER` means done).
+pub type gpusvc_scheduler_task_fn = Option<unsafe extern "C" fn(user_data: *mut c_void) -> u32>;
+
+/// A start callback, run just before its task first starts.
+pub type gpusvc_scheduler_start_fn = Option<unsafe extern "C" fn(user_data: *mut c_void)>;
+
+/// Releases a task's user data: called exactly once, when the scheduler is done with the task.
+pub type gpusvc_scheduler_destroy_fn = Option<unsafe extern "C" fn(user_data: *mut c_void)>;
+
+/// A task for `gpusvc_scheduler_enqueue`. The struct is read during the call; `user_data` is
+/// passed to each callback.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct gpusvc_scheduler_task {
+    /// The body (required); runs on the driving thread, again after each
+    /// `GPUSVC_SCHEDULER_TASK_CONTINUE_LATER`.
+    pub run: gpusvc_scheduler_task_fn,
+    /// Runs just before the first `run` (may be NULL).
+    pub start: gpusvc_scheduler_start_fn,
+    /// Called exactly once when the scheduler is done with the task (may be NULL): after the
+    /// `run` that completes it, or when it is dropped unrun or between continuations (its
+    /// stream removed, the scheduler freed), on the thread that drops it. Not called when the
+    /// enqueue fails: the user data stays the caller's.
+    pub destroy: gpusvc_scheduler_destroy_fn,
+    /// Passed to `run`, `start` and `destroy`.
+    pub user_data: *mut c_void,
+    /// Tokens to wait for before the first start (NULL when `wait_count` is 0).
+    pub waits: *const gpusvc_sync_token,
+    /// Number of `waits`.
+    pub wait_count: usize,
+}
+
+/// A host clock: monotonic nanoseconds from any origin. Called from any thread that uses the
+/// scheduler, possibly with scheduler locks held: it must not call `gpusvc_scheduler_*`.
+pub type gpusvc_scheduler_clock_fn = Option<unsafe extern "C" fn(user_data: *mut c_void) -> u64>;
+
+/// One task run, as given to a `gpusvc_scheduler_task_sample_fn`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct gpusvc_scheduler_task_sample {
+    /// The stream's scheduled priority when the task ran (a `gpusvc_scheduler_priority` value).
+    pub priority: u32,
+    /// Enqueue to first start, in nanoseconds (0 for a continuation).
+    pub delay_ns: u64,
+    /// Time the task callback ran, in nanoseconds.
+    pub run_ns: u64,
+    /// Whether this run continued a task that returned `GPUSVC_SCHEDULER_TASK_CONTINUE_LATER`.
+    pub continuation: bool,
+}
+
+impl From<&TaskSample> for gpusvc_scheduler_task_sample {
+    fn from(s: &TaskSample) -> Self {
+        gpusvc_scheduler_task_sample {
+            priority: priority_out(s.priority),
+            delay_ns: nanos(s.delay),
+            run_ns: nanos(s.run),
+            continuation: s.continuation,
+        }
+    }
+}
+
+/// A metrics callback: called on the driving thread after every task run, with no gpusvc lock
+/// held; `sample` is valid for the call only.
+pub type gpusvc_scheduler_task_sample_fn = Option<
+    unsafe extern "C" fn(sample: *const gpusvc_scheduler_task_sample, user_data: *mut c_void),
+>;
+
+/// Settings of `gpusvc_scheduler_new_with_config`. Zero-initialized, it gives the defaults (5 ms
+/// slices, 1 ms granularity, the system monotonic clock, no metrics callback).
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct gpusvc_scheduler_config {
+    /// A stream's time slice in nanoseconds; 0: the default (5 ms).
+    pub time_slice_ns: u64,
+    /// When higher priority arrives, the running stream still gets this much run time since it
+    /// was picked, in nanoseconds; 0: the default (1 ms). At most the time slice.
+    pub granularity_ns: u64,
+    /// The time source; NULL: the system monotonic clock. Its first reading (made by
+    /// `gpusvc_scheduler_new_with_config`) is the scheduler's origin; a reading below the
+    /// highest one so far counts as that one (time never goes backwards).
+    pub now_ns: gpusvc_scheduler_clock_fn,
+    /// Passed to `now_ns`.
+    pub clock_user_data: *mut c_void,
+    /// Called after every task run; NULL: none.
+    pub on_task: gpusvc_scheduler_task_sample_fn,
+    /// Passed to `on_task`.
+    pub on_task_user_data: *mut c_void,
+}
+
+/// Metrics of one priority level (`gpusvc_scheduler_metrics`).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct gpusvc_scheduler_priority_metrics {
+    /// Tasks started (continuations not counted).
+    pub tasks: u64,
+    /// Continuation runs (a task run again after `GPUSVC_SCHEDULER_TASK_CONTINUE_LATER`).
+    pub continuations: u64,
+    /// Total time run by task callbacks, continuations included, in nanoseconds.
+    pub run_ns: u64,
+    /// How many enqueue-to-start delay samples are kept (the most recent ones); 0: the
+    /// percentiles below are 0 and mean nothing.
+    pub sample_count: u64,
+    /// Median enqueue-to-start delay, in nanoseconds.
+    pub delay_p50_ns: u64,
+    /// 99th percentile enqueue-to-start delay, in nanoseconds.
+    pub delay_p99_ns: u64,
+}
+
+impl From<&PriorityMetrics> for gpusvc_scheduler_priority_metrics {
+    fn from(m: &PriorityMetrics) -> Self {
+        gpusvc_scheduler_priority_metrics {
+            tasks: m.tasks,
+            continuations: m.continuations,
+            run_ns: nanos(m.time_run),
+            sample_count: m.delays.len() as u64,
+            delay_p50_ns: m.delay_p50.map_or(0, nanos),
+            delay_p99_ns: m.delay_p99.map_or(0, nanos),
+        }
+    }
+}
+
+/// What `gpusvc_scheduler_remove_stream` did.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct gpusvc_scheduler_removed_stream {
+    /// Pending tasks dropped without running.
+    pub dropped_tasks: u64,
+    /// Whether the stream was lending its priority to a releaser (through pending waits); that
+    /// loan ends with the removal.
+    pub lent: bool,
+    /// The highest priority it lent (a `gpusvc_scheduler_priority` value); 0 when `!lent`.
+    pub lent_priority: u32,
+}
+
+impl From<RemovedStream> for gpusvc_scheduler_removed_stream {
+    fn from(r: RemovedStream) -> Self {
+        gpusvc_scheduler_removed_stream {
+            dropped_tasks: r.dropped_tasks as u64,
+            lent: r.lent_priority.is_some(),
+            lent_priority: r.lent_priority.map_or(0, priority_out),
+        }
+    }
+}
+
+/// Nanoseconds, saturated at `u64::MAX`.
+fn nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
+/// A scheduler error as a result code (sync errors as the sync functions report them).
+pub(crate) fn scheduler_error(e: SchedulerError) -> FfiError {
+    match e {
+        SchedulerError::UnknownStream(id) => FfiError::new(
+            gpusvc_result::GPUSVC_SCHEDULER_UNKNOWN_STREAM,
+            format!("scheduler stream {} does not exist", id.0),
+        ),
+        SchedulerError::Order(e) => order_error(e),
+        SchedulerError::Client(e) => client_error(e),
+        SchedulerError::ShutDown => FfiError::new(
+            gpusvc_result::GPUSVC_SCHEDULER_SHUT_DOWN,
+            "the scheduler was freed while this call was in flight",
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn priorities_convert_both_ways() {
+        for (i, p) in gpusvc_scheduler_priority::all().iter().enumerate() {
+            assert_eq!(priority_in(*p as u32).unwrap(), Priority::ALL[i]);
+            assert_eq!(priority_out(Priority::ALL[i]), *p as u32);
+        }
+        assert!(priority_in(4).is_err());
+    }
+}
