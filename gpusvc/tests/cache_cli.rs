@@ -5,10 +5,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::Duration;
 
-use program_cache::disk::{self, inspect};
+use program_cache::disk::inspect;
 use program_cache::{
-    CacheConfig, CachedProgram, CompatibilityStamp, DiskConfig, ProgramBinaryData, ProgramCache,
-    ProgramKey, ShaderHash, ShaderVariables,
+    CacheConfig, CachedProgram, CompatibilityStamp, DiskConfig, DriverIdentity, ProgramBinaryData,
+    ProgramCache, ProgramKey, ShaderHash, ShaderVariables,
 };
 use test_support::cli::{self, text};
 
@@ -17,19 +17,14 @@ fn gpusvc(args: &[&str], env: &[(&str, &Path)]) -> Output {
 }
 
 fn stamp() -> CompatibilityStamp {
-    CompatibilityStamp {
+    let driver = DriverIdentity {
         gl_vendor: "Test vendor".into(),
         gl_renderer: "test renderer".into(),
         gl_version: "4.5 test".into(),
         context: "OpenGL core profile".into(),
-        vendor_id: None,
-        device_id: None,
-        driver_build_id: None,
-        host_product: "gpusvc cli tests".into(),
-        host_version: "1".into(),
-        format_version: disk::FORMAT_VERSION,
-        pointer_width: usize::BITS,
-    }
+        ..DriverIdentity::default()
+    };
+    CompatibilityStamp::new(driver, "gpusvc cli tests", "1")
 }
 
 fn program(n: u8) -> CachedProgram {
@@ -47,11 +42,9 @@ fn program(n: u8) -> CachedProgram {
 
 /// Saves `n` programs through a disk-backed cache in `dir`; returns their keys.
 fn populate(dir: &Path, n: u8) -> Vec<ProgramKey> {
-    let cache = ProgramCache::with_disk(
-        CacheConfig::with_budget(1 << 20),
-        None,
-        DiskConfig::new(dir, stamp()),
-    );
+    let cache = ProgramCache::builder(CacheConfig::with_budget(1 << 20))
+        .disk(DiskConfig::new(dir, stamp()))
+        .build();
     cache
         .wait_until_loaded(Duration::from_secs(10))
         .expect("the (empty) startup load finishes");
@@ -309,11 +302,9 @@ fn an_unreadable_entries_folder_is_reported_not_counted_as_empty() {
 #[test]
 fn clear_refuses_a_store_in_use_unless_forced() {
     let dir = tempfile::tempdir().unwrap();
-    let cache = ProgramCache::with_disk(
-        CacheConfig::with_budget(1 << 20),
-        None,
-        DiskConfig::new(dir.path(), stamp()),
-    );
+    let cache = ProgramCache::builder(CacheConfig::with_budget(1 << 20))
+        .disk(DiskConfig::new(dir.path(), stamp()))
+        .build();
     cache.wait_until_loaded(Duration::from_secs(10)).unwrap();
     for i in 1..=4u8 {
         cache.save(ProgramKey([i; 20]), program(i), None).unwrap();

@@ -327,35 +327,6 @@ impl ProgramCache {
         }
     }
 
-    // kept until ffi and the CLI move to the builder (issue 12)
-    /// An empty memory-only cache: `ProgramCache::builder(config).build()`, unshared.
-    #[doc(hidden)]
-    pub fn new(config: CacheConfig) -> Self {
-        Self::from_parts(config, None, None)
-    }
-
-    // kept until ffi and the CLI move to the builder (issue 12)
-    /// `ProgramCache::builder(config).callback(..).disk(disk).build()`.
-    #[doc(hidden)]
-    pub fn with_disk(
-        config: CacheConfig,
-        callback: Option<HistogramCallback>,
-        disk: DiskConfig,
-    ) -> Arc<Self> {
-        let builder = Self::builder(config).disk(disk);
-        match callback {
-            Some(callback) => builder.callback(callback).build(),
-            None => builder.build(),
-        }
-    }
-
-    // kept until ffi and the CLI move to the builder (issue 12)
-    /// `ProgramCache::builder(config).callback(callback).build()`, unshared.
-    #[doc(hidden)]
-    pub fn with_callback(config: CacheConfig, callback: HistogramCallback) -> Self {
-        Self::from_parts(config, Some(callback), None)
-    }
-
     fn lock(&self) -> MutexGuard<'_, State> {
         // A panic while holding the lock leaves consistent-enough state (every mutation is
         // completed before the next step); keep serving rather than poisoning the GPU process.

@@ -67,14 +67,14 @@ pub(super) fn open_cache(args: &DemoArgs, ctx: &GlContext) -> RunCache {
     let start = Instant::now();
     let setting = disk_setting(args);
     let (cache, store) = match &setting {
-        DiskSetting::Off => (Arc::new(ProgramCache::new(config)), None),
+        DiskSetting::Off => (ProgramCache::builder(config).build(), None),
         DiskSetting::NoDefaultFolder => {
             eprintln!(
                 "gpusvc demo: warning: neither XDG_CACHE_HOME nor HOME is set to an absolute \
                  path, so there is no default cache folder: the cache lives in memory only this \
                  run (--cache-dir DIR keeps it in DIR)"
             );
-            (Arc::new(ProgramCache::new(config)), None)
+            (ProgramCache::builder(config).build(), None)
         }
         DiskSetting::Folder { dir, .. } => {
             let stamp = CompatibilityStamp::from_driver(
@@ -83,7 +83,9 @@ pub(super) fn open_cache(args: &DemoArgs, ctx: &GlContext) -> RunCache {
                 env!("CARGO_PKG_VERSION"),
             );
             let store = dir.join(stamp.dir_name());
-            let cache = ProgramCache::with_disk(config, None, DiskConfig::new(dir, stamp));
+            let cache = ProgramCache::builder(config)
+                .disk(DiskConfig::new(dir, stamp))
+                .build();
             (cache, Some(store))
         }
     };
