@@ -157,12 +157,59 @@ fn task_of(
     }
 }
 
+/// Whether `(client, count)` reads as released in the sync manager `m`.
+fn is_released(m: *const gpusvc_sync_manager, client: u64, count: u64) -> bool {
+    // SAFETY: a live handle, token and out slot.
+    written(false, |out| unsafe {
+        gpusvc_sync_token_is_released(m, &token(client, count), out)
+    })
+}
+
 fn token(client: u64, count: u64) -> gpusvc_sync_token {
     gpusvc_sync_token {
         namespace_id: 0,
         command_buffer_id: client,
         release_count: count,
         verified: true,
+    }
+}
+
+/// A config with the defaults (every field 0 or NULL), for struct-update syntax.
+fn default_config() -> gpusvc_scheduler_config {
+    gpusvc_scheduler_config {
+        time_slice_ns: 0,
+        granularity_ns: 0,
+        now_ns: None,
+        clock_user_data: ptr::null_mut(),
+        on_task: None,
+        on_task_user_data: ptr::null_mut(),
+    }
+}
+
+/// A config with the default slices on the manual clock `clock`.
+fn manual_clock_config(clock: &AtomicU64) -> gpusvc_scheduler_config {
+    gpusvc_scheduler_config {
+        now_ns: Some(manual_now),
+        clock_user_data: ptr::from_ref(clock).cast_mut().cast(),
+        ..default_config()
+    }
+}
+
+impl Spec {
+    /// A spec that only logs `name`.
+    fn new(log: &Log, name: &str, sched: *mut gpusvc_scheduler, clock: *const AtomicU64) -> Self {
+        Spec {
+            log,
+            name: name.to_string(),
+            sched,
+            release: None,
+            enable: None,
+            continues: 0,
+            advance_ns: 0,
+            clock,
+            log_yield: false,
+            spawn: None,
+        }
     }
 }
 
@@ -173,34 +220,10 @@ impl Sched {
 
     /// A scheduler over `manager` (NULL: its own).
     fn over(manager: *const gpusvc_sync_manager) -> Self {
-        let mut h = ptr::null_mut();
-        // SAFETY: a live out pointer; NULL or a live manager.
-        assert_eq!(unsafe { gpusvc_scheduler_new(manager, &mut h) }, OK);
-        Sched {
-            h,
-            specs: Vec::new(),
-            log: Box::new(Mutex::new(Vec::new())),
-            clock: Box::new(AtomicU64::new(0)),
-        }
+        Self::with(new_scheduler(manager, None), Box::new(AtomicU64::new(0)))
     }
 
-    /// Default slices (5 ms, 1 ms granularity) on a manual clock that only tasks advance
-    /// (`Spec::advance_ns`), starting at an arbitrary reading.
-    fn with_clock() -> Self {
-        let clock = Box::new(AtomicU64::new(1_000 * MS));
-        let config = gpusvc_scheduler_config {
-            time_slice_ns: 0,
-            granularity_ns: 0,
-            now_ns: Some(manual_now),
-            clock_user_data: ptr::from_ref::<AtomicU64>(&clock).cast_mut().cast(),
-            on_task: None,
-            on_task_user_data: ptr::null_mut(),
-        };
-        let mut h = ptr::null_mut();
-        // SAFETY: live config and out pointer; the clock outlives the scheduler (dropped after
-        // `Drop::drop` frees it).
-        let r = unsafe { gpusvc_scheduler_new_with_config(ptr::null(), &config, &mut h) };
-        assert_eq!(r, OK);
+    fn with(h: *mut gpusvc_scheduler, clock: Box<AtomicU64>) -> Self {
         Sched {
             h,
             specs: Vec::new(),
@@ -209,37 +232,27 @@ impl Sched {
         }
     }
 
+    /// Default slices (5 ms, 1 ms granularity) on a manual clock that only tasks advance
+    /// (`Spec::advance_ns`), starting at an arbitrary reading. The clock outlives the scheduler
+    /// (dropped after `Drop::drop` frees it).
+    fn with_clock() -> Self {
+        let clock = Box::new(AtomicU64::new(1_000 * MS));
+        let h = new_scheduler(ptr::null(), Some(&manual_clock_config(&clock)));
+        Self::with(h, clock)
+    }
+
     fn stream(&self, p: u32) -> u64 {
-        let mut s = 0;
-        assert_eq!(
-            // SAFETY: a live handle and out pointer.
-            unsafe { gpusvc_scheduler_add_stream(self.h, p, &mut s) },
-            OK
-        );
-        s
+        add_stream(self.h, p)
     }
 
     fn client(&self, stream: u64, client: u64) {
-        assert_eq!(
-            // SAFETY: a live handle.
-            unsafe { gpusvc_scheduler_create_client(self.h, stream, 0, client) },
-            OK
-        );
+        // SAFETY: a live handle.
+        let r = unsafe { gpusvc_scheduler_create_client(self.h, stream, 0, client) };
+        assert_eq!(r, OK);
     }
 
     fn spec(&mut self, name: &str) -> Box<Spec> {
-        Box::new(Spec {
-            log: &*self.log,
-            name: name.to_string(),
-            sched: self.h,
-            release: None,
-            enable: None,
-            continues: 0,
-            advance_ns: 0,
-            clock: &*self.clock,
-            log_yield: false,
-            spawn: None,
-        })
+        Box::new(Spec::new(&self.log, name, self.h, &*self.clock))
     }
 
     /// A spec kept alive by this `Sched` but not enqueued (for `Spec::spawn`).
@@ -265,29 +278,17 @@ impl Sched {
     ) -> u64 {
         let ud: *mut Spec = &mut *spec;
         self.specs.push(Box::into_pin(spec));
-        let mut n = 0;
         let start: gpusvc_scheduler_start_fn = if with_start { Some(start_spec) } else { None };
-        // SAFETY: a live handle; the spec lives until the scheduler is freed.
-        let r = unsafe {
-            gpusvc_scheduler_enqueue(
-                self.h,
-                stream,
-                &task_of(
-                    Some(run_spec),
-                    start,
-                    ud.cast(),
-                    if tokens.is_empty() {
-                        ptr::null()
-                    } else {
-                        tokens.as_ptr()
-                    },
-                    tokens.len(),
-                ),
-                &mut n,
-            )
+        let waits = if tokens.is_empty() {
+            ptr::null()
+        } else {
+            tokens.as_ptr()
         };
-        assert_eq!(r, OK);
-        n
+        let task = task_of(Some(run_spec), start, ud.cast(), waits, tokens.len());
+        // SAFETY: a live handle, task and out slot; the spec lives until the scheduler is freed.
+        written(0, |out| unsafe {
+            gpusvc_scheduler_enqueue(self.h, stream, &task, out)
+        })
     }
 
     fn push(&mut self, stream: u64, name: &str) -> u64 {
@@ -295,24 +296,29 @@ impl Sched {
         self.enqueue_spec(stream, spec, false, &[])
     }
 
+    /// Enqueues a task that waits for `tokens`.
+    fn push_waiting(&mut self, stream: u64, name: &str, tokens: &[gpusvc_sync_token]) -> u64 {
+        let spec = self.spec(name);
+        self.enqueue_spec(stream, spec, false, tokens)
+    }
+
+    /// Enqueues a task that releases `count` on `client` while it runs.
+    fn push_releasing(&mut self, stream: u64, name: &str, (client, count): (u64, u64)) {
+        let mut spec = self.spec(name);
+        spec.release = Some((client, count));
+        self.enqueue_spec(stream, spec, false, &[]);
+    }
+
     fn run_until_idle(&self) -> usize {
-        let mut n = 0;
-        assert_eq!(
-            // SAFETY: a live handle and out pointer.
-            unsafe { gpusvc_scheduler_run_until_idle(self.h, &mut n) },
-            OK
-        );
-        n
+        // SAFETY: a live handle and out slot.
+        written(0, |out| unsafe {
+            gpusvc_scheduler_run_until_idle(self.h, out)
+        })
     }
 
     fn run_next(&self) -> usize {
-        let mut n = 0;
-        assert_eq!(
-            // SAFETY: a live handle and out pointer.
-            unsafe { gpusvc_scheduler_run_next(self.h, &mut n) },
-            OK
-        );
-        n
+        // SAFETY: a live handle and out slot.
+        written(0, |out| unsafe { gpusvc_scheduler_run_next(self.h, out) })
     }
 
     fn set_enabled(&self, stream: u64, enabled: bool) {
@@ -322,35 +328,32 @@ impl Sched {
     }
 
     fn base(&self, stream: u64) -> u32 {
-        let mut p = 99;
-        // SAFETY: a live handle and out pointer.
-        let r = unsafe { gpusvc_scheduler_base_priority(self.h, stream, &mut p) };
-        assert_eq!(r, OK);
-        p
+        // SAFETY: a live handle and out slot.
+        written(99, |out| unsafe {
+            gpusvc_scheduler_base_priority(self.h, stream, out)
+        })
     }
 
     fn pending(&self, stream: u64) -> usize {
-        let mut n = 99;
-        // SAFETY: a live handle and out pointer.
-        let r = unsafe { gpusvc_scheduler_pending_tasks(self.h, stream, &mut n) };
-        assert_eq!(r, OK);
-        n
+        // SAFETY: a live handle and out slot.
+        written(99, |out| unsafe {
+            gpusvc_scheduler_pending_tasks(self.h, stream, out)
+        })
     }
 
     fn remove(&self, stream: u64) -> gpusvc_scheduler_removed_stream {
-        let mut removed = gpusvc_scheduler_removed_stream::default();
-        // SAFETY: a live handle and out pointer.
-        let r = unsafe { gpusvc_scheduler_remove_stream(self.h, stream, &mut removed) };
-        assert_eq!(r, OK);
-        removed
+        let removed = gpusvc_scheduler_removed_stream::default();
+        // SAFETY: a live handle and out slot.
+        written(removed, |out| unsafe {
+            gpusvc_scheduler_remove_stream(self.h, stream, out)
+        })
     }
 
     fn scheduled(&self, stream: u64) -> u32 {
-        let mut p = 99;
-        // SAFETY: a live handle and out pointer.
-        let r = unsafe { gpusvc_scheduler_scheduled_priority(self.h, stream, &mut p) };
-        assert_eq!(r, OK);
-        p
+        // SAFETY: a live handle and out slot.
+        written(99, |out| unsafe {
+            gpusvc_scheduler_scheduled_priority(self.h, stream, out)
+        })
     }
 
     fn entries(&self) -> Vec<String> {
@@ -430,11 +433,8 @@ fn a_waiter_runs_after_its_releaser() {
     let r = s.stream(LOW);
     let w = s.stream(HIGH);
     s.client(r, 1);
-    let mut spec = s.spec("release");
-    spec.release = Some((1, 1));
-    s.enqueue_spec(r, spec, false, &[]);
-    let spec = s.spec("wait");
-    s.enqueue_spec(w, spec, false, &[token(1, 1)]);
+    s.push_releasing(r, "release", (1, 1));
+    s.push_waiting(w, "wait", &[token(1, 1)]);
     s.push(w, "behind");
     assert_eq!(s.run_until_idle(), 3);
     assert_eq!(s.entries(), ["release", "wait", "behind"]);
@@ -447,10 +447,8 @@ fn a_wait_that_can_never_be_released_does_not_block() {
     let w = s.stream(HIGH);
     s.client(r, 1);
     s.push(r, "r");
-    let spec = s.spec("w1");
-    s.enqueue_spec(w, spec, false, &[token(1, 5)]);
-    let spec = s.spec("w2");
-    s.enqueue_spec(w, spec, false, &[token(77, 1), token(1, 9)]);
+    s.push_waiting(w, "w1", &[token(1, 5)]);
+    s.push_waiting(w, "w2", &[token(77, 1), token(1, 9)]);
     assert_eq!(s.run_until_idle(), 3);
     assert_eq!(s.entries(), ["r", "w1", "w2"]);
 }
@@ -480,8 +478,7 @@ fn removing_a_stream_drops_its_tasks_and_the_priority_it_lent() {
     s.client(r, 1);
     s.push(r, "r");
     for name in ["w1", "w2", "w3"] {
-        let spec = s.spec(name);
-        s.enqueue_spec(w, spec, false, &[token(1, 1)]);
+        s.push_waiting(w, name, &[token(1, 1)]);
     }
     assert_eq!(s.scheduled(r), HIGH);
     assert_eq!(s.pending(w), 3);
@@ -535,8 +532,7 @@ fn waiting_on_oneself_does_not_block() {
     let mut s = Sched::new();
     let a = s.stream(NORMAL);
     s.client(a, 1);
-    let spec = s.spec("self");
-    s.enqueue_spec(a, spec, false, &[token(1, 1)]);
+    s.push_waiting(a, "self", &[token(1, 1)]);
     assert_eq!(s.run_until_idle(), 1);
     assert_eq!(s.entries(), ["self"]);
     assert_eq!(s.scheduled(a), NORMAL);
@@ -550,13 +546,10 @@ fn the_releaser_is_raised_to_its_waiters_priority_and_no_higher() {
     let n = s.stream(NORMAL);
     let w = s.stream(HIGH);
     s.client(r, 1);
-    let mut spec = s.spec("r");
-    spec.release = Some((1, 1));
-    s.enqueue_spec(r, spec, false, &[]);
+    s.push_releasing(r, "r", (1, 1));
     s.push(n, "n");
     assert_eq!(s.scheduled(r), LOW);
-    let spec = s.spec("w");
-    s.enqueue_spec(w, spec, false, &[token(1, 1)]);
+    s.push_waiting(w, "w", &[token(1, 1)]);
     assert_eq!(s.scheduled(r), HIGH);
     s.run_until_idle();
     assert_eq!(s.entries(), ["r", "w", "n"]);
@@ -565,12 +558,8 @@ fn the_releaser_is_raised_to_its_waiters_priority_and_no_higher() {
 
 #[test]
 fn a_scheduler_over_a_sync_manager_releases_through_it() {
-    let mut m = ptr::null_mut();
-    // SAFETY: a live out pointer.
-    assert_eq!(unsafe { gpusvc_sync_manager_new(&mut m) }, OK);
-    let mut h = ptr::null_mut();
-    // SAFETY: a live manager and out pointer.
-    assert_eq!(unsafe { gpusvc_scheduler_new(m, &mut h) }, OK);
+    let m = new_sync_manager();
+    let h = new_scheduler(m, None);
     let mut st = 0;
     assert_eq!(
         // SAFETY: live handle and out pointer.
@@ -579,11 +568,10 @@ fn a_scheduler_over_a_sync_manager_releases_through_it() {
     );
     // SAFETY: live handle.
     assert_eq!(unsafe { gpusvc_scheduler_create_client(h, st, 0, 5) }, OK);
-    let mut released = true;
-    // SAFETY: live handle and out pointer.
-    let r = unsafe { gpusvc_sync_token_is_released(m, &token(5, 1), &mut released) };
-    assert_eq!(r, OK);
-    assert!(!released, "the client lives in the shared manager");
+    assert!(
+        !is_released(m, 5, 1),
+        "the client lives in the shared manager"
+    );
     // SAFETY: handle values.
     unsafe {
         assert_eq!(gpusvc_scheduler_free(h), OK);
@@ -593,27 +581,12 @@ fn a_scheduler_over_a_sync_manager_releases_through_it() {
 
 #[test]
 fn a_releaser_outside_the_scheduler_is_honoured() {
-    let mut m = ptr::null_mut();
-    // SAFETY: a live out pointer.
-    assert_eq!(unsafe { gpusvc_sync_manager_new(&mut m) }, OK);
-    let mut h = ptr::null_mut();
-    // SAFETY: a live manager and out pointer.
-    assert_eq!(unsafe { gpusvc_scheduler_new(m, &mut h) }, OK);
+    let m = new_sync_manager();
+    let h = new_scheduler(m, None);
     let (mut host, mut n, mut w) = (0, 0, 0);
     let mut ran = 0;
     let log: Log = Mutex::new(Vec::new());
-    let mut spec = Spec {
-        log: &log,
-        name: "wait".to_string(),
-        sched: h,
-        release: None,
-        enable: None,
-        continues: 0,
-        advance_ns: 0,
-        clock: ptr::null(),
-        log_yield: false,
-        spawn: None,
-    };
+    let mut spec = Spec::new(&log, "wait", h, ptr::null());
     // SAFETY: live handles and out pointers; the spec and log outlive the scheduler.
     unsafe {
         assert_eq!(gpusvc_sync_sequence_create(m, &mut host), OK);
@@ -665,8 +638,7 @@ fn the_raise_reverts_when_the_waiter_is_destroyed() {
     let w = s.stream(REAL_TIME);
     s.client(r, 1);
     s.push(r, "r");
-    let spec = s.spec("w");
-    s.enqueue_spec(w, spec, false, &[token(1, 1)]);
+    s.push_waiting(w, "w", &[token(1, 1)]);
     assert_eq!(s.scheduled(r), REAL_TIME);
     assert_eq!(s.base(r), LOW);
     s.remove(w);
@@ -685,11 +657,8 @@ fn a_circular_release_chain_across_3_streams_completes() {
     // Stream i waits on stream i+1's release, then releases its own: A -> B -> C -> A.
     for (i, id) in ids.iter().enumerate() {
         let next = ((i + 1) % 3) as u64;
-        let spec = s.spec(&format!("wait{i}"));
-        s.enqueue_spec(*id, spec, false, &[token(next, 1)]);
-        let mut spec = s.spec(&format!("release{i}"));
-        spec.release = Some((i as u64, 1));
-        s.enqueue_spec(*id, spec, false, &[]);
+        s.push_waiting(*id, &format!("wait{i}"), &[token(next, 1)]);
+        s.push_releasing(*id, &format!("release{i}"), (i as u64, 1));
     }
     for id in ids.iter().rev() {
         s.set_enabled(*id, true);
@@ -719,8 +688,7 @@ fn should_yield_is_false_for_dependent_work_and_true_after_the_release() {
     spec.release = Some((1, 1));
     spec.log_yield = true;
     s.enqueue_spec(l, spec, false, &[]);
-    let spec = s.spec("h");
-    s.enqueue_spec(h, spec, false, &[token(1, 1)]);
+    s.push_waiting(h, "h", &[token(1, 1)]);
     assert_eq!(s.run_until_idle(), 2);
     assert_eq!(s.entries(), ["l", "yield false", "yield true", "h"]);
 }
@@ -786,40 +754,28 @@ fn metrics_per_priority_are_readable_and_pushed() {
     let samples: Mutex<Vec<gpusvc_scheduler_task_sample>> = Mutex::new(Vec::new());
     let clock = AtomicU64::new(7 * MS);
     let config = gpusvc_scheduler_config {
-        time_slice_ns: 0,
-        granularity_ns: 0,
-        now_ns: Some(manual_now),
-        clock_user_data: ptr::from_ref(&clock).cast_mut().cast(),
         on_task: Some(count_sample),
         on_task_user_data: ptr::from_ref(&samples).cast_mut().cast(),
+        ..manual_clock_config(&clock)
     };
     let log: Log = Mutex::new(Vec::new());
-    let mut h = ptr::null_mut();
-    // SAFETY: live config and out pointer; the clock and sample log outlive the scheduler.
-    let r = unsafe { gpusvc_scheduler_new_with_config(ptr::null(), &config, &mut h) };
-    assert_eq!(r, OK);
+    // The clock and sample log outlive the scheduler.
+    let h = new_scheduler(ptr::null(), Some(&config));
     let mut specs: Vec<Box<Spec>> = (0..10)
         .map(|i| {
             Box::new(Spec {
-                log: &log,
-                name: i.to_string(),
-                sched: h,
-                release: None,
-                enable: None,
                 continues: u32::from(i == 0),
                 advance_ns: MS,
-                clock: &clock,
-                log_yield: false,
-                spawn: None,
+                ..Spec::new(&log, &i.to_string(), h, &clock)
             })
         })
         .collect();
-    let (mut a, mut n, mut ran) = (0, 0, 0);
+    let a = add_stream(h, HIGH);
+    let (mut n, mut ran) = (0, 0);
     let mut high = gpusvc_scheduler_priority_metrics::default();
     let mut low = high;
     // SAFETY: live handle, out pointers and specs (freed after the scheduler).
     unsafe {
-        assert_eq!(gpusvc_scheduler_add_stream(h, HIGH, &mut a), OK);
         for spec in &mut specs {
             let ud: *mut Spec = &mut **spec;
             let r = gpusvc_scheduler_enqueue(
@@ -912,14 +868,7 @@ fn bad_input_is_a_code() {
             gpusvc_scheduler_release(s.h, 0, 42, 1),
             gpusvc_result::GPUSVC_SYNC_UNKNOWN_CLIENT
         );
-        let config = gpusvc_scheduler_config {
-            time_slice_ns: 0,
-            granularity_ns: 0,
-            now_ns: None,
-            clock_user_data: ptr::null_mut(),
-            on_task: None,
-            on_task_user_data: ptr::null_mut(),
-        };
+        let config = default_config();
         let mut made = ptr::null_mut();
         assert_eq!(
             gpusvc_scheduler_new_with_config(ptr::null(), ptr::null(), &mut made),
@@ -1064,15 +1013,10 @@ fn enqueue_owned(
 #[test]
 fn destroy_runs_once_when_the_scheduler_is_done_with_a_task() {
     let log = Mutex::new(Vec::new());
-    let mut h = ptr::null_mut();
-    let (mut a, mut b, mut ran) = (0, 0, 0);
+    let h = new_scheduler(ptr::null(), None);
+    let (a, b) = (add_stream(h, HIGH), add_stream(h, NORMAL));
+    let mut ran = 0;
     let mut removed = gpusvc_scheduler_removed_stream::default();
-    // SAFETY: live handle and out pointers.
-    unsafe {
-        assert_eq!(gpusvc_scheduler_new(ptr::null(), &mut h), OK);
-        assert_eq!(gpusvc_scheduler_add_stream(h, HIGH, &mut a), OK);
-        assert_eq!(gpusvc_scheduler_add_stream(h, NORMAL, &mut b), OK);
-    }
     assert_eq!(enqueue_owned(h, a, &log, "done", 0), OK);
     assert_eq!(enqueue_owned(h, a, &log, "continued", 2), OK);
     assert_eq!(
@@ -1116,9 +1060,7 @@ fn destroy_runs_once_when_the_scheduler_is_done_with_a_task() {
 
 #[test]
 fn a_host_client_on_a_streams_sequence_lends_priority_too() {
-    let mut m = ptr::null_mut();
-    // SAFETY: a live out pointer.
-    assert_eq!(unsafe { gpusvc_sync_manager_new(&mut m) }, OK);
+    let m = new_sync_manager();
     {
         let mut s = Sched::over(m);
         let r = s.stream(LOW);
@@ -1131,12 +1073,9 @@ fn a_host_client_on_a_streams_sequence_lends_priority_too() {
             // Through the sync manager, not gpusvc_scheduler_create_client.
             assert_eq!(gpusvc_sync_client_create(m, 0, 1, seq), OK);
         }
-        let mut spec = s.spec("r");
-        spec.release = Some((1, 1));
-        s.enqueue_spec(r, spec, false, &[]);
+        s.push_releasing(r, "r", (1, 1));
         s.push(n, "n");
-        let spec = s.spec("w");
-        s.enqueue_spec(w, spec, false, &[token(1, 1)]);
+        s.push_waiting(w, "w", &[token(1, 1)]);
         assert_eq!(s.scheduled(r), HIGH);
         s.run_until_idle();
         assert_eq!(s.entries(), ["r", "w", "n"]);
@@ -1154,8 +1093,7 @@ fn a_host_client_on_a_streams_sequence_lends_priority_too() {
             );
         }
     }
-    // SAFETY: a handle value, freed once.
-    assert_eq!(unsafe { gpusvc_sync_manager_free(m) }, OK);
+    free_sync_manager(m);
 }
 
 /// Issue 11, item 1: streams waiting in a ring on tokens that are never released. Two streams:
@@ -1180,9 +1118,8 @@ fn streams_waiting_in_a_ring_on_unreleased_tokens_all_run() {
         for (i, id) in ids.iter().enumerate() {
             // Stream i waits on the next stream's client (1-based), which never releases.
             let next = (i as u64 + 1) % n + 1;
-            let spec = s.spec(&name(i, 2));
             assert_eq!(
-                s.enqueue_spec(*id, spec, false, &[token(next, 1)]),
+                s.push_waiting(*id, &name(i, 2), &[token(next, 1)]),
                 expected
             );
             expected += 1;
@@ -1210,14 +1147,11 @@ fn a_raised_stream_is_queued_by_the_age_of_its_front_task() {
     s.client(r, 1);
     // h0 joins High before R's task is enqueued, h1 and h2 after it.
     s.push(h0, "h0");
-    let mut spec = s.spec("r");
-    spec.release = Some((1, 1));
-    s.enqueue_spec(r, spec, false, &[]);
+    s.push_releasing(r, "r", (1, 1));
     s.push(h1, "h1");
     s.push(h2, "h2");
     // W's wait raises R to High: R's older task goes ahead of h1 and h2, not of h0.
-    let spec = s.spec("w");
-    s.enqueue_spec(w, spec, false, &[token(1, 1)]);
+    s.push_waiting(w, "w", &[token(1, 1)]);
     assert_eq!(s.scheduled(r), HIGH);
     assert_eq!(s.run_until_idle(), 5);
     assert_eq!(s.entries(), ["h0", "r", "h1", "h2", "w"]);
@@ -1228,16 +1162,8 @@ fn a_raised_stream_is_queued_by_the_age_of_its_front_task() {
 /// the scheduler's: freeing the scheduler leaves it alone.
 #[test]
 fn the_scheduler_destroys_its_own_clients_and_only_those() {
-    let mut m = ptr::null_mut();
-    // SAFETY: a live out pointer.
-    assert_eq!(unsafe { gpusvc_sync_manager_new(&mut m) }, OK);
-    let released = |client: u64| {
-        let mut out = false;
-        // SAFETY: a live handle, token and out pointer.
-        let r = unsafe { gpusvc_sync_token_is_released(m, &token(client, 1), &mut out) };
-        assert_eq!(r, OK);
-        out
-    };
+    let m = new_sync_manager();
+    let released = |client: u64| is_released(m, client, 1);
     {
         let s = Sched::over(m);
         let a = s.stream(NORMAL);
@@ -1279,8 +1205,7 @@ fn a_refused_config_says_why_and_never_reads_the_host_clock() {
         granularity_ns: 2 * MS,
         now_ns: Some(counting_now),
         clock_user_data: ptr::from_ref(&readings).cast_mut().cast(),
-        on_task: None,
-        on_task_user_data: ptr::null_mut(),
+        ..default_config()
     };
     let mut h = ptr::null_mut();
     // SAFETY: live config and out pointer.
@@ -1299,9 +1224,7 @@ fn a_refused_config_says_why_and_never_reads_the_host_clock() {
 /// sync manager.
 #[test]
 fn an_order_error_names_the_streams_sequence() {
-    let mut m = ptr::null_mut();
-    // SAFETY: a live out pointer.
-    assert_eq!(unsafe { gpusvc_sync_manager_new(&mut m) }, OK);
+    let m = new_sync_manager();
     {
         let s = Sched::over(m);
         let a = s.stream(NORMAL);
@@ -1323,8 +1246,7 @@ fn an_order_error_names_the_streams_sequence() {
             format!("sync sequence {seq} does not exist (destroyed or never created)")
         );
     }
-    // SAFETY: a handle value, freed once.
-    assert_eq!(unsafe { gpusvc_sync_manager_free(m) }, OK);
+    free_sync_manager(m);
 }
 
 unsafe extern "C" fn bump(ud: *mut c_void) {
@@ -1338,9 +1260,7 @@ unsafe extern "C" fn bump(ud: *mut c_void) {
 #[test]
 fn a_sync_manager_freed_before_its_scheduler_lives_until_the_scheduler_is_freed() {
     let ended = AtomicU64::new(0);
-    let mut m = ptr::null_mut();
-    // SAFETY: a live out pointer.
-    assert_eq!(unsafe { gpusvc_sync_manager_new(&mut m) }, OK);
+    let m = new_sync_manager();
     let mut s = Sched::over(m);
     let (mut host, mut waiter, mut order, mut registered) = (0, 0, 0, false);
     // SAFETY: live handles and out pointers; `ended` outlives the manager.

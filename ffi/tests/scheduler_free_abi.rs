@@ -70,25 +70,11 @@ fn enqueue(sched: *mut gpusvc_scheduler, stream: u64, p: &Probe) {
     assert_eq!(r, OK);
 }
 
-fn stream(sched: *mut gpusvc_scheduler, p: u32) -> u64 {
-    let mut s = 0;
-    // SAFETY: a live handle and out pointer.
-    assert_eq!(unsafe { gpusvc_scheduler_add_stream(sched, p, &mut s) }, OK);
-    s
-}
-
-fn new_scheduler() -> *mut gpusvc_scheduler {
-    let mut h = ptr::null_mut();
-    // SAFETY: a live out pointer; NULL: the scheduler's own manager.
-    assert_eq!(unsafe { gpusvc_scheduler_new(ptr::null(), &mut h) }, OK);
-    h
-}
-
 #[test]
 fn freeing_from_inside_a_task_runs_nothing_more_and_destroys_each_task_once() {
     let frees = AtomicUsize::new(0);
-    let h = new_scheduler();
-    let (a, b) = (stream(h, HIGH), stream(h, NORMAL));
+    let h = new_scheduler(ptr::null(), None);
+    let (a, b) = (add_stream(h, HIGH), add_stream(h, NORMAL));
     let mut first = probe(h, &frees);
     first.free_on_run = 1;
     let rest_a: Vec<Box<Probe>> = (0..5).map(|_| probe(h, &frees)).collect();
@@ -129,8 +115,8 @@ fn freeing_from_inside_a_task_runs_nothing_more_and_destroys_each_task_once() {
 #[test]
 fn a_task_that_always_continues_stops_when_it_frees_the_scheduler() {
     let frees = AtomicUsize::new(0);
-    let h = new_scheduler();
-    let a = stream(h, NORMAL);
+    let h = new_scheduler(ptr::null(), None);
+    let a = add_stream(h, NORMAL);
     let mut looping = probe(h, &frees);
     looping.forever = true;
     looping.free_on_run = 3;

@@ -16,33 +16,35 @@ struct Manager(*mut gpusvc_sync_manager);
 
 impl Drop for Manager {
     fn drop(&mut self) {
-        // SAFETY: a handle value; the registry checks it.
-        let r = unsafe { gpusvc_sync_manager_free(self.0) };
-        assert_eq!(r, OK);
+        free_sync_manager(self.0);
     }
 }
 
 impl Manager {
     fn new() -> Self {
-        let mut m = ptr::null_mut();
-        // SAFETY: a live out pointer.
-        assert_eq!(unsafe { gpusvc_sync_manager_new(&mut m) }, OK);
-        Manager(m)
+        Manager(new_sync_manager())
+    }
+
+    /// A manager with a releaser sequence `r` that has client 1, and a waiter sequence `w`
+    /// (neither has an order number yet): `(m, r, w)`.
+    fn releaser_and_waiter() -> (Self, u64, u64) {
+        let m = Manager::new();
+        let r = m.sequence();
+        let w = m.sequence();
+        m.client(1, r);
+        (m, r, w)
     }
 
     fn sequence(&self) -> u64 {
-        let mut s = 0;
-        // SAFETY: a live handle and out pointer.
-        assert_eq!(unsafe { gpusvc_sync_sequence_create(self.0, &mut s) }, OK);
-        s
+        // SAFETY: a live handle and out slot.
+        written(0, |out| unsafe { gpusvc_sync_sequence_create(self.0, out) })
     }
 
     fn generate(&self, s: u64) -> u64 {
-        let mut n = 0;
-        // SAFETY: a live handle and out pointer.
-        let r = unsafe { gpusvc_sync_sequence_generate(self.0, s, &mut n) };
-        assert_eq!(r, OK);
-        n
+        // SAFETY: a live handle and out slot.
+        written(0, |out| unsafe {
+            gpusvc_sync_sequence_generate(self.0, s, out)
+        })
     }
 
     fn begin(&self, s: u64, n: u64) -> gpusvc_result {
@@ -61,19 +63,17 @@ impl Manager {
     }
 
     fn processed(&self, s: u64) -> u64 {
-        let mut n = 0;
-        // SAFETY: a live handle and out pointer.
-        let r = unsafe { gpusvc_sync_sequence_processed(self.0, s, &mut n) };
-        assert_eq!(r, OK);
-        n
+        // SAFETY: a live handle and out slot.
+        written(0, |out| unsafe {
+            gpusvc_sync_sequence_processed(self.0, s, out)
+        })
     }
 
     fn is_processing(&self, s: u64) -> bool {
-        let mut p = false;
-        // SAFETY: a live handle and out pointer.
-        let r = unsafe { gpusvc_sync_sequence_is_processing(self.0, s, &mut p) };
-        assert_eq!(r, OK);
-        p
+        // SAFETY: a live handle and out slot.
+        written(false, |out| unsafe {
+            gpusvc_sync_sequence_is_processing(self.0, s, out)
+        })
     }
 
     fn unprocessed(&self, s: u64) -> Vec<u64> {
@@ -117,32 +117,38 @@ impl Manager {
     }
 
     fn is_released(&self, id: u64, count: u64) -> bool {
-        let mut out = false;
-        // SAFETY: a live handle, token and out pointer.
-        let r = unsafe { gpusvc_sync_token_is_released(self.0, &token(id, count), &mut out) };
-        assert_eq!(r, OK);
-        out
+        // SAFETY: a live handle, token and out slot.
+        written(false, |out| unsafe {
+            gpusvc_sync_token_is_released(self.0, &token(id, count), out)
+        })
     }
 
     /// Registers a wait that bumps `counter`; returns whether it was registered.
     fn wait(&self, id: u64, count: u64, seq: u64, order: u64, counter: &AtomicUsize) -> bool {
-        let mut registered = false;
-        // SAFETY: a live handle and token; `counter` outlives every callback (the tests keep it
-        // alive until the manager is freed, which ends every wait).
-        let r = unsafe {
-            gpusvc_sync_token_wait(
-                self.0,
-                &token(id, count),
-                seq,
-                order,
-                Some(bump),
-                ptr::from_ref(counter).cast_mut().cast(),
-                &mut registered,
-            )
-        };
-        assert_eq!(r, OK);
-        registered
+        let ud = ptr::from_ref(counter).cast_mut().cast();
+        // SAFETY: a live handle; `counter` outlives every callback (the tests keep it alive
+        // until the manager is freed, which ends every wait).
+        unsafe { wait_on(self.0, (id, count), (seq, order), bump, ud) }
     }
+}
+
+/// Registers `callback(user_data)` for the release `(client, count)`, waited on by sequence
+/// `seq` at order number `order`; whether it was registered (the call is asserted OK).
+///
+/// # Safety
+/// `m` is a live handle; `callback` may be called once with `user_data`, from any thread.
+unsafe fn wait_on(
+    m: *const gpusvc_sync_manager,
+    (client, count): (u64, u64),
+    (seq, order): (u64, u64),
+    callback: unsafe extern "C" fn(*mut c_void),
+    user_data: *mut c_void,
+) -> bool {
+    let t = token(client, count);
+    // SAFETY: a live token and out slot; the rest is the caller's contract.
+    written(false, |out| unsafe {
+        gpusvc_sync_token_wait(m, &t, seq, order, Some(callback), user_data, out)
+    })
 }
 
 fn token(id: u64, count: u64) -> gpusvc_sync_token {
@@ -164,12 +170,16 @@ fn n(c: &AtomicUsize) -> usize {
     c.load(Ordering::SeqCst)
 }
 
+/// Frees the manager (which ends every wait still pending) and reads how many times the
+/// callbacks counting into `c` ran in all.
+fn runs_in_all(m: Manager, c: &AtomicUsize) -> usize {
+    drop(m);
+    n(c)
+}
+
 /// Releaser sequence `r` with client 1 and one pending order number, waiter `w` with a later one.
 fn setup() -> (Manager, u64, u64, u64, u64) {
-    let m = Manager::new();
-    let r = m.sequence();
-    let w = m.sequence();
-    m.client(1, r);
+    let (m, r, w) = Manager::releaser_and_waiter();
     let rn = m.generate(r);
     let wn = m.generate(w);
     (m, r, w, rn, wn)
@@ -249,8 +259,7 @@ fn wait_then_release_runs_the_callback_exactly_once() {
     assert_eq!(m.release(1, 1), Ok((true, 1)));
     assert_eq!(m.release(1, 2), Ok((true, 0)));
     assert_eq!(m.finish(r, rn), OK);
-    drop(m);
-    assert_eq!(n(&count), 1);
+    assert_eq!(runs_in_all(m, &count), 1);
 }
 
 #[test]
@@ -277,22 +286,17 @@ fn wait_on_self_fails() {
     let (m, r, _w, _rn, _wn) = setup();
     let later = m.generate(r);
     assert!(!m.wait(1, 1, r, later, &count));
-    drop(m);
-    assert_eq!(n(&count), 0);
+    assert_eq!(runs_in_all(m, &count), 0);
 }
 
 #[test]
 fn a_wait_ordered_before_the_releasers_only_order_number_is_invalid() {
     let count = AtomicUsize::new(0);
-    let m = Manager::new();
-    let r = m.sequence();
-    let w = m.sequence();
-    m.client(1, r);
+    let (m, r, w) = Manager::releaser_and_waiter();
     let wn = m.generate(w);
     let _rn = m.generate(r); // after wn
     assert!(!m.wait(1, 1, w, wn, &count));
-    drop(m);
-    assert_eq!(n(&count), 0);
+    assert_eq!(runs_in_all(m, &count), 0);
 }
 
 #[test]
@@ -303,8 +307,7 @@ fn a_wait_on_an_already_released_token_returns_false_and_never_runs() {
     assert_eq!(m.release(1, 3), Ok((true, 0)));
     assert!(!m.wait(1, 2, w, wn, &count));
     assert_eq!(m.finish(r, rn), OK);
-    drop(m);
-    assert_eq!(n(&count), 0);
+    assert_eq!(runs_in_all(m, &count), 0);
 }
 
 #[test]
@@ -357,17 +360,13 @@ fn the_same_when_the_waiter_has_several_order_numbers_and_a_later_release_does_n
     assert_eq!(n(&count), 1);
     assert_eq!(m.release(1, 1), Ok((true, 0)));
     assert_eq!(m.finish(r, rn2), OK);
-    drop(m);
-    assert_eq!(n(&count), 1);
+    assert_eq!(runs_in_all(m, &count), 1);
 }
 
 #[test]
 fn a_fence_at_an_order_number_the_releaser_never_had_retires_once_its_next_number_is_past_it() {
     let count = AtomicUsize::new(0);
-    let m = Manager::new();
-    let r = m.sequence();
-    let w = m.sequence();
-    m.client(1, r);
+    let (m, r, w) = Manager::releaser_and_waiter();
     let r1 = m.generate(r);
     let wn = m.generate(w); // between r1 and r2
     let r2 = m.generate(r);
@@ -389,10 +388,7 @@ fn a_fence_at_an_order_number_the_releaser_never_had_retires_once_its_next_numbe
 #[test]
 fn finishing_retires_the_fences_before_the_releasers_next_number_and_not_the_one_at_it() {
     let (at_3, at_5) = (AtomicUsize::new(0), AtomicUsize::new(0));
-    let m = Manager::new();
-    let r = m.sequence();
-    let w = m.sequence();
-    m.client(1, r);
+    let (m, r, w) = Manager::releaser_and_waiter();
     let numbers = [r, w, w, r, w].map(|s| m.generate(s));
     assert_eq!(numbers, [1, 2, 3, 4, 5]);
     assert!(m.wait(1, 1, w, 3, &at_3));
@@ -423,8 +419,7 @@ fn a_wait_from_the_releasing_sequence_fails() {
     let n2 = m.generate(r);
     assert!(n2 > n1);
     assert!(!m.wait(1, 1, r, n2, &count));
-    drop(m);
-    assert_eq!(n(&count), 0);
+    assert_eq!(runs_in_all(m, &count), 0);
 }
 
 #[test]
@@ -432,17 +427,13 @@ fn an_invalid_wait_order_number_is_rejected() {
     let count = AtomicUsize::new(0);
     let (m, _r, w, _rn, _wn) = setup();
     assert!(!m.wait(1, 1, w, 0, &count));
-    drop(m);
-    assert_eq!(n(&count), 0);
+    assert_eq!(runs_in_all(m, &count), 0);
 }
 
 #[test]
 fn a_fence_retires_only_once_the_releaser_passes_it_not_before() {
     let count = AtomicUsize::new(0);
-    let m = Manager::new();
-    let r = m.sequence();
-    let w = m.sequence();
-    m.client(1, r);
+    let (m, r, w) = Manager::releaser_and_waiter();
     let r1 = m.generate(r);
     let r2 = m.generate(r);
     let wn = m.generate(w); // after r2: fence at r2
@@ -560,8 +551,7 @@ fn unknown_ids_are_errors() {
         (7, true, 7),
         "outputs are written only on GPUSVC_OK"
     );
-    drop(m);
-    assert_eq!(n(&count), 0);
+    assert_eq!(runs_in_all(m, &count), 0);
 }
 
 /// Issue 12: an order violation's detail names its sequence once (the crate's message does).
@@ -748,20 +738,17 @@ unsafe extern "C" fn chain_step(user_data: *mut c_void) {
     if k == c.last {
         return;
     }
-    let mut registered = false;
-    // SAFETY: a live handle, token and out pointer; `user_data` outlives the callback.
-    let r = unsafe {
-        gpusvc_sync_token_wait(
+    // SAFETY: a live handle; `user_data` outlives the callback.
+    let registered = unsafe {
+        wait_on(
             c.m,
-            &token(1, k + 1),
-            c.waiter,
-            c.wait_order,
-            Some(chain_step),
+            (1, k + 1),
+            (c.waiter, c.wait_order),
+            chain_step,
             user_data,
-            &mut registered,
         )
     };
-    assert_eq!((r, registered), (OK, true));
+    assert!(registered);
     let (mut released, mut callbacks) = (false, 0);
     // SAFETY: a live handle and out pointers.
     let r = unsafe { gpusvc_sync_client_release(c.m, 0, 1, k + 1, &mut released, &mut callbacks) };
@@ -773,10 +760,7 @@ unsafe extern "C" fn chain_step(user_data: *mut c_void) {
 
 /// A chain of `last` releases through the C ABI on this thread; returns it once done.
 fn run_chain(last: u64, record: bool) -> Chain {
-    let m = Manager::new();
-    let r = m.sequence();
-    let w = m.sequence();
-    m.client(1, r);
+    let (m, r, w) = Manager::releaser_and_waiter();
     let rn = m.generate(r);
     let wn = m.generate(w);
     assert_eq!(m.begin(r, rn), OK);
@@ -791,20 +775,8 @@ fn run_chain(last: u64, record: bool) -> Chain {
         nested_ran: AtomicUsize::new(0),
     };
     let ud = ptr::from_ref(&chain).cast_mut().cast();
-    let mut registered = false;
-    // SAFETY: a live handle, token and out pointer; `chain` outlives the manager.
-    let rr = unsafe {
-        gpusvc_sync_token_wait(
-            m.0,
-            &token(1, 1),
-            w,
-            wn,
-            Some(chain_step),
-            ud,
-            &mut registered,
-        )
-    };
-    assert_eq!((rr, registered), (OK, true));
+    // SAFETY: a live handle; `chain` outlives the manager.
+    assert!(unsafe { wait_on(m.0, (1, 1), (w, wn), chain_step, ud) });
     let t = std::time::Instant::now();
     assert_eq!(m.release(1, 1), Ok((true, 1)));
     let took = t.elapsed();

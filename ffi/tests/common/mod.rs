@@ -17,6 +17,51 @@ pub(crate) const DONE: u32 = gpusvc_scheduler_task_result::GPUSVC_SCHEDULER_TASK
 pub(crate) const CONTINUE: u32 =
     gpusvc_scheduler_task_result::GPUSVC_SCHEDULER_TASK_CONTINUE_LATER as u32;
 
+/// Calls `call` with an output slot holding `init`, asserts `GPUSVC_OK` and returns what the
+/// slot holds then.
+pub(crate) fn written<T>(init: T, call: impl FnOnce(*mut T) -> gpusvc_result) -> T {
+    let mut slot = init;
+    assert_eq!(call(&mut slot), OK);
+    slot
+}
+
+/// A new sync manager (`gpusvc_sync_manager_new`, asserted `GPUSVC_OK`).
+pub(crate) fn new_sync_manager() -> *mut gpusvc_sync_manager {
+    // SAFETY: a live out slot.
+    written(ptr::null_mut(), |out| unsafe {
+        gpusvc_sync_manager_new(out)
+    })
+}
+
+/// Frees a sync manager (`gpusvc_sync_manager_free`, asserted `GPUSVC_OK`).
+pub(crate) fn free_sync_manager(m: *mut gpusvc_sync_manager) {
+    // SAFETY: a handle value; the registry checks it.
+    assert_eq!(unsafe { gpusvc_sync_manager_free(m) }, OK);
+}
+
+/// A new scheduler over `manager` (NULL: its own) made with `config` (None:
+/// `gpusvc_scheduler_new`), asserted `GPUSVC_OK`.
+pub(crate) fn new_scheduler(
+    manager: *const gpusvc_sync_manager,
+    config: Option<&gpusvc_scheduler_config>,
+) -> *mut gpusvc_scheduler {
+    written(ptr::null_mut(), |out| match config {
+        // SAFETY: a live out slot; NULL or a live manager.
+        None => unsafe { gpusvc_scheduler_new(manager, out) },
+        // SAFETY: as above, and a live config whose callbacks' user data outlives the
+        // scheduler (the callers' contract).
+        Some(c) => unsafe { gpusvc_scheduler_new_with_config(manager, c, out) },
+    })
+}
+
+/// Adds a stream of priority `p` to `sched`; its id.
+pub(crate) fn add_stream(sched: *const gpusvc_scheduler, p: u32) -> u64 {
+    // SAFETY: a live handle and out slot.
+    written(0, |out| unsafe {
+        gpusvc_scheduler_add_stream(sched, p, out)
+    })
+}
+
 /// The desktop profile's cache configuration with another budget.
 pub(crate) fn cache_config(budget: usize) -> gpusvc_program_cache_config {
     let mut c = gpusvc_program_cache_config {
