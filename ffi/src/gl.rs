@@ -7,7 +7,9 @@ use std::sync::Arc;
 use headless_gl::{ApiPreference, ContextError, ContextOptions, GlApi, GlContext};
 
 use crate::kit::handle::{self, Kind};
-use crate::kit::{FfiError, Out, c_enum, c_string, ffi_guard, gpusvc_result, list_out};
+use crate::kit::{
+    FfiError, Out, answer_into, c_enum, c_string, ffi_guard, gpusvc_result, list_out,
+};
 
 /// Which GL API to open (passed as `uint32_t`).
 #[repr(u32)]
@@ -165,6 +167,20 @@ pub unsafe extern "C" fn gpusvc_gl_context_free(ctx: *mut gpusvc_gl_context) {
     });
 }
 
+/// The body of an export that answers from the context's identity through `out` (from any
+/// thread): the handle is checked, then `out`; the answer is written.
+///
+/// # Safety
+/// `out` is NULL or valid for one write.
+unsafe fn identity_query<T>(
+    ctx: *const gpusvc_gl_context,
+    out: *mut T,
+    answer: impl FnOnce(&Identity) -> T,
+) -> gpusvc_result {
+    // SAFETY: forwarded from this function's contract.
+    unsafe { answer_into(|| identity(ctx), out, "out", |id| Ok(answer(&id))) }
+}
+
 /// Reads one of the context's identity strings into `*out`.
 ///
 /// # Safety
@@ -174,14 +190,9 @@ unsafe fn string_out(
     out: *mut *const c_char,
     pick: impl FnOnce(&Identity) -> &CString,
 ) -> gpusvc_result {
-    ffi_guard(|| {
-        let id = identity(ctx)?;
-        // SAFETY: forwarded from this function's contract.
-        let out = unsafe { Out::new(out, "out") }?;
-        // The string lives in the context and stays valid until the context is freed.
-        out.write(pick(&id).as_ptr());
-        Ok(())
-    })
+    // The string lives in the context and stays valid until the context is freed.
+    // SAFETY: forwarded from this function's contract.
+    unsafe { identity_query(ctx, out, |id| pick(id).as_ptr()) }
 }
 
 /// `GL_VENDOR`, as a NUL-terminated string owned by the context (valid until it is freed).
@@ -248,20 +259,16 @@ pub unsafe extern "C" fn gpusvc_gl_context_driver_identity(
     ctx: *const gpusvc_gl_context,
     out: *mut gpusvc_driver_identity,
 ) -> gpusvc_result {
-    ffi_guard(|| {
-        let id = identity(ctx)?;
-        // SAFETY: an output argument (this function's contract).
-        let out = unsafe { Out::new(out, "out") }?;
-        let identity = gpusvc_driver_identity {
+    // The strings live in the context and stay valid until the context is freed.
+    // SAFETY: forwarded from this function's contract.
+    unsafe {
+        identity_query(ctx, out, |id| gpusvc_driver_identity {
             gl_vendor: id.vendor.as_ptr(),
             gl_renderer: id.renderer.as_ptr(),
             gl_version: id.version.as_ptr(),
             context: id.context.as_ptr(),
-        };
-        // The strings live in the context and stay valid until the context is freed.
-        out.write(identity);
-        Ok(())
-    })
+        })
+    }
 }
 
 /// The API the context speaks, as a `gpusvc_gl_api` value (never AUTO).
@@ -273,13 +280,8 @@ pub unsafe extern "C" fn gpusvc_gl_context_api(
     ctx: *const gpusvc_gl_context,
     out: *mut u32,
 ) -> gpusvc_result {
-    ffi_guard(|| {
-        let id = identity(ctx)?;
-        // SAFETY: an output argument (this function's contract).
-        let out = unsafe { Out::new(out, "out") }?;
-        out.write(id.api as u32);
-        Ok(())
-    })
+    // SAFETY: forwarded from this function's contract.
+    unsafe { identity_query(ctx, out, |id| id.api as u32) }
 }
 
 /// Whether the context runs on a software rasterizer (llvmpipe) rather than a GPU.
@@ -291,13 +293,8 @@ pub unsafe extern "C" fn gpusvc_gl_context_is_software(
     ctx: *const gpusvc_gl_context,
     out: *mut bool,
 ) -> gpusvc_result {
-    ffi_guard(|| {
-        let id = identity(ctx)?;
-        // SAFETY: an output argument (this function's contract).
-        let out = unsafe { Out::new(out, "out") }?;
-        out.write(id.software);
-        Ok(())
-    })
+    // SAFETY: forwarded from this function's contract.
+    unsafe { identity_query(ctx, out, |id| id.software) }
 }
 
 /// The driver's program-binary formats (`GL_PROGRAM_BINARY_FORMATS`).

@@ -23,7 +23,7 @@ use crate::program_cache::disk_types::*;
 use crate::program_cache::exports::builder;
 use crate::program_cache::histogram::gpusvc_program_cache_histogram_callback;
 use crate::program_cache::types::{gpusvc_program_cache_config, gpusvc_program_cache_sha1};
-use crate::program_cache::{cache, gpusvc_program_cache};
+use crate::program_cache::{cache, cache_query, gpusvc_program_cache};
 
 /// Writes the defaults into `*out`: enabled, LZ4 on, the memory budget, the store dropped after
 /// 3 refused binaries in a row, no ids, no log. `dir`, `host_product` and `host_version` are
@@ -173,21 +173,18 @@ pub unsafe extern "C" fn gpusvc_program_cache_wait_until_loaded(
     timeout_ms: u32,
     out: *mut gpusvc_program_cache_disk_load_report,
 ) -> gpusvc_result {
-    ffi_guard(|| {
-        let cache = self::cache(cache)?;
-        // SAFETY: an output argument (this function's contract).
-        let out = unsafe { Out::new(out, "out") }?;
-        let report = cache
-            .wait_until_loaded(Duration::from_millis(u64::from(timeout_ms)))
-            .ok_or_else(|| {
+    // SAFETY: forwarded from this function's contract.
+    unsafe {
+        cache_query(cache, out, "out", |cache| {
+            let report = cache.wait_until_loaded(Duration::from_millis(u64::from(timeout_ms)));
+            report.map(Into::into).ok_or_else(|| {
                 FfiError::new(
                     gpusvc_result::GPUSVC_PROGRAM_CACHE_LOAD_TIMEOUT,
                     format!("the startup load did not finish within {timeout_ms} ms"),
                 )
-            })?;
-        out.write(report.into());
-        Ok(())
-    })
+            })
+        })
+    }
 }
 
 /// Waits until the disk writer has done everything queued so far (saves, last-use records, hot
@@ -236,38 +233,36 @@ pub unsafe extern "C" fn gpusvc_program_cache_disk_stats(
     cache: *const gpusvc_program_cache,
     out: *mut gpusvc_program_cache_disk_stats_snapshot,
 ) -> gpusvc_result {
-    ffi_guard(|| {
-        let cache = self::cache(cache)?;
-        // SAFETY: an output argument (this function's contract).
-        let out = unsafe { Out::new(out, "out") }?;
-        let stats = match cache.disk_counters() {
-            None => gpusvc_program_cache_disk_stats_snapshot::default(),
-            Some(c) => gpusvc_program_cache_disk_stats_snapshot {
-                configured: true,
-                enabled: cache.disk_enabled(),
-                load_finished: cache.wait_until_loaded(Duration::ZERO).is_some(),
-                writes: c.writes,
-                bytes_written: c.bytes_written,
-                already_present: c.already_present,
-                dropped_writes: c.dropped_writes,
-                write_errors: c.write_errors,
-                loaded: c.loaded,
-                rejected_entries: c.rejected_entries,
-                evictions: c.evictions,
-                store_drops: c.store_drops,
-                lock_busy: c.lock_busy,
-                oversized: c.oversized,
-                space_retries: c.space_retries,
-                stores_removed: c.stores_removed,
-                odd_removed: c.odd_removed,
-                recreated: c.recreated,
-                use_records: c.use_records,
-                compactions: c.compactions,
-            },
-        };
-        out.write(stats);
-        Ok(())
-    })
+    // SAFETY: forwarded from this function's contract.
+    unsafe {
+        cache_query(cache, out, "out", |cache| {
+            Ok(match cache.disk_counters() {
+                None => gpusvc_program_cache_disk_stats_snapshot::default(),
+                Some(c) => gpusvc_program_cache_disk_stats_snapshot {
+                    configured: true,
+                    enabled: cache.disk_enabled(),
+                    load_finished: cache.wait_until_loaded(Duration::ZERO).is_some(),
+                    writes: c.writes,
+                    bytes_written: c.bytes_written,
+                    already_present: c.already_present,
+                    dropped_writes: c.dropped_writes,
+                    write_errors: c.write_errors,
+                    loaded: c.loaded,
+                    rejected_entries: c.rejected_entries,
+                    evictions: c.evictions,
+                    store_drops: c.store_drops,
+                    lock_busy: c.lock_busy,
+                    oversized: c.oversized,
+                    space_retries: c.space_retries,
+                    stores_removed: c.stores_removed,
+                    odd_removed: c.odd_removed,
+                    recreated: c.recreated,
+                    use_records: c.use_records,
+                    compactions: c.compactions,
+                },
+            })
+        })
+    }
 }
 
 /// The first condition the disk store reported (folder unusable, a write failed, the store was

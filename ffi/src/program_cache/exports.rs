@@ -2,6 +2,7 @@
 //! link statuses, saves, loads, eviction, statistics, memory pressure).
 
 use std::ffi::{c_char, c_void};
+use std::sync::Arc;
 
 use program_cache::{
     CachedProgram, ProgramBinaryData, ProgramCache, ProgramCacheBuilder, ProgramKey,
@@ -10,12 +11,13 @@ use program_cache::{
 
 use crate::kit::handle::{self, Kind};
 use crate::kit::{
-    FfiError, Out, cstr_in, ffi_guard, gpusvc_result, list_out, slice_in, source_in, struct_in,
+    FfiError, Out, answer_into, cstr_in, ffi_guard, gpusvc_result, list_out, slice_in, source_in,
+    struct_in,
 };
 use crate::program_cache::entry::{found, gpusvc_program_cache_entry};
 use crate::program_cache::histogram::{gpusvc_program_cache_histogram_callback, host_histogram};
 use crate::program_cache::types::*;
-use crate::program_cache::{cache, gpusvc_program_cache};
+use crate::program_cache::{cache, cache_query, gpusvc_program_cache};
 
 /// Writes the defaults of a profile (`GPUSVC_PROGRAM_CACHE_PROFILE_*`) into `*out`.
 ///
@@ -107,13 +109,8 @@ pub unsafe extern "C" fn gpusvc_program_cache_current_config(
     cache: *const gpusvc_program_cache,
     out: *mut gpusvc_program_cache_config,
 ) -> gpusvc_result {
-    ffi_guard(|| {
-        let cache = self::cache(cache)?;
-        // SAFETY: an output argument (this function's contract).
-        let out = unsafe { Out::new(out, "out") }?;
-        out.write(cache.config().into());
-        Ok(())
-    })
+    // SAFETY: forwarded from this function's contract.
+    unsafe { cache_query(cache, out, "out", |c| Ok(c.config().into())) }
 }
 
 /// Hash of one shader as compiled: its stage (`GPUSVC_PROGRAM_CACHE_SHADER_STAGE_*`), the source
@@ -189,16 +186,15 @@ pub unsafe extern "C" fn gpusvc_program_cache_shader_compile_status(
     hash: *const gpusvc_program_cache_sha1,
     out: *mut u32,
 ) -> gpusvc_result {
-    ffi_guard(|| {
-        let cache = self::cache(cache)?;
-        // SAFETY: forwarded from this function's contract.
-        let hash = ShaderHash(unsafe { sha1_in(hash, "hash") }?);
-        // SAFETY: an output argument (this function's contract).
-        let out = unsafe { Out::new(out, "out") }?;
-        let status = compile_status_out(cache.shader_compile_status(&hash));
-        out.write(status);
-        Ok(())
-    })
+    // SAFETY: forwarded from this function's contract.
+    unsafe {
+        answer_into(
+            || with_sha1(cache, hash, "hash", ShaderHash),
+            out,
+            "out",
+            |(c, h)| Ok(compile_status_out(c.shader_compile_status(&h))),
+        )
+    }
 }
 
 /// Records that a shader compiled successfully (the hash is copied).
@@ -229,15 +225,15 @@ pub unsafe extern "C" fn gpusvc_program_cache_shader_refcount(
     hash: *const gpusvc_program_cache_sha1,
     out: *mut u32,
 ) -> gpusvc_result {
-    ffi_guard(|| {
-        let cache = self::cache(cache)?;
-        // SAFETY: forwarded from this function's contract.
-        let hash = ShaderHash(unsafe { sha1_in(hash, "hash") }?);
-        // SAFETY: an output argument (this function's contract).
-        let out = unsafe { Out::new(out, "out") }?;
-        out.write(cache.shader_refcount(&hash));
-        Ok(())
-    })
+    // SAFETY: forwarded from this function's contract.
+    unsafe {
+        answer_into(
+            || with_sha1(cache, hash, "hash", ShaderHash),
+            out,
+            "out",
+            |(c, h)| Ok(c.shader_refcount(&h)),
+        )
+    }
 }
 
 /// The link status of a program (`GPUSVC_PROGRAM_CACHE_LINK_STATUS_*`): SUCCESS while its binary is cached.
@@ -250,16 +246,30 @@ pub unsafe extern "C" fn gpusvc_program_cache_link_status(
     key: *const gpusvc_program_cache_sha1,
     out: *mut u32,
 ) -> gpusvc_result {
-    ffi_guard(|| {
-        let cache = self::cache(cache)?;
-        // SAFETY: forwarded from this function's contract.
-        let key = ProgramKey(unsafe { sha1_in(key, "key") }?);
-        // SAFETY: an output argument (this function's contract).
-        let out = unsafe { Out::new(out, "out") }?;
-        let status = link_status_out(cache.link_status(&key));
-        out.write(status);
-        Ok(())
-    })
+    // SAFETY: forwarded from this function's contract.
+    unsafe {
+        answer_into(
+            || with_sha1(cache, key, "key", ProgramKey),
+            out,
+            "out",
+            |(c, k)| Ok(link_status_out(c.link_status(&k))),
+        )
+    }
+}
+
+/// The cache and a digest (`ShaderHash` or `ProgramKey`, made by `wrap`), read in that order.
+///
+/// # Safety
+/// `sha1` is NULL or valid for one read.
+unsafe fn with_sha1<K>(
+    cache: *const gpusvc_program_cache,
+    sha1: *const gpusvc_program_cache_sha1,
+    name: &str,
+    wrap: fn([u8; 20]) -> K,
+) -> Result<(Arc<ProgramCache>, K), FfiError> {
+    let cache = self::cache(cache)?;
+    // SAFETY: forwarded from this function's contract.
+    Ok((cache, wrap(unsafe { sha1_in(sha1, name) }?)))
 }
 
 fn save_error(e: &SaveError) -> FfiError {
@@ -338,16 +348,15 @@ pub unsafe extern "C" fn gpusvc_program_cache_load(
     page: u64,
     out: *mut *mut gpusvc_program_cache_entry,
 ) -> gpusvc_result {
-    ffi_guard(|| {
-        let cache = self::cache(cache)?;
-        // SAFETY: forwarded from this function's contract.
-        let key = ProgramKey(unsafe { sha1_in(key, "key") }?);
-        // SAFETY: an output argument (this function's contract).
-        let out = unsafe { Out::new(out, "out") }?;
-        let handle = found(&key, cache.load(&key, has_page.then_some(page)))?;
-        out.write(handle);
-        Ok(())
-    })
+    // SAFETY: forwarded from this function's contract.
+    unsafe {
+        answer_into(
+            || with_sha1(cache, key, "key", ProgramKey),
+            out,
+            "out",
+            |(c, k)| found(&k, c.load(&k, has_page.then_some(page))),
+        )
+    }
 }
 
 /// Like `gpusvc_program_cache_load` without changing recency or counters.
@@ -360,16 +369,15 @@ pub unsafe extern "C" fn gpusvc_program_cache_peek(
     key: *const gpusvc_program_cache_sha1,
     out: *mut *mut gpusvc_program_cache_entry,
 ) -> gpusvc_result {
-    ffi_guard(|| {
-        let cache = self::cache(cache)?;
-        // SAFETY: forwarded from this function's contract.
-        let key = ProgramKey(unsafe { sha1_in(key, "key") }?);
-        // SAFETY: an output argument (this function's contract).
-        let out = unsafe { Out::new(out, "out") }?;
-        let handle = found(&key, cache.peek(&key))?;
-        out.write(handle);
-        Ok(())
-    })
+    // SAFETY: forwarded from this function's contract.
+    unsafe {
+        answer_into(
+            || with_sha1(cache, key, "key", ProgramKey),
+            out,
+            "out",
+            |(c, k)| found(&k, c.peek(&k)),
+        )
+    }
 }
 
 /// Removes one program; `*out_removed` says whether it was there.
@@ -382,16 +390,15 @@ pub unsafe extern "C" fn gpusvc_program_cache_evict(
     key: *const gpusvc_program_cache_sha1,
     out_removed: *mut bool,
 ) -> gpusvc_result {
-    ffi_guard(|| {
-        let cache = self::cache(cache)?;
-        // SAFETY: forwarded from this function's contract.
-        let key = ProgramKey(unsafe { sha1_in(key, "key") }?);
-        // SAFETY: an output argument (this function's contract).
-        let out_removed = unsafe { Out::new(out_removed, "out_removed") }?;
-        let removed = cache.evict(&key);
-        out_removed.write(removed);
-        Ok(())
-    })
+    // SAFETY: forwarded from this function's contract.
+    unsafe {
+        answer_into(
+            || with_sha1(cache, key, "key", ProgramKey),
+            out_removed,
+            "out_removed",
+            |(c, k)| Ok(c.evict(&k)),
+        )
+    }
 }
 
 /// The keys of the cached programs in the order the policy would evict them (next victim
@@ -425,28 +432,26 @@ pub unsafe extern "C" fn gpusvc_program_cache_stats(
     cache: *const gpusvc_program_cache,
     out: *mut gpusvc_program_cache_stats_snapshot,
 ) -> gpusvc_result {
-    ffi_guard(|| {
-        let cache = self::cache(cache)?;
-        // SAFETY: an output argument (this function's contract).
-        let out = unsafe { Out::new(out, "out") }?;
-        let c = cache.counters();
-        let stats = gpusvc_program_cache_stats_snapshot {
-            counters: gpusvc_program_cache_counters {
-                hits: c.hits,
-                misses: c.misses,
-                evictions: c.evictions,
-                driver_rejections: c.driver_rejections,
-                saves: c.saves,
-                rejected_saves: c.rejected_saves,
-                status_hits: c.status_hits,
-                status_misses: c.status_misses,
-            },
-            size_bytes: cache.size_bytes(),
-            entries: cache.len(),
-        };
-        out.write(stats);
-        Ok(())
-    })
+    // SAFETY: forwarded from this function's contract.
+    unsafe {
+        cache_query(cache, out, "out", |cache| {
+            let c = cache.counters();
+            Ok(gpusvc_program_cache_stats_snapshot {
+                counters: gpusvc_program_cache_counters {
+                    hits: c.hits,
+                    misses: c.misses,
+                    evictions: c.evictions,
+                    driver_rejections: c.driver_rejections,
+                    saves: c.saves,
+                    rejected_saves: c.rejected_saves,
+                    status_hits: c.status_hits,
+                    status_misses: c.status_misses,
+                },
+                size_bytes: cache.size_bytes(),
+                entries: cache.len(),
+            })
+        })
+    }
 }
 
 /// Evicts by policy until at most `limit` bytes are stored; `*out_freed` gets the bytes freed.
@@ -459,14 +464,8 @@ pub unsafe extern "C" fn gpusvc_program_cache_trim(
     limit: usize,
     out_freed: *mut usize,
 ) -> gpusvc_result {
-    ffi_guard(|| {
-        let cache = self::cache(cache)?;
-        // SAFETY: an output argument (this function's contract).
-        let out_freed = unsafe { Out::new(out_freed, "out_freed") }?;
-        let freed = cache.trim(limit);
-        out_freed.write(freed);
-        Ok(())
-    })
+    // SAFETY: forwarded from this function's contract.
+    unsafe { cache_query(cache, out_freed, "out_freed", |c| Ok(c.trim(limit))) }
 }
 
 /// Applies a memory-pressure level (`GPUSVC_PROGRAM_CACHE_MEMORY_PRESSURE_*`): MODERATE trims to a quarter of
@@ -484,15 +483,15 @@ pub unsafe extern "C" fn gpusvc_program_cache_set_memory_pressure(
     level: u32,
     out_freed: *mut usize,
 ) -> gpusvc_result {
-    ffi_guard(|| {
-        let cache = self::cache(cache)?;
-        let level = memory_pressure_in(level)?;
-        // SAFETY: an output argument (this function's contract).
-        let out_freed = unsafe { Out::new(out_freed, "out_freed") }?;
-        let freed = cache.set_memory_pressure(level);
-        out_freed.write(freed);
-        Ok(())
-    })
+    // SAFETY: forwarded from this function's contract.
+    unsafe {
+        answer_into(
+            || Ok((self::cache(cache)?, memory_pressure_in(level)?)),
+            out_freed,
+            "out_freed",
+            |(c, level)| Ok(c.set_memory_pressure(level)),
+        )
+    }
 }
 
 /// Drops every program and every status. Statistics are kept. With a disk store, its entries

@@ -4,10 +4,13 @@
 use std::ffi::{CString, c_char, c_void};
 use std::sync::{Arc, OnceLock};
 
-use program_cache::HistogramCallback;
 use program_cache::stats::names;
+use program_cache::{HistogramCallback, ProgramCache};
 
-use crate::kit::{HostFn, Out, c_string, cstr_in, ffi_guard, gpusvc_result, invalid_argument};
+use crate::kit::{
+    FfiError, HostFn, Out, answer_into, c_string, cstr_in, ffi_guard, gpusvc_result,
+    invalid_argument,
+};
 use crate::program_cache::types::{gpusvc_program_cache_histogram_summary, item_at};
 use crate::program_cache::{cache, gpusvc_program_cache};
 
@@ -77,30 +80,36 @@ pub unsafe extern "C" fn gpusvc_program_cache_histogram(
     name: *const c_char,
     out: *mut gpusvc_program_cache_histogram_summary,
 ) -> gpusvc_result {
-    ffi_guard(|| {
-        let cache = self::cache(cache)?;
-        // SAFETY: forwarded from this function's contract.
-        let name = unsafe { cstr_in(name, "name") }?;
-        // SAFETY: an output argument (this function's contract).
-        let out = unsafe { Out::new(out, "out") }?;
-        if !names::ALL.contains(&name) {
-            return Err(invalid_argument(format!("unknown histogram {name:?}")));
-        }
-        let summary = cache
-            .stats()
-            .histograms
-            .get(name)
-            .map(|h| gpusvc_program_cache_histogram_summary {
-                count: h.count,
-                sum: h.sum,
-                min: h.min,
-                max: h.max,
-                mean: h.mean(),
-                p50: h.quantile_upper_bound(0.5),
-                p95: h.quantile_upper_bound(0.95),
-            })
-            .unwrap_or_default();
-        out.write(summary);
-        Ok(())
-    })
+    // SAFETY: forwarded from this function's contract (the name is read in the closure).
+    unsafe {
+        answer_into(
+            || Ok((self::cache(cache)?, cstr_in(name, "name")?)),
+            out,
+            "out",
+            |(cache, name)| histogram_summary(&cache, name),
+        )
+    }
+}
+
+fn histogram_summary(
+    cache: &ProgramCache,
+    name: &str,
+) -> Result<gpusvc_program_cache_histogram_summary, FfiError> {
+    if !names::ALL.contains(&name) {
+        return Err(invalid_argument(format!("unknown histogram {name:?}")));
+    }
+    Ok(cache
+        .stats()
+        .histograms
+        .get(name)
+        .map(|h| gpusvc_program_cache_histogram_summary {
+            count: h.count,
+            sum: h.sum,
+            min: h.min,
+            max: h.max,
+            mean: h.mean(),
+            p50: h.quantile_upper_bound(0.5),
+            p95: h.quantile_upper_bound(0.95),
+        })
+        .unwrap_or_default())
 }

@@ -15,8 +15,8 @@ use std::sync::Arc;
 
 use program_cache::ProgramCache;
 
-use crate::kit::FfiError;
 use crate::kit::handle::{self, Kind};
+use crate::kit::{FfiError, answer_into, gpusvc_result};
 
 pub(crate) mod disk;
 pub(crate) mod disk_types;
@@ -42,4 +42,19 @@ pub struct gpusvc_program_cache {
 /// The cache behind a handle.
 pub(crate) fn cache(cache: *const gpusvc_program_cache) -> Result<Arc<ProgramCache>, FfiError> {
     handle::shared(cache, "cache", Kind::ProgramCache)
+}
+
+/// The body of an export that answers a question about a cache through `out`:
+/// the handle is checked, then `out`; the answer is written only on success.
+///
+/// # Safety
+/// `out` is NULL or valid for one write.
+pub(crate) unsafe fn cache_query<T>(
+    cache: *const gpusvc_program_cache,
+    out: *mut T,
+    out_name: &str,
+    answer: impl FnOnce(&ProgramCache) -> Result<T, FfiError>,
+) -> gpusvc_result {
+    // SAFETY: forwarded from this function's contract.
+    unsafe { answer_into(|| self::cache(cache), out, out_name, |c| answer(&c)) }
 }

@@ -4,7 +4,7 @@
 use crate::kit::handle::{self, Kind};
 use crate::kit::{Out, ffi_guard, gpusvc_result};
 use crate::program_cache::{VariableKind, gpusvc_program_cache_sha1, item_at, variable_kind_in};
-use crate::program_manager::objects::{CActive, LinkedHandle, linked};
+use crate::program_manager::objects::{CActive, LinkedHandle, linked, linked_query};
 use crate::program_manager::{
     gpusvc_program_manager_active_variable, gpusvc_program_manager_linked_program, link_origin_out,
 };
@@ -31,14 +31,8 @@ pub unsafe extern "C" fn gpusvc_program_manager_linked_program_object(
     program: *const gpusvc_program_manager_linked_program,
     out: *mut u64,
 ) -> gpusvc_result {
-    ffi_guard(|| {
-        let p = linked(program)?;
-        // SAFETY: an output argument (this function's contract).
-        let out = unsafe { Out::new(out, "out") }?;
-        let object = p.borrow()?.program.id();
-        out.write(object);
-        Ok(())
-    })
+    // SAFETY: forwarded from this function's contract.
+    unsafe { linked_query(program, out, |p| Ok(p.program.id())) }
 }
 
 /// How the program came about (`GPUSVC_PROGRAM_MANAGER_LINK_ORIGIN_*`).
@@ -50,14 +44,8 @@ pub unsafe extern "C" fn gpusvc_program_manager_linked_program_origin(
     program: *const gpusvc_program_manager_linked_program,
     out: *mut u32,
 ) -> gpusvc_result {
-    ffi_guard(|| {
-        let p = linked(program)?;
-        // SAFETY: an output argument (this function's contract).
-        let out = unsafe { Out::new(out, "out") }?;
-        let origin = link_origin_out(p.borrow()?.origin);
-        out.write(origin);
-        Ok(())
-    })
+    // SAFETY: forwarded from this function's contract.
+    unsafe { linked_query(program, out, |p| Ok(link_origin_out(p.origin))) }
 }
 
 /// The program's cache key.
@@ -69,14 +57,8 @@ pub unsafe extern "C" fn gpusvc_program_manager_linked_program_key(
     program: *const gpusvc_program_manager_linked_program,
     out: *mut gpusvc_program_cache_sha1,
 ) -> gpusvc_result {
-    ffi_guard(|| {
-        let p = linked(program)?;
-        // SAFETY: an output argument (this function's contract).
-        let out = unsafe { Out::new(out, "out") }?;
-        let key = p.borrow()?.key;
-        out.write(key.into());
-        Ok(())
-    })
+    // SAFETY: forwarded from this function's contract.
+    unsafe { linked_query(program, out, |p| Ok(p.key.into())) }
 }
 
 fn active_list(p: &LinkedHandle, kind: VariableKind) -> &[CActive] {

@@ -9,7 +9,7 @@ use program_cache::{
 };
 
 use crate::kit::handle::{self, Kind};
-use crate::kit::{FfiError, c_string};
+use crate::kit::{FfiError, answer_into, c_string, gpusvc_result};
 use crate::program_cache::CShaderVariables;
 use crate::program_manager::{
     gpusvc_program_manager, gpusvc_program_manager_active_variable,
@@ -110,4 +110,39 @@ pub(crate) fn linked(
     p: *const gpusvc_program_manager_linked_program,
 ) -> Result<handle::Local<LinkedHandle>, FfiError> {
     handle::local(p, "program", Kind::LinkedProgram)
+}
+
+/// The body of an export that answers about a shader through `out` (named "out"): the handle
+/// is checked, then `out`; `answer` runs on the borrowed shader and its value is written only
+/// on success.
+///
+/// # Safety
+/// `out` is NULL or valid for one write.
+pub(crate) unsafe fn shader_query<T>(
+    s: *const gpusvc_program_manager_shader,
+    out: *mut T,
+    answer: impl FnOnce(&ShaderHandle) -> Result<T, FfiError>,
+) -> gpusvc_result {
+    // SAFETY: forwarded from this function's contract.
+    unsafe {
+        answer_into(
+            || shader(s, "shader"),
+            out,
+            "out",
+            |s| answer(&*s.borrow()?),
+        )
+    }
+}
+
+/// [`shader_query`] for a linked program.
+///
+/// # Safety
+/// `out` is NULL or valid for one write.
+pub(crate) unsafe fn linked_query<T>(
+    p: *const gpusvc_program_manager_linked_program,
+    out: *mut T,
+    answer: impl FnOnce(&LinkedHandle) -> Result<T, FfiError>,
+) -> gpusvc_result {
+    // SAFETY: forwarded from this function's contract.
+    unsafe { answer_into(|| linked(p), out, "out", |p| answer(&*p.borrow()?)) }
 }

@@ -14,7 +14,7 @@ use crate::program_cache::{
     gpusvc_program_cache_sha1, gpusvc_program_cache_shader_variables,
     gpusvc_program_cache_variable_info, shader_variables_in, stage_in, stage_out, variable_kind_in,
 };
-use crate::program_manager::objects::{ShaderHandle, manager, shader};
+use crate::program_manager::objects::{ShaderHandle, manager, shader, shader_query};
 use crate::program_manager::{
     GPUSVC_PROGRAM_MANAGER_SHADER_STATE_COMPILED, GPUSVC_PROGRAM_MANAGER_SHADER_STATE_DEFERRED,
     GPUSVC_PROGRAM_MANAGER_SHADER_STATE_FAILED, GPUSVC_PROGRAM_MANAGER_SHADER_STATE_NOT_COMPILED,
@@ -141,14 +141,8 @@ pub unsafe extern "C" fn gpusvc_program_manager_shader_stage(
     shader: *const gpusvc_program_manager_shader,
     out: *mut u32,
 ) -> gpusvc_result {
-    ffi_guard(|| {
-        let s = self::shader(shader, "shader")?;
-        // SAFETY: an output argument (this function's contract).
-        let out = unsafe { Out::new(out, "out") }?;
-        let stage = stage_out(s.borrow()?.shader.stage());
-        out.write(stage);
-        Ok(())
-    })
+    // SAFETY: forwarded from this function's contract.
+    unsafe { shader_query(shader, out, |s| Ok(stage_out(s.shader.stage()))) }
 }
 
 /// The shader's state (`GPUSVC_PROGRAM_MANAGER_SHADER_STATE_*`).
@@ -160,19 +154,17 @@ pub unsafe extern "C" fn gpusvc_program_manager_shader_state(
     shader: *const gpusvc_program_manager_shader,
     out: *mut u32,
 ) -> gpusvc_result {
-    ffi_guard(|| {
-        let s = self::shader(shader, "shader")?;
-        // SAFETY: an output argument (this function's contract).
-        let out = unsafe { Out::new(out, "out") }?;
-        let state = match s.borrow()?.shader.state() {
-            ShaderState::NotCompiled => GPUSVC_PROGRAM_MANAGER_SHADER_STATE_NOT_COMPILED,
-            ShaderState::Compiled { .. } => GPUSVC_PROGRAM_MANAGER_SHADER_STATE_COMPILED,
-            ShaderState::Deferred { .. } => GPUSVC_PROGRAM_MANAGER_SHADER_STATE_DEFERRED,
-            ShaderState::Failed { .. } => GPUSVC_PROGRAM_MANAGER_SHADER_STATE_FAILED,
-        };
-        out.write(state);
-        Ok(())
-    })
+    // SAFETY: forwarded from this function's contract.
+    unsafe {
+        shader_query(shader, out, |s| {
+            Ok(match s.shader.state() {
+                ShaderState::NotCompiled => GPUSVC_PROGRAM_MANAGER_SHADER_STATE_NOT_COMPILED,
+                ShaderState::Compiled { .. } => GPUSVC_PROGRAM_MANAGER_SHADER_STATE_COMPILED,
+                ShaderState::Deferred { .. } => GPUSVC_PROGRAM_MANAGER_SHADER_STATE_DEFERRED,
+                ShaderState::Failed { .. } => GPUSVC_PROGRAM_MANAGER_SHADER_STATE_FAILED,
+            })
+        })
+    }
 }
 
 /// `GL_COMPILE_STATUS` as the host reports it: true when compiled or deferred.
@@ -184,14 +176,8 @@ pub unsafe extern "C" fn gpusvc_program_manager_shader_compile_status(
     shader: *const gpusvc_program_manager_shader,
     out: *mut bool,
 ) -> gpusvc_result {
-    ffi_guard(|| {
-        let s = self::shader(shader, "shader")?;
-        // SAFETY: an output argument (this function's contract).
-        let out = unsafe { Out::new(out, "out") }?;
-        let status = s.borrow()?.shader.compile_status();
-        out.write(status);
-        Ok(())
-    })
+    // SAFETY: forwarded from this function's contract.
+    unsafe { shader_query(shader, out, |s| Ok(s.shader.compile_status())) }
 }
 
 /// The hash of the shader's last compile (compiled, deferred or failed);
@@ -204,19 +190,18 @@ pub unsafe extern "C" fn gpusvc_program_manager_shader_compiled_hash(
     shader: *const gpusvc_program_manager_shader,
     out: *mut gpusvc_program_cache_sha1,
 ) -> gpusvc_result {
-    ffi_guard(|| {
-        let s = self::shader(shader, "shader")?;
-        // SAFETY: an output argument (this function's contract).
-        let out = unsafe { Out::new(out, "out") }?;
-        let hash = s.borrow()?.shader.compiled_hash().ok_or_else(|| {
-            FfiError::new(
-                gpusvc_result::GPUSVC_PROGRAM_CACHE_SHADER_NOT_COMPILED,
-                "the shader was never compiled",
-            )
-        })?;
-        out.write(hash.into());
-        Ok(())
-    })
+    // SAFETY: forwarded from this function's contract.
+    unsafe {
+        shader_query(shader, out, |s| {
+            let hash = s.shader.compiled_hash().ok_or_else(|| {
+                FfiError::new(
+                    gpusvc_result::GPUSVC_PROGRAM_CACHE_SHADER_NOT_COMPILED,
+                    "the shader was never compiled",
+                )
+            })?;
+            Ok(hash.into())
+        })
+    }
 }
 
 /// The info log of a failed compile (empty otherwise). `*out_len` gets its length in bytes, NUL
