@@ -9,23 +9,9 @@
 //!
 //!     cargo run --release -p gpusvc-program-cache --example page_policy
 
-use program_cache::{
-    CacheConfig, CachedProgram, EvictionPolicy, ProgramBinaryData, ProgramCache, ProgramKey,
-    ShaderHash, ShaderVariables,
-};
-
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
+use program_cache::{CachedProgram, EvictionPolicy, ProgramKey, ShaderHash};
+use test_support::programs::{plain_program, policy_cache};
+use test_support::rng::XorShift;
 
 struct Site {
     programs: Vec<(ProgramKey, usize)>,
@@ -44,20 +30,11 @@ fn program(k: &ProgramKey, size: usize) -> CachedProgram {
     vs[18] = 1;
     let mut fs = k.0;
     fs[18] = 2;
-    CachedProgram {
-        vertex_shader: ShaderHash(vs),
-        fragment_shader: ShaderHash(fs),
-        vertex: ShaderVariables::default(),
-        fragment: ShaderVariables::default(),
-        binary: ProgramBinaryData {
-            format: 1,
-            bytes: vec![0; size],
-        },
-    }
+    plain_program(ShaderHash(vs), ShaderHash(fs), vec![0; size])
 }
 
 fn workload() -> Vec<(u64, ProgramKey, usize)> {
-    let mut rng = Rng(0x5EED_1234_ABCD_0001);
+    let mut rng = XorShift(0x5EED_1234_ABCD_0001);
     let shared: Vec<(ProgramKey, usize)> = (0..12)
         .map(|i| (key(u32::MAX, i), 4096 + rng.below(4096) as usize))
         .collect();
@@ -78,16 +55,7 @@ fn workload() -> Vec<(u64, ProgramKey, usize)> {
     let mut trace = Vec::new();
     for _ in 0..3000 {
         // Zipf-like: site s with weight 1/(s+1).
-        let total: f64 = (1..=sites.len()).map(|s| 1.0 / s as f64).sum();
-        let mut pick = (rng.below(1 << 30) as f64 / (1u64 << 30) as f64) * total;
-        let mut site = 0;
-        for s in 0..sites.len() {
-            pick -= 1.0 / (s + 1) as f64;
-            if pick <= 0.0 {
-                site = s;
-                break;
-            }
-        }
+        let site = rng.zipf(sites.len());
         let page = site as u64;
         for &(k, size) in shared.iter().chain(&sites[site].programs) {
             trace.push((page, k, size));
@@ -97,11 +65,7 @@ fn workload() -> Vec<(u64, ProgramKey, usize)> {
 }
 
 fn hit_rate(policy: EvictionPolicy, budget: usize, trace: &[(u64, ProgramKey, usize)]) -> f64 {
-    let cache = ProgramCache::builder(CacheConfig {
-        policy,
-        ..CacheConfig::with_budget(budget)
-    })
-    .build();
+    let cache = policy_cache(policy, budget);
     let mut hits = 0usize;
     for &(page, k, size) in trace {
         if cache.load(&k, Some(page)).is_some() {

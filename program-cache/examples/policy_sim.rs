@@ -49,50 +49,27 @@ use corpus::{Dialect, builtin, dedup_sources, load_dir, spread};
 use headless_gl::{ApiPreference, ContextOptions, GlApi, GlContext, ShaderStage};
 use program_cache::{
     CacheConfig, CachedProgram, CompileOutcome, EvictionPolicy, GlBackend, MOBILE_BUDGET, PageId,
-    ProgramBinaryData, ProgramCache, ProgramKey, ProgramManager, ProgramOptions, Shader,
-    ShaderHash, ShaderVariables,
+    ProgramCache, ProgramKey, ProgramManager, ProgramOptions, Shader, ShaderHash,
 };
+use test_support::programs::{plain_program, policy_cache};
+use test_support::rng::XorShift;
 
-/// The policies compared, with their table names.
-const POLICIES: [(EvictionPolicy, &str); 5] = [
-    (EvictionPolicy::Lru, "LRU"),
-    (EvictionPolicy::PageLruMru, "page LRU/MRU"),
-    (EvictionPolicy::Slru, "SLRU"),
-    (EvictionPolicy::S3Fifo, "S3-FIFO"),
-    (EvictionPolicy::WTinyLfu, "W-TinyLFU"),
-];
+/// A policy's name in the tables.
+fn label(policy: EvictionPolicy) -> &'static str {
+    match policy {
+        EvictionPolicy::Lru => "LRU",
+        EvictionPolicy::PageLruMru => "page LRU/MRU",
+        EvictionPolicy::Slru => "SLRU",
+        EvictionPolicy::S3Fifo => "S3-FIFO",
+        EvictionPolicy::WTinyLfu => "W-TinyLFU",
+    }
+}
 
 /// Bytes of programs of the reported application.
 const APP_BYTES: usize = 5_400_000;
 
 /// Budgets, in percent of the working set.
 const FRACTIONS: [usize; 3] = [25, 50, 100];
-
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-    /// Index in `0..n` with weight 1 / (index + 1).
-    fn zipf(&mut self, n: usize) -> usize {
-        let total: f64 = (1..=n).map(|s| 1.0 / s as f64).sum();
-        let mut pick = (self.below(1 << 30) as f64 / (1u64 << 30) as f64) * total;
-        for s in 0..n {
-            pick -= 1.0 / (s + 1) as f64;
-            if pick <= 0.0 {
-                return s;
-            }
-        }
-        n - 1
-    }
-}
 
 /// One request: the page asking, the program, its stored size.
 #[derive(Clone, Copy)]
@@ -192,7 +169,7 @@ fn measured_sizes() -> Option<Sizes> {
 
 /// Seeded synthetic sizes (roughly log-uniform, 1.5 to 48 KiB), for machines without GL.
 fn synthetic_sizes() -> Sizes {
-    let mut rng = Rng(0x0005_12E5_5EED);
+    let mut rng = XorShift(0x0005_12E5_5EED);
     let sizes = (0..800)
         .map(|_| {
             let octaves = rng.below(1000) as f64 / 1000.0 * 5.0;
@@ -214,7 +191,7 @@ fn key(stream: u32, i: u32) -> ProgramKey {
     k[..4].copy_from_slice(&stream.to_le_bytes());
     k[4..8].copy_from_slice(&i.to_le_bytes());
     // Fill the rest so no two keys share long runs of bytes.
-    let mut rng = Rng(u64::from(stream) << 32 | u64::from(i) | 1);
+    let mut rng = XorShift(u64::from(stream) << 32 | u64::from(i) | 1);
     for b in &mut k[8..] {
         *b = rng.next() as u8;
     }
@@ -227,16 +204,7 @@ fn program(k: &ProgramKey, size: usize) -> CachedProgram {
     vs[19] ^= 1;
     let mut fs = k.0;
     fs[19] ^= 2;
-    let mut p = CachedProgram {
-        vertex_shader: ShaderHash(vs),
-        fragment_shader: ShaderHash(fs),
-        vertex: ShaderVariables::default(),
-        fragment: ShaderVariables::default(),
-        binary: ProgramBinaryData {
-            format: 1,
-            bytes: Vec::new(),
-        },
-    };
+    let mut p = plain_program(ShaderHash(vs), ShaderHash(fs), Vec::new());
     let overhead = p.stored_size();
     p.binary.bytes = vec![0; size.saturating_sub(overhead).max(1)];
     p
@@ -256,7 +224,7 @@ fn cyclic(sizes: &[usize], count: usize, passes: usize, stream: u32) -> Vec<Requ
 
 /// Zipf-popular tabs, each page load asking for its programs once (see the module docs).
 fn multi_tab(sizes: &[usize], loads: usize, page_base: PageId) -> Vec<Request> {
-    let mut rng = Rng(0x5EED_1234_ABCD_0001);
+    let mut rng = XorShift(0x5EED_1234_ABCD_0001);
     let mut next = 0usize;
     let mut take = |stream: u32, i: u32| {
         let size = sizes[next % sizes.len()];
@@ -292,7 +260,7 @@ fn multi_tab(sizes: &[usize], loads: usize, page_base: PageId) -> Vec<Request> {
 
 /// A Zipf-popular hot set asked for 3 times in 4, one-off programs in between.
 fn scan_hot(sizes: &[usize], requests: usize, page_base: PageId) -> Vec<Request> {
-    let mut rng = Rng(0xC0FF_EE00_5CA7_0001);
+    let mut rng = XorShift(0xC0FF_EE00_5CA7_0001);
     let hot: Vec<(ProgramKey, usize)> = (0..80u32)
         .map(|i| (key(3000, i), sizes[(i as usize * 7) % sizes.len()]))
         .collect();
@@ -358,11 +326,7 @@ fn working_set(trace: &[Request]) -> (usize, usize) {
 /// Runs `trace` through a cache; returns hits per request (from request `from` on) and the
 /// largest size the cache reached.
 fn run(policy: EvictionPolicy, budget: usize, trace: &[Request], from: usize) -> (f64, usize) {
-    let cache = ProgramCache::builder(CacheConfig {
-        policy,
-        ..CacheConfig::with_budget(budget)
-    })
-    .build();
+    let cache = policy_cache(policy, budget);
     let mut hits = 0usize;
     let mut peak = 0usize;
     for (i, r) in trace.iter().enumerate() {
@@ -413,7 +377,7 @@ fn main() {
 
     println!("\nhit rate per request (first-time misses included), budget = % of working set");
     print!("{:<10} {:>5} {:>9}", "workload", "budget", "MiB");
-    for (_, name) in POLICIES {
+    for name in EvictionPolicy::ALL.map(label) {
         print!(" {name:>12}");
     }
     println!(" {:>8}", "ceiling");
@@ -427,7 +391,7 @@ fn main() {
                 budget as f64 / (1 << 20) as f64
             );
             let mut by_policy = HashMap::new();
-            for (policy, _) in POLICIES {
+            for policy in EvictionPolicy::ALL {
                 let (rate, peak) = run(policy, budget, trace, 0);
                 assert!(peak <= budget, "{policy:?} went over its budget");
                 by_policy.insert(policy, rate);
@@ -459,7 +423,7 @@ fn main() {
         app_bytes as f64 / MOBILE_BUDGET as f64
     );
     let mut by_policy = HashMap::new();
-    for (policy, name) in POLICIES {
+    for (policy, name) in EvictionPolicy::ALL.map(|p| (p, label(p))) {
         let (rate, peak) = run(policy, MOBILE_BUDGET, &trace, app.len());
         assert!(peak <= MOBILE_BUDGET, "{policy:?} went over its budget");
         by_policy.insert(policy, rate);

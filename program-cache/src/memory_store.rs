@@ -81,6 +81,18 @@ pub enum EvictionPolicy {
     WTinyLfu,
 }
 
+impl EvictionPolicy {
+    /// Every policy, in declaration order: what tests, benches and the policy simulation
+    /// iterate over.
+    pub const ALL: [EvictionPolicy; 5] = [
+        EvictionPolicy::Lru,
+        EvictionPolicy::PageLruMru,
+        EvictionPolicy::Slru,
+        EvictionPolicy::S3Fifo,
+        EvictionPolicy::WTinyLfu,
+    ];
+}
+
 /// Which queue of its policy an entry is in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Segment {

@@ -3,40 +3,12 @@
 //! bookkeeping and the exact meaning of `eviction_order`, and the scan-resistant ones keep a hot
 //! set through bursts of one-off programs.
 
-use std::sync::Arc;
-
 use program_cache::{
-    CacheConfig, CachedProgram, EvictionPolicy, MOBILE_BUDGET, MemoryPressure, ProgramBinaryData,
-    ProgramCache, ProgramKey, ShaderHash, ShaderVariables,
+    CacheConfig, CachedProgram, EvictionPolicy, MOBILE_BUDGET, MemoryPressure, ProgramCache,
+    ProgramKey, ShaderHash,
 };
-use test_support::programs::{key, program, shader};
-
-const POLICIES: [EvictionPolicy; 5] = [
-    EvictionPolicy::Lru,
-    EvictionPolicy::PageLruMru,
-    EvictionPolicy::Slru,
-    EvictionPolicy::S3Fifo,
-    EvictionPolicy::WTinyLfu,
-];
-
-struct Rng(u64);
-
-impl Rng {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0 % n
-    }
-}
-
-fn cache(policy: EvictionPolicy, budget: usize) -> Arc<ProgramCache> {
-    ProgramCache::builder(CacheConfig {
-        policy,
-        ..CacheConfig::with_budget(budget)
-    })
-    .build()
-}
+use test_support::programs::{key, plain_program, policy_cache, program, shader};
+use test_support::rng::XorShift;
 
 /// Key and shaders of program `i` (distinct for every `i`; shaders shared by `i % 7`).
 fn wide_key(i: u32) -> ProgramKey {
@@ -52,16 +24,7 @@ fn wide_program(i: u32, binary_len: usize) -> CachedProgram {
     vs[..4].copy_from_slice(&(i % 7).to_le_bytes());
     let mut fs = [0x22u8; 20];
     fs[..4].copy_from_slice(&i.to_le_bytes());
-    CachedProgram {
-        vertex_shader: ShaderHash(vs),
-        fragment_shader: ShaderHash(fs),
-        vertex: ShaderVariables::default(),
-        fragment: ShaderVariables::default(),
-        binary: ProgramBinaryData {
-            format: 1,
-            bytes: vec![1; binary_len],
-        },
-    }
+    plain_program(ShaderHash(vs), ShaderHash(fs), vec![1; binary_len])
 }
 
 #[test]
@@ -71,7 +34,7 @@ fn the_default_policy_keeps_hitting_a_cyclic_working_set_larger_than_the_budget(
     // up to 24 KiB).
     let config = CacheConfig::mobile();
     let c = ProgramCache::builder(config).build();
-    let mut rng = Rng(0x1234_5678_9ABC_DEF1);
+    let mut rng = XorShift(0x1234_5678_9ABC_DEF1);
     let mut sizes = Vec::new();
     while sizes.iter().sum::<usize>() < 5_400_000 {
         let size = if rng.below(20) == 0 {
@@ -109,10 +72,10 @@ fn the_default_policy_keeps_hitting_a_cyclic_working_set_larger_than_the_budget(
 
 #[test]
 fn every_policy_keeps_its_budget_and_its_status_references_under_random_use() {
-    for policy in POLICIES {
+    for policy in EvictionPolicy::ALL {
         let budget = 40_000;
-        let c = cache(policy, budget);
-        let mut rng = Rng(0xDEAD_BEEF_0000_0001 ^ policy as u64);
+        let c = policy_cache(policy, budget);
+        let mut rng = XorShift(0xDEAD_BEEF_0000_0001 ^ policy as u64);
         for step in 0..4000 {
             let i = rng.below(60) as u32;
             let page = Some(rng.below(4));
@@ -181,10 +144,10 @@ fn every_policy_keeps_its_budget_and_its_status_references_under_random_use() {
 
 #[test]
 fn eviction_order_is_the_exact_sequence_of_victims_for_every_policy() {
-    for policy in POLICIES {
+    for policy in EvictionPolicy::ALL {
         for seed in 1..=6u64 {
-            let c = cache(policy, 30_000);
-            let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+            let c = policy_cache(policy, 30_000);
+            let mut rng = XorShift(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
             // A history of saves and lookups (with pages) that fills and churns the cache.
             for _ in 0..400 {
                 let i = rng.below(40) as u32;
@@ -232,7 +195,7 @@ fn scan_resistant_policies_keep_a_hot_set_through_bursts_of_one_off_programs() {
         hit
     };
     let hot_hits = |policy| {
-        let c = cache(policy, unit * 8);
+        let c = policy_cache(policy, unit * 8);
         for _ in 0..3 {
             for n in 1..=4u8 {
                 use_program(&c, n, n + 50);
@@ -260,7 +223,7 @@ fn scan_resistant_policies_keep_a_hot_set_through_bursts_of_one_off_programs() {
         assert_eq!(hot_hits(policy), 12 * 4, "{policy:?}");
     }
     // The shaders of the hot set stay known-compiled under the default policy.
-    let c = cache(EvictionPolicy::default(), unit * 8);
+    let c = policy_cache(EvictionPolicy::default(), unit * 8);
     for _ in 0..3 {
         for n in 1..=4u8 {
             if c.load(&key(n), None).is_none() {
@@ -290,4 +253,17 @@ fn the_default_configs_use_the_default_policy() {
         assert_eq!(config.policy, EvictionPolicy::WTinyLfu);
     }
     assert_eq!(CacheConfig::mobile().budget_bytes, MOBILE_BUDGET);
+}
+
+#[test]
+fn all_lists_every_policy_once_in_declaration_order() {
+    // A new policy fails to compile here until it is placed in `EvictionPolicy::ALL`.
+    let index = |p: EvictionPolicy| match p {
+        EvictionPolicy::Lru => 0,
+        EvictionPolicy::PageLruMru => 1,
+        EvictionPolicy::Slru => 2,
+        EvictionPolicy::S3Fifo => 3,
+        EvictionPolicy::WTinyLfu => 4,
+    };
+    assert_eq!(EvictionPolicy::ALL.map(index), [0, 1, 2, 3, 4]);
 }

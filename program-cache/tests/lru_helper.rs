@@ -1,18 +1,8 @@
 //! The original design brief's ProgramCacheLruHelper tests (the brief is not part of this
 //! repository): eviction order, reuse, clear, peek/pop; plus the page-aware policy.
 
-use std::sync::Arc;
-
-use program_cache::{CacheConfig, EvictionPolicy, ProgramCache};
-use test_support::programs::{self, key, program};
-
-fn cache(policy: EvictionPolicy, budget: usize) -> Arc<ProgramCache> {
-    ProgramCache::builder(CacheConfig {
-        policy,
-        ..CacheConfig::with_budget(budget)
-    })
-    .build()
-}
+use program_cache::EvictionPolicy;
+use test_support::programs::{self, key, policy_cache, program};
 
 /// Every test program below costs the same; the budget holds exactly `n` of them.
 fn budget_for(n: usize) -> usize {
@@ -21,7 +11,7 @@ fn budget_for(n: usize) -> usize {
 
 #[test]
 fn lru_eviction_order_without_reuse() {
-    let c = cache(EvictionPolicy::Lru, budget_for(3));
+    let c = policy_cache(EvictionPolicy::Lru, budget_for(3));
     for n in 1..=3 {
         c.save(key(n), program(n, n + 100, 100), None).unwrap();
     }
@@ -36,7 +26,7 @@ fn lru_eviction_order_without_reuse() {
 
 #[test]
 fn lru_eviction_order_with_reuse() {
-    let c = cache(EvictionPolicy::Lru, budget_for(3));
+    let c = policy_cache(EvictionPolicy::Lru, budget_for(3));
     for n in 1..=3 {
         c.save(key(n), program(n, n + 100, 100), None).unwrap();
     }
@@ -54,7 +44,7 @@ fn lru_eviction_order_with_reuse() {
 
 #[test]
 fn clear_works_correctly() {
-    let c = cache(EvictionPolicy::Lru, budget_for(3));
+    let c = policy_cache(EvictionPolicy::Lru, budget_for(3));
     for n in 1..=3 {
         c.save(key(n), program(n, n + 100, 100), None).unwrap();
     }
@@ -71,7 +61,7 @@ fn clear_works_correctly() {
 
 #[test]
 fn peek_and_pop_work_correctly() {
-    let c = cache(EvictionPolicy::Lru, budget_for(2));
+    let c = policy_cache(EvictionPolicy::Lru, budget_for(2));
     c.save(key(1), program(1, 101, 100), None).unwrap();
     c.save(key(2), program(2, 102, 100), None).unwrap();
     // peek returns the entry without promoting it and without counting a hit.
@@ -88,7 +78,7 @@ fn peek_and_pop_work_correctly() {
 
 #[test]
 fn page_policy_evicts_the_most_recent_program_of_the_least_recent_page() {
-    let c = cache(EvictionPolicy::PageLruMru, budget_for(4));
+    let c = policy_cache(EvictionPolicy::PageLruMru, budget_for(4));
     // Page 1 loads programs 1, 2; page 2 loads 3, 4.
     c.save(key(1), program(1, 101, 100), Some(1)).unwrap();
     c.save(key(2), program(2, 102, 100), Some(1)).unwrap();
@@ -108,7 +98,7 @@ fn a_page_larger_than_the_cache_keeps_hitting_only_with_the_page_policy() {
     // One page loads 10 programs in order on every reload; the cache holds 6. LRU evicts each
     // program just before it is needed again (0 hits); MRU within the page keeps the first 5.
     let hits = |policy| {
-        let c = cache(policy, budget_for(6));
+        let c = policy_cache(policy, budget_for(6));
         let mut hits = 0;
         for _reload in 0..5 {
             for n in 1..=10 {

@@ -11,33 +11,17 @@ use program_cache::{
     ProgramManager, ProgramOptions, SaveError, Shader,
 };
 use test_support::fake_driver::{Counting, FakeDriver, FakeObject};
-use test_support::programs::{self, key, program};
+use test_support::programs::{self, key, policy_cache, program};
 
 const VS: &str = "in vec4 a_position; void main() { gl_Position = a_position; }";
 const FS: &str = "out vec4 o; void main() { o = vec4(1.0); }";
-
-const POLICIES: [EvictionPolicy; 5] = [
-    EvictionPolicy::Lru,
-    EvictionPolicy::PageLruMru,
-    EvictionPolicy::Slru,
-    EvictionPolicy::S3Fifo,
-    EvictionPolicy::WTinyLfu,
-];
-
-fn cache(policy: EvictionPolicy, budget: usize) -> Arc<ProgramCache> {
-    ProgramCache::builder(CacheConfig {
-        policy,
-        ..CacheConfig::with_budget(budget)
-    })
-    .build()
-}
 
 #[test]
 fn moderate_pressure_keeps_saves_within_a_quarter_of_the_budget_until_none() {
     let unit = program(0, 0, 100).stored_size();
     let budget = unit * 8;
-    for policy in POLICIES {
-        let c = cache(policy, budget);
+    for policy in EvictionPolicy::ALL {
+        let c = policy_cache(policy, budget);
         for n in 1..=8 {
             c.save(key(n), program(n, n + 100, 100), None).unwrap();
         }
@@ -72,7 +56,7 @@ fn moderate_pressure_keeps_saves_within_a_quarter_of_the_budget_until_none() {
 fn an_entry_over_a_quarter_of_the_budget_is_refused_under_moderate_pressure() {
     let unit = program(0, 0, 100).stored_size();
     let budget = unit * 8;
-    let c = cache(EvictionPolicy::default(), budget);
+    let c = policy_cache(EvictionPolicy::default(), budget);
     c.save(key(1), program(1, 101, 100), None).unwrap();
     c.set_memory_pressure(MemoryPressure::Moderate);
     let big = program(2, 102, 100 + 2 * unit);
@@ -99,7 +83,7 @@ fn an_entry_over_a_quarter_of_the_budget_is_refused_under_moderate_pressure() {
 fn would_accept_foresees_every_pressure_and_size_refusal_and_changes_nothing() {
     let unit = program(0, 0, 100).stored_size();
     let budget = unit * 8;
-    let c = cache(EvictionPolicy::default(), budget);
+    let c = policy_cache(EvictionPolicy::default(), budget);
     assert_eq!(c.would_accept(None), Ok(()));
     assert_eq!(c.would_accept(Some(budget)), Ok(()));
     assert_eq!(

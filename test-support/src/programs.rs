@@ -1,7 +1,11 @@
-//! Synthetic program-cache keys and entries, for tests that need no driver.
+//! Synthetic program-cache keys and entries, and caches of one eviction policy, for tests,
+//! benches and examples that need no driver.
+
+use std::sync::Arc;
 
 use program_cache::{
-    CachedProgram, ProgramBinaryData, ProgramKey, ShaderHash, ShaderVariables, VariableInfo,
+    CacheConfig, CachedProgram, EvictionPolicy, ProgramBinaryData, ProgramCache, ProgramKey,
+    ShaderHash, ShaderVariables, VariableInfo,
 };
 
 /// A key made from a number.
@@ -35,4 +39,24 @@ pub fn program(vs: u8, fs: u8, binary_len: usize) -> CachedProgram {
             bytes: vec![vs ^ fs; binary_len],
         },
     }
+}
+
+/// A program with no variables whose binary (format 1) is `bytes`.
+pub fn plain_program(vertex: ShaderHash, fragment: ShaderHash, bytes: Vec<u8>) -> CachedProgram {
+    CachedProgram {
+        vertex_shader: vertex,
+        fragment_shader: fragment,
+        vertex: ShaderVariables::default(),
+        fragment: ShaderVariables::default(),
+        binary: ProgramBinaryData { format: 1, bytes },
+    }
+}
+
+/// A memory-only cache of `budget` bytes evicting with `policy`.
+pub fn policy_cache(policy: EvictionPolicy, budget: usize) -> Arc<ProgramCache> {
+    ProgramCache::builder(CacheConfig {
+        policy,
+        ..CacheConfig::with_budget(budget)
+    })
+    .build()
 }

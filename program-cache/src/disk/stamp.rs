@@ -66,13 +66,6 @@ fn sha_text(sha: &mut Sha1, s: &str) {
     sha.update(s.as_bytes());
 }
 
-fn opt_u32(v: Option<u32>) -> String {
-    match v {
-        Some(v) => format!("some:{v}"),
-        None => "none".into(),
-    }
-}
-
 impl CompatibilityStamp {
     /// A stamp for `driver` and the host's product and version, with the format fields filled
     /// here: this build's entry format version ([`FORMAT_VERSION`]) and pointer width. A host
@@ -145,8 +138,8 @@ impl CompatibilityStamp {
         sha_text(&mut sha, &self.gl_vendor);
         sha_text(&mut sha, &self.gl_renderer);
         sha_text(&mut sha, &self.context);
-        sha_text(&mut sha, &opt_u32(self.vendor_id));
-        sha_text(&mut sha, &opt_u32(self.device_id));
+        sha_text(&mut sha, &opt_text(self.vendor_id));
+        sha_text(&mut sha, &opt_text(self.device_id));
         sha.update(self.pointer_width.to_le_bytes());
         sha.finalize().into()
     }
@@ -167,8 +160,8 @@ impl CompatibilityStamp {
             format!("gl_renderer: {}", escape(&self.gl_renderer)),
             format!("gl_version: {}", escape(&self.gl_version)),
             format!("context: {}", escape(&self.context)),
-            format!("vendor_id: {}", opt_u32(self.vendor_id)),
-            format!("device_id: {}", opt_u32(self.device_id)),
+            format!("vendor_id: {}", opt_text(self.vendor_id)),
+            format!("device_id: {}", opt_text(self.device_id)),
             format!(
                 "driver_build_id: {}",
                 escape(&opt_text(self.driver_build_id.as_deref()))
@@ -193,9 +186,9 @@ impl CompatibilityStamp {
             gl_renderer: f.text("gl_renderer")?,
             gl_version: f.text("gl_version")?,
             context: f.text("context")?,
-            vendor_id: parse_opt_u32(f.get("vendor_id")?)?,
-            device_id: parse_opt_u32(f.get("device_id")?)?,
-            driver_build_id: parse_opt_text(&f.text("driver_build_id")?)?,
+            vendor_id: parse_opt(f.get("vendor_id")?)?,
+            device_id: parse_opt(f.get("device_id")?)?,
+            driver_build_id: parse_opt(&f.text("driver_build_id")?)?,
             host_product: f.text("host_product")?,
             host_version: f.text("host_version")?,
             format_version: f.get("format_version")?.parse().ok()?,
@@ -303,21 +296,16 @@ impl<'a> Fields<'a> {
     }
 }
 
-fn opt_text(v: Option<&str>) -> String {
+/// An option as the stamp writes it: `some:VALUE` or `none`.
+fn opt_text(v: Option<impl std::fmt::Display>) -> String {
     match v {
-        Some(s) => format!("some:{s}"),
+        Some(v) => format!("some:{v}"),
         None => "none".into(),
     }
 }
 
-fn parse_opt_text(v: &str) -> Option<Option<String>> {
-    if v == "none" {
-        return Some(None);
-    }
-    Some(Some(v.strip_prefix("some:")?.to_owned()))
-}
-
-fn parse_opt_u32(v: &str) -> Option<Option<u32>> {
+/// Reads back what [`opt_text`] wrote (for `String`, any text after `some:`).
+fn parse_opt<T: std::str::FromStr>(v: &str) -> Option<Option<T>> {
     if v == "none" {
         return Some(None);
     }

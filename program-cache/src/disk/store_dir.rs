@@ -814,12 +814,7 @@ impl StampDir {
     /// deleted (the caller re-measures the store once, after).
     pub(crate) fn evict_to(&self, limit: u64, wait: Duration) -> Result<usize, EvictError> {
         let h = self.h();
-        let lock = fsx::open_rw(b(&h.dir), "evict.lock", false)?;
-        if !fsx::flock_within(&lock, true, wait)? {
-            return Err(EvictError::Busy);
-        }
-        let scan = self.scan_with(&h);
-        self.normalize_future(&h, &scan);
+        let (lock, scan) = self.lock_and_scan(&h, wait)?;
         let mut total = scan.total();
         let mut list = scan.entries;
         list.sort_by_key(|e| e.last_use_ms);
@@ -846,16 +841,24 @@ impl StampDir {
     /// that left, under `evict.lock` (tried for `wait`).
     pub(crate) fn compact(&self, wait: Duration) -> Result<(), EvictError> {
         let h = self.h();
-        let lock = fsx::open_rw(b(&h.dir), "evict.lock", false)?;
-        if !fsx::flock_within(&lock, true, wait)? {
-            return Err(EvictError::Busy);
-        }
-        let scan = self.scan_with(&h);
-        self.normalize_future(&h, &scan);
+        let (lock, scan) = self.lock_and_scan(&h, wait)?;
         let remaining: Vec<&EntryFile> = scan.entries.iter().collect();
         let result = self.compact_with(&h, &remaining, false);
         fsx::unflock(&lock);
         Ok(result?)
+    }
+
+    /// What [`Self::evict_to`] and [`Self::compact`] start with: `evict.lock` taken exclusively
+    /// (tried for `wait`; [`EvictError::Busy`] when another process holds it), then the store
+    /// scanned and entries dated in the future brought back to now. The caller unlocks.
+    fn lock_and_scan(&self, h: &Handles, wait: Duration) -> Result<(OwnedFd, Scan), EvictError> {
+        let lock = fsx::open_rw(b(&h.dir), "evict.lock", false)?;
+        if !fsx::flock_within(&lock, true, wait)? {
+            return Err(EvictError::Busy);
+        }
+        let scan = self.scan_with(h);
+        self.normalize_future(h, &scan);
+        Ok((lock, scan))
     }
 
     fn compact_with(
