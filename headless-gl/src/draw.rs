@@ -37,6 +37,11 @@ impl OffscreenTarget {
     pub fn height(&self) -> u32 {
         self.height
     }
+    /// The framebuffer's GL name, for drawing into the target with raw GL calls
+    /// ([`GlContext::gl`]): bind it, draw, bind 0 again. The target keeps owning it.
+    pub fn framebuffer(&self) -> glow::Framebuffer {
+        self.fbo
+    }
 }
 
 impl Drop for OffscreenTarget {

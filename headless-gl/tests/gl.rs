@@ -9,7 +9,7 @@ use headless_gl::{
     UniformValue, VertexAttribute, glow,
 };
 use test_support::gl::{context_or_skip, open_or_skip};
-use test_support::shaders::VS;
+use test_support::shaders::{VS, draw_triangle, with_prelude};
 
 const SIZE: u32 = 32;
 
@@ -23,12 +23,8 @@ void main() {
 }
 ";
 
-fn src(ctx: &GlContext, body: &str) -> String {
-    format!("{}{body}", ctx.info().glsl_prelude())
-}
-
 fn build(ctx: &GlContext) -> Program {
-    ctx.build_program(&src(ctx, VS), &src(ctx, FS))
+    ctx.build_program(&with_prelude(ctx, VS), &with_prelude(ctx, FS))
         .expect("reference program builds")
 }
 
@@ -36,11 +32,6 @@ fn build(ctx: &GlContext) -> Program {
 /// `weight` goes to `u_weights[0]` when given; `u_weights` defaults to 0 in a fresh program, so
 /// only a program whose uniforms really reach the shader draws colour.
 fn render_with(ctx: &GlContext, program: &Program, weight: Option<f32>) -> Vec<u8> {
-    let target = ctx.offscreen_target(SIZE, SIZE).expect("offscreen target");
-    let positions = [-1.0f32, -1.0, 1.0, -1.0, -1.0, 1.0];
-    let colors = [
-        1.0f32, 0.0, 0.0, 1.0, 0.0, 1.0, 0.0, 1.0, 0.0, 0.0, 1.0, 1.0,
-    ];
     let mut uniforms = vec![
         ("u_scale", UniformValue::Float(1.0)),
         ("u_tint", UniformValue::Vec4([1.0, 1.0, 1.0, 1.0])),
@@ -48,30 +39,7 @@ fn render_with(ctx: &GlContext, program: &Program, weight: Option<f32>) -> Vec<u
     if let Some(w) = weight {
         uniforms.push(("u_weights[0]", UniformValue::Float(w)));
     }
-    ctx.draw(
-        &target,
-        &DrawCall {
-            program,
-            attributes: &[
-                VertexAttribute {
-                    name: "a_position",
-                    components: 2,
-                    data: &positions,
-                },
-                VertexAttribute {
-                    name: "a_color",
-                    components: 4,
-                    data: &colors,
-                },
-            ],
-            uniforms: &uniforms,
-            mode: glow::TRIANGLES,
-            vertex_count: 3,
-            clear: Some([0.0, 0.0, 0.0, 1.0]),
-        },
-    )
-    .expect("draw");
-    ctx.read_rgba8(&target).expect("read back")
+    draw_triangle(ctx, program, SIZE, &uniforms)
 }
 
 fn render_weighted(ctx: &GlContext, program: &Program) -> Vec<u8> {
@@ -213,7 +181,7 @@ fn syntax_error_returns_the_driver_info_log() {
     let Some(ctx) = context_or_skip("syntax_error_returns_the_driver_info_log") else {
         return;
     };
-    let bad = src(
+    let bad = with_prelude(
         &ctx,
         "void main() { gl_Position = vec4(1.0) this is not glsl; }",
     );
@@ -228,7 +196,7 @@ fn syntax_error_returns_the_driver_info_log() {
     let vs = ctx
         .compile_shader(
             ShaderStage::Vertex,
-            &src(
+            &with_prelude(
                 &ctx,
                 "out vec3 v_x; void main() { v_x = vec3(1.0); gl_Position = vec4(0.0); }",
             ),
@@ -237,7 +205,7 @@ fn syntax_error_returns_the_driver_info_log() {
     let fs = ctx
         .compile_shader(
             ShaderStage::Fragment,
-            &src(&ctx, "in vec4 v_x; out vec4 o; void main() { o = v_x; }"),
+            &with_prelude(&ctx, "in vec4 v_x; out vec4 o; void main() { o = v_x; }"),
         )
         .unwrap();
     match ctx.link_program(&[&vs, &fs], &LinkOptions::default()) {
@@ -256,10 +224,10 @@ fn reflection_lists_attributes_and_uniforms_with_bound_locations() {
         return;
     };
     let vs = ctx
-        .compile_shader(ShaderStage::Vertex, &src(&ctx, VS))
+        .compile_shader(ShaderStage::Vertex, &with_prelude(&ctx, VS))
         .unwrap();
     let fs = ctx
-        .compile_shader(ShaderStage::Fragment, &src(&ctx, FS))
+        .compile_shader(ShaderStage::Fragment, &with_prelude(&ctx, FS))
         .unwrap();
     let options = LinkOptions {
         attribute_bindings: vec![
@@ -593,4 +561,30 @@ fn bad_draw_input_is_an_error_not_a_crash() {
     // The context still draws correctly afterwards.
     let img = render_weighted(&ctx, &program);
     assert!(pixel(&img, 4, 4)[0] > 100);
+}
+
+#[test]
+fn raw_gl_draws_into_an_offscreen_target_through_its_framebuffer() {
+    let Some(ctx) =
+        context_or_skip("raw_gl_draws_into_an_offscreen_target_through_its_framebuffer")
+    else {
+        return;
+    };
+    use glow::HasContext;
+    let target = ctx.offscreen_target(4, 4).expect("offscreen target");
+    let gl = ctx.gl().unwrap();
+    // SAFETY: the context is current (ctx.gl made it so); the framebuffer is the target's, which
+    // lives until the end of the test; binding 0 afterwards leaves GL as it was.
+    unsafe {
+        gl.bind_framebuffer(glow::FRAMEBUFFER, Some(target.framebuffer()));
+        gl.clear_color(1.0, 0.0, 0.0, 1.0);
+        gl.clear(glow::COLOR_BUFFER_BIT);
+        gl.bind_framebuffer(glow::FRAMEBUFFER, None);
+    }
+    let pixels = ctx.read_rgba8(&target).expect("read back");
+    assert_eq!(pixels.len(), 4 * 4 * 4);
+    assert!(
+        pixels.chunks(4).all(|p| p == [255, 0, 0, 255]),
+        "{pixels:?}"
+    );
 }

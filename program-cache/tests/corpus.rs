@@ -40,7 +40,9 @@ use std::time::Instant;
 
 use corpus::{ProgramSource, dedup_sources, load_dir, spread};
 use headless_gl::glow::{self, HasContext};
-use headless_gl::{ActiveVariable, ApiPreference, ContextOptions, GlContext, Program, ShaderStage};
+use headless_gl::{
+    ActiveVariable, ApiPreference, ContextOptions, GlContext, OffscreenTarget, Program, ShaderStage,
+};
 use program_cache::{
     CacheConfig, CompileOutcome, GlBackend, LinkOrigin, LinkedProgram, ProgramCache,
     ProgramManager, ProgramOptions, Shader,
@@ -448,13 +450,12 @@ impl DrawInputs {
     }
 }
 
-/// A 16x16 RGBA8 framebuffer and a renderer over the raw GL functions. The test draws through
-/// `GlContext::gl` rather than `GlContext::draw` so it can feed `gl_Vertex` through generic
-/// attribute 0; objects made here are deleted here.
+/// A 16x16 RGBA8 target (headless-gl's) and a renderer over the raw GL functions. The test
+/// draws through `GlContext::gl` rather than `GlContext::draw` so it can feed `gl_Vertex` through
+/// generic attribute 0; objects made here are deleted here.
 struct RawTarget<'a> {
     ctx: &'a GlContext,
-    fbo: glow::Framebuffer,
-    rbo: glow::Renderbuffer,
+    target: OffscreenTarget,
 }
 
 fn drain_errors(gl: &glow::Context) {
@@ -472,29 +473,10 @@ fn gl_error(gl: &glow::Context, what: &str) -> Result<(), String> {
 
 impl<'a> RawTarget<'a> {
     fn new(ctx: &'a GlContext) -> Result<Self, String> {
-        let gl = ctx.gl().map_err(|e| e.to_string())?;
-        // SAFETY: the context is current (ctx.gl made it so); the objects are new and owned by
-        // the returned value, whose drop deletes them.
-        unsafe {
-            let fbo = gl.create_framebuffer()?;
-            let rbo = gl.create_renderbuffer()?;
-            let target = RawTarget { ctx, fbo, rbo };
-            gl.bind_renderbuffer(glow::RENDERBUFFER, Some(rbo));
-            gl.renderbuffer_storage(glow::RENDERBUFFER, glow::RGBA8, SIZE as i32, SIZE as i32);
-            gl.bind_framebuffer(glow::FRAMEBUFFER, Some(fbo));
-            gl.framebuffer_renderbuffer(
-                glow::FRAMEBUFFER,
-                glow::COLOR_ATTACHMENT0,
-                glow::RENDERBUFFER,
-                Some(rbo),
-            );
-            let status = gl.check_framebuffer_status(glow::FRAMEBUFFER);
-            gl.bind_framebuffer(glow::FRAMEBUFFER, None);
-            if status != glow::FRAMEBUFFER_COMPLETE {
-                return Err(format!("framebuffer incomplete: {status:#x}"));
-            }
-            Ok(target)
-        }
+        let target = ctx
+            .offscreen_target(SIZE, SIZE)
+            .map_err(|e| e.to_string())?;
+        Ok(RawTarget { ctx, target })
     }
 
     /// Clears, draws `VERTICES` vertices as triangles with `program`, reads the pixels back.
@@ -511,7 +493,7 @@ impl<'a> RawTarget<'a> {
             let vao = gl.create_vertex_array()?;
             let mut buffers = Vec::new();
             let result = (|| {
-                gl.bind_framebuffer(glow::FRAMEBUFFER, Some(self.fbo));
+                gl.bind_framebuffer(glow::FRAMEBUFFER, Some(self.target.framebuffer()));
                 gl.viewport(0, 0, SIZE as i32, SIZE as i32);
                 let [r, g, b, a] = CLEAR;
                 gl.clear_color(r, g, b, a);
@@ -561,18 +543,6 @@ impl<'a> RawTarget<'a> {
             }
             gl.delete_vertex_array(vao);
             result.map(|()| pixels)
-        }
-    }
-}
-
-impl Drop for RawTarget<'_> {
-    fn drop(&mut self) {
-        if let Ok(gl) = self.ctx.gl() {
-            // SAFETY: both objects were made by this context, which is current now.
-            unsafe {
-                gl.delete_framebuffer(self.fbo);
-                gl.delete_renderbuffer(self.rbo);
-            }
         }
     }
 }

@@ -44,7 +44,7 @@ use program_cache::{
 };
 use test_support::gl::context_or_skip;
 use test_support::programs;
-use test_support::shaders::{FS, VS};
+use test_support::shaders::{FS, VS, with_prelude};
 
 /// Header field offsets (program-cache/FORMAT.md).
 const VERSION_AT: usize = 8;
@@ -381,16 +381,12 @@ fn the_most_compressible_entries_still_decode() {
 
 type Manager<'a> = ProgramManager<GlBackend<'a>>;
 
-fn source(ctx: &GlContext, body: &str) -> String {
-    format!("{}{body}", ctx.info().glsl_prelude())
-}
-
 /// The key `ProgramManager` uses for VS/FS with `identity`.
 fn key_for(ctx: &GlContext, identity: &str) -> ProgramKey {
     let options = ProgramOptions::default();
     program_key(&ProgramKeyInput {
-        vertex: shader_hash(ShaderStage::Vertex, &source(ctx, VS), &[]),
-        fragment: shader_hash(ShaderStage::Fragment, &source(ctx, FS), &[]),
+        vertex: shader_hash(ShaderStage::Vertex, &with_prelude(ctx, VS), &[]),
+        fragment: shader_hash(ShaderStage::Fragment, &with_prelude(ctx, FS), &[]),
         backend_identity: identity,
         attribute_bindings: &options.link.attribute_bindings,
         transform_feedback_varyings: &options.link.transform_feedback_varyings,
@@ -403,8 +399,8 @@ fn link(
     manager: &mut Manager<'_>,
     ctx: &GlContext,
 ) -> program_cache::LinkedProgram<headless_gl::Program> {
-    let mut vs = Shader::new(ShaderStage::Vertex, source(ctx, VS));
-    let mut fs = Shader::new(ShaderStage::Fragment, source(ctx, FS));
+    let mut vs = Shader::new(ShaderStage::Vertex, with_prelude(ctx, VS));
+    let mut fs = Shader::new(ShaderStage::Fragment, with_prelude(ctx, FS));
     manager.compile(&mut vs);
     manager.compile(&mut fs);
     manager

@@ -4,8 +4,7 @@
 use std::sync::Arc;
 
 use headless_gl::{
-    DrawCall, GlContext, LinkOptions, Program, ShaderStage, TransformFeedbackMode, UniformValue,
-    VertexAttribute, glow,
+    GlContext, LinkOptions, Program, ShaderStage, TransformFeedbackMode, UniformValue,
 };
 use program_cache::{
     CacheConfig, CompileOutcome, CompileStatus, GlBackend, LinkOrigin, LinkedProgram,
@@ -14,7 +13,7 @@ use program_cache::{
 };
 use test_support::fake_driver::Counting;
 use test_support::gl::context_or_skip;
-use test_support::shaders::{FS, VS};
+use test_support::shaders::{FS, VS, draw_triangle, with_prelude};
 
 type Manager<'a> = ProgramManager<GlBackend<'a>>;
 
@@ -26,54 +25,23 @@ fn manager(ctx: &GlContext) -> (Manager<'_>, Arc<ProgramCache>) {
     )
 }
 
-fn src(ctx: &GlContext, body: &str) -> String {
-    format!("{}{body}", ctx.info().glsl_prelude())
-}
-
 fn build(
     m: &mut Manager<'_>,
     ctx: &GlContext,
     options: &ProgramOptions,
 ) -> (LinkedProgram<Program>, [CompileOutcome; 2]) {
-    let mut vs = Shader::new(ShaderStage::Vertex, src(ctx, VS));
-    let mut fs = Shader::new(ShaderStage::Fragment, src(ctx, FS));
+    let mut vs = Shader::new(ShaderStage::Vertex, with_prelude(ctx, VS));
+    let mut fs = Shader::new(ShaderStage::Fragment, with_prelude(ctx, FS));
     let outcomes = [m.compile(&mut vs), m.compile(&mut fs)];
     (m.link(&mut vs, &mut fs, options).expect("links"), outcomes)
 }
 
 fn draw(ctx: &GlContext, program: &Program) -> Vec<u8> {
-    let target = ctx.offscreen_target(24, 24).unwrap();
-    let positions = [-1.0f32, -1.0, 1.0, -1.0, -1.0, 1.0];
-    let colors = [
-        1.0f32, 0.0, 0.0, 1.0, 0.0, 1.0, 0.0, 1.0, 0.0, 0.0, 1.0, 1.0,
+    let uniforms = [
+        ("u_scale", UniformValue::Float(0.9)),
+        ("u_tint", UniformValue::Vec4([1.0, 0.5, 1.0, 1.0])),
     ];
-    ctx.draw(
-        &target,
-        &DrawCall {
-            program,
-            attributes: &[
-                VertexAttribute {
-                    name: "a_position",
-                    components: 2,
-                    data: &positions,
-                },
-                VertexAttribute {
-                    name: "a_color",
-                    components: 4,
-                    data: &colors,
-                },
-            ],
-            uniforms: &[
-                ("u_scale", UniformValue::Float(0.9)),
-                ("u_tint", UniformValue::Vec4([1.0, 0.5, 1.0, 1.0])),
-            ],
-            mode: glow::TRIANGLES,
-            vertex_count: 3,
-            clear: Some([0.0, 0.0, 0.0, 1.0]),
-        },
-    )
-    .unwrap();
-    ctx.read_rgba8(&target).unwrap()
+    draw_triangle(ctx, program, 24, &uniforms)
 }
 
 #[test]
@@ -168,7 +136,7 @@ fn a_failed_compile_records_no_status_and_keeps_the_info_log() {
         return;
     };
     let (mut m, cache) = manager(&ctx);
-    let bad = src(&ctx, "void main() { gl_Position = undeclared; }");
+    let bad = with_prelude(&ctx, "void main() { gl_Position = undeclared; }");
     let mut vs = Shader::new(ShaderStage::Vertex, bad.clone());
     assert_eq!(m.compile(&mut vs), CompileOutcome::Failed);
     assert!(
@@ -189,8 +157,8 @@ fn an_edit_without_recompile_links_what_was_compiled() {
     };
     let (mut m, _cache) = manager(&ctx);
     let (reference, _) = build(&mut m, &ctx, &ProgramOptions::default());
-    let mut vs = Shader::new(ShaderStage::Vertex, src(&ctx, VS));
-    let mut fs = Shader::new(ShaderStage::Fragment, src(&ctx, FS));
+    let mut vs = Shader::new(ShaderStage::Vertex, with_prelude(&ctx, VS));
+    let mut fs = Shader::new(ShaderStage::Fragment, with_prelude(&ctx, FS));
     m.compile(&mut vs);
     m.compile(&mut fs);
     vs.set_source("this does not compile");
@@ -233,7 +201,9 @@ fn the_driver_binary_is_not_read_when_the_cache_would_refuse_it() {
         return;
     };
     // GL_PROGRAM_BINARY_LENGTH, as GlBackend reads it, is the length of the binary it returns.
-    let reference = ctx.build_program(&src(&ctx, VS), &src(&ctx, FS)).unwrap();
+    let reference = ctx
+        .build_program(&with_prelude(&ctx, VS), &with_prelude(&ctx, FS))
+        .unwrap();
     let mut gl = GlBackend::new(&ctx);
     let len = gl
         .program_binary_length(&reference)
@@ -246,8 +216,8 @@ fn the_driver_binary_is_not_read_when_the_cache_would_refuse_it() {
         cache.set_memory_pressure(pressure);
         let backend = Counting::new(GlBackend::new(&ctx));
         let mut m = ProgramManager::new(backend, cache.clone(), "gl_flow test");
-        let mut vs = Shader::new(ShaderStage::Vertex, src(&ctx, VS));
-        let mut fs = Shader::new(ShaderStage::Fragment, src(&ctx, FS));
+        let mut vs = Shader::new(ShaderStage::Vertex, with_prelude(&ctx, VS));
+        let mut fs = Shader::new(ShaderStage::Fragment, with_prelude(&ctx, FS));
         m.compile(&mut vs);
         m.compile(&mut fs);
         let linked = m

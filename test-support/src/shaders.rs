@@ -1,5 +1,5 @@
 //! GLSL bodies the GL tests draw with (no `#version` line: prepend the context's
-//! `glsl_prelude()`).
+//! `glsl_prelude()`: `with_prelude`), and (feature `gl`) the triangle they draw with them.
 
 /// A vertex shader with two attributes, one uniform and one varying: `a_position` scaled by
 /// `u_scale`, `a_color` passed on as `v_color`.
@@ -21,3 +21,52 @@ uniform vec4 u_tint;
 out vec4 o_color;
 void main() { o_color = v_color * u_tint; }
 ";
+
+/// `body` with the context's `glsl_prelude()` (its `#version` line and precision) in front.
+#[cfg(feature = "gl")]
+pub fn with_prelude(ctx: &headless_gl::GlContext, body: &str) -> String {
+    format!("{}{body}", ctx.info().glsl_prelude())
+}
+
+/// Draws the lower-left half-triangle of a fresh `size` x `size` target, cleared to opaque
+/// black, with `program` (made from [`VS`]: `a_position` and a per-vertex red, green and blue
+/// `a_color`) and `uniforms`, and returns the target's pixels (RGBA8). Panics on a GL error.
+#[cfg(feature = "gl")]
+pub fn draw_triangle(
+    ctx: &headless_gl::GlContext,
+    program: &headless_gl::Program,
+    size: u32,
+    uniforms: &[(&str, headless_gl::UniformValue)],
+) -> Vec<u8> {
+    use headless_gl::{DrawCall, VertexAttribute, glow};
+
+    let target = ctx.offscreen_target(size, size).expect("offscreen target");
+    let positions = [-1.0f32, -1.0, 1.0, -1.0, -1.0, 1.0];
+    let colors = [
+        1.0f32, 0.0, 0.0, 1.0, 0.0, 1.0, 0.0, 1.0, 0.0, 0.0, 1.0, 1.0,
+    ];
+    ctx.draw(
+        &target,
+        &DrawCall {
+            program,
+            attributes: &[
+                VertexAttribute {
+                    name: "a_position",
+                    components: 2,
+                    data: &positions,
+                },
+                VertexAttribute {
+                    name: "a_color",
+                    components: 4,
+                    data: &colors,
+                },
+            ],
+            uniforms,
+            mode: glow::TRIANGLES,
+            vertex_count: 3,
+            clear: Some([0.0, 0.0, 0.0, 1.0]),
+        },
+    )
+    .expect("draw");
+    ctx.read_rgba8(&target).expect("read back")
+}
