@@ -92,12 +92,18 @@ fn open(dir: &Path, stamp: CompatibilityStamp) -> (Arc<ProgramCache>, Log) {
 /// Makes a store of `stamp` in `root` holding `n` entries, and closes it.
 fn make_store(root: &Path, stamp: CompatibilityStamp, n: u32) -> PathBuf {
     let (cache, _) = open(root, stamp.clone());
-    for i in 0..n {
-        cache.save(nkey(i), noisy(i, 300), None).unwrap();
-    }
-    cache.flush_disk();
+    save_all(&cache, 0..n, 300);
     assert_eq!(cache.disk_counters().unwrap().writes, u64::from(n));
     root.join(stamp.dir_name())
+}
+
+/// Saves program `i` (`noisy(i, len)`) under `nkey(i)` for every `i` of `keys`, then waits
+/// until the writer has written them.
+fn save_all(cache: &ProgramCache, keys: impl IntoIterator<Item = u32>, len: usize) {
+    for i in keys {
+        cache.save(nkey(i), noisy(i, len), None).unwrap();
+    }
+    cache.flush_disk();
 }
 
 fn files_under(dir: &Path) -> Vec<PathBuf> {
@@ -727,10 +733,7 @@ fn an_entry_over_the_payload_bound_is_never_written() {
 fn lru_log_stays_small_under_ten_seconds_of_hits() {
     let root = tempfile::tempdir().unwrap();
     let (cache, _) = open(root.path(), ours());
-    for i in 0..100 {
-        cache.save(nkey(i), noisy(i, 500), None).unwrap();
-    }
-    cache.flush_disk();
+    save_all(&cache, 0..100, 500);
     let start = Instant::now();
     let mut hits = 0u64;
     while start.elapsed() < Duration::from_secs(10) {
@@ -1047,10 +1050,7 @@ fn a_folder_named_like_an_entry_is_removed_once() {
 fn clear_refuses_a_store_in_use_and_a_forced_clear_is_survived() {
     let root = tempfile::tempdir().unwrap();
     let (cache, log) = open(root.path(), ours());
-    for i in 0..10 {
-        cache.save(nkey(i), noisy(i, 500), None).unwrap();
-    }
-    cache.flush_disk();
+    save_all(&cache, 0..10, 500);
     match inspect::clear(root.path(), false) {
         Err(inspect::ClearError::InUse(dirs)) => assert_eq!(dirs.len(), 1),
         other => panic!("clear of a store in use: {other:?}"),
@@ -1064,10 +1064,7 @@ fn clear_refuses_a_store_in_use_and_a_forced_clear_is_survived() {
     assert_eq!(report.entries, 10);
     assert!(!root.path().join(ours().dir_name()).exists());
     // The running cache notices, recreates its folder once, and keeps writing.
-    for i in 10..200 {
-        cache.save(nkey(i), noisy(i, 500), None).unwrap();
-    }
-    cache.flush_disk();
+    save_all(&cache, 10..200, 500);
     let c = cache.disk_counters().unwrap();
     assert_eq!(c.recreated, 1, "{c:?}");
     assert_eq!(c.write_errors, 0, "{c:?}");
@@ -1139,10 +1136,7 @@ fn planted_lock_files_are_replaced_so_eviction_keeps_the_budget() {
         c.budget_bytes = Some(64 * 1024);
         c.compress = false;
         let cache = open_with(c, 8 << 20);
-        for i in 0..100 {
-            cache.save(nkey(i), noisy(i, 3000), None).unwrap();
-        }
-        cache.flush_disk();
+        save_all(&cache, 0..100, 3000);
         let allocated = inspect::scan(root.path()).unwrap()[0].allocated;
         assert!(
             allocated <= 64 * 1024,
@@ -1194,10 +1188,7 @@ fn entries_or_tmp_deleted_under_a_running_cache_are_recreated() {
         cache.save(nkey(1), noisy(1, 300), None).unwrap();
         cache.flush_disk();
         std::fs::remove_dir_all(root.path().join(ours().dir_name()).join(gone)).unwrap();
-        for i in 2..30 {
-            cache.save(nkey(i), noisy(i, 300), None).unwrap();
-        }
-        cache.flush_disk();
+        save_all(&cache, 2..30, 300);
         let c = cache.disk_counters().unwrap();
         assert_eq!((c.recreated, c.write_errors), (1, 0), "{gone}: {c:?}");
         assert!(log.lock().unwrap().iter().any(|l| l.contains("vanished")));
@@ -1241,10 +1232,7 @@ fn a_store_folder_another_user_owns_or_can_write_is_not_used() {
 fn a_disk_filled_by_others_does_not_empty_the_store() {
     let Some((c, left, filler)) = on_small_tmpfs("a_disk_filled_by_others", |mount, c| {
         let cache = open_with(c, 64 << 20);
-        for i in 0..20 {
-            cache.save(nkey(i), noisy(i, 8000), None).unwrap();
-        }
-        cache.flush_disk();
+        save_all(&cache, 0..20, 8000);
         // Someone else fills the rest of the disk.
         let filler = mount.join("someone-elses-file");
         let mut f = std::fs::File::create(&filler).unwrap();
@@ -1339,10 +1327,7 @@ fn a_lock_file_planted_after_the_open_is_replaced_at_the_next_eviction() {
     let lock = root.path().join(ours().dir_name()).join("evict.lock");
     let _ = std::fs::remove_file(&lock);
     std::os::unix::fs::symlink(&victim, &lock).unwrap();
-    for i in 0..100 {
-        cache.save(nkey(i), noisy(i, 3000), None).unwrap();
-    }
-    cache.flush_disk();
+    save_all(&cache, 0..100, 3000);
     let allocated = inspect::scan(root.path()).unwrap()[0].allocated;
     assert!(
         allocated <= 64 * 1024,
@@ -1367,10 +1352,7 @@ fn a_burst_of_hits_never_crowds_out_saves() {
     for _ in 0..2000 {
         cache.load(&nkey(0), None).unwrap();
     }
-    for i in 1..=5 {
-        cache.save(nkey(i), noisy(i, 100), None).unwrap();
-    }
-    cache.flush_disk();
+    save_all(&cache, 1..=5, 100);
     let c = cache.disk_counters().unwrap();
     assert_eq!((c.dropped_writes, c.writes), (0, 7), "{c:?}");
 }
@@ -1405,10 +1387,7 @@ fn a_store_that_cannot_be_recreated_leaves_the_cache_in_memory_without_more_wait
     std::fs::File::create(store.join("in-use.lock")).unwrap();
     let _frozen = FrozenHolder::new(&store.join("in-use.lock"), true);
     let start = Instant::now();
-    for i in 2..40 {
-        cache.save(nkey(i), noisy(i, 300), None).unwrap();
-    }
-    cache.flush_disk();
+    save_all(&cache, 2..40, 300);
     let took = start.elapsed();
     eprintln!("recreation blocked by a frozen process: 38 saves + flush in {took:?}");
     assert!(!cache.disk_enabled());

@@ -118,6 +118,21 @@ fn cache() -> Arc<ProgramCache> {
     ProgramCache::builder(CacheConfig::desktop()).build()
 }
 
+/// New vertex and fragment shaders of `vs` and `fs`, compiled in `m`; both compiles must end
+/// in `outcome`.
+fn compile_pair<B: ProgramBackend>(
+    m: &mut ProgramManager<B>,
+    vs: impl Into<String>,
+    fs: impl Into<String>,
+    outcome: CompileOutcome,
+) -> [Shader<B::Shader>; 2] {
+    let mut vs = Shader::new(ShaderStage::Vertex, vs);
+    let mut fs = Shader::new(ShaderStage::Fragment, fs);
+    assert_eq!(m.compile(&mut vs), outcome);
+    assert_eq!(m.compile(&mut fs), outcome);
+    [vs, fs]
+}
+
 #[test]
 fn link_refuses_a_shader_of_the_wrong_stage_before_anything_else() {
     let mut m = ProgramManager::new(Numbers::default(), cache(), "wrong-stage");
@@ -170,10 +185,7 @@ fn a_manager_over_the_erased_backend_caches_like_one_over_the_backend_itself() {
     let cache = cache();
     let mut m: ProgramManager<DynBackend<'_>> =
         ProgramManager::new(DynBackend::new(Numbers::default()), cache.clone(), "dyn");
-    let mut vs = Shader::new(ShaderStage::Vertex, VS);
-    let mut fs = Shader::new(ShaderStage::Fragment, FS);
-    assert_eq!(m.compile(&mut vs), CompileOutcome::Compiled);
-    assert_eq!(m.compile(&mut fs), CompileOutcome::Compiled);
+    let [mut vs, mut fs] = compile_pair(&mut m, VS, FS, CompileOutcome::Compiled);
     assert_eq!(vs.object().map(DynObject::id), Some(1));
     let first = m
         .link(&mut vs, &mut fs, &ProgramOptions::default())
@@ -188,10 +200,7 @@ fn a_manager_over_the_erased_backend_caches_like_one_over_the_backend_itself() {
     // A second manager (another backend instance) over the same cache: a status hit defers the
     // compiles, the link is a binary load.
     let mut m2 = ProgramManager::new(DynBackend::new(Numbers::default()), cache.clone(), "dyn");
-    let mut vs2 = Shader::new(ShaderStage::Vertex, VS);
-    let mut fs2 = Shader::new(ShaderStage::Fragment, FS);
-    assert_eq!(m2.compile(&mut vs2), CompileOutcome::Deferred);
-    assert_eq!(m2.compile(&mut fs2), CompileOutcome::Deferred);
+    let [mut vs2, mut fs2] = compile_pair(&mut m2, VS, FS, CompileOutcome::Deferred);
     let hit = m2
         .link(&mut vs2, &mut fs2, &ProgramOptions::default())
         .unwrap();
@@ -244,10 +253,12 @@ fn a_manager_over_the_erased_gl_backend_runs_on_the_driver() {
         cache.clone(),
         "dyn-gl",
     );
-    let mut vs = Shader::new(ShaderStage::Vertex, vs_src.clone());
-    let mut fs = Shader::new(ShaderStage::Fragment, fs_src.clone());
-    assert_eq!(m.compile(&mut vs), CompileOutcome::Compiled);
-    assert_eq!(m.compile(&mut fs), CompileOutcome::Compiled);
+    let [mut vs, mut fs] = compile_pair(
+        &mut m,
+        vs_src.clone(),
+        fs_src.clone(),
+        CompileOutcome::Compiled,
+    );
     let linked = m
         .link(&mut vs, &mut fs, &ProgramOptions::default())
         .unwrap();
@@ -268,10 +279,7 @@ fn a_manager_over_the_erased_gl_backend_runs_on_the_driver() {
         "dyn-gl",
     );
     drop(ctx);
-    let mut vs2 = Shader::new(ShaderStage::Vertex, vs_src);
-    let mut fs2 = Shader::new(ShaderStage::Fragment, fs_src);
-    assert_eq!(m2.compile(&mut vs2), CompileOutcome::Deferred);
-    assert_eq!(m2.compile(&mut fs2), CompileOutcome::Deferred);
+    let [mut vs2, mut fs2] = compile_pair(&mut m2, vs_src, fs_src, CompileOutcome::Deferred);
     let hit = m2
         .link(&mut vs2, &mut fs2, &ProgramOptions::default())
         .unwrap();
