@@ -27,7 +27,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
-use gpu_scheduler::{Clock, Priority, Scheduler, SystemClock, Task};
+use gpu_scheduler::{Clock, Priority, Scheduler, StreamId, SystemClock, Task};
 use support::Row;
 use sync_points::SyncPointManager;
 
@@ -41,6 +41,34 @@ const CROSS_ROUNDS: usize = 9;
 
 type Job = Box<dyn FnOnce() + Send>;
 
+/// Ours' producing side in every row: `n` trivial tasks enqueued on `stream`, each adding 1 to
+/// `counter`.
+fn enqueue_counting(sched: &Scheduler, stream: StreamId, counter: &Arc<AtomicU64>, n: usize) {
+    for _ in 0..n {
+        let c = counter.clone();
+        sched
+            .enqueue(
+                stream,
+                Task::simple(move || {
+                    c.fetch_add(1, Ordering::Relaxed);
+                }),
+            )
+            .unwrap();
+    }
+}
+
+/// The baseline's producing side in every row: `n` boxed closures sent on the channel, each
+/// adding 1 to `counter`.
+fn send_counting(tx: &crossbeam_channel::Sender<Job>, counter: &Arc<AtomicU64>, n: usize) {
+    for _ in 0..n {
+        let c = counter.clone();
+        tx.send(Box::new(move || {
+            c.fetch_add(1, Ordering::Relaxed);
+        }))
+        .unwrap();
+    }
+}
+
 /// The baseline's round: `batch` boxed closures sent on the channel, then received and called.
 fn channel_round(
     tx: &crossbeam_channel::Sender<Job>,
@@ -48,13 +76,7 @@ fn channel_round(
     counter: &Arc<AtomicU64>,
     batch: usize,
 ) {
-    for _ in 0..batch {
-        let c = counter.clone();
-        tx.send(Box::new(move || {
-            c.fetch_add(1, Ordering::Relaxed);
-        }))
-        .unwrap();
-    }
+    send_counting(tx, counter, batch);
     for _ in 0..batch {
         let job = rx.try_recv().expect("work is queued");
         job();
@@ -79,17 +101,7 @@ fn measure(batch: usize) -> (f64, f64) {
     let sched = Scheduler::new(Arc::new(SyncPointManager::new()));
     let stream = sched.add_stream(Priority::Normal);
     let ours = || {
-        for _ in 0..batch {
-            let c = counter.clone();
-            sched
-                .enqueue(
-                    stream,
-                    Task::simple(move || {
-                        c.fetch_add(1, Ordering::Relaxed);
-                    }),
-                )
-                .unwrap();
-        }
+        enqueue_counting(&sched, stream, &counter, batch);
         let mut ran = 0;
         while ran < batch {
             ran += sched.run_next().expect("work is queued");
@@ -133,19 +145,7 @@ fn measure_cross_thread() -> (f64, f64) {
         let start = Instant::now();
         let producer = {
             let (sched, counter) = (sched.clone(), counter.clone());
-            std::thread::spawn(move || {
-                for _ in 0..CROSS_TASKS {
-                    let c = counter.clone();
-                    sched
-                        .enqueue(
-                            stream,
-                            Task::simple(move || {
-                                c.fetch_add(1, Ordering::Relaxed);
-                            }),
-                        )
-                        .unwrap();
-                }
-            })
+            std::thread::spawn(move || enqueue_counting(&sched, stream, &counter, CROSS_TASKS))
         };
         let mut ran = 0;
         while ran < CROSS_TASKS {
@@ -165,15 +165,7 @@ fn measure_cross_thread() -> (f64, f64) {
         let start = Instant::now();
         let producer = {
             let counter = counter.clone();
-            std::thread::spawn(move || {
-                for _ in 0..CROSS_TASKS {
-                    let c = counter.clone();
-                    tx.send(Box::new(move || {
-                        c.fetch_add(1, Ordering::Relaxed);
-                    }))
-                    .unwrap();
-                }
-            })
+            std::thread::spawn(move || send_counting(&tx, &counter, CROSS_TASKS))
         };
         let mut ran = 0;
         while ran < CROSS_TASKS {

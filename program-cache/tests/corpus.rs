@@ -479,15 +479,14 @@ impl<'a> RawTarget<'a> {
         Ok(RawTarget { ctx, target })
     }
 
-    /// Clears, draws `VERTICES` vertices as triangles with `program`, reads the pixels back.
+    /// Clears, draws `VERTICES` vertices as triangles with `program`, reads the pixels back
+    /// (`GlContext::read_rgba8`).
     fn draw(&self, program: &Program, inputs: &DrawInputs) -> Result<Vec<u8>, String> {
         let gl = self.ctx.gl().map_err(|e| e.to_string())?;
-        let mut pixels = vec![0u8; (SIZE * SIZE * 4) as usize];
         // SAFETY: the context is current and made `program` and the framebuffer; every buffer
-        // holds `components * VERTICES` floats, so the draw reads only uploaded data; the read
-        // writes SIZE * SIZE * 4 bytes (RGBA8, pack alignment 1) into `pixels` of that size;
-        // names passed to GL come from the driver's reflection and contain no NUL. Temporary
-        // objects are deleted before returning.
+        // holds `components * VERTICES` floats, so the draw reads only uploaded data; names
+        // passed to GL come from the driver's reflection and contain no NUL. Temporary objects
+        // are deleted before returning.
         unsafe {
             drain_errors(gl);
             let vao = gl.create_vertex_array()?;
@@ -521,18 +520,7 @@ impl<'a> RawTarget<'a> {
                 }
                 gl_error(gl, "draw setup")?;
                 gl.draw_arrays(glow::TRIANGLES, 0, VERTICES as i32);
-                gl_error(gl, "glDrawArrays")?;
-                gl.pixel_store_i32(glow::PACK_ALIGNMENT, 1);
-                gl.read_pixels(
-                    0,
-                    0,
-                    SIZE as i32,
-                    SIZE as i32,
-                    glow::RGBA,
-                    glow::UNSIGNED_BYTE,
-                    glow::PixelPackData::Slice(Some(&mut pixels)),
-                );
-                gl_error(gl, "glReadPixels")
+                gl_error(gl, "glDrawArrays")
             })();
             gl.bind_vertex_array(None);
             gl.bind_buffer(glow::ARRAY_BUFFER, None);
@@ -542,8 +530,9 @@ impl<'a> RawTarget<'a> {
                 gl.delete_buffer(vbo);
             }
             gl.delete_vertex_array(vao);
-            result.map(|()| pixels)
+            result?;
         }
+        self.ctx.read_rgba8(&self.target).map_err(|e| e.to_string())
     }
 }
 

@@ -64,6 +64,24 @@ fn counting_callback(
     })
 }
 
+/// [`setup`] with a counting wait on token 1 registered from the waiting sequence at `n2`
+/// (fenced at `n1`); returns its run counter.
+fn setup_waiting() -> (Setup, Arc<AtomicUsize>) {
+    let s = setup();
+    let (runs, cb) = counting_callback(&s.m);
+    assert!(s.m.wait(&token(1), s.waiter.id(), s.n2, cb));
+    (s, runs)
+}
+
+/// The client releasing `count`, on a thread of its own.
+fn spawn_release(
+    s: &Setup,
+    count: u64,
+) -> thread::JoinHandle<Result<ReleaseOutcome, ReleaseError>> {
+    let client = s.m.client(CLIENT).unwrap();
+    thread::spawn(move || client.release(count))
+}
+
 fn callbacks(outcome: Result<ReleaseOutcome, ReleaseError>) -> usize {
     match outcome {
         Ok(ReleaseOutcome::Released { callbacks }) => callbacks,
@@ -81,8 +99,7 @@ fn release_vs_wait() {
         let waiting = s.waiter.id();
         let (m, n2) = (s.m.clone(), s.n2);
         let waiter = thread::spawn(move || m.wait(&token(1), waiting, n2, cb));
-        let client = s.m.client(CLIENT).unwrap();
-        let releaser = thread::spawn(move || client.release(1));
+        let releaser = spawn_release(&s, 1);
         let registered = waiter.join().unwrap();
         let outcome = releaser.join().unwrap();
         assert_eq!(
@@ -104,11 +121,8 @@ fn release_vs_wait() {
 #[test]
 fn release_vs_destroy_client() {
     loom::model(|| {
-        let s = setup();
-        let (runs, cb) = counting_callback(&s.m);
-        assert!(s.m.wait(&token(1), s.waiter.id(), s.n2, cb));
-        let client = s.m.client(CLIENT).unwrap();
-        let releaser = thread::spawn(move || client.release(1));
+        let (s, runs) = setup_waiting();
+        let releaser = spawn_release(&s, 1);
         let m = s.m.clone();
         let destroyer = thread::spawn(move || m.destroy_client(CLIENT));
         let outcome = releaser.join().unwrap();
@@ -133,11 +147,8 @@ fn release_vs_destroy_client() {
 #[test]
 fn finish_processing_vs_release() {
     loom::model(|| {
-        let s = setup();
-        let (runs, cb) = counting_callback(&s.m);
-        assert!(s.m.wait(&token(1), s.waiter.id(), s.n2, cb));
-        let client = s.m.client(CLIENT).unwrap();
-        let releaser = thread::spawn(move || client.release(1));
+        let (s, runs) = setup_waiting();
+        let releaser = spawn_release(&s, 1);
         let (seq, n1) = (s.releaser.clone(), s.n1);
         let finisher = thread::spawn(move || seq.finish_processing(n1));
         let outcome = releaser.join().unwrap();
@@ -218,8 +229,7 @@ fn release_vs_wait_blocking() {
         let s = setup();
         let m = s.m.clone();
         let waiter = thread::spawn(move || m.wait_blocking(&token(1), Duration::from_secs(60)));
-        let client = s.m.client(CLIENT).unwrap();
-        let releaser = thread::spawn(move || client.release(1));
+        let releaser = spawn_release(&s, 1);
         let outcome = releaser.join().unwrap();
         assert!(waiter.join().unwrap());
         assert!(
