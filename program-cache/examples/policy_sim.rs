@@ -342,6 +342,18 @@ fn run(policy: EvictionPolicy, budget: usize, trace: &[Request], from: usize) ->
     (hits as f64 / (trace.len() - from) as f64, peak)
 }
 
+/// A JSON row: the miss rates of the default policy (ours) and of LRU (baseline) from hit
+/// rates per policy.
+fn miss_row(metric: String, by_policy: &HashMap<EvictionPolicy, f64>) -> Row {
+    Row {
+        metric,
+        unit: "misses per request",
+        ours: 1.0 - by_policy[&EvictionPolicy::default()],
+        baseline: 1.0 - by_policy[&EvictionPolicy::Lru],
+        ratio_note: "default policy / LRU miss rate (lower is better)",
+    }
+}
+
 fn main() {
     let sizes = measured_sizes().unwrap_or_else(synthetic_sizes);
     if !sizes.measured {
@@ -398,13 +410,10 @@ fn main() {
                 print!(" {:>11.1}%", rate * 100.0);
             }
             println!(" {:>7.1}%", ceiling * 100.0);
-            rows.push(Row {
-                metric: format!("{name} at {pct}% of the working set{tag}"),
-                unit: "misses per request",
-                ours: 1.0 - by_policy[&default],
-                baseline: 1.0 - by_policy[&EvictionPolicy::Lru],
-                ratio_note: "default policy / LRU miss rate (lower is better)",
-            });
+            rows.push(miss_row(
+                format!("{name} at {pct}% of the working set{tag}"),
+                &by_policy,
+            ));
         }
     }
 
@@ -429,13 +438,10 @@ fn main() {
         by_policy.insert(policy, rate);
         println!("  {name:<12} {:>5.1}%", rate * 100.0);
     }
-    rows.push(Row {
-        metric: format!("5.4 MB cycle, 2 MiB budget, passes 2-10{tag}"),
-        unit: "misses per request",
-        ours: 1.0 - by_policy[&default],
-        baseline: 1.0 - by_policy[&EvictionPolicy::Lru],
-        ratio_note: "default policy / LRU miss rate (lower is better)",
-    });
+    rows.push(miss_row(
+        format!("5.4 MB cycle, 2 MiB budget, passes 2-10{tag}"),
+        &by_policy,
+    ));
     let distinct: HashSet<ProgramKey> = trace.iter().map(|r| r.key).collect();
     assert_eq!(distinct.len(), app.len());
     println!("\ndefault policy: {default:?}");
