@@ -1212,6 +1212,25 @@ fn compile(m: *mut gpusvc_program_manager, s: *mut gpusvc_program_manager_shader
     outcome
 }
 
+/// A vertex shader of `vs` and a fragment shader of `fs`, each compiled with the outcome
+/// `expected` (`GPUSVC_PROGRAM_MANAGER_COMPILE_OUTCOME_*`).
+#[track_caller]
+fn compiled_pair(
+    m: *mut gpusvc_program_manager,
+    vs: &str,
+    fs: &str,
+    expected: u32,
+) -> (
+    *mut gpusvc_program_manager_shader,
+    *mut gpusvc_program_manager_shader,
+) {
+    let v = shader(m, GPUSVC_PROGRAM_CACHE_SHADER_STAGE_VERTEX, vs);
+    let f = shader(m, GPUSVC_PROGRAM_CACHE_SHADER_STAGE_FRAGMENT, fs);
+    assert_eq!(compile(m, v), expected);
+    assert_eq!(compile(m, f), expected);
+    (v, f)
+}
+
 fn link(
     m: *mut gpusvc_program_manager,
     vs: *mut gpusvc_program_manager_shader,
@@ -1287,19 +1306,11 @@ fn host_flow_miss_then_hit_then_refused_binary() {
     let cache = new_cache(1 << 20);
     let m = host_manager(&state, cache);
 
-    let vs = shader(m, GPUSVC_PROGRAM_CACHE_SHADER_STAGE_VERTEX, "vertex source");
-    let fs = shader(
+    let (vs, fs) = compiled_pair(
         m,
-        GPUSVC_PROGRAM_CACHE_SHADER_STAGE_FRAGMENT,
+        "vertex source",
         "fragment source",
-    );
-    assert_eq!(
-        compile(m, vs),
-        GPUSVC_PROGRAM_MANAGER_COMPILE_OUTCOME_COMPILED
-    );
-    assert_eq!(
-        compile(m, fs),
-        GPUSVC_PROGRAM_MANAGER_COMPILE_OUTCOME_COMPILED
+        GPUSVC_PROGRAM_MANAGER_COMPILE_OUTCOME_COMPILED,
     );
     let p1 = link(m, vs, fs).unwrap();
     assert_eq!(origin(p1), GPUSVC_PROGRAM_MANAGER_LINK_ORIGIN_LINKED);
@@ -1320,19 +1331,11 @@ fn host_flow_miss_then_hit_then_refused_binary() {
     assert_eq!(r, gpusvc_result::GPUSVC_INVALID_HANDLE);
 
     // Same sources again: deferred compiles, a cache hit through load_binary.
-    let vs2 = shader(m, GPUSVC_PROGRAM_CACHE_SHADER_STAGE_VERTEX, "vertex source");
-    let fs2 = shader(
+    let (vs2, fs2) = compiled_pair(
         m,
-        GPUSVC_PROGRAM_CACHE_SHADER_STAGE_FRAGMENT,
+        "vertex source",
         "fragment source",
-    );
-    assert_eq!(
-        compile(m, vs2),
-        GPUSVC_PROGRAM_MANAGER_COMPILE_OUTCOME_DEFERRED
-    );
-    assert_eq!(
-        compile(m, fs2),
-        GPUSVC_PROGRAM_MANAGER_COMPILE_OUTCOME_DEFERRED
+        GPUSVC_PROGRAM_MANAGER_COMPILE_OUTCOME_DEFERRED,
     );
     let p2 = link(m, vs2, fs2).unwrap();
     assert_eq!(origin(p2), GPUSVC_PROGRAM_MANAGER_LINK_ORIGIN_CACHE_HIT);
@@ -1353,19 +1356,11 @@ fn host_flow_miss_then_hit_then_refused_binary() {
 
     // The driver refuses the binary: evicted, compiled and linked from source.
     state.borrow_mut().refuse_binaries = true;
-    let vs3 = shader(m, GPUSVC_PROGRAM_CACHE_SHADER_STAGE_VERTEX, "vertex source");
-    let fs3 = shader(
+    let (vs3, fs3) = compiled_pair(
         m,
-        GPUSVC_PROGRAM_CACHE_SHADER_STAGE_FRAGMENT,
+        "vertex source",
         "fragment source",
-    );
-    assert_eq!(
-        compile(m, vs3),
-        GPUSVC_PROGRAM_MANAGER_COMPILE_OUTCOME_DEFERRED
-    );
-    assert_eq!(
-        compile(m, fs3),
-        GPUSVC_PROGRAM_MANAGER_COMPILE_OUTCOME_DEFERRED
+        GPUSVC_PROGRAM_MANAGER_COMPILE_OUTCOME_DEFERRED,
     );
     let p3 = link(m, vs3, fs3).unwrap();
     assert_eq!(
@@ -1680,15 +1675,11 @@ fn gl_flow_cold_link_then_cache_hit_with_the_same_reflection() {
     // SAFETY: a live context on its thread.
     unsafe { gpusvc_gl_context_free(ctx) };
 
-    let vs = shader(m, GPUSVC_PROGRAM_CACHE_SHADER_STAGE_VERTEX, &vs_src);
-    let fs = shader(m, GPUSVC_PROGRAM_CACHE_SHADER_STAGE_FRAGMENT, &fs_src);
-    assert_eq!(
-        compile(m, vs),
-        GPUSVC_PROGRAM_MANAGER_COMPILE_OUTCOME_COMPILED
-    );
-    assert_eq!(
-        compile(m, fs),
-        GPUSVC_PROGRAM_MANAGER_COMPILE_OUTCOME_COMPILED
+    let (vs, fs) = compiled_pair(
+        m,
+        &vs_src,
+        &fs_src,
+        GPUSVC_PROGRAM_MANAGER_COMPILE_OUTCOME_COMPILED,
     );
     let cold = link(m, vs, fs).unwrap_or_else(|r| panic!("{r:?}: {}", last_detail()));
     assert_eq!(origin(cold), GPUSVC_PROGRAM_MANAGER_LINK_ORIGIN_LINKED);
@@ -1700,15 +1691,11 @@ fn gl_flow_cold_link_then_cache_hit_with_the_same_reflection() {
     assert_eq!(names, ["u_scale", "u_tint"]);
     assert_eq!(stats(cache).entries, 1, "the binary was saved");
 
-    let vs2 = shader(m, GPUSVC_PROGRAM_CACHE_SHADER_STAGE_VERTEX, &vs_src);
-    let fs2 = shader(m, GPUSVC_PROGRAM_CACHE_SHADER_STAGE_FRAGMENT, &fs_src);
-    assert_eq!(
-        compile(m, vs2),
-        GPUSVC_PROGRAM_MANAGER_COMPILE_OUTCOME_DEFERRED
-    );
-    assert_eq!(
-        compile(m, fs2),
-        GPUSVC_PROGRAM_MANAGER_COMPILE_OUTCOME_DEFERRED
+    let (vs2, fs2) = compiled_pair(
+        m,
+        &vs_src,
+        &fs_src,
+        GPUSVC_PROGRAM_MANAGER_COMPILE_OUTCOME_DEFERRED,
     );
     let hit = link(m, vs2, fs2).unwrap_or_else(|r| panic!("{r:?}: {}", last_detail()));
     assert_eq!(origin(hit), GPUSVC_PROGRAM_MANAGER_LINK_ORIGIN_CACHE_HIT);

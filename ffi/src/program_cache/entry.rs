@@ -10,8 +10,8 @@ use crate::kit::{
     FfiError, Out, ffi_guard, gpusvc_result, invalid_argument, list_out, null_argument,
 };
 use crate::program_cache::types::{
-    CShaderVariables, gpusvc_program_cache_sha1, gpusvc_program_cache_variable_info, stage_in,
-    variable_kind_in,
+    CShaderVariables, VariableKind, gpusvc_program_cache_sha1, gpusvc_program_cache_variable_info,
+    stage_in, variable_kind_in,
 };
 
 /// A copy of one cached program, taken out by `gpusvc_program_cache_load` / `_peek`. Immutable
@@ -51,6 +51,29 @@ fn cached_program(
     p: *const gpusvc_program_cache_entry,
 ) -> Result<Arc<CachedProgramCopy>, FfiError> {
     handle::shared(p, "program", Kind::CachedProgram)
+}
+
+/// The body of an export that answers about the variables of `kind`
+/// (`GPUSVC_PROGRAM_CACHE_VARIABLE_KIND_*`) in the map of `stage`: the handle, the stage, the
+/// kind, then `out` are checked; `answer` writes `out` only on success.
+///
+/// # Safety
+/// `out` is NULL or valid for one write.
+unsafe fn variables_query<T>(
+    program: *const gpusvc_program_cache_entry,
+    stage: u32,
+    kind: u32,
+    out: *mut T,
+    answer: impl FnOnce(&CShaderVariables, VariableKind, Out<T>) -> Result<(), FfiError>,
+) -> gpusvc_result {
+    ffi_guard(|| {
+        let p = cached_program(program)?;
+        let vars = p.stage(stage)?;
+        let kind = variable_kind_in(kind)?;
+        // SAFETY: an output argument (this function's contract).
+        let out = unsafe { Out::new(out, "out") }?;
+        answer(vars, kind, out)
+    })
 }
 
 pub(crate) fn found(
@@ -144,15 +167,13 @@ pub unsafe extern "C" fn gpusvc_program_cache_entry_variable_count(
     kind: u32,
     out: *mut usize,
 ) -> gpusvc_result {
-    ffi_guard(|| {
-        let p = cached_program(program)?;
-        let vars = p.stage(stage)?;
-        let kind = variable_kind_in(kind)?;
-        // SAFETY: an output argument (this function's contract).
-        let out = unsafe { Out::new(out, "out") }?;
-        vars.count_out(kind, out);
-        Ok(())
-    })
+    // SAFETY: forwarded from this function's contract.
+    unsafe {
+        variables_query(program, stage, kind, out, |vars, kind, out| {
+            vars.count_out(kind, out);
+            Ok(())
+        })
+    }
 }
 
 /// Variable `index` of `kind` in the map of `stage`. The strings in `*out` belong to the handle
@@ -168,12 +189,10 @@ pub unsafe extern "C" fn gpusvc_program_cache_entry_variable(
     index: usize,
     out: *mut gpusvc_program_cache_variable_info,
 ) -> gpusvc_result {
-    ffi_guard(|| {
-        let p = cached_program(program)?;
-        let vars = p.stage(stage)?;
-        let kind = variable_kind_in(kind)?;
-        // SAFETY: an output argument (this function's contract).
-        let out = unsafe { Out::new(out, "out") }?;
-        vars.entry_out(kind, index, out)
-    })
+    // SAFETY: forwarded from this function's contract.
+    unsafe {
+        variables_query(program, stage, kind, out, |vars, kind, out| {
+            vars.entry_out(kind, index, out)
+        })
+    }
 }

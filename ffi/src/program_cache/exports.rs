@@ -28,13 +28,8 @@ pub unsafe extern "C" fn gpusvc_program_cache_config_defaults(
     profile: u32,
     out: *mut gpusvc_program_cache_config,
 ) -> gpusvc_result {
-    ffi_guard(|| {
-        // SAFETY: an output argument (this function's contract).
-        let out = unsafe { Out::new(out, "out") }?;
-        let config = profile_in(profile)?;
-        out.write(config.into());
-        Ok(())
-    })
+    // SAFETY: forwarded from this function's contract.
+    unsafe { answer_into(|| Ok(()), out, "out", |()| Ok(profile_in(profile)?.into())) }
 }
 
 /// Creates an empty program cache.
@@ -129,18 +124,19 @@ pub unsafe extern "C" fn gpusvc_program_cache_shader_hash(
     options_len: usize,
     out: *mut gpusvc_program_cache_sha1,
 ) -> gpusvc_result {
-    ffi_guard(|| {
-        let stage = stage_in(stage)?;
-        // SAFETY: forwarded from this function's contract.
-        let source = unsafe { source_in(source, source_len) }?;
-        // SAFETY: forwarded from this function's contract.
-        let options = unsafe { slice_in(options, options_len, "options") }?;
-        // SAFETY: an output argument (this function's contract).
-        let out = unsafe { Out::new(out, "out") }?;
-        let hash = shader_hash(stage, source, options);
-        out.write(hash.into());
-        Ok(())
-    })
+    // SAFETY: `source`, `options` and `out` are forwarded from this function's contract.
+    unsafe {
+        answer_into(
+            || {
+                let stage = stage_in(stage)?;
+                let source = source_in(source, source_len)?;
+                Ok((stage, source, slice_in(options, options_len, "options")?))
+            },
+            out,
+            "out",
+            |(stage, source, options)| Ok(shader_hash(stage, source, options).into()),
+        )
+    }
 }
 
 /// The program key of two compiled shaders with a backend identity and link options (binding
@@ -154,26 +150,30 @@ pub unsafe extern "C" fn gpusvc_program_cache_program_key(
     input: *const gpusvc_program_cache_program_key_input,
     out: *mut gpusvc_program_cache_sha1,
 ) -> gpusvc_result {
-    ffi_guard(|| {
-        // SAFETY: NULL or valid for one read (contract).
-        let input = unsafe { struct_in(input, "input") }?;
-        // SAFETY: an output argument (this function's contract).
-        let out = unsafe { Out::new(out, "out") }?;
-        // SAFETY: forwarded from this function's contract.
-        let identity = unsafe { cstr_in(input.backend_identity, "backend_identity") }?;
-        // SAFETY: forwarded from this function's contract.
-        let link = unsafe { link_options_in(&input.link) }?;
-        let key = program_key(&ProgramKeyInput {
-            vertex: ShaderHash(input.vertex.bytes),
-            fragment: ShaderHash(input.fragment.bytes),
-            backend_identity: identity,
-            attribute_bindings: &link.attribute_bindings,
-            transform_feedback_varyings: &link.transform_feedback_varyings,
-            transform_feedback_mode: link.transform_feedback_mode,
-        });
-        out.write(key.into());
-        Ok(())
-    })
+    // SAFETY: forwarded from this function's contract.
+    unsafe { answer_into(|| struct_in(input, "input"), out, "out", |i| key_of(&i)) }
+}
+
+/// The key of a program key input, read after the output pointer was checked.
+///
+/// # Safety
+/// The pointers in `input` follow the contract documented on its fields.
+unsafe fn key_of(
+    input: &gpusvc_program_cache_program_key_input,
+) -> Result<gpusvc_program_cache_sha1, FfiError> {
+    // SAFETY: forwarded from this function's contract.
+    let identity = unsafe { cstr_in(input.backend_identity, "backend_identity") }?;
+    // SAFETY: forwarded from this function's contract.
+    let link = unsafe { link_options_in(&input.link) }?;
+    let key = program_key(&ProgramKeyInput {
+        vertex: ShaderHash(input.vertex.bytes),
+        fragment: ShaderHash(input.fragment.bytes),
+        backend_identity: identity,
+        attribute_bindings: &link.attribute_bindings,
+        transform_feedback_varyings: &link.transform_feedback_varyings,
+        transform_feedback_mode: link.transform_feedback_mode,
+    });
+    Ok(key.into())
 }
 
 /// The compile status of a shader (`GPUSVC_PROGRAM_CACHE_COMPILE_STATUS_*`). The hash is copied.
@@ -188,12 +188,9 @@ pub unsafe extern "C" fn gpusvc_program_cache_shader_compile_status(
 ) -> gpusvc_result {
     // SAFETY: forwarded from this function's contract.
     unsafe {
-        answer_into(
-            || with_sha1(cache, hash, "hash", ShaderHash),
-            out,
-            "out",
-            |(c, h)| Ok(compile_status_out(c.shader_compile_status(&h))),
-        )
+        hash_query(cache, hash, out, |c, h| {
+            compile_status_out(c.shader_compile_status(&h))
+        })
     }
 }
 
@@ -226,14 +223,7 @@ pub unsafe extern "C" fn gpusvc_program_cache_shader_refcount(
     out: *mut u32,
 ) -> gpusvc_result {
     // SAFETY: forwarded from this function's contract.
-    unsafe {
-        answer_into(
-            || with_sha1(cache, hash, "hash", ShaderHash),
-            out,
-            "out",
-            |(c, h)| Ok(c.shader_refcount(&h)),
-        )
-    }
+    unsafe { hash_query(cache, hash, out, |c, h| c.shader_refcount(&h)) }
 }
 
 /// The link status of a program (`GPUSVC_PROGRAM_CACHE_LINK_STATUS_*`): SUCCESS while its binary is cached.
@@ -248,11 +238,52 @@ pub unsafe extern "C" fn gpusvc_program_cache_link_status(
 ) -> gpusvc_result {
     // SAFETY: forwarded from this function's contract.
     unsafe {
+        key_query(cache, key, out, "out", |c, k| {
+            Ok(link_status_out(c.link_status(&k)))
+        })
+    }
+}
+
+/// The body of an export that answers about the shader `hash` of a cache through `out`: the
+/// handle, the hash, then `out` are checked; the answer is written only on success.
+///
+/// # Safety
+/// `hash` is NULL or valid for one read; `out` is NULL or valid for one write.
+unsafe fn hash_query<T>(
+    cache: *const gpusvc_program_cache,
+    hash: *const gpusvc_program_cache_sha1,
+    out: *mut T,
+    answer: impl FnOnce(&ProgramCache, ShaderHash) -> T,
+) -> gpusvc_result {
+    // SAFETY: forwarded from this function's contract.
+    unsafe {
+        answer_into(
+            || with_sha1(cache, hash, "hash", ShaderHash),
+            out,
+            "out",
+            |(c, h)| Ok(answer(&c, h)),
+        )
+    }
+}
+
+/// [`hash_query`] about the program `key`, with a fallible answer.
+///
+/// # Safety
+/// `key` is NULL or valid for one read; `out` is NULL or valid for one write.
+unsafe fn key_query<T>(
+    cache: *const gpusvc_program_cache,
+    key: *const gpusvc_program_cache_sha1,
+    out: *mut T,
+    out_name: &str,
+    answer: impl FnOnce(&ProgramCache, ProgramKey) -> Result<T, FfiError>,
+) -> gpusvc_result {
+    // SAFETY: forwarded from this function's contract.
+    unsafe {
         answer_into(
             || with_sha1(cache, key, "key", ProgramKey),
             out,
-            "out",
-            |(c, k)| Ok(link_status_out(c.link_status(&k))),
+            out_name,
+            |(c, k)| answer(&c, k),
         )
     }
 }
@@ -350,12 +381,9 @@ pub unsafe extern "C" fn gpusvc_program_cache_load(
 ) -> gpusvc_result {
     // SAFETY: forwarded from this function's contract.
     unsafe {
-        answer_into(
-            || with_sha1(cache, key, "key", ProgramKey),
-            out,
-            "out",
-            |(c, k)| found(&k, c.load(&k, has_page.then_some(page))),
-        )
+        key_query(cache, key, out, "out", |c, k| {
+            found(&k, c.load(&k, has_page.then_some(page)))
+        })
     }
 }
 
@@ -370,14 +398,7 @@ pub unsafe extern "C" fn gpusvc_program_cache_peek(
     out: *mut *mut gpusvc_program_cache_entry,
 ) -> gpusvc_result {
     // SAFETY: forwarded from this function's contract.
-    unsafe {
-        answer_into(
-            || with_sha1(cache, key, "key", ProgramKey),
-            out,
-            "out",
-            |(c, k)| found(&k, c.peek(&k)),
-        )
-    }
+    unsafe { key_query(cache, key, out, "out", |c, k| found(&k, c.peek(&k))) }
 }
 
 /// Removes one program; `*out_removed` says whether it was there.
@@ -392,12 +413,9 @@ pub unsafe extern "C" fn gpusvc_program_cache_evict(
 ) -> gpusvc_result {
     // SAFETY: forwarded from this function's contract.
     unsafe {
-        answer_into(
-            || with_sha1(cache, key, "key", ProgramKey),
-            out_removed,
-            "out_removed",
-            |(c, k)| Ok(c.evict(&k)),
-        )
+        key_query(cache, key, out_removed, "out_removed", |c, k| {
+            Ok(c.evict(&k))
+        })
     }
 }
 

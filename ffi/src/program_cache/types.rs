@@ -560,13 +560,7 @@ mod tests {
 
     #[test]
     fn every_enumeration_decodes_what_it_encodes_and_nothing_else() {
-        for p in [
-            EvictionPolicy::Lru,
-            EvictionPolicy::PageLruMru,
-            EvictionPolicy::Slru,
-            EvictionPolicy::S3Fifo,
-            EvictionPolicy::WTinyLfu,
-        ] {
+        for p in EvictionPolicy::ALL {
             assert_eq!(policy_in(policy_out(p)).unwrap(), p);
         }
         for s in [

@@ -267,6 +267,26 @@ impl HostBackend {
         }
     }
 
+    /// Runs a host callback that makes an object: `call` gets the user data, the id to write
+    /// (a live local) and the sink (registered for the call). When it returns true, the object
+    /// it wrote the id of (a program when `program`, else a shader); otherwise the text it
+    /// wrote to the sink.
+    fn make(
+        &self,
+        program: bool,
+        call: impl FnOnce(*mut c_void, &mut u64, *mut gpusvc_program_manager_host_sink) -> bool,
+    ) -> Result<HostObject, String> {
+        let mut id = 0u64;
+        let sink = Sink::new();
+        let ok = call(self.gl.user_data.get(), &mut id, sink.handle());
+        let log = sink.finish().text;
+        if ok {
+            Ok(self.object(id, program))
+        } else {
+            Err(log)
+        }
+    }
+
     fn variables(&self, f: SinkFn, program: &HostObject) -> Vec<ActiveVariable> {
         let sink = Sink::new();
         // SAFETY: the host's callback with its user_data (`gpusvc_program_manager_host_gl`'s contract); the sink
@@ -292,26 +312,20 @@ impl ProgramBackend for HostBackend {
         let mut text = Vec::with_capacity(source.len() + 1);
         text.extend_from_slice(source.as_bytes());
         text.push(0);
-        let mut id = 0u64;
-        let sink = Sink::new();
-        // SAFETY: the host's callback with its user_data (`gpusvc_program_manager_host_gl`'s contract); `text`
-        // holds `source.len()` bytes and a NUL and outlives the call; `id` is a live local.
-        let ok = unsafe {
-            (self.gl.compile)(
-                self.gl.user_data.get(),
-                stage_out(stage),
-                text.as_ptr().cast(),
-                source.len(),
-                &mut id,
-                sink.handle(),
-            )
-        };
-        let log = sink.finish().text;
-        if ok {
-            Ok(self.object(id, false))
-        } else {
-            Err(log)
-        }
+        self.make(false, |user_data, id, log| {
+            // SAFETY: the host's callback with its user_data (`gpusvc_program_manager_host_gl`'s
+            // contract); `text` holds `source.len()` bytes and a NUL and outlives the call.
+            unsafe {
+                (self.gl.compile)(
+                    user_data,
+                    stage_out(stage),
+                    text.as_ptr().cast(),
+                    source.len(),
+                    id,
+                    log,
+                )
+            }
+        })
     }
 
     fn link(
@@ -321,26 +335,12 @@ impl ProgramBackend for HostBackend {
         options: &LinkOptions,
     ) -> Result<Self::Program, String> {
         let options = CLinkOptions::new(options);
-        let mut id = 0u64;
-        let sink = Sink::new();
-        // SAFETY: the host's callback with its user_data; `options.view` points into `options`,
-        // which outlives the call; `id` is a live local.
-        let ok = unsafe {
-            (self.gl.link)(
-                self.gl.user_data.get(),
-                vertex.id,
-                fragment.id,
-                &options.view,
-                &mut id,
-                sink.handle(),
-            )
-        };
-        let log = sink.finish().text;
-        if ok {
-            Ok(self.object(id, true))
-        } else {
-            Err(refusal(log, "the host refused to link the program"))
-        }
+        self.make(true, |user_data, id, log| {
+            // SAFETY: the host's callback with its user_data; `options.view` points into
+            // `options`, which outlives the call.
+            unsafe { (self.gl.link)(user_data, vertex.id, fragment.id, &options.view, id, log) }
+        })
+        .map_err(|log| refusal(log, "the host refused to link the program"))
     }
 
     fn program_binary(&mut self, program: &Self::Program) -> Result<ProgramBinaryData, String> {
@@ -367,26 +367,20 @@ impl ProgramBackend for HostBackend {
     }
 
     fn load_binary(&mut self, binary: &ProgramBinaryData) -> Result<Self::Program, String> {
-        let mut id = 0u64;
-        let sink = Sink::new();
-        // SAFETY: the host's callback with its user_data; the bytes outlive the call; `id` is a
-        // live local.
-        let ok = unsafe {
-            (self.gl.load_binary)(
-                self.gl.user_data.get(),
-                binary.format,
-                binary.bytes.as_ptr(),
-                binary.bytes.len(),
-                &mut id,
-                sink.handle(),
-            )
-        };
-        let log = sink.finish().text;
-        if ok {
-            Ok(self.object(id, true))
-        } else {
-            Err(refusal(log, "the host refused the program binary"))
-        }
+        self.make(true, |user_data, id, log| {
+            // SAFETY: the host's callback with its user_data; the bytes outlive the call.
+            unsafe {
+                (self.gl.load_binary)(
+                    user_data,
+                    binary.format,
+                    binary.bytes.as_ptr(),
+                    binary.bytes.len(),
+                    id,
+                    log,
+                )
+            }
+        })
+        .map_err(|log| refusal(log, "the host refused the program binary"))
     }
 
     fn active_attributes(&mut self, program: &Self::Program) -> Vec<ActiveVariable> {

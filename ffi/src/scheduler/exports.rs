@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use gpu_scheduler::{Scheduler, SchedulerConfig, SchedulerError, StreamId};
+use gpu_scheduler::{Priority, Scheduler, SchedulerConfig, SchedulerError, StreamId};
 use sync_points::SyncPointManager;
 
 use crate::kit::handle::{self, Kind};
@@ -60,6 +60,25 @@ unsafe fn stream_query<T>(
     unsafe {
         query(scheduler, out, out_name, |s| {
             answer(s, StreamId(stream)).map_err(scheduler_error)
+        })
+    }
+}
+
+/// [`stream_query`] of a priority, written to `out_priority` as a `gpusvc_scheduler_priority`
+/// value.
+///
+/// # Safety
+/// `out_priority` is NULL or valid for one write.
+unsafe fn priority_query(
+    scheduler: *const gpusvc_scheduler,
+    stream: u64,
+    out_priority: *mut u32,
+    read: fn(&Scheduler, StreamId) -> Result<Priority, SchedulerError>,
+) -> gpusvc_result {
+    // SAFETY: forwarded from this function's contract.
+    unsafe {
+        stream_query(scheduler, stream, out_priority, "out_priority", |s, id| {
+            read(s, id).map(priority_out)
         })
     }
 }
@@ -218,11 +237,7 @@ pub unsafe extern "C" fn gpusvc_scheduler_base_priority(
     out_priority: *mut u32,
 ) -> gpusvc_result {
     // SAFETY: forwarded from this function's contract.
-    unsafe {
-        stream_query(scheduler, stream, out_priority, "out_priority", |s, id| {
-            s.base_priority(id).map(priority_out)
-        })
-    }
+    unsafe { priority_query(scheduler, stream, out_priority, Scheduler::base_priority) }
 }
 
 /// The number of tasks pending in `stream` (not yet run, or the rest of a continued one) into
@@ -280,9 +295,12 @@ pub unsafe extern "C" fn gpusvc_scheduler_scheduled_priority(
 ) -> gpusvc_result {
     // SAFETY: forwarded from this function's contract.
     unsafe {
-        stream_query(scheduler, stream, out_priority, "out_priority", |s, id| {
-            s.scheduled_priority(id).map(priority_out)
-        })
+        priority_query(
+            scheduler,
+            stream,
+            out_priority,
+            Scheduler::scheduled_priority,
+        )
     }
 }
 

@@ -5,7 +5,7 @@ use std::ffi::c_void;
 use std::sync::Arc;
 use std::time::Duration;
 
-use sync_points::{OrderData, OrderError, ReleaseOutcome, SequenceId, SyncPointManager};
+use sync_points::{OrderData, OrderError, ReleaseOutcome, SequenceId, SyncPointManager, SyncToken};
 
 use crate::kit::handle::{self, Kind};
 use crate::kit::{FfiError, Out, answer_into, ffi_guard, gpusvc_result, list_out};
@@ -47,6 +47,21 @@ unsafe fn sequence_query<T>(
             |m| answer(&*self::sequence(&m, sequence)?).map_err(order_error),
         )
     }
+}
+
+/// [`sequence_query`] with an answer that cannot fail.
+///
+/// # Safety
+/// `out` is NULL or valid for one write.
+unsafe fn sequence_value<T>(
+    manager: *const gpusvc_sync_manager,
+    sequence: u64,
+    out: *mut T,
+    out_name: &str,
+    read: fn(&OrderData) -> T,
+) -> gpusvc_result {
+    // SAFETY: forwarded from this function's contract.
+    unsafe { sequence_query(manager, sequence, out, out_name, |s| Ok(read(s))) }
 }
 
 // ---- manager ----
@@ -203,9 +218,13 @@ pub unsafe extern "C" fn gpusvc_sync_sequence_processed(
 ) -> gpusvc_result {
     // SAFETY: forwarded from this function's contract.
     unsafe {
-        sequence_query(manager, sequence, out_order_num, "out_order_num", |s| {
-            Ok(s.processed())
-        })
+        sequence_value(
+            manager,
+            sequence,
+            out_order_num,
+            "out_order_num",
+            OrderData::processed,
+        )
     }
 }
 
@@ -221,9 +240,13 @@ pub unsafe extern "C" fn gpusvc_sync_sequence_is_processing(
 ) -> gpusvc_result {
     // SAFETY: forwarded from this function's contract.
     unsafe {
-        sequence_query(manager, sequence, out_processing, "out_processing", |s| {
-            Ok(s.is_processing())
-        })
+        sequence_value(
+            manager,
+            sequence,
+            out_processing,
+            "out_processing",
+            OrderData::is_processing,
+        )
     }
 }
 
@@ -334,6 +357,28 @@ pub unsafe extern "C" fn gpusvc_sync_client_release(
 
 // ---- tokens ----
 
+/// The body of an export that says whether `token` is released through `out_released`: the
+/// handle, the token, then `out_released` are checked; the answer is written only on success.
+///
+/// # Safety
+/// `token` is NULL or valid for one read; `out_released` is NULL or valid for one write.
+unsafe fn released_query(
+    manager: *const gpusvc_sync_manager,
+    token: *const gpusvc_sync_token,
+    out_released: *mut bool,
+    answer: impl FnOnce(&SyncPointManager, &SyncToken) -> bool,
+) -> gpusvc_result {
+    // SAFETY: forwarded from this function's contract.
+    unsafe {
+        answer_into(
+            || Ok((self::manager(manager)?, token_in(token, "token")?)),
+            out_released,
+            "out_released",
+            |(m, token)| Ok(answer(&m, &token)),
+        )
+    }
+}
+
 /// Whether `token` reads as released into `*out_released`: its client is unknown (destroyed or
 /// never created) or has released at least the token's count.
 ///
@@ -347,12 +392,9 @@ pub unsafe extern "C" fn gpusvc_sync_token_is_released(
 ) -> gpusvc_result {
     // SAFETY: forwarded from this function's contract (both pointers).
     unsafe {
-        answer_into(
-            || Ok((self::manager(manager)?, token_in(token, "token")?)),
-            out_released,
-            "out_released",
-            |(m, token)| Ok(m.is_released(&token)),
-        )
+        released_query(manager, token, out_released, |m, token| {
+            m.is_released(token)
+        })
     }
 }
 
@@ -416,12 +458,9 @@ pub unsafe extern "C" fn gpusvc_sync_token_wait_blocking(
 ) -> gpusvc_result {
     // SAFETY: forwarded from this function's contract (both pointers).
     unsafe {
-        answer_into(
-            || Ok((self::manager(manager)?, token_in(token, "token")?)),
-            out_released,
-            "out_released",
-            |(m, token)| Ok(m.wait_blocking(&token, Duration::from_millis(timeout_ms))),
-        )
+        released_query(manager, token, out_released, |m, token| {
+            m.wait_blocking(token, Duration::from_millis(timeout_ms))
+        })
     }
 }
 
