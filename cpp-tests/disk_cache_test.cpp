@@ -443,14 +443,6 @@ TEST(DiskCache, TheLoadTimeoutCodeIsNew) {
 
 namespace {
 
-std::string Glsl(const gpusvc_gl_context* ctx, const char* body) {
-  uint32_t api = 0;
-  EXPECT_EQ(gpusvc_gl_context_api(ctx, &api), GPUSVC_OK);
-  const bool gles = api == static_cast<uint32_t>(GPUSVC_GL_API_GLES);
-  return std::string(gles ? "#version 300 es\nprecision highp float;\n" : "#version 330 core\n") +
-         body;
-}
-
 const char kVs[] =
     "in vec2 a_position;\nuniform float u_scale;\n"
     "void main() { gl_Position = vec4(a_position * u_scale, 0.0, 1.0); }\n";

@@ -1,11 +1,12 @@
 // GL test policy: without a driver, skip with the reason unless GPUSVC_REQUIRE_GL is set, in
-// which case fail. Tests never skip silently.
+// which case fail. Tests never skip silently. And the shader prelude the GL tests share.
 #ifndef GPUSVC_CPP_TESTS_GL_SUPPORT_H
 #define GPUSVC_CPP_TESTS_GL_SUPPORT_H
 
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
+#include <cstdint>
 #include <string>
 
 #include "gpusvc.hpp"
@@ -26,5 +27,14 @@ inline bool GlRequired() {
       GTEST_SKIP() << "no GL context: " << why_;                                           \
     }                                                                                      \
   } while (0)
+
+// `body` with the GLSL version line (and default precision) of the context's API.
+inline std::string Glsl(const gpusvc_gl_context* ctx, const char* body) {
+  uint32_t api = 0;
+  EXPECT_EQ(gpusvc_gl_context_api(ctx, &api), GPUSVC_OK);
+  const bool gles = api == static_cast<uint32_t>(GPUSVC_GL_API_GLES);
+  return std::string(gles ? "#version 300 es\nprecision highp float;\n" : "#version 330 core\n") +
+         body;
+}
 
 #endif  // GPUSVC_CPP_TESTS_GL_SUPPORT_H

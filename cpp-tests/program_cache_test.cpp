@@ -292,12 +292,19 @@ struct HostFlow {
     return p;
   }
 
-  // Compiles fresh shaders of kVs/kFs (or the given sources) and links them.
-  gpusvc::LinkedProgramPtr Build(const std::string& vs_src = kVs, const std::string& fs_src = kFs,
-                                 const gpusvc::LinkOptions& options = gpusvc::LinkOptions()) {
+  // Fresh shaders of kVs/kFs (or the given sources), compiled (whatever the outcome).
+  std::pair<gpusvc::ShaderPtr, gpusvc::ShaderPtr> CompiledPair(const std::string& vs_src = kVs,
+                                                               const std::string& fs_src = kFs) {
     gpusvc::ShaderPtr vs = Shader(kVertex, vs_src), fs = Shader(kFragment, fs_src);
     Compile(vs);
     Compile(fs);
+    return {std::move(vs), std::move(fs)};
+  }
+
+  // Compiles fresh shaders of kVs/kFs (or the given sources) and links them.
+  gpusvc::LinkedProgramPtr Build(const std::string& vs_src = kVs, const std::string& fs_src = kFs,
+                                 const gpusvc::LinkOptions& options = gpusvc::LinkOptions()) {
+    auto [vs, fs] = CompiledPair(vs_src, fs_src);
     return Link(vs, fs, options);
   }
 };
@@ -586,9 +593,7 @@ TEST(MemoryProgramCache,
   }
   const int compiles = int(flow.gl.compiled.size());
   // Fresh shaders with no maps: the hit restores them from the cache.
-  gpusvc::ShaderPtr vs = flow.Shader(kVertex, kVs), fs = flow.Shader(kFragment, kFs);
-  flow.Compile(vs);
-  flow.Compile(fs);
+  auto [vs, fs] = flow.CompiledPair();
   gpusvc::ShaderVariables before;
   ASSERT_EQ(gpusvc::ReadShaderVariables(vs.get(), &before), GPUSVC_OK);
   EXPECT_TRUE(before.attributes.empty());
@@ -727,9 +732,7 @@ TEST(ProgramManager, DoesNotCompileWhenCompilationStatusIsSuccess) {
 
 TEST(ProgramManager, LinksProgramOnCacheMiss) {
   HostFlow flow;
-  gpusvc::ShaderPtr vs = flow.Shader(kVertex, kVs), fs = flow.Shader(kFragment, kFs);
-  flow.Compile(vs);
-  flow.Compile(fs);
+  auto [vs, fs] = flow.CompiledPair();
   gpusvc::LinkedProgramPtr program = flow.Link(vs, fs);
   ASSERT_NE(program, nullptr);
   EXPECT_EQ(Origin(program), GPUSVC_PROGRAM_MANAGER_LINK_ORIGIN_LINKED);
@@ -809,14 +812,6 @@ TEST(ProgramManager, CompilesAndLinksIfLoadLinkedProgramReturnsFalse) {
 // ============================ the flow on the real driver ============================
 
 namespace {
-
-std::string Glsl(const gpusvc_gl_context* ctx, const char* body) {
-  uint32_t api = 0;
-  EXPECT_EQ(gpusvc_gl_context_api(ctx, &api), GPUSVC_OK);
-  const bool gles = api == static_cast<uint32_t>(GPUSVC_GL_API_GLES);
-  return std::string(gles ? "#version 300 es\nprecision highp float;\n" : "#version 330 core\n") +
-         body;
-}
 
 const char kGlVs[] =
     "in vec2 a_position;\nin vec4 a_color;\nuniform float u_scale;\nout vec4 v_color;\n"
@@ -1070,9 +1065,7 @@ TEST(ProgramCacheBadInput, InvalidUtf8Name) {
   HostFlow flow;
   const std::string bad_name = "a_\xC3\x28pos";  // an invalid two-byte sequence
   // As an attribute binding: the link is refused before anything reaches the driver.
-  gpusvc::ShaderPtr vs = flow.Shader(kVertex, kVs), fs = flow.Shader(kFragment, kFs);
-  flow.Compile(vs);
-  flow.Compile(fs);
+  auto [vs, fs] = flow.CompiledPair();
   gpusvc::LinkOptions options;
   options.attribute_bindings = {{bad_name, 0}};
   gpusvc::LinkedProgramPtr p;
@@ -1145,9 +1138,7 @@ TEST(ProgramCacheBadInput, AbsurdSize) {
 
 TEST(ProgramCacheBadInput, DestroyedHandle) {
   HostFlow flow;
-  gpusvc::ShaderPtr vs = flow.Shader(kVertex, kVs), fs = flow.Shader(kFragment, kFs);
-  flow.Compile(vs);
-  flow.Compile(fs);
+  auto [vs, fs] = flow.CompiledPair();
   gpusvc::LinkedProgramPtr p = flow.Link(vs, fs);
   gpusvc::CachedProgramPtr copy;
   ASSERT_EQ(gpusvc::PeekProgram(flow.cache.get(), ProgramKeyOf(p), &copy), GPUSVC_OK);
@@ -1212,9 +1203,7 @@ TEST(ProgramCacheBadInput, UnknownEnumValue) {
             GPUSVC_INVALID_ARGUMENT);
   gpusvc::LinkOptions options;
   options.transform_feedback_mode = 9;
-  gpusvc::ShaderPtr vs = flow.Shader(kVertex, kVs), fs = flow.Shader(kFragment, kFs);
-  flow.Compile(vs);
-  flow.Compile(fs);
+  auto [vs, fs] = flow.CompiledPair();
   gpusvc::LinkedProgramPtr p;
   EXPECT_EQ(gpusvc::Link(flow.manager.get(), vs.get(), fs.get(), options, &p),
             GPUSVC_INVALID_ARGUMENT);

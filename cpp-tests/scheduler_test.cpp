@@ -125,11 +125,16 @@ class Sched {
 
   const gpusvc_scheduler* get() const { return s_.get(); }
 
-  uint64_t Stream(uint32_t p) {
-    uint64_t s = 0;
-    EXPECT_EQ(gpusvc::AddSchedulerStream(get(), p, &s), GPUSVC_OK);
-    return s;
+  // What `query(get(), args..., &out)` writes to `out` (which starts as `init`); the call must
+  // succeed.
+  template <typename T, typename Query, typename... Args>
+  T Answer(Query query, T init, Args... args) {
+    T out = init;
+    EXPECT_EQ(query(get(), args..., &out), GPUSVC_OK);
+    return out;
   }
+
+  uint64_t Stream(uint32_t p) { return Answer(gpusvc::AddSchedulerStream, uint64_t{0}, p); }
 
   void Client(uint64_t stream, uint64_t client) {
     EXPECT_EQ(gpusvc::CreateSchedulerClient(get(), stream, 0, client), GPUSVC_OK);
@@ -155,6 +160,14 @@ class Sched {
 
   uint64_t Push(uint64_t stream, const std::string& name) { return Enqueue(stream, NewSpec(name)); }
 
+  // A spec that releases `count` on `client` when it runs.
+  Spec& Releasing(const std::string& name, uint64_t client, uint64_t count = 1) {
+    Spec& s = NewSpec(name);
+    s.release_client = client;
+    s.release_count = count;
+    return s;
+  }
+
   void Advancing(uint64_t stream, const std::string& name, uint64_t ms) {
     Spec& s = NewSpec(name);
     s.advance_ns = ms * kMs;
@@ -165,40 +178,20 @@ class Sched {
     EXPECT_EQ(gpusvc::SetSchedulerStreamEnabled(get(), stream, enabled), GPUSVC_OK);
   }
 
-  size_t RunNext() {
-    size_t n = 0;
-    EXPECT_EQ(gpusvc::RunSchedulerNext(get(), &n), GPUSVC_OK);
-    return n;
-  }
-
-  size_t RunUntilIdle() {
-    size_t n = 0;
-    EXPECT_EQ(gpusvc::RunSchedulerUntilIdle(get(), &n), GPUSVC_OK);
-    return n;
-  }
+  size_t RunNext() { return Answer(gpusvc::RunSchedulerNext, size_t{0}); }
+  size_t RunUntilIdle() { return Answer(gpusvc::RunSchedulerUntilIdle, size_t{0}); }
 
   uint32_t Scheduled(uint64_t stream) {
-    uint32_t p = 99;
-    EXPECT_EQ(gpusvc::SchedulerStreamScheduledPriority(get(), stream, &p), GPUSVC_OK);
-    return p;
+    return Answer(gpusvc::SchedulerStreamScheduledPriority, uint32_t{99}, stream);
   }
-
   uint32_t Base(uint64_t stream) {
-    uint32_t p = 99;
-    EXPECT_EQ(gpusvc::SchedulerStreamBasePriority(get(), stream, &p), GPUSVC_OK);
-    return p;
+    return Answer(gpusvc::SchedulerStreamBasePriority, uint32_t{99}, stream);
   }
-
   size_t Pending(uint64_t stream) {
-    size_t n = 99;
-    EXPECT_EQ(gpusvc::SchedulerStreamPendingTasks(get(), stream, &n), GPUSVC_OK);
-    return n;
+    return Answer(gpusvc::SchedulerStreamPendingTasks, size_t{99}, stream);
   }
-
   gpusvc_scheduler_removed_stream Remove(uint64_t stream) {
-    gpusvc_scheduler_removed_stream r{};
-    EXPECT_EQ(gpusvc::RemoveSchedulerStream(get(), stream, &r), GPUSVC_OK);
-    return r;
+    return Answer(gpusvc::RemoveSchedulerStream, gpusvc_scheduler_removed_stream{}, stream);
   }
 
   const Log& log() const { return log_; }
@@ -277,9 +270,7 @@ TEST(Scheduler, AWaiterRunsAfterItsReleaser) {
   uint64_t r = s.Stream(kLow);
   uint64_t w = s.Stream(kHigh);
   s.Client(r, 1);
-  Spec& rel = s.NewSpec("release");
-  rel.release_client = 1;
-  rel.release_count = 1;
+  Spec& rel = s.Releasing("release", 1);
   s.Enqueue(r, rel);
   s.Enqueue(w, s.NewSpec("wait"), false, {Token(1, 1)});
   s.Push(w, "behind");
@@ -342,9 +333,7 @@ TEST(Scheduler, TheReleaserIsRaisedToItsWaitersPriorityAndNoHigher) {
   uint64_t n = s.Stream(kNormal);
   uint64_t w = s.Stream(kHigh);
   s.Client(r, 1);
-  Spec& rel = s.NewSpec("r");
-  rel.release_client = 1;
-  rel.release_count = 1;
+  Spec& rel = s.Releasing("r", 1);
   s.Enqueue(r, rel);
   s.Push(n, "n");
   EXPECT_EQ(s.Scheduled(r), kLow);
@@ -369,9 +358,7 @@ TEST(Scheduler, AHostClientOnAStreamsSequenceLendsPriorityToo) {
     uint64_t seq = 0;
     ASSERT_EQ(gpusvc::SchedulerStreamSequence(s.get(), r, &seq), GPUSVC_OK);
     ASSERT_EQ(gpusvc::SyncClientCreate(m.get(), 0, 1, seq), GPUSVC_OK);
-    Spec& rel = s.NewSpec("r");
-    rel.release_client = 1;
-    rel.release_count = 1;
+    Spec& rel = s.Releasing("r", 1);
     s.Enqueue(r, rel);
     s.Push(n, "n");
     s.Enqueue(w, s.NewSpec("w"), false, {Token(1, 1)});
@@ -409,9 +396,7 @@ TEST(Scheduler, ACircularReleaseChainAcross3StreamsCompletes) {
   for (size_t i = 0; i < ids.size(); ++i) {
     uint64_t next = (i + 1) % 3 + 1;
     s.Enqueue(ids[i], s.NewSpec("wait" + std::to_string(i)), false, {Token(next, 1)});
-    Spec& rel = s.NewSpec("release" + std::to_string(i));
-    rel.release_client = i + 1;
-    rel.release_count = 1;
+    Spec& rel = s.Releasing("release" + std::to_string(i), i + 1);
     s.Enqueue(ids[i], rel);
   }
   for (auto it = ids.rbegin(); it != ids.rend(); ++it) s.SetEnabled(*it, true);
@@ -440,9 +425,7 @@ TEST(Scheduler, ShouldYieldIsFalseForDependentWorkAndTrueAfterTheRelease) {
   uint64_t l = s.Stream(kLow);
   uint64_t h = s.Stream(kHigh);
   s.Client(l, 1);
-  Spec& rel = s.NewSpec("l");
-  rel.release_client = 1;
-  rel.release_count = 1;
+  Spec& rel = s.Releasing("l", 1);
   rel.log_yield = true;
   s.Enqueue(l, rel);
   s.Enqueue(h, s.NewSpec("h"), false, {Token(1, 1)});

@@ -81,17 +81,16 @@ class Sync {
   gpusvc::SyncManagerPtr m_;
 };
 
-// Releaser sequence r with client 1 and one pending number, waiter w with a later one.
-struct Pair {
+// A releaser sequence r, which client 1 is on, and a waiter sequence w; no order numbers yet.
+struct Sequences {
   Sync m;
-  uint64_t r = 0, w = 0, rn = 0, wn = 0;
-  Pair() {
-    r = m.Sequence();
-    w = m.Sequence();
-    m.Client(1, r);
-    rn = m.Generate(r);
-    wn = m.Generate(w);
-  }
+  uint64_t r = 0, w = 0;
+  Sequences() : r(m.Sequence()), w(m.Sequence()) { m.Client(1, r); }
+};
+
+// Releaser sequence r with client 1 and one pending number, waiter w with a later one.
+struct Pair : Sequences {
+  uint64_t rn = m.Generate(r), wn = m.Generate(w);
 };
 
 constexpr gpusvc_result kOk = GPUSVC_OK;
@@ -206,9 +205,8 @@ TEST(Sync, WaitOnSelfFails) {
 
 TEST(Sync, AWaitOrderedBeforeTheReleasersOnlyOrderNumberIsInvalid) {
   std::atomic<int> count{0};
-  Sync m;
-  uint64_t r = m.Sequence(), w = m.Sequence();
-  m.Client(1, r);
+  Sequences seqs;
+  auto& [m, r, w] = seqs;
   uint64_t wn = m.Generate(w);
   (void)m.Generate(r);  // after wn
   EXPECT_FALSE(m.Wait(1, 1, w, wn, &count));
@@ -271,9 +269,8 @@ TEST(Sync, TheSameWhenTheWaiterHasSeveralOrderNumbersAndALaterReleaseDoesNotRunI
 
 TEST(Sync, AFenceAtAnOrderNumberTheReleaserNeverHadRetiresOnceItsNextNumberIsPastIt) {
   std::atomic<int> count{0};
-  Sync m;
-  uint64_t r = m.Sequence(), w = m.Sequence();
-  m.Client(1, r);
+  Sequences seqs;
+  auto& [m, r, w] = seqs;
   uint64_t r1 = m.Generate(r);
   uint64_t wn = m.Generate(w);  // between r1 and r2
   uint64_t r2 = m.Generate(r);
@@ -293,9 +290,8 @@ TEST(Sync, AFenceAtAnOrderNumberTheReleaserNeverHadRetiresOnceItsNextNumberIsPas
 // number, not one fenced at it. Releaser numbers 1 and 4; waits at 3 (fenced at 3) and 5 (at 4).
 TEST(Sync, FinishingRetiresTheFencesBeforeTheReleasersNextNumberAndNotTheOneAtIt) {
   std::atomic<int> at3{0}, at5{0};
-  Sync m;
-  uint64_t r = m.Sequence(), w = m.Sequence();
-  m.Client(1, r);
+  Sequences seqs;
+  auto& [m, r, w] = seqs;
   std::vector<uint64_t> numbers;
   for (uint64_t s : {r, w, w, r, w}) numbers.push_back(m.Generate(s));
   ASSERT_EQ(numbers, (std::vector<uint64_t>{1, 2, 3, 4, 5}));
@@ -371,9 +367,8 @@ void ChainStep(Chain* c) {
 }
 
 void RunChain(Chain* c) {
-  Sync m;
-  uint64_t r = m.Sequence(), w = m.Sequence();
-  m.Client(1, r);
+  Sequences seqs;
+  auto& [m, r, w] = seqs;
   uint64_t rn = m.Generate(r), wn = m.Generate(w);
   ASSERT_EQ(m.Begin(r, rn), kOk);
   c->m = m.get();
@@ -436,9 +431,8 @@ TEST(Sync, AnInvalidWaitOrderNumberIsRejected) {
 
 TEST(Sync, AFenceRetiresOnlyOnceTheReleaserPassesItNotBefore) {
   std::atomic<int> count{0};
-  Sync m;
-  uint64_t r = m.Sequence(), w = m.Sequence();
-  m.Client(1, r);
+  Sequences seqs;
+  auto& [m, r, w] = seqs;
   uint64_t r1 = m.Generate(r);
   uint64_t r2 = m.Generate(r);
   uint64_t wn = m.Generate(w);  // after r2: fence at r2
