@@ -6,7 +6,7 @@
 //! `--exact child --ignored`; the environment variable `GPUSVC_DISK_CHILD` names what the child
 //! does (`corpus-save`, `corpus-load`, `write-loop`, `concurrent`, `read-only`) and the other
 //! `GPUSVC_DISK_*` variables give it its folder, its arguments and the file it reports to. Each GL
-//! child opens its own context through `headless_gl::testing`, which points
+//! child opens its own context through `test_support::gl`, which points
 //! `MESA_SHADER_CACHE_DIR` at a fresh folder of that process: the parent's is removed from the
 //! child's environment, so no binary can come from Mesa's own cache of an earlier process.
 //!

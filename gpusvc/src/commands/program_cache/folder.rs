@@ -56,11 +56,11 @@ pub(crate) enum CacheCommand {
     },
 }
 
-/// Exit status of `gpusvc cache verify` and `gpusvc cache stats` when an entry is corrupt or a
-/// store is damaged.
+/// Exit status of `gpusvc program-cache verify` and `gpusvc program-cache stats` when an entry
+/// is corrupt or a store is damaged.
 pub(crate) const EXIT_CORRUPT: u8 = 4;
 
-/// Why a `gpusvc cache` command could not run.
+/// Why a `gpusvc program-cache list|verify|stats|clear` command could not run.
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum CacheError {
     /// The folder does not exist.
@@ -90,7 +90,7 @@ pub(crate) enum CacheError {
 }
 
 impl CacheError {
-    /// True when stdout was closed by its reader (`gpusvc cache list | head`).
+    /// True when stdout was closed by its reader (`gpusvc program-cache list | head`).
     pub(crate) fn is_broken_pipe(&self) -> bool {
         matches!(self, CacheError::Output(e) if e.kind() == std::io::ErrorKind::BrokenPipe)
     }
@@ -208,7 +208,7 @@ fn list(root: &Path, out: &mut impl std::io::Write) -> Result<Outcome, CacheErro
         for e in &store.entries {
             let mut stamp = entry_stamp(e);
             if e.check.is_err() {
-                stamp.push_str(" (corrupt: run `gpusvc cache verify`)");
+                stamp.push_str(" (corrupt: run `gpusvc program-cache verify`)");
             }
             writeln!(
                 out,

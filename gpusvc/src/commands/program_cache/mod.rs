@@ -88,7 +88,7 @@ fn exec_folder(dir: Option<std::path::PathBuf>, command: CacheCommand) -> ExitCo
         Ok(folder::Outcome::Corrupt) => ExitCode::from(folder::EXIT_CORRUPT),
         Err(e) if e.is_broken_pipe() => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("gpusvc cache: {e}");
+            eprintln!("gpusvc program-cache: {e}");
             ExitCode::FAILURE
         }
     }

@@ -297,7 +297,7 @@ pub(super) fn summary(cold: &Pass, warm: &Pass, facts: &RunFacts) -> Vec<String>
         lines.push(format!(
             "warm pass: all {warm_hits} programs from the cache, as in the cold pass: both passes \
              were served by the cache, so their times compare two cached passes; for a cold pass \
-             use a new --cache-dir, --no-disk-cache, or `gpusvc cache clear`."
+             use a new --cache-dir, --no-disk-cache, or `gpusvc program-cache clear`."
         ));
     } else {
         let cold_part = match cold_hits {
