@@ -625,6 +625,17 @@ typedef struct gpusvc_program_cache_config {
 /*
  Called once per histogram sample: the histogram's name (a static string), the value (times
  in microseconds, sizes in bytes) and the `user_data` given at creation.
+
+ It is called on the thread that recorded the sample (one calling the cache, or a program
+ manager over it), with no cache lock held, and one call at a time: a sample recorded on
+ another thread during a call waits until that call returns (calls used to overlap; they are
+ serialized now that the callback is gated). So it must not wait for another thread that
+ uses the cache. It may call gpusvc, the cache included, but a sample that such a nested call
+ records (or any call made from inside a cache's histogram or disk log callback) is kept in
+ the cache's own histograms (`gpusvc_program_cache_histogram`) and not passed to a callback.
+ It must not unwind. No call starts once `gpusvc_program_cache_free` of the cache has
+ returned, even while program managers keep the cache alive; a call in progress on another
+ thread is waited for.
  */
 typedef void (*gpusvc_program_cache_histogram_callback)(const char *name,
                                                         double value,
@@ -1633,8 +1644,10 @@ gpusvc_result gpusvc_program_cache_config_defaults(uint32_t profile,
  Creates an empty program cache.
 
  `histogram` (may be NULL) is called once per histogram sample with `user_data`, on whichever
- thread recorded it and with no cache lock held (it may call back into the cache). It must
- not unwind, and it and `user_data` must stay valid until the cache is freed.
+ thread recorded it, with no cache lock held and one call at a time (see
+ `gpusvc_program_cache_histogram_callback`). It must not unwind, and it and `user_data` must
+ stay valid until `gpusvc_program_cache_free` of this cache has returned: no call starts
+ after that.
 
  Errors: `GPUSVC_INVALID_ARGUMENT` for an unknown policy, a budget over `PTRDIFF_MAX` or
  `max_unreferenced_shader_statuses` 0.
@@ -1652,9 +1665,13 @@ gpusvc_result gpusvc_program_cache_new(const struct gpusvc_program_cache_config 
  `GPUSVC_INVALID_HANDLE`. Program managers made over the cache keep it alive until they are
  freed.
 
+ The cache's histogram callback, and with a disk store its log callback, are never called
+ once this has returned, even while program managers keep the cache alive: this waits for a
+ call in progress on another thread (called from inside one of them, it does not wait for
+ that call itself).
+
  A cache with a disk store (`gpusvc_program_cache_open`): when this frees the last
- reference, it waits for the writes already queued. Its log callback is never called once
- this has returned, even while program managers keep the cache alive.
+ reference, it waits for the writes already queued.
 
  # Safety
  None beyond passing a value that came from gpusvc (or NULL).

@@ -825,6 +825,52 @@ fn histograms_reach_the_callback_and_the_summaries() {
     free_cache(cache);
 }
 
+/// The review's scenario: a program manager keeps the cache alive after
+/// `gpusvc_program_cache_free`, and linking through it records histogram samples. None may reach
+/// the host's callback once the free has returned (the host may have freed its user data).
+#[test]
+fn no_histogram_sample_reaches_the_host_after_the_cache_is_freed() {
+    let samples: Samples = Mutex::new(Vec::new());
+    let mut cache = ptr::null_mut();
+    // SAFETY: `samples` outlives every handle made here; live out slot.
+    unsafe {
+        assert_eq!(
+            gpusvc_program_cache_new(
+                &cache_config(1 << 20),
+                Some(record_sample),
+                &samples as *const Samples as *mut c_void,
+                &mut cache
+            ),
+            OK
+        );
+    }
+    let state = RefCell::new(FakeGl::default());
+    let m = host_manager(&state, cache);
+    let pair = |vs: &str, fs: &str, outcome| {
+        let (v, f) = compiled_pair(m, vs, fs, outcome);
+        let p = link(m, v, f).unwrap_or_else(|r| panic!("{r:?}: {}", last_detail()));
+        free_all(&[v, f], &[]);
+        p
+    };
+    let cold = pair("vs", "fs", GPUSVC_PROGRAM_MANAGER_COMPILE_OUTCOME_COMPILED);
+    assert!(
+        !samples.lock().unwrap().is_empty(),
+        "the callback is called while the cache handle is live"
+    );
+    free_cache(cache);
+    let before = samples.lock().unwrap().len();
+    // A cache hit and a miss that saves, both through the cache the manager keeps alive.
+    let hit = pair("vs", "fs", GPUSVC_PROGRAM_MANAGER_COMPILE_OUTCOME_DEFERRED);
+    assert_eq!(origin(hit), GPUSVC_PROGRAM_MANAGER_LINK_ORIGIN_CACHE_HIT);
+    let miss = pair("vs2", "fs2", GPUSVC_PROGRAM_MANAGER_COMPILE_OUTCOME_COMPILED);
+    assert_eq!(origin(miss), GPUSVC_PROGRAM_MANAGER_LINK_ORIGIN_LINKED);
+    free_all(&[], &[cold, hit, miss]);
+    // SAFETY: a live handle.
+    assert_eq!(unsafe { gpusvc_program_manager_free(m) }, OK);
+    let after = samples.lock().unwrap()[before..].to_vec();
+    assert!(after.is_empty(), "called after the free: {after:?}");
+}
+
 #[test]
 fn bad_sources_names_and_sizes_return_codes() {
     let mut out = gpusvc_program_cache_sha1 { bytes: [7; 20] };

@@ -20,6 +20,6 @@ pub(crate) mod out;
 
 pub(crate) use args::{cstr_in, slice_in, source_in, struct_in};
 pub(crate) use error::{FfiError, ffi_guard, gpusvc_result, invalid_argument, null_argument};
-pub(crate) use host::{Gate, HostFn, UserData};
+pub(crate) use host::{Gate, GatedFn, HostFn, UserData};
 pub(crate) use macros::c_enum;
 pub(crate) use out::{Out, answer_into, c_string, list_out, text_out, truncated_text_out};

@@ -17,7 +17,7 @@ use program_cache::{DiskConfig, ProgramKey};
 use crate::gl::gpusvc_driver_identity;
 use crate::kit::handle::{self, Kind};
 use crate::kit::{
-    FfiError, Gate, HostFn, Out, c_string, ffi_guard, gpusvc_result, slice_in, struct_in, text_out,
+    FfiError, GatedFn, HostFn, Out, c_string, ffi_guard, gpusvc_result, slice_in, struct_in, text_out,
 };
 use crate::program_cache::disk_types::*;
 use crate::program_cache::exports::builder;
@@ -125,8 +125,7 @@ pub unsafe extern "C" fn gpusvc_program_cache_open(
         let disk = unsafe { struct_in(disk, "disk") }?;
         // SAFETY: an output argument (this function's contract).
         let out = unsafe { Out::new(out, "out") }?;
-        let mut builder = builder(&config, histogram, user_data)?;
-        let mut gates = Vec::new();
+        let (mut builder, mut gates) = builder(&config, histogram, user_data)?;
         if disk.enabled {
             // SAFETY: NULL or valid for one read (contract).
             let driver = unsafe { struct_in(driver, "driver") }?;
@@ -136,16 +135,16 @@ pub unsafe extern "C" fn gpusvc_program_cache_open(
             // called once the free has returned, even while program managers keep the cache
             // alive.
             if let Some(host) = HostFn::optional(disk.log, disk.log_user_data) {
-                let gate = Gate::new();
-                gates.push(gate.clone());
+                let (log, gate) = GatedFn::new(host);
+                gates.push(gate);
                 disk_config.log = Some(Arc::new(move |text: &str| {
-                    gate.call(|| {
+                    log.call(|f, user_data| {
                         let text = c_string(text);
                         // SAFETY: the host gave this callback and user_data for exactly this use
                         // and keeps them valid until the cache is freed (the gate is open, so it
                         // has not been); the text is a NUL-terminated string that outlives the
                         // call.
-                        unsafe { (host.f)(text.as_ptr(), host.user_data.get()) };
+                        unsafe { f(text.as_ptr(), user_data) };
                     });
                 }) as LogCallback);
             }

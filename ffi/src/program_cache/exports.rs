@@ -11,7 +11,7 @@ use program_cache::{
 
 use crate::kit::handle::{self, Kind};
 use crate::kit::{
-    FfiError, Out, answer_into, cstr_in, ffi_guard, gpusvc_result, list_out, slice_in, source_in,
+    FfiError, Gate, Out, answer_into, cstr_in, ffi_guard, gpusvc_result, list_out, slice_in, source_in,
     struct_in,
 };
 use crate::program_cache::entry::{found, gpusvc_program_cache_entry};
@@ -35,8 +35,10 @@ pub unsafe extern "C" fn gpusvc_program_cache_config_defaults(
 /// Creates an empty program cache.
 ///
 /// `histogram` (may be NULL) is called once per histogram sample with `user_data`, on whichever
-/// thread recorded it and with no cache lock held (it may call back into the cache). It must
-/// not unwind, and it and `user_data` must stay valid until the cache is freed.
+/// thread recorded it, with no cache lock held and one call at a time (see
+/// `gpusvc_program_cache_histogram_callback`). It must not unwind, and it and `user_data` must
+/// stay valid until `gpusvc_program_cache_free` of this cache has returned: no call starts
+/// after that.
 ///
 /// Errors: `GPUSVC_INVALID_ARGUMENT` for an unknown policy, a budget over `PTRDIFF_MAX` or
 /// `max_unreferenced_shader_statuses` 0.
@@ -55,26 +57,27 @@ pub unsafe extern "C" fn gpusvc_program_cache_new(
         let config = unsafe { struct_in(config, "config") }?;
         // SAFETY: an output argument (this function's contract).
         let out = unsafe { Out::new(out, "out") }?;
-        let cache = builder(&config, histogram, user_data)?.build();
+        let (builder, gates) = builder(&config, histogram, user_data)?;
         out.write(handle::new_shared_gated(
             Kind::ProgramCache,
-            cache,
-            Vec::new(),
+            builder.build(),
+            gates,
         ));
         Ok(())
     })
 }
 
-/// A builder for a cache with `config` and the host's `histogram` callback (may be NULL).
+/// A builder for a cache with `config` and the host's `histogram` callback (may be NULL), and
+/// the callback's free-time gate, for the cache handle to close (none for a NULL callback).
 pub(crate) fn builder(
     config: &gpusvc_program_cache_config,
     histogram: gpusvc_program_cache_histogram_callback,
     user_data: *mut c_void,
-) -> Result<ProgramCacheBuilder, FfiError> {
+) -> Result<(ProgramCacheBuilder, Vec<Arc<Gate>>), FfiError> {
     let builder = ProgramCache::builder(config_in(config)?);
     Ok(match host_histogram(histogram, user_data) {
-        Some(callback) => builder.callback(callback),
-        None => builder,
+        Some((callback, gate)) => (builder.callback(callback), vec![gate]),
+        None => (builder, Vec::new()),
     })
 }
 
@@ -82,9 +85,13 @@ pub(crate) fn builder(
 /// `GPUSVC_INVALID_HANDLE`. Program managers made over the cache keep it alive until they are
 /// freed.
 ///
+/// The cache's histogram callback, and with a disk store its log callback, are never called
+/// once this has returned, even while program managers keep the cache alive: this waits for a
+/// call in progress on another thread (called from inside one of them, it does not wait for
+/// that call itself).
+///
 /// A cache with a disk store (`gpusvc_program_cache_open`): when this frees the last
-/// reference, it waits for the writes already queued. Its log callback is never called once
-/// this has returned, even while program managers keep the cache alive.
+/// reference, it waits for the writes already queued.
 ///
 /// # Safety
 /// None beyond passing a value that came from gpusvc (or NULL).

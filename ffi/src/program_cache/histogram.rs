@@ -8,7 +8,7 @@ use program_cache::stats::names;
 use program_cache::{HistogramCallback, ProgramCache};
 
 use crate::kit::{
-    FfiError, HostFn, Out, answer_into, c_string, cstr_in, ffi_guard, gpusvc_result,
+    FfiError, Gate, GatedFn, HostFn, Out, answer_into, c_string, cstr_in, ffi_guard, gpusvc_result,
     invalid_argument,
 };
 use crate::program_cache::types::{gpusvc_program_cache_histogram_summary, item_at};
@@ -16,6 +16,17 @@ use crate::program_cache::{cache, gpusvc_program_cache};
 
 /// Called once per histogram sample: the histogram's name (a static string), the value (times
 /// in microseconds, sizes in bytes) and the `user_data` given at creation.
+///
+/// It is called on the thread that recorded the sample (one calling the cache, or a program
+/// manager over it), with no cache lock held, and one call at a time: a sample recorded on
+/// another thread during a call waits until that call returns (calls used to overlap; they are
+/// serialized now that the callback is gated). So it must not wait for another thread that
+/// uses the cache. It may call gpusvc, the cache included, but a sample that such a nested call
+/// records (or any call made from inside a cache's histogram or disk log callback) is kept in
+/// the cache's own histograms (`gpusvc_program_cache_histogram`) and not passed to a callback.
+/// It must not unwind. No call starts once `gpusvc_program_cache_free` of the cache has
+/// returned, even while program managers keep the cache alive; a call in progress on another
+/// thread is waited for.
 pub type gpusvc_program_cache_histogram_callback =
     Option<unsafe extern "C" fn(name: *const c_char, value: f64, user_data: *mut c_void)>;
 
@@ -25,15 +36,17 @@ fn histogram_names() -> &'static [(&'static str, CString)] {
     NAMES.get_or_init(|| names::ALL.iter().map(|&n| (n, c_string(n))).collect())
 }
 
-/// The host's histogram callback as the cache takes it (`None` for a NULL callback). It is
-/// called from any thread that uses the cache, at the same time (`gpusvc_program_cache_new`'s
-/// contract).
+/// The host's histogram callback as the cache takes it, behind a free-time gate for the cache
+/// handle to close, so that no call starts once `gpusvc_program_cache_free` has returned (`None`
+/// for a NULL callback). It is called from the threads that use the cache, one call at a time
+/// (the gate serializes them; see `gpusvc_program_cache_histogram_callback`).
 pub(crate) fn host_histogram(
     histogram: gpusvc_program_cache_histogram_callback,
     user_data: *mut c_void,
-) -> Option<HistogramCallback> {
-    HostFn::optional(histogram, user_data).map(|host| {
-        Arc::new(move |name: &str, value: f64| {
+) -> Option<(HistogramCallback, Arc<Gate>)> {
+    let (host, gate) = GatedFn::new(HostFn::optional(histogram, user_data)?);
+    let callback = Arc::new(move |name: &str, value: f64| {
+        host.call(|f, user_data| {
             let fallback;
             let c_name = match histogram_names().iter().find(|(n, _)| *n == name) {
                 Some((_, c)) => c.as_c_str(),
@@ -42,11 +55,13 @@ pub(crate) fn host_histogram(
                     fallback.as_c_str()
                 }
             };
-            // SAFETY: the host gave this callback and user_data for exactly this use; the name
-            // is a NUL-terminated string that outlives the call.
-            unsafe { (host.f)(c_name.as_ptr(), value, host.user_data.get()) };
-        }) as HistogramCallback
-    })
+            // SAFETY: the host gave this callback and user_data for exactly this use and keeps
+            // them valid until the cache is freed (the gate is open, so it has not been); the
+            // name is a NUL-terminated string that outlives the call.
+            unsafe { f(c_name.as_ptr(), value, user_data) };
+        });
+    }) as HistogramCallback;
+    Some((callback, gate))
 }
 
 /// The name of histogram `index` (0-based) as a static string; past the last one

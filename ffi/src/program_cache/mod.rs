@@ -2,8 +2,9 @@
 //! (status storage, byte-budget binary storage, statistics, the disk store) seen from C.
 //!
 //! A `gpusvc_program_cache` may be used from any thread at once (one lock inside); the
-//! histogram callback runs on the calling thread with no lock held. Keys, names and binaries are
-//! copied in; nothing keeps a pointer into the caller's memory.
+//! histogram callback runs on the calling thread with no lock held, one call at a time, behind a
+//! free-time gate that `gpusvc_program_cache_free` closes. Keys, names and binaries are copied
+//! in; nothing keeps a pointer into the caller's memory.
 //!
 //! * [`types`]: the C enumerations and structs, and their conversions;
 //! * [`exports`]: the cache's functions; [`entry`]: the cached-program copies it hands out;
