@@ -303,7 +303,42 @@ struct Stream {
     /// The last lowering pass that put it in its recomputed set (see [`State::lower`]).
     mark: u64,
     /// The clients made with [`Scheduler::create_client`] on it: destroyed with it.
-    clients: Vec<Arc<ClientState>>,
+    clients: OwnedClients,
+}
+
+/// The clients a stream made with [`Scheduler::create_client`]. A client the host destroys
+/// through the sync-point manager is pruned at a later `create_client` on the stream: pruning
+/// runs when the list reaches `prune_at`, which is then set to twice what is left (at least
+/// [`OwnedClients::MIN_PRUNE_AT`]), so a create costs amortized O(1) and the list holds at most
+/// about twice the stream's peak of live clients, not every client it ever made.
+///
+/// Pruning goes by [`ClientState::is_destroyed`]: a destroyed client is no longer registered
+/// (the manager unregisters a client before destroying it), so
+/// `SyncPointManager::destroy_client_instance` would do nothing with it; a client the host made
+/// again under the same id is another `ClientState`, never in this list.
+#[derive(Default)]
+struct OwnedClients {
+    list: Vec<Arc<ClientState>>,
+    prune_at: usize,
+}
+
+impl OwnedClients {
+    const MIN_PRUNE_AT: usize = 8;
+
+    fn push(&mut self, client: Arc<ClientState>) {
+        if self.list.len() >= self.prune_at {
+            self.list.retain(|c| !c.is_destroyed());
+            self.prune_at = (2 * self.list.len()).max(Self::MIN_PRUNE_AT);
+        }
+        self.list.push(client);
+    }
+
+    /// Destroys those still registered (see `SyncPointManager::destroy_client_instance`).
+    fn destroy(&self, sync: &SyncPointManager) {
+        for client in &self.list {
+            sync.destroy_client_instance(client);
+        }
+    }
 }
 
 /// The running stream and its pick time (clock ns); its slice length is `Scheduler::slice_ns`.
@@ -838,9 +873,7 @@ impl Drop for Scheduler {
         let streams = std::mem::take(&mut lock(&self.state).streams);
         for s in streams.into_values() {
             self.sync.destroy_sequence(s.sequence.id());
-            for client in &s.clients {
-                self.sync.destroy_client_instance(client);
-            }
+            s.clients.destroy(&self.sync);
         }
     }
 }
@@ -908,7 +941,7 @@ impl Scheduler {
                 lends_to: Vec::new(),
                 waiters: HashSet::default(),
                 mark: 0,
-                clients: Vec::new(),
+                clients: OwnedClients::default(),
             },
         );
         id
@@ -929,7 +962,10 @@ impl Scheduler {
     /// as released) when the stream is removed, at [`Scheduler::shutdown`] and when the
     /// scheduler is dropped — unless it was destroyed before through the sync-point manager (a
     /// client created since with the same id is not the scheduler's and is left alone). A
-    /// client made directly with `SyncPointManager::create_client` stays the caller's.
+    /// client made directly with `SyncPointManager::create_client` stays the caller's. The
+    /// scheduler lets go of a client destroyed through the manager at a later `create_client`
+    /// on the stream: what a stream holds is bounded by its live clients, not by how many it
+    /// ever made.
     pub fn create_client(
         &self,
         stream: StreamId,
@@ -977,9 +1013,7 @@ impl Scheduler {
         // Outside the lock: this retires waits on the stream, whose callbacks take the lock,
         // and dropping the closures may run arbitrary code.
         self.sync.destroy_sequence(stream.sequence.id());
-        for client in &stream.clients {
-            self.sync.destroy_client_instance(client);
-        }
+        stream.clients.destroy(&self.sync);
         drop(stream);
         Ok(RemovedStream {
             dropped_tasks,
@@ -1151,6 +1185,14 @@ impl Scheduler {
     pub fn priority_work(&self) -> (u64, u64) {
         let st = lock(&self.state);
         (st.prio.changes, st.prio.visits)
+    }
+
+    /// Not part of the API (tests): how many clients made with [`Scheduler::create_client`]
+    /// the stream holds, live ones and destroyed ones not yet pruned.
+    #[doc(hidden)]
+    pub fn owned_client_slots(&self, id: StreamId) -> Result<usize, SchedulerError> {
+        let st = lock(&self.state);
+        Ok(get(&st, id)?.clients.list.len())
     }
 
     /// Shuts the scheduler down, from any thread and from inside a task or callback: every

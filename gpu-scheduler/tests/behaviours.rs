@@ -700,6 +700,37 @@ fn shutdown_and_drop_destroy_the_schedulers_clients_and_only_those() {
     assert!(sync.client(cid(2)).is_some());
 }
 
+/// Issue 12 review: a client the scheduler made and the host destroyed through the sync-point
+/// manager is not kept by the scheduler — create+destroy cycles on one stream hold memory for
+/// the live clients only, not for every client the stream ever had. The clients still live are
+/// still the scheduler's and destroyed with the stream.
+#[test]
+fn clients_destroyed_through_the_manager_are_not_kept_by_their_stream() {
+    let (sync, s) = setup();
+    let r = s.add_stream(Priority::Normal);
+    let kept = s.create_client(r, cid(0)).unwrap();
+    let first = s.create_client(r, cid(1)).unwrap();
+    assert!(sync.destroy_client(cid(1)));
+    for _ in 0..1000 {
+        s.create_client(r, cid(1)).unwrap();
+        assert!(sync.destroy_client(cid(1)));
+    }
+    assert_eq!(
+        Arc::strong_count(&first),
+        1,
+        "the first destroyed client is held by this test alone"
+    );
+    let slots = s.owned_client_slots(r).unwrap();
+    assert!(slots <= 8, "{slots} client slots for 1 live client");
+    assert_eq!(Arc::strong_count(&kept), 3, "test, manager and scheduler");
+    s.remove_stream(r).unwrap();
+    assert!(
+        sync.client(cid(0)).is_none(),
+        "the live one is destroyed with its stream"
+    );
+    assert_eq!(Arc::strong_count(&kept), 1);
+}
+
 /// Issue 12: a time slice shorter than the granularity is refused by the config itself (the C
 /// ABI checked it on its own); the defaults and an equal slice are fine.
 #[test]

@@ -93,6 +93,13 @@ impl ClientState {
         self.order_data.id()
     }
 
+    /// Whether it was destroyed (through the manager, or with it). A destroyed client is no
+    /// longer registered under its id and never is again: a client created since with the same
+    /// id is another `ClientState`.
+    pub fn is_destroyed(&self) -> bool {
+        lock(&self.inner).destroyed
+    }
+
     /// The highest count released.
     pub fn released(&self) -> u64 {
         lock(&self.inner).released

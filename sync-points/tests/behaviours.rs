@@ -247,7 +247,10 @@ fn destroying_the_releaser_runs_its_waits_and_its_tokens_read_released() {
     let (count, cb) = counter();
     assert!(m.wait(&token(1, 5), w.id(), wn, cb()));
     assert!(!m.is_released(&token(1, 5)));
+    let releaser = m.client(id(1)).unwrap();
+    assert!(!releaser.is_destroyed());
     assert!(m.destroy_client(id(1)));
+    assert!(releaser.is_destroyed());
     assert_eq!(count.load(Ordering::SeqCst), 1);
     assert!(m.is_released(&token(1, 5)));
     assert!(!m.destroy_client(id(1)));
