@@ -319,9 +319,9 @@ pub unsafe extern "C" fn gpusvc_gl_context_program_binary_formats(
         unsafe {
             list_out(
                 &id.program_binary_formats,
-                formats,
+                (formats, "formats"),
                 len,
-                out_count,
+                (out_count, "out_count"),
                 "formats",
             )
         }

@@ -31,7 +31,7 @@ pub unsafe extern "C" fn gpusvc_result_message(
             None => format!("unknown gpusvc_result code {code}").into(),
         };
         // SAFETY: forwarded from this function's contract.
-        unsafe { truncated_text_out(&text, buf, len, out_len) }
+        unsafe { truncated_text_out(&text, (buf, "buf"), len, (out_len, "out_len")) }
     })
 }
 
@@ -50,7 +50,7 @@ pub unsafe extern "C" fn gpusvc_last_error_detail(
     // Not through `ffi_guard`: a failure here must not overwrite the detail being read.
     match catch_unwind(AssertUnwindSafe(|| {
         // SAFETY: forwarded from this function's contract.
-        unsafe { truncated_text_out(&last_detail(), buf, len, out_len) }
+        unsafe { truncated_text_out(&last_detail(), (buf, "buf"), len, (out_len, "out_len")) }
     })) {
         Ok(Ok(())) => gpusvc_result::GPUSVC_OK,
         Ok(Err(e)) => e.code(),

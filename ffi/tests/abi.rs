@@ -241,3 +241,149 @@ fn freeing_on_another_thread_leaks_instead_of_destroying() {
     .unwrap();
     assert!(detail.contains("leaked"), "{detail}");
 }
+
+/// `call` returned `GPUSVC_NULL_ARGUMENT` with a detail naming `param`.
+#[track_caller]
+fn names_null(param: &str, r: gpusvc_result) {
+    assert_eq!(r, gpusvc_result::GPUSVC_NULL_ARGUMENT, "{param}");
+    assert_eq!(last_detail(), format!("argument `{param}` is NULL"));
+}
+
+/// Every export that copies a list or text into a caller buffer names the header's parameter
+/// when the buffer (with a non-zero length) or the count/length output is NULL.
+#[test]
+fn list_and_text_outputs_name_their_own_parameters_when_null() {
+    let mut n = 0usize;
+    let mut cache = ptr::null_mut();
+    // SAFETY: every pointer is NULL (the case under test) or a live local, buffers of 8 at
+    // least as long as the lengths passed; every handle is made here and freed at the end.
+    unsafe {
+        assert_eq!(
+            gpusvc_program_cache_new(&cache_config(1 << 20), None, ptr::null_mut(), &mut cache),
+            OK
+        );
+        let mut keys = [gpusvc_program_cache_sha1::default(); 8];
+        let r = gpusvc_program_cache_eviction_order(cache, ptr::null_mut(), 8, &mut n);
+        names_null("keys", r);
+        let r = gpusvc_program_cache_eviction_order(cache, keys.as_mut_ptr(), 8, ptr::null_mut());
+        names_null("out_count", r);
+
+        let binary = [7u8; 16];
+        let shader = |b| gpusvc_program_cache_sha1 { bytes: [b; 20] };
+        let no_variables = gpusvc_program_cache_shader_variables {
+            attributes: ptr::null(),
+            attribute_count: 0,
+            uniforms: ptr::null(),
+            uniform_count: 0,
+        };
+        let desc = gpusvc_program_cache_entry_desc {
+            vertex_shader: shader(1),
+            fragment_shader: shader(2),
+            vertex: no_variables,
+            fragment: no_variables,
+            binary_format: 1,
+            binary: binary.as_ptr(),
+            binary_len: binary.len(),
+            has_page: false,
+            page: 0,
+        };
+        let key = shader(3);
+        let mut report = gpusvc_program_cache_save_report::default();
+        assert_eq!(
+            gpusvc_program_cache_save(cache, &key, &desc, &mut report),
+            OK
+        );
+        let mut entry = ptr::null_mut();
+        assert_eq!(gpusvc_program_cache_peek(cache, &key, &mut entry), OK);
+        let (mut format, mut bytes) = (0u32, [0u8; 16]);
+        let r = gpusvc_program_cache_entry_binary(entry, &mut format, ptr::null_mut(), 16, &mut n);
+        names_null("buf", r);
+        let r = gpusvc_program_cache_entry_binary(
+            entry,
+            &mut format,
+            bytes.as_mut_ptr(),
+            16,
+            ptr::null_mut(),
+        );
+        names_null("out_len", r);
+        assert_eq!(gpusvc_program_cache_entry_free(entry), OK);
+
+        let mut text = [0 as c_char; 8];
+        let r = gpusvc_program_cache_disk_condition(cache, ptr::null_mut(), 8, &mut n);
+        names_null("buf", r);
+        let r = gpusvc_program_cache_disk_condition(cache, text.as_mut_ptr(), 8, ptr::null_mut());
+        names_null("out_len", r);
+        let mut dir = [0 as c_char; 4096];
+        let r = gpusvc_program_cache_disk_config_default_dir(ptr::null_mut(), 8, &mut n);
+        names_null("buf", r);
+        let r =
+            gpusvc_program_cache_disk_config_default_dir(dir.as_mut_ptr(), 4096, ptr::null_mut());
+        names_null("out_len", r);
+
+        names_null("buf", gpusvc_result_message(0, ptr::null_mut(), 8, &mut n));
+        let r = gpusvc_result_message(0, text.as_mut_ptr(), 8, ptr::null_mut());
+        names_null("out_len", r);
+
+        let mut tokens = [gpusvc_sync_token::default(); 8];
+        let r = gpusvc_sync_token_reduce(ptr::null(), 0, ptr::null_mut(), 8, &mut n);
+        names_null("out", r);
+        let r = gpusvc_sync_token_reduce(ptr::null(), 0, tokens.as_mut_ptr(), 8, ptr::null_mut());
+        names_null("out_count", r);
+        let manager = new_sync_manager();
+        let sequence = written(0, |out| gpusvc_sync_sequence_create(manager, out));
+        let mut orders = [0u64; 8];
+        let r = gpusvc_sync_sequence_unprocessed(manager, sequence, ptr::null_mut(), 8, &mut n);
+        names_null("buf", r);
+        let r = gpusvc_sync_sequence_unprocessed(
+            manager,
+            sequence,
+            orders.as_mut_ptr(),
+            8,
+            ptr::null_mut(),
+        );
+        names_null("out_count", r);
+        free_sync_manager(manager);
+
+        if let Some(ctx) = open_gl_context(
+            "list_and_text_outputs_name_their_own_parameters_when_null",
+            0,
+        ) {
+            let mut formats = [0u32; 8];
+            let r = gpusvc_gl_context_program_binary_formats(ctx, ptr::null_mut(), 8, &mut n);
+            names_null("formats", r);
+            let r = gpusvc_gl_context_program_binary_formats(
+                ctx,
+                formats.as_mut_ptr(),
+                8,
+                ptr::null_mut(),
+            );
+            names_null("out_count", r);
+            let mut m = ptr::null_mut();
+            assert_eq!(
+                gpusvc_program_manager_new_gl(ctx, cache, c"abi".as_ptr(), &mut m),
+                OK
+            );
+            let mut s = ptr::null_mut();
+            let source = "void main() {}";
+            assert_eq!(
+                gpusvc_program_manager_shader_new(
+                    m,
+                    GPUSVC_PROGRAM_CACHE_SHADER_STAGE_VERTEX,
+                    source.as_ptr().cast(),
+                    source.len(),
+                    &mut s
+                ),
+                OK
+            );
+            let r = gpusvc_program_manager_shader_info_log(s, ptr::null_mut(), 8, &mut n);
+            names_null("buf", r);
+            let r =
+                gpusvc_program_manager_shader_info_log(s, text.as_mut_ptr(), 8, ptr::null_mut());
+            names_null("out_len", r);
+            assert_eq!(gpusvc_program_manager_shader_free(s), OK);
+            assert_eq!(gpusvc_program_manager_free(m), OK);
+            gpusvc_gl_context_free(ctx);
+        }
+        assert_eq!(gpusvc_program_cache_free(cache), OK);
+    }
+}

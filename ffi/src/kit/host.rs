@@ -196,7 +196,10 @@ mod tests {
         a.call(|| {
             go.send(()).unwrap();
             b.close();
-            assert!(done.load(Ordering::SeqCst), "close returned during b's call");
+            assert!(
+                done.load(Ordering::SeqCst),
+                "close returned during b's call"
+            );
         });
         assert_eq!(in_flight.join().unwrap(), Some(()));
     }

@@ -55,23 +55,24 @@ pub(crate) unsafe fn answer_into<A, T>(
 
 /// Copies `items` into a caller buffer with the count-query pattern: `*out_count` gets the
 /// count; with `buf` NULL and `len` 0 nothing else happens; otherwise `len` must be at least the
-/// count (`GPUSVC_INSUFFICIENT_SIZE`, nothing written) and the items are copied. The detail of a
-/// short buffer says "N `what`, room for `len`".
+/// count (`GPUSVC_INSUFFICIENT_SIZE`, nothing written) and the items are copied. A NULL pointer
+/// is `GPUSVC_NULL_ARGUMENT` naming `buf_name` or `count_name` (the export's parameter names);
+/// the detail of a short buffer says "N `what`, room for `len`".
 ///
 /// # Safety
 /// `buf` is NULL or valid for `len` writes; `out_count` is NULL or valid for one write.
 pub(crate) unsafe fn list_out<T: Copy>(
     items: &[T],
-    buf: *mut T,
+    (buf, buf_name): (*mut T, &str),
     len: usize,
-    out_count: *mut usize,
+    (out_count, count_name): (*mut usize, &str),
     what: &str,
 ) -> Result<(), FfiError> {
     // SAFETY: forwarded from this function's contract.
-    let out_count = unsafe { Out::new(out_count, "out_count") }?;
+    let out_count = unsafe { Out::new(out_count, count_name) }?;
     if !(buf.is_null() && len == 0) {
         if buf.is_null() {
-            return Err(null_argument("buf"));
+            return Err(null_argument(buf_name));
         }
         if len < items.len() {
             return Err(insufficient_size(format!(
@@ -90,21 +91,22 @@ pub(crate) unsafe fn list_out<T: Copy>(
 /// Copies text into a caller buffer with the size-query pattern: `*out_len` gets its length in
 /// bytes (NUL excluded); with `buf` NULL and `len` 0 nothing else happens; otherwise `len` must
 /// exceed the length (room for the NUL; else `GPUSVC_INSUFFICIENT_SIZE`, nothing written) and
-/// the text is copied NUL-terminated.
+/// the text is copied NUL-terminated. A NULL pointer is `GPUSVC_NULL_ARGUMENT` naming
+/// `buf_name` or `len_name` (the export's parameter names).
 ///
 /// # Safety
 /// `buf` is NULL or valid for `len` bytes of writes; `out_len` is NULL or valid for one write.
 pub(crate) unsafe fn text_out(
     text: &str,
-    buf: *mut c_char,
+    (buf, buf_name): (*mut c_char, &str),
     len: usize,
-    out_len: *mut usize,
+    (out_len, len_name): (*mut usize, &str),
 ) -> Result<(), FfiError> {
     // SAFETY: forwarded from this function's contract.
-    let out_len = unsafe { Out::new(out_len, "out_len") }?;
+    let out_len = unsafe { Out::new(out_len, len_name) }?;
     if !(buf.is_null() && len == 0) {
         if buf.is_null() {
-            return Err(null_argument("buf"));
+            return Err(null_argument(buf_name));
         }
         if len <= text.len() {
             return Err(insufficient_size(format!(
@@ -121,21 +123,22 @@ pub(crate) unsafe fn text_out(
 
 /// Copies text into a caller buffer, truncated (on a UTF-8 boundary) to `len - 1` bytes and
 /// NUL-terminated, like `snprintf`; `*out_len` gets the bytes written, NUL excluded. `buf` or
-/// `out_len` NULL is `GPUSVC_NULL_ARGUMENT`, `len` 0 `GPUSVC_INSUFFICIENT_SIZE`.
+/// `out_len` NULL is `GPUSVC_NULL_ARGUMENT` naming `buf_name` or `len_name` (the export's
+/// parameter names), `len` 0 `GPUSVC_INSUFFICIENT_SIZE`.
 ///
 /// # Safety
 /// `buf` is NULL or valid for `len` bytes of writes; `out_len` is NULL or valid for one write.
 pub(crate) unsafe fn truncated_text_out(
     text: &str,
-    buf: *mut c_char,
+    (buf, buf_name): (*mut c_char, &str),
     len: usize,
-    out_len: *mut usize,
+    (out_len, len_name): (*mut usize, &str),
 ) -> Result<(), FfiError> {
     if buf.is_null() {
-        return Err(null_argument("buf"));
+        return Err(null_argument(buf_name));
     }
     // SAFETY: forwarded from this function's contract.
-    let out_len = unsafe { Out::new(out_len, "out_len") }?;
+    let out_len = unsafe { Out::new(out_len, len_name) }?;
     if len == 0 {
         return Err(insufficient_size(
             "len is 0: no room for the terminating NUL",

@@ -17,7 +17,8 @@ use program_cache::{DiskConfig, ProgramKey};
 use crate::gl::gpusvc_driver_identity;
 use crate::kit::handle::{self, Kind};
 use crate::kit::{
-    FfiError, GatedFn, HostFn, Out, c_string, ffi_guard, gpusvc_result, slice_in, struct_in, text_out,
+    FfiError, GatedFn, HostFn, Out, c_string, ffi_guard, gpusvc_result, slice_in, struct_in,
+    text_out,
 };
 use crate::program_cache::disk_types::*;
 use crate::program_cache::exports::builder;
@@ -84,7 +85,7 @@ pub unsafe extern "C" fn gpusvc_program_cache_disk_config_default_dir(
         })?;
         let text = dir.to_string_lossy();
         // SAFETY: forwarded from this function's contract.
-        unsafe { text_out(&text, buf, len, out_len) }
+        unsafe { text_out(&text, (buf, "buf"), len, (out_len, "out_len")) }
     })
 }
 
@@ -282,6 +283,6 @@ pub unsafe extern "C" fn gpusvc_program_cache_disk_condition(
         let cache = self::cache(cache)?;
         let text = cache.disk_condition().unwrap_or_default();
         // SAFETY: forwarded from this function's contract.
-        unsafe { text_out(&text, buf, len, out_len) }
+        unsafe { text_out(&text, (buf, "buf"), len, (out_len, "out_len")) }
     })
 }

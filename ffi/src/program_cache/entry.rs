@@ -6,9 +6,7 @@ use std::sync::Arc;
 use program_cache::{ProgramKey, ShaderStage, SharedProgram};
 
 use crate::kit::handle::{self, Kind};
-use crate::kit::{
-    FfiError, Out, ffi_guard, gpusvc_result, invalid_argument, list_out, null_argument,
-};
+use crate::kit::{FfiError, Out, ffi_guard, gpusvc_result, invalid_argument, list_out};
 use crate::program_cache::types::{
     CShaderVariables, VariableKind, gpusvc_program_cache_sha1, gpusvc_program_cache_variable_info,
     stage_in, variable_kind_in,
@@ -145,11 +143,16 @@ pub unsafe extern "C" fn gpusvc_program_cache_entry_binary(
         let p = cached_program(program)?;
         // SAFETY: an output argument (this function's contract).
         let out_format = unsafe { Out::new(out_format, "out_format") }?;
-        if out_len.is_null() {
-            return Err(null_argument("out_len"));
-        }
         // SAFETY: forwarded from this function's contract.
-        unsafe { list_out(&p.program.binary.bytes, buf, len, out_len, "bytes") }?;
+        unsafe {
+            list_out(
+                &p.program.binary.bytes,
+                (buf, "buf"),
+                len,
+                (out_len, "out_len"),
+                "bytes",
+            )
+        }?;
         out_format.write(p.program.binary.format);
         Ok(())
     })

@@ -11,8 +11,8 @@ use program_cache::{
 
 use crate::kit::handle::{self, Kind};
 use crate::kit::{
-    FfiError, Gate, Out, answer_into, cstr_in, ffi_guard, gpusvc_result, list_out, slice_in, source_in,
-    struct_in,
+    FfiError, Gate, Out, answer_into, cstr_in, ffi_guard, gpusvc_result, list_out, slice_in,
+    source_in, struct_in,
 };
 use crate::program_cache::entry::{found, gpusvc_program_cache_entry};
 use crate::program_cache::histogram::{gpusvc_program_cache_histogram_callback, host_histogram};
@@ -444,7 +444,15 @@ pub unsafe extern "C" fn gpusvc_program_cache_eviction_order(
         let order: Vec<gpusvc_program_cache_sha1> =
             cache.eviction_order().into_iter().map(Into::into).collect();
         // SAFETY: forwarded from this function's contract.
-        unsafe { list_out(&order, keys, len, out_count, "keys") }
+        unsafe {
+            list_out(
+                &order,
+                (keys, "keys"),
+                len,
+                (out_count, "out_count"),
+                "keys",
+            )
+        }
     })
 }
 

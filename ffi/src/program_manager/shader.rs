@@ -226,7 +226,7 @@ pub unsafe extern "C" fn gpusvc_program_manager_shader_info_log(
         let s = s.borrow()?;
         let log = s.shader.info_log().unwrap_or("");
         // SAFETY: forwarded from this function's contract.
-        unsafe { text_out(log, buf, len, out_len) }
+        unsafe { text_out(log, (buf, "buf"), len, (out_len, "out_len")) }
     })
 }
 

@@ -267,7 +267,15 @@ pub unsafe extern "C" fn gpusvc_sync_sequence_unprocessed(
     ffi_guard(|| {
         let list = self::sequence(&*self::manager(manager)?, sequence)?.unprocessed();
         // SAFETY: forwarded from this function's contract.
-        unsafe { list_out(&list, buf, len, out_count, "order numbers") }
+        unsafe {
+            list_out(
+                &list,
+                (buf, "buf"),
+                len,
+                (out_count, "out_count"),
+                "order numbers",
+            )
+        }
     })
 }
 
@@ -489,6 +497,14 @@ pub unsafe extern "C" fn gpusvc_sync_token_reduce(
             .map(gpusvc_sync_token::from)
             .collect();
         // SAFETY: forwarded from this function's contract.
-        unsafe { list_out(&reduced, out, len, out_count, "tokens") }
+        unsafe {
+            list_out(
+                &reduced,
+                (out, "out"),
+                len,
+                (out_count, "out_count"),
+                "tokens",
+            )
+        }
     })
 }
