@@ -1532,6 +1532,37 @@ fn host_flow_failed_compile_and_bad_links() {
             gpusvc_program_manager_compile(m, foreign, &mut outcome),
             gpusvc_result::GPUSVC_INVALID_ARGUMENT
         );
+    }
+    // The crate's refusal (ProgramManager::try_compile, LinkFailure::ForeignShader), in the
+    // words C always saw; at link it is checked before the stages, vertex argument first.
+    assert_eq!(
+        last_detail(),
+        "the given shader belongs to another program manager"
+    );
+    let foreign_fs = shader(other, GPUSVC_PROGRAM_CACHE_SHADER_STAGE_FRAGMENT, "f");
+    for s in [foreign, foreign_fs] {
+        assert_eq!(
+            compile(other, s),
+            GPUSVC_PROGRAM_MANAGER_COMPILE_OUTCOME_COMPILED
+        );
+    }
+    for (v, f, which) in [
+        (foreign, fs, "vertex"),
+        (vs, foreign_fs, "fragment"),
+        (foreign_fs, vs, "vertex"),
+        (fs_b, foreign, "fragment"),
+    ] {
+        assert_eq!(
+            link(m, v, f).unwrap_err(),
+            gpusvc_result::GPUSVC_INVALID_ARGUMENT
+        );
+        assert_eq!(
+            last_detail(),
+            format!("the {which} shader belongs to another program manager")
+        );
+    }
+    // SAFETY: live handles.
+    unsafe {
         // A missing required callback.
         let mut gl = host_gl(&state);
         gl.load_binary = None;
@@ -1542,7 +1573,7 @@ fn host_flow_failed_compile_and_bad_links() {
         );
         assert!(last_detail().contains("load_binary"), "{}", last_detail());
     }
-    free_all(&[vs, fs, fs_b, vs_b, foreign], &[]);
+    free_all(&[vs, fs, fs_b, vs_b, foreign, foreign_fs], &[]);
     // SAFETY: live handles.
     unsafe {
         assert_eq!(gpusvc_program_manager_free(other), OK);

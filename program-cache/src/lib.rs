@@ -89,8 +89,8 @@ pub use key::{
     shader_hash, shader_hash_preimage,
 };
 pub use manager::{
-    CompileOutcome, LinkFailure, LinkOrigin, LinkedProgram, ProgramManager, ProgramOptions, Shader,
-    ShaderState,
+    CompileOutcome, ForeignShader, LinkFailure, LinkOrigin, LinkedProgram, ProgramManager,
+    ProgramManagerId, ProgramOptions, Shader, ShaderState,
 };
 pub use memory_store::{EvictionPolicy, PageId};
 pub use program::{CachedProgram, ProgramBinaryData, ShaderVariables, SharedProgram, VariableInfo};

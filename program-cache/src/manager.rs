@@ -16,6 +16,7 @@
 //! a program that renders the same as an uncached compile + link.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 use gl_types::{ActiveVariable, LinkOptions, ShaderStage};
@@ -57,9 +58,31 @@ pub enum ShaderState<S> {
     },
 }
 
-/// A shader as the host's GL front end sees it: source, options, variables, compile state.
+/// Names one [`ProgramManager`]: unique in the process, never reused (even after the manager
+/// is dropped).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ProgramManagerId(u64);
+
+/// The next [`ProgramManagerId`]. Relaxed is enough: `fetch_add` hands out each value once
+/// whatever the ordering (one atomic location), and the id publishes no other memory.
+static NEXT_MANAGER: AtomicU64 = AtomicU64::new(1);
+
+impl ProgramManagerId {
+    fn next() -> Self {
+        ProgramManagerId(NEXT_MANAGER.fetch_add(1, Ordering::Relaxed))
+    }
+}
+
+/// A shader as the host's GL front end sees it: source, options, variables, compile state, and
+/// the [`ProgramManager`] it belongs to.
+///
+/// A shader belongs to the manager that made it ([`ProgramManager::new_shader`]) or, made with
+/// [`Shader::new`], to the first manager that compiles it. Its driver object is that manager's
+/// backend's: another manager refuses it ([`ForeignShader`], [`LinkFailure::ForeignShader`]).
 #[derive(Debug)]
 pub struct Shader<S> {
+    /// The manager it belongs to; `None` until one compiles it (made with `Shader::new`).
+    manager: Option<ProgramManagerId>,
     stage: ShaderStage,
     source: String,
     compile_options: Vec<u8>,
@@ -68,9 +91,11 @@ pub struct Shader<S> {
 }
 
 impl<S> Shader<S> {
-    /// A shader with source, not compiled yet.
+    /// A shader with source, not compiled yet, of no manager until one compiles it
+    /// ([`ProgramManager::new_shader`] makes one that belongs to a manager from the start).
     pub fn new(stage: ShaderStage, source: impl Into<String>) -> Self {
         Shader {
+            manager: None,
             stage,
             source: source.into(),
             compile_options: Vec::new(),
@@ -79,6 +104,10 @@ impl<S> Shader<S> {
         }
     }
 
+    /// The manager it belongs to (`None`: made with [`Shader::new`] and never compiled).
+    pub fn manager(&self) -> Option<ProgramManagerId> {
+        self.manager
+    }
     /// Stage.
     pub fn stage(&self) -> ShaderStage {
         self.stage
@@ -189,6 +218,15 @@ pub struct LinkedProgram<P> {
     pub uniforms: Vec<ActiveVariable>,
 }
 
+/// A shader of another [`ProgramManager`] was given to [`ProgramManager::try_compile`]: its
+/// driver object would be another backend's. Nothing changed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("the given shader belongs to another program manager")]
+pub struct ForeignShader {
+    /// The manager the shader belongs to.
+    pub owner: ProgramManagerId,
+}
+
 /// Why a link failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum LinkFailure {
@@ -212,8 +250,19 @@ pub enum LinkFailure {
         /// Info log.
         log: String,
     },
+    /// A shader of another [`ProgramManager`] was passed as the vertex or the fragment shader.
+    /// Checked first (the vertex shader, then the fragment one), before the stages: nothing
+    /// was compiled, loaded or linked.
+    #[error("the {argument} shader belongs to another program manager")]
+    ForeignShader {
+        /// The argument it was passed as: `Vertex` for the vertex shader, `Fragment` for the
+        /// fragment one (whatever its own stage).
+        argument: ShaderStage,
+        /// The manager it belongs to.
+        owner: ProgramManagerId,
+    },
     /// A shader of another stage was passed as the vertex or the fragment shader. Checked
-    /// first: nothing was compiled, loaded or linked.
+    /// right after [`LinkFailure::ForeignShader`]: nothing was compiled, loaded or linked.
     #[error("`{expected}` is a {found} shader")]
     WrongStage {
         /// The stage the argument is for.
@@ -231,8 +280,9 @@ pub enum LinkFailure {
 ///
 /// ```
 /// use program_cache::{
-///     ActiveVariable, CacheConfig, CompileOutcome, LinkOptions, LinkOrigin, ProgramBackend,
-///     ProgramBinaryData, ProgramCache, ProgramManager, ProgramOptions, Shader, ShaderStage,
+///     ActiveVariable, CacheConfig, CompileOutcome, LinkFailure, LinkOptions, LinkOrigin,
+///     ProgramBackend, ProgramBinaryData, ProgramCache, ProgramManager, ProgramOptions, Shader,
+///     ShaderStage,
 /// };
 ///
 /// #[derive(Default)]
@@ -294,9 +344,18 @@ pub enum LinkFailure {
 ///
 /// // Shaders in the wrong places are refused before the driver is asked anything.
 /// assert!(warm.link(&mut fs, &mut vs, &options).is_err());
+/// // So are the other manager's shaders: `vs` and `fs` belong to `warm` (it compiled them).
+/// let mut cold_fs = Shader::new(ShaderStage::Fragment, fs_source);
+/// cold.compile(&mut cold_fs);
+/// assert!(matches!(
+///     warm.link(&mut vs, &mut cold_fs, &options),
+///     Err(LinkFailure::ForeignShader { argument: ShaderStage::Fragment, .. })
+/// ));
+/// assert!(cold.try_compile(&mut vs).is_err());
 /// ```
 #[derive(Debug)]
 pub struct ProgramManager<B> {
+    id: ProgramManagerId,
     backend: B,
     cache: Arc<ProgramCache>,
     backend_identity: String,
@@ -308,10 +367,25 @@ impl<B: ProgramBackend> ProgramManager<B> {
     /// program key.
     pub fn new(backend: B, cache: Arc<ProgramCache>, backend_identity: impl Into<String>) -> Self {
         ProgramManager {
+            id: ProgramManagerId::next(),
             backend,
             cache,
             backend_identity: backend_identity.into(),
             binary_reads_skipped: 0,
+        }
+    }
+
+    /// This manager's id: what its shaders record ([`Shader::manager`]).
+    pub fn id(&self) -> ProgramManagerId {
+        self.id
+    }
+
+    /// A shader with source, not compiled yet, that belongs to this manager: another manager
+    /// refuses it even before it is compiled.
+    pub fn new_shader(&self, stage: ShaderStage, source: impl Into<String>) -> Shader<B::Shader> {
+        Shader {
+            manager: Some(self.id),
+            ..Shader::new(stage, source)
         }
     }
 
@@ -331,8 +405,32 @@ impl<B: ProgramBackend> ProgramManager<B> {
         &self.cache
     }
 
-    /// Compiles `shader`, or defers the compile on a status hit.
+    /// Compiles `shader`, or defers the compile on a status hit (see
+    /// [`ProgramManager::try_compile`]).
+    ///
+    /// # Panics
+    /// When `shader` belongs to another manager ([`ProgramManager::try_compile`] returns that
+    /// as an error).
     pub fn compile(&mut self, shader: &mut Shader<B::Shader>) -> CompileOutcome {
+        match self.try_compile(shader) {
+            Ok(outcome) => outcome,
+            Err(e) => panic!("{e}"),
+        }
+    }
+
+    /// Compiles `shader`, or defers the compile on a status hit. A shader of no manager yet
+    /// ([`Shader::new`]) becomes this manager's; one of another manager is refused
+    /// ([`ForeignShader`], nothing changes). A failed compile is an outcome
+    /// ([`CompileOutcome::Failed`]), not an error.
+    pub fn try_compile(
+        &mut self,
+        shader: &mut Shader<B::Shader>,
+    ) -> Result<CompileOutcome, ForeignShader> {
+        match shader.manager {
+            Some(owner) if owner != self.id => return Err(ForeignShader { owner }),
+            Some(_) => {}
+            None => shader.manager = Some(self.id),
+        }
         let start = Instant::now();
         let hash = shader_hash(shader.stage, &shader.source, &shader.compile_options);
         if self.cache.shader_compile_status(&hash) == CompileStatus::Success {
@@ -341,7 +439,7 @@ impl<B: ProgramBackend> ProgramManager<B> {
                 source: shader.source.clone(),
             };
             self.cache.record_status_hit(start.elapsed());
-            return CompileOutcome::Deferred;
+            return Ok(CompileOutcome::Deferred);
         }
         let outcome = match self.backend.compile(shader.stage, &shader.source) {
             Ok(object) => {
@@ -359,7 +457,7 @@ impl<B: ProgramBackend> ProgramManager<B> {
             }
         };
         self.cache.record_status_miss(start.elapsed());
-        outcome
+        Ok(outcome)
     }
 
     /// The program key `link` would use, when both shaders have been compiled.
@@ -379,8 +477,10 @@ impl<B: ProgramBackend> ProgramManager<B> {
         }))
     }
 
-    /// Links `vertex` and `fragment` through the cache. A shader of another stage in either
-    /// place is [`LinkFailure::WrongStage`]; a shader not compiled (or that failed) is
+    /// Links `vertex` and `fragment` through the cache. Checked in this order, before anything
+    /// else happens: a shader of another manager in either place (vertex first) is
+    /// [`LinkFailure::ForeignShader`]; a shader of another stage is
+    /// [`LinkFailure::WrongStage`]; a shader not compiled (or that failed) is
     /// [`LinkFailure::ShaderNotCompiled`].
     pub fn link(
         &mut self,
@@ -388,6 +488,15 @@ impl<B: ProgramBackend> ProgramManager<B> {
         fragment: &mut Shader<B::Shader>,
         options: &ProgramOptions,
     ) -> Result<LinkedProgram<B::Program>, LinkFailure> {
+        for (shader, argument) in [
+            (&*vertex, ShaderStage::Vertex),
+            (&*fragment, ShaderStage::Fragment),
+        ] {
+            // A shader of no manager was never compiled: refused below as not compiled.
+            if let Some(owner) = shader.manager.filter(|&m| m != self.id) {
+                return Err(LinkFailure::ForeignShader { argument, owner });
+            }
+        }
         for (shader, expected) in [
             (&*vertex, ShaderStage::Vertex),
             (&*fragment, ShaderStage::Fragment),

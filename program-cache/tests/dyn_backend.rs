@@ -6,9 +6,9 @@
 use std::sync::Arc;
 
 use program_cache::{
-    ActiveVariable, CacheConfig, CompileOutcome, DynBackend, DynObject, LinkFailure, LinkOptions,
-    LinkOrigin, ObjectId, ProgramBackend, ProgramBinaryData, ProgramCache, ProgramManager,
-    ProgramOptions, Shader, ShaderStage,
+    ActiveVariable, CacheConfig, CompileOutcome, DynBackend, DynObject, ForeignShader, LinkFailure,
+    LinkOptions, LinkOrigin, ObjectId, ProgramBackend, ProgramBinaryData, ProgramCache,
+    ProgramManager, ProgramOptions, Shader, ShaderStage, ShaderState,
 };
 
 /// A driver whose objects are numbers; records what it was asked to do.
@@ -178,6 +178,113 @@ fn link_refuses_a_shader_of_the_wrong_stage_before_anything_else() {
     // The right order links.
     let linked = m.link(&mut vs, &mut fs, &o).unwrap();
     assert_eq!(linked.origin, LinkOrigin::Linked);
+}
+
+/// Issue 12 review: a shader belongs to one manager (the one that made it with `new_shader`, or
+/// the first that compiled it), and another manager refuses it — also one over a backend of
+/// the same type, whose objects the backend itself could not tell apart (the C ABI checked
+/// this on its own). At link the owner is checked first, vertex shader first, then the
+/// stages; nothing reaches the driver or the cache.
+fn another_managers_shaders_are_refused<B>(m1: &mut ProgramManager<B>, m2: &mut ProgramManager<B>)
+where
+    B: ProgramBackend,
+    B::Program: std::fmt::Debug,
+{
+    assert_ne!(m1.id(), m2.id());
+    let [mut vs1, mut fs1] = compile_pair(m1, VS, FS, CompileOutcome::Compiled);
+    let [mut vs2, mut fs2] = compile_pair(m2, VS, FS, CompileOutcome::Deferred);
+    assert_eq!(
+        vs1.manager(),
+        Some(m1.id()),
+        "the first manager that compiled it"
+    );
+    assert_eq!(fs2.manager(), Some(m2.id()));
+    let o = ProgramOptions::default();
+    let foreign = |argument| LinkFailure::ForeignShader {
+        argument,
+        owner: m1.id(),
+    };
+    let e = m2.link(&mut vs1, &mut fs2, &o).unwrap_err();
+    assert_eq!(e, foreign(ShaderStage::Vertex));
+    assert_eq!(
+        e.to_string(),
+        "the vertex shader belongs to another program manager"
+    );
+    let e = m2.link(&mut vs2, &mut fs1, &o).unwrap_err();
+    assert_eq!(e, foreign(ShaderStage::Fragment));
+    assert_eq!(
+        e.to_string(),
+        "the fragment shader belongs to another program manager"
+    );
+    // Before the stages: a foreign fragment shader as the vertex one is foreign first, and so
+    // is a foreign vertex shader as the fragment one behind an own shader of the wrong stage.
+    assert_eq!(
+        m2.link(&mut fs1, &mut vs2, &o).unwrap_err(),
+        foreign(ShaderStage::Vertex)
+    );
+    assert_eq!(
+        m2.link(&mut fs2, &mut vs1, &o).unwrap_err(),
+        foreign(ShaderStage::Fragment)
+    );
+    // Compiling another manager's shader is refused and changes nothing.
+    let e = m2.try_compile(&mut vs1).unwrap_err();
+    assert_eq!(e, ForeignShader { owner: m1.id() });
+    assert_eq!(
+        e.to_string(),
+        "the given shader belongs to another program manager"
+    );
+    assert!(vs1.object().is_some() && !vs1.is_deferred());
+    assert_eq!(vs1.manager(), Some(m1.id()));
+    let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        m2.compile(&mut fs1);
+    }));
+    assert!(
+        panicked.is_err(),
+        "compile panics where try_compile refuses"
+    );
+    // A shader made by a manager is its own before any compile: refused before the compile
+    // status is read.
+    let mut made = m1.new_shader(ShaderStage::Vertex, VS);
+    assert_eq!(made.manager(), Some(m1.id()));
+    assert_eq!(
+        m2.link(&mut made, &mut fs2, &o).unwrap_err(),
+        foreign(ShaderStage::Vertex)
+    );
+    assert!(m2.try_compile(&mut made).is_err());
+    assert!(matches!(made.state(), ShaderState::NotCompiled));
+    // A shader of no manager yet becomes the first compiler's.
+    let mut loose = Shader::new(ShaderStage::Vertex, VS);
+    assert_eq!(loose.manager(), None);
+    assert_eq!(m2.try_compile(&mut loose), Ok(CompileOutcome::Deferred));
+    assert_eq!(loose.manager(), Some(m2.id()));
+    assert_eq!(m2.cache().len(), 0, "nothing was linked");
+    // Each links its own.
+    assert_eq!(
+        m1.link(&mut vs1, &mut fs1, &o).unwrap().origin,
+        LinkOrigin::Linked
+    );
+    assert_eq!(
+        m2.link(&mut loose, &mut fs2, &o).unwrap().origin,
+        LinkOrigin::CacheHit
+    );
+}
+
+#[test]
+fn a_manager_refuses_the_shaders_of_another_manager_of_the_same_backend_type() {
+    let cache = cache();
+    let mut m1 = ProgramManager::new(Numbers::default(), cache.clone(), "own");
+    let mut m2 = ProgramManager::new(Numbers::default(), cache.clone(), "own");
+    another_managers_shaders_are_refused(&mut m1, &mut m2);
+    assert_eq!(
+        m2.backend().calls,
+        ["load_binary"],
+        "the refused calls asked the driver nothing"
+    );
+
+    let cache = self::cache();
+    let mut d1 = ProgramManager::new(DynBackend::new(Numbers::default()), cache.clone(), "dyn");
+    let mut d2 = ProgramManager::new(DynBackend::new(Numbers::default()), cache, "dyn");
+    another_managers_shaders_are_refused(&mut d1, &mut d2);
 }
 
 #[test]

@@ -90,12 +90,6 @@ pub unsafe extern "C" fn gpusvc_program_manager_free(
     ffi_guard(|| handle::free(manager, Kind::ProgramManager))
 }
 
-fn not_this_manager(what: &str) -> FfiError {
-    invalid_argument(format!(
-        "the {what} shader belongs to another program manager"
-    ))
-}
-
 /// Compiles a shader (`glCompileShader` through the cache): when its compile status is known
 /// the driver compile is deferred (`GPUSVC_PROGRAM_MANAGER_COMPILE_OUTCOME_DEFERRED`); otherwise the driver
 /// compiles it and, only when it succeeds, the status is recorded. A failed compile is an
@@ -116,11 +110,11 @@ pub unsafe extern "C" fn gpusvc_program_manager_compile(
         let out_outcome = unsafe { Out::new(out_outcome, "out_outcome") }?;
         let mut m = m.borrow_mut()?;
         let mut s = s.borrow_mut()?;
-        if s.manager != manager.addr() {
-            return Err(not_this_manager("given"));
-        }
+        // A shader of another manager: "the given shader belongs to another program manager".
+        let outcome = m
+            .try_compile(&mut s.shader)
+            .map_err(|e| invalid_argument(e.to_string()))?;
         s.c_variables = None;
-        let outcome = m.compile(&mut s.shader);
         out_outcome.write(compile_outcome_out(outcome));
         Ok(())
     })
@@ -133,8 +127,11 @@ fn link_failure(e: &LinkFailure) -> FfiError {
         }
         LinkFailure::Compile { .. } => gpusvc_result::GPUSVC_PROGRAM_CACHE_COMPILE_FAILED,
         LinkFailure::Link { .. } => gpusvc_result::GPUSVC_PROGRAM_CACHE_LINK_FAILED,
-        // "`vertex` is a fragment shader": refused before anything was compiled or linked.
-        LinkFailure::WrongStage { .. } => gpusvc_result::GPUSVC_INVALID_ARGUMENT,
+        // "the vertex shader belongs to another program manager", "`vertex` is a fragment
+        // shader": refused before anything was compiled or linked.
+        LinkFailure::ForeignShader { .. } | LinkFailure::WrongStage { .. } => {
+            gpusvc_result::GPUSVC_INVALID_ARGUMENT
+        }
     };
     FfiError::new(code, e.to_string())
 }
@@ -193,16 +190,14 @@ pub unsafe extern "C" fn gpusvc_program_manager_link(
         let mut m = m.borrow_mut()?;
         let mut vs = vs.borrow_mut()?;
         let mut fs = fs.borrow_mut()?;
-        if vs.manager != manager.addr() {
-            return Err(not_this_manager("vertex"));
-        }
-        if fs.manager != manager.addr() {
-            return Err(not_this_manager("fragment"));
-        }
         let linked = m.link(&mut vs.shader, &mut fs.shader, &options);
-        // A wrong stage is refused before anything happens; any other outcome may have
-        // restored or compiled something, so the variable maps are read again.
-        if !matches!(linked, Err(LinkFailure::WrongStage { .. })) {
+        // A shader of another manager or a wrong stage is refused before anything happens; any
+        // other outcome may have restored or compiled something, so the variable maps are read
+        // again.
+        if !matches!(
+            linked,
+            Err(LinkFailure::ForeignShader { .. } | LinkFailure::WrongStage { .. })
+        ) {
             vs.c_variables = None;
             fs.c_variables = None;
         }

@@ -22,8 +22,8 @@ pub(crate) type Manager = ProgramManager<DynBackend<'static>>;
 
 #[derive(Debug)]
 pub(crate) struct ShaderHandle {
-    /// The manager that made it (its handle's id).
-    pub(crate) manager: usize,
+    /// Made with `ProgramManager::new_shader`: it records its manager, which refuses it to any
+    /// other (`ForeignShader`, `LinkFailure::ForeignShader`).
     pub(crate) shader: Shader<DynObject>,
     /// The variable maps as C strings, built on first read after a change.
     pub(crate) c_variables: Option<CShaderVariables>,

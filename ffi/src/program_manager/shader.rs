@@ -3,7 +3,7 @@
 
 use std::ffi::c_char;
 
-use program_cache::{Shader, ShaderState};
+use program_cache::ShaderState;
 
 use crate::kit::handle::{self, Kind};
 use crate::kit::{
@@ -41,13 +41,12 @@ pub unsafe extern "C" fn gpusvc_program_manager_shader_new(
         let source = unsafe { source_in(source, source_len) }?;
         // SAFETY: an output argument (this function's contract).
         let out = unsafe { Out::new(out, "out") }?;
-        // The manager is only checked: live, on this thread, not in a callback.
-        m.borrow()?;
+        // The manager is live, on this thread, not in a callback; the shader is its own.
+        let shader = m.borrow()?.new_shader(stage, source);
         let handle = handle::new_local(
             Kind::Shader,
             ShaderHandle {
-                manager: manager.addr(),
-                shader: Shader::new(stage, source),
+                shader,
                 c_variables: None,
             },
         );
