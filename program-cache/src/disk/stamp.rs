@@ -10,6 +10,12 @@ use super::format::FORMAT_VERSION;
 
 /// What a stored binary depends on besides its program key. A different stamp means the driver,
 /// the host or our format changed: binaries from the old stamp must not be offered to the driver.
+///
+/// Make one with [`CompatibilityStamp::new`] (or `from_driver`): it fills the two fields that
+/// belong to this build, `format_version` and `pointer_width`, which a host never chooses. The
+/// fields are public to be read (and for stamps parsed back from a store); a stamp written as a
+/// struct literal must set those two to [`FORMAT_VERSION`] and `usize::BITS`: both go into the
+/// stamp's hash, so another value names another store than the one a stamp from `new` names.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CompatibilityStamp {
     /// `GL_VENDOR`.
@@ -34,9 +40,9 @@ pub struct CompatibilityStamp {
     /// of the same product and device with an older (or the same) version and another stamp is
     /// stale.
     pub host_version: String,
-    /// Our entry format version.
+    /// Our entry format version: [`FORMAT_VERSION`], filled by [`CompatibilityStamp::new`].
     pub format_version: u32,
-    /// `usize` width in bits.
+    /// `usize` width in bits: `usize::BITS`, filled by [`CompatibilityStamp::new`].
     pub pointer_width: u32,
 }
 
