@@ -944,6 +944,33 @@ TEST(ProgramCacheAbi, HistogramCallbackGetsEverySampleAndSummariesAgree) {
             GPUSVC_INVALID_ARGUMENT);
 }
 
+// A program manager keeps the cache alive after its handle is freed; linking through it still
+// records histogram samples, but none may reach the host's callback once
+// gpusvc_program_cache_free has returned (the host may have freed its user data by then).
+TEST(ProgramCacheAbi, NoHistogramCallbackAfterTheCacheIsFreedWhileAManagerKeepsItAlive) {
+  Samples samples;  // outlives every handle below
+  HostFlow flow;
+  // The flow's manager over a cache with the histogram callback instead.
+  flow.manager.reset();
+  gpusvc_program_cache_config config{};
+  ASSERT_EQ(gpusvc::ProgramCacheDefaults(GPUSVC_PROGRAM_CACHE_PROFILE_DESKTOP, &config), GPUSVC_OK);
+  ASSERT_EQ(gpusvc::NewProgramCache(config, &flow.cache, &RecordSample, &samples), GPUSVC_OK);
+  ASSERT_EQ(gpusvc::NewHostProgramManager(flow.gl.Gl(), flow.cache.get(), "fake gl 1.0",
+                                          &flow.manager),
+            GPUSVC_OK)
+      << gpusvc::LastErrorDetail();
+  gpusvc::LinkedProgramPtr cold = flow.Build();
+  ASSERT_EQ(Origin(cold), GPUSVC_PROGRAM_MANAGER_LINK_ORIGIN_LINKED);
+  EXPECT_FALSE(samples.list.empty()) << "the callback is called while the cache handle is live";
+  flow.cache.reset();  // gpusvc_program_cache_free; the manager keeps the cache alive
+  const size_t before = samples.list.size();
+  gpusvc::LinkedProgramPtr hit = flow.Build();
+  EXPECT_EQ(Origin(hit), GPUSVC_PROGRAM_MANAGER_LINK_ORIGIN_CACHE_HIT);
+  gpusvc::LinkedProgramPtr miss = flow.Build(std::string(kVs) + "// other\n", kFs);
+  EXPECT_EQ(Origin(miss), GPUSVC_PROGRAM_MANAGER_LINK_ORIGIN_LINKED);
+  EXPECT_EQ(samples.list.size(), before) << "histogram callback called after the free";
+}
+
 TEST(ProgramCacheAbi, MemoryPressureTrimsAndCriticalRefusesSaves) {
   gpusvc::ProgramCachePtr cache = MakeCache(4 * EntrySize());
   ThreePrograms p;

@@ -129,7 +129,8 @@ inline gpusvc_result ProgramCacheDefaults(uint32_t profile, gpusvc_program_cache
   return gpusvc_program_cache_config_defaults(profile, out);
 }
 
-// Creates a program cache into *out; `histogram` (may be null) gets every sample.
+// Creates a program cache into *out; `histogram` (may be null) gets the samples, one call at a
+// time and none once *out is reset (see gpusvc_program_cache_histogram_callback).
 inline gpusvc_result NewProgramCache(const gpusvc_program_cache_config& config,
                                      ProgramCachePtr* out,
                                      gpusvc_program_cache_histogram_callback histogram = nullptr,
