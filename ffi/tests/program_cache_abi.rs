@@ -862,7 +862,11 @@ fn no_histogram_sample_reaches_the_host_after_the_cache_is_freed() {
     // A cache hit and a miss that saves, both through the cache the manager keeps alive.
     let hit = pair("vs", "fs", GPUSVC_PROGRAM_MANAGER_COMPILE_OUTCOME_DEFERRED);
     assert_eq!(origin(hit), GPUSVC_PROGRAM_MANAGER_LINK_ORIGIN_CACHE_HIT);
-    let miss = pair("vs2", "fs2", GPUSVC_PROGRAM_MANAGER_COMPILE_OUTCOME_COMPILED);
+    let miss = pair(
+        "vs2",
+        "fs2",
+        GPUSVC_PROGRAM_MANAGER_COMPILE_OUTCOME_COMPILED,
+    );
     assert_eq!(origin(miss), GPUSVC_PROGRAM_MANAGER_LINK_ORIGIN_LINKED);
     free_all(&[], &[cold, hit, miss]);
     // SAFETY: a live handle.
@@ -1533,7 +1537,7 @@ fn host_flow_failed_compile_and_bad_links() {
             gpusvc_result::GPUSVC_INVALID_ARGUMENT
         );
     }
-    // The crate's refusal (ProgramManager::try_compile, LinkFailure::ForeignShader), in the
+    // The crate's refusal (ProgramManager::compile, LinkFailure::ForeignShader), in the
     // words C always saw; at link it is checked before the stages, vertex argument first.
     assert_eq!(
         last_detail(),

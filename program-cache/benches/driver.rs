@@ -159,7 +159,10 @@ fn measure(ctx: &GlContext, program: &ProgramSource, reps: usize) -> Option<Samp
         let start = Instant::now();
         let mut vs = Shader::new(ShaderStage::Vertex, vertex.as_str());
         let mut fs = Shader::new(ShaderStage::Fragment, fragment.as_str());
-        let outcomes = [manager.compile(&mut vs), manager.compile(&mut fs)];
+        let outcomes = [
+            manager.compile(&mut vs).expect("a shader of this manager"),
+            manager.compile(&mut fs).expect("a shader of this manager"),
+        ];
         if outcomes.contains(&CompileOutcome::Failed) {
             return None;
         }

@@ -137,8 +137,8 @@ fn measured_sizes() -> Option<Sizes> {
     for p in &programs {
         let mut vs = Shader::new(ShaderStage::Vertex, p.vertex.as_str());
         let mut fs = Shader::new(ShaderStage::Fragment, p.fragment.as_str());
-        if manager.compile(&mut vs) == CompileOutcome::Failed
-            || manager.compile(&mut fs) == CompileOutcome::Failed
+        if manager.compile(&mut vs).expect("a shader of this manager") == CompileOutcome::Failed
+            || manager.compile(&mut fs).expect("a shader of this manager") == CompileOutcome::Failed
         {
             continue;
         }

@@ -218,7 +218,7 @@ pub struct LinkedProgram<P> {
     pub uniforms: Vec<ActiveVariable>,
 }
 
-/// A shader of another [`ProgramManager`] was given to [`ProgramManager::try_compile`]: its
+/// A shader of another [`ProgramManager`] was given to [`ProgramManager::compile`]: its
 /// driver object would be another backend's. Nothing changed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[error("the given shader belongs to another program manager")]
@@ -326,8 +326,8 @@ pub enum LinkFailure {
 /// let mut cold = ProgramManager::new(Fake::default(), cache.clone(), "translator 1.0");
 /// let mut vs = Shader::new(ShaderStage::Vertex, vs_source);
 /// let mut fs = Shader::new(ShaderStage::Fragment, fs_source);
-/// assert_eq!(cold.compile(&mut vs), CompileOutcome::Compiled);
-/// assert_eq!(cold.compile(&mut fs), CompileOutcome::Compiled);
+/// assert_eq!(cold.compile(&mut vs).unwrap(), CompileOutcome::Compiled);
+/// assert_eq!(cold.compile(&mut fs).unwrap(), CompileOutcome::Compiled);
 /// let linked = cold.link(&mut vs, &mut fs, &options).unwrap();
 /// assert_eq!(linked.origin, LinkOrigin::Linked);
 ///
@@ -335,8 +335,8 @@ pub enum LinkFailure {
 /// let mut warm = ProgramManager::new(Fake::default(), cache.clone(), "translator 1.0");
 /// let mut vs = Shader::new(ShaderStage::Vertex, vs_source);
 /// let mut fs = Shader::new(ShaderStage::Fragment, fs_source);
-/// assert_eq!(warm.compile(&mut vs), CompileOutcome::Deferred);
-/// assert_eq!(warm.compile(&mut fs), CompileOutcome::Deferred);
+/// assert_eq!(warm.compile(&mut vs).unwrap(), CompileOutcome::Deferred);
+/// assert_eq!(warm.compile(&mut fs).unwrap(), CompileOutcome::Deferred);
 /// let restored = warm.link(&mut vs, &mut fs, &options).unwrap();
 /// assert_eq!(restored.origin, LinkOrigin::CacheHit);
 /// assert_eq!(restored.key, linked.key);
@@ -346,12 +346,12 @@ pub enum LinkFailure {
 /// assert!(warm.link(&mut fs, &mut vs, &options).is_err());
 /// // So are the other manager's shaders: `vs` and `fs` belong to `warm` (it compiled them).
 /// let mut cold_fs = Shader::new(ShaderStage::Fragment, fs_source);
-/// cold.compile(&mut cold_fs);
+/// cold.compile(&mut cold_fs).unwrap();
 /// assert!(matches!(
 ///     warm.link(&mut vs, &mut cold_fs, &options),
 ///     Err(LinkFailure::ForeignShader { argument: ShaderStage::Fragment, .. })
 /// ));
-/// assert!(cold.try_compile(&mut vs).is_err());
+/// assert!(cold.compile(&mut vs).is_err());
 /// ```
 #[derive(Debug)]
 pub struct ProgramManager<B> {
@@ -405,24 +405,11 @@ impl<B: ProgramBackend> ProgramManager<B> {
         &self.cache
     }
 
-    /// Compiles `shader`, or defers the compile on a status hit (see
-    /// [`ProgramManager::try_compile`]).
-    ///
-    /// # Panics
-    /// When `shader` belongs to another manager ([`ProgramManager::try_compile`] returns that
-    /// as an error).
-    pub fn compile(&mut self, shader: &mut Shader<B::Shader>) -> CompileOutcome {
-        match self.try_compile(shader) {
-            Ok(outcome) => outcome,
-            Err(e) => panic!("{e}"),
-        }
-    }
-
     /// Compiles `shader`, or defers the compile on a status hit. A shader of no manager yet
     /// ([`Shader::new`]) becomes this manager's; one of another manager is refused
     /// ([`ForeignShader`], nothing changes). A failed compile is an outcome
     /// ([`CompileOutcome::Failed`]), not an error.
-    pub fn try_compile(
+    pub fn compile(
         &mut self,
         shader: &mut Shader<B::Shader>,
     ) -> Result<CompileOutcome, ForeignShader> {

@@ -209,8 +209,8 @@ fn run_one(
     let options = ProgramOptions::default();
     let mut vertex = Shader::new(ShaderStage::Vertex, program.vertex.as_str());
     let mut fragment = Shader::new(ShaderStage::Fragment, program.fragment.as_str());
-    let vs = manager.compile(&mut vertex);
-    let fs = manager.compile(&mut fragment);
+    let vs = manager.compile(&mut vertex).unwrap();
+    let fs = manager.compile(&mut fragment).unwrap();
     if vs == CompileOutcome::Failed || fs == CompileOutcome::Failed {
         counts.rejected_compile += 1;
         return Ok(());
@@ -233,7 +233,10 @@ fn run_one(
 
     let mut vertex = Shader::new(ShaderStage::Vertex, program.vertex.as_str());
     let mut fragment = Shader::new(ShaderStage::Fragment, program.fragment.as_str());
-    let outcomes = (manager.compile(&mut vertex), manager.compile(&mut fragment));
+    let outcomes = (
+        manager.compile(&mut vertex).unwrap(),
+        manager.compile(&mut fragment).unwrap(),
+    );
     if outcomes != (CompileOutcome::Deferred, CompileOutcome::Deferred) {
         return Err(format!("warm compiles were {outcomes:?}, not deferred"));
     }

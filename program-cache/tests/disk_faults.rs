@@ -401,8 +401,8 @@ fn link(
 ) -> program_cache::LinkedProgram<headless_gl::Program> {
     let mut vs = Shader::new(ShaderStage::Vertex, with_prelude(ctx, VS));
     let mut fs = Shader::new(ShaderStage::Fragment, with_prelude(ctx, FS));
-    manager.compile(&mut vs);
-    manager.compile(&mut fs);
+    manager.compile(&mut vs).unwrap();
+    manager.compile(&mut fs).unwrap();
     manager
         .link(&mut vs, &mut fs, &ProgramOptions::default())
         .expect("VS/FS link")

@@ -183,8 +183,8 @@ fn corpus_child() {
     for p in &programs {
         let mut vs = Shader::new(ShaderStage::Vertex, p.vertex.clone());
         let mut fs = Shader::new(ShaderStage::Fragment, p.fragment.clone());
-        manager.compile(&mut vs);
-        manager.compile(&mut fs);
+        manager.compile(&mut vs).unwrap();
+        manager.compile(&mut fs).unwrap();
         if !vs.compile_status() || !fs.compile_status() {
             writeln!(out, "{}\trejected-compile", p.name).unwrap();
             continue;

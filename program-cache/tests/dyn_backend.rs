@@ -128,8 +128,8 @@ fn compile_pair<B: ProgramBackend>(
 ) -> [Shader<B::Shader>; 2] {
     let mut vs = Shader::new(ShaderStage::Vertex, vs);
     let mut fs = Shader::new(ShaderStage::Fragment, fs);
-    assert_eq!(m.compile(&mut vs), outcome);
-    assert_eq!(m.compile(&mut fs), outcome);
+    assert_eq!(m.compile(&mut vs).unwrap(), outcome);
+    assert_eq!(m.compile(&mut fs).unwrap(), outcome);
     [vs, fs]
 }
 
@@ -140,7 +140,7 @@ fn link_refuses_a_shader_of_the_wrong_stage_before_anything_else() {
     let mut fs = Shader::new(ShaderStage::Fragment, FS);
     let mut cs = Shader::new(ShaderStage::Compute, "void main() {}");
     for s in [&mut vs, &mut fs, &mut cs] {
-        assert_eq!(m.compile(s), CompileOutcome::Compiled);
+        assert_eq!(m.compile(s).unwrap(), CompileOutcome::Compiled);
     }
     let before = m.backend().calls.len();
     let o = ProgramOptions::default();
@@ -227,7 +227,7 @@ where
         foreign(ShaderStage::Fragment)
     );
     // Compiling another manager's shader is refused and changes nothing.
-    let e = m2.try_compile(&mut vs1).unwrap_err();
+    let e = m2.compile(&mut vs1).unwrap_err();
     assert_eq!(e, ForeignShader { owner: m1.id() });
     assert_eq!(
         e.to_string(),
@@ -235,13 +235,17 @@ where
     );
     assert!(vs1.object().is_some() && !vs1.is_deferred());
     assert_eq!(vs1.manager(), Some(m1.id()));
-    let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        m2.compile(&mut fs1);
-    }));
-    assert!(
-        panicked.is_err(),
-        "compile panics where try_compile refuses"
-    );
+    let seen = |s: &Shader<_>| {
+        (
+            s.compiled_hash(),
+            s.is_deferred(),
+            s.object().is_some(),
+            s.manager(),
+        )
+    };
+    let before = seen(&fs1);
+    assert_eq!(m2.compile(&mut fs1), Err(ForeignShader { owner: m1.id() }));
+    assert_eq!(seen(&fs1), before);
     // A shader made by a manager is its own before any compile: refused before the compile
     // status is read.
     let mut made = m1.new_shader(ShaderStage::Vertex, VS);
@@ -250,12 +254,12 @@ where
         m2.link(&mut made, &mut fs2, &o).unwrap_err(),
         foreign(ShaderStage::Vertex)
     );
-    assert!(m2.try_compile(&mut made).is_err());
+    assert!(m2.compile(&mut made).is_err());
     assert!(matches!(made.state(), ShaderState::NotCompiled));
     // A shader of no manager yet becomes the first compiler's.
     let mut loose = Shader::new(ShaderStage::Vertex, VS);
     assert_eq!(loose.manager(), None);
-    assert_eq!(m2.try_compile(&mut loose), Ok(CompileOutcome::Deferred));
+    assert_eq!(m2.compile(&mut loose), Ok(CompileOutcome::Deferred));
     assert_eq!(loose.manager(), Some(m2.id()));
     assert_eq!(m2.cache().len(), 0, "nothing was linked");
     // Each links its own.

@@ -32,7 +32,7 @@ fn build(
 ) -> (LinkedProgram<Program>, [CompileOutcome; 2]) {
     let mut vs = Shader::new(ShaderStage::Vertex, with_prelude(ctx, VS));
     let mut fs = Shader::new(ShaderStage::Fragment, with_prelude(ctx, FS));
-    let outcomes = [m.compile(&mut vs), m.compile(&mut fs)];
+    let outcomes = [m.compile(&mut vs).unwrap(), m.compile(&mut fs).unwrap()];
     (m.link(&mut vs, &mut fs, options).expect("links"), outcomes)
 }
 
@@ -138,7 +138,7 @@ fn a_failed_compile_records_no_status_and_keeps_the_info_log() {
     let (mut m, cache) = manager(&ctx);
     let bad = with_prelude(&ctx, "void main() { gl_Position = undeclared; }");
     let mut vs = Shader::new(ShaderStage::Vertex, bad.clone());
-    assert_eq!(m.compile(&mut vs), CompileOutcome::Failed);
+    assert_eq!(m.compile(&mut vs).unwrap(), CompileOutcome::Failed);
     assert!(
         vs.info_log().unwrap().contains("undeclared"),
         "{:?}",
@@ -159,8 +159,8 @@ fn an_edit_without_recompile_links_what_was_compiled() {
     let (reference, _) = build(&mut m, &ctx, &ProgramOptions::default());
     let mut vs = Shader::new(ShaderStage::Vertex, with_prelude(&ctx, VS));
     let mut fs = Shader::new(ShaderStage::Fragment, with_prelude(&ctx, FS));
-    m.compile(&mut vs);
-    m.compile(&mut fs);
+    m.compile(&mut vs).unwrap();
+    m.compile(&mut fs).unwrap();
     vs.set_source("this does not compile");
     let linked = m
         .link(&mut vs, &mut fs, &ProgramOptions::default())
@@ -218,8 +218,8 @@ fn the_driver_binary_is_not_read_when_the_cache_would_refuse_it() {
         let mut m = ProgramManager::new(backend, cache.clone(), "gl_flow test");
         let mut vs = Shader::new(ShaderStage::Vertex, with_prelude(&ctx, VS));
         let mut fs = Shader::new(ShaderStage::Fragment, with_prelude(&ctx, FS));
-        m.compile(&mut vs);
-        m.compile(&mut fs);
+        m.compile(&mut vs).unwrap();
+        m.compile(&mut fs).unwrap();
         let linked = m
             .link(&mut vs, &mut fs, &ProgramOptions::default())
             .expect("links");

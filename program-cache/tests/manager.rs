@@ -25,7 +25,7 @@ fn manager() -> (ProgramManager<FakeDriver>, Arc<ProgramCache>) {
 fn calls_compile_on_compilation_cache_miss_and_sets_status_to_success() {
     let (mut m, cache) = manager();
     let mut vs = Shader::new(ShaderStage::Vertex, VS);
-    assert_eq!(m.compile(&mut vs), CompileOutcome::Compiled);
+    assert_eq!(m.compile(&mut vs).unwrap(), CompileOutcome::Compiled);
     assert_eq!(
         m.backend().calls,
         [Call::Compile(ShaderStage::Vertex, VS.into())]
@@ -42,7 +42,7 @@ fn does_not_set_compilation_status_on_error() {
     let (mut m, cache) = manager();
     let bad = "void main() { ERROR }";
     let mut vs = Shader::new(ShaderStage::Vertex, bad);
-    assert_eq!(m.compile(&mut vs), CompileOutcome::Failed);
+    assert_eq!(m.compile(&mut vs).unwrap(), CompileOutcome::Failed);
     assert!(!vs.compile_status());
     assert!(vs.info_log().unwrap().contains("syntax error"));
     assert_eq!(
@@ -50,7 +50,7 @@ fn does_not_set_compilation_status_on_error() {
         CompileStatus::Unknown
     );
     // Compiling it again goes to the driver again.
-    m.compile(&mut vs);
+    m.compile(&mut vs).unwrap();
     assert_eq!(m.backend().compiles(), 2);
 }
 
@@ -59,7 +59,7 @@ fn does_not_compile_when_compilation_status_is_success() {
     let (mut m, cache) = manager();
     cache.shader_compile_succeeded(shader_hash(ShaderStage::Vertex, VS, b""));
     let mut vs = Shader::new(ShaderStage::Vertex, VS);
-    assert_eq!(m.compile(&mut vs), CompileOutcome::Deferred);
+    assert_eq!(m.compile(&mut vs).unwrap(), CompileOutcome::Deferred);
     assert!(m.backend().calls.is_empty());
     assert!(vs.compile_status() && vs.is_deferred());
     assert!(vs.object().is_none());
@@ -70,8 +70,8 @@ fn links_program_on_cache_miss() {
     let (mut m, cache) = manager();
     let mut vs = Shader::new(ShaderStage::Vertex, VS);
     let mut fs = Shader::new(ShaderStage::Fragment, FS);
-    m.compile(&mut vs);
-    m.compile(&mut fs);
+    m.compile(&mut vs).unwrap();
+    m.compile(&mut fs).unwrap();
     let linked = m
         .link(&mut vs, &mut fs, &ProgramOptions::default())
         .unwrap();
@@ -89,8 +89,8 @@ fn compiles_uncompiled_reused_shaders_on_cache_miss_and_links() {
     cache.shader_compile_succeeded(shader_hash(ShaderStage::Fragment, FS, b""));
     let mut vs = Shader::new(ShaderStage::Vertex, VS);
     let mut fs = Shader::new(ShaderStage::Fragment, FS);
-    assert_eq!(m.compile(&mut vs), CompileOutcome::Deferred);
-    assert_eq!(m.compile(&mut fs), CompileOutcome::Deferred);
+    assert_eq!(m.compile(&mut vs).unwrap(), CompileOutcome::Deferred);
+    assert_eq!(m.compile(&mut fs).unwrap(), CompileOutcome::Deferred);
     // An edit after the (deferred) compile must not leak into the deferred compile.
     vs.set_source("in vec4 a_edit; void main() { gl_Position = a_edit; }");
     let linked = m
@@ -114,8 +114,8 @@ fn correct_program_cache_hit_loads_without_linking_or_caching_again() {
     for _ in 0..2 {
         let mut vs = Shader::new(ShaderStage::Vertex, VS);
         let mut fs = Shader::new(ShaderStage::Fragment, FS);
-        m.compile(&mut vs);
-        m.compile(&mut fs);
+        m.compile(&mut vs).unwrap();
+        m.compile(&mut fs).unwrap();
         m.link(&mut vs, &mut fs, &ProgramOptions::default())
             .unwrap();
     }
@@ -135,8 +135,8 @@ fn compiles_and_links_if_the_binary_load_fails() {
     let build = |m: &mut ProgramManager<FakeDriver>| {
         let mut vs = Shader::new(ShaderStage::Vertex, VS);
         let mut fs = Shader::new(ShaderStage::Fragment, FS);
-        m.compile(&mut vs);
-        m.compile(&mut fs);
+        m.compile(&mut vs).unwrap();
+        m.compile(&mut fs).unwrap();
         (
             m.link(&mut vs, &mut fs, &ProgramOptions::default())
                 .unwrap(),
@@ -176,8 +176,8 @@ fn linking_an_uncompiled_or_failed_shader_is_an_error() {
             stage: ShaderStage::Vertex
         }
     );
-    m.compile(&mut vs);
-    m.compile(&mut fs);
+    m.compile(&mut vs).unwrap();
+    m.compile(&mut fs).unwrap();
     assert_eq!(
         m.link(&mut vs, &mut fs, &ProgramOptions::default())
             .unwrap_err(),

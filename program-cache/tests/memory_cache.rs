@@ -36,8 +36,8 @@ fn build(
 ) -> program_cache::LinkedProgram<fake_driver::FakeObject> {
     let mut vs = Shader::new(ShaderStage::Vertex, vs_src);
     let mut fs = Shader::new(ShaderStage::Fragment, fs_src);
-    m.compile(&mut vs);
-    m.compile(&mut fs);
+    m.compile(&mut vs).unwrap();
+    m.compile(&mut fs).unwrap();
     m.link(&mut vs, &mut fs, options).expect("links")
 }
 
@@ -86,8 +86,8 @@ fn correct_gl_calls_on_load_maps_restored_and_binary_saved_is_binary_returned() 
     let mut vs = Shader::new(ShaderStage::Vertex, VS);
     let mut fs = Shader::new(ShaderStage::Fragment, FS);
     vs.set_variables(translator.clone());
-    m.compile(&mut vs);
-    m.compile(&mut fs);
+    m.compile(&mut vs).unwrap();
+    m.compile(&mut fs).unwrap();
     let cold = m
         .link(&mut vs, &mut fs, &ProgramOptions::default())
         .unwrap();
@@ -97,8 +97,8 @@ fn correct_gl_calls_on_load_maps_restored_and_binary_saved_is_binary_returned() 
     // Fresh shader objects without maps: the hit restores them from the cache.
     let mut vs2 = Shader::new(ShaderStage::Vertex, VS);
     let mut fs2 = Shader::new(ShaderStage::Fragment, FS);
-    m.compile(&mut vs2);
-    m.compile(&mut fs2);
+    m.compile(&mut vs2).unwrap();
+    m.compile(&mut fs2).unwrap();
     let warm = m
         .link(&mut vs2, &mut fs2, &ProgramOptions::default())
         .unwrap();

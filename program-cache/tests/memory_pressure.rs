@@ -115,8 +115,8 @@ type Fake = ProgramManager<FakeDriver>;
 fn link_one(m: &mut Fake, fs: &str) -> program_cache::LinkedProgram<FakeObject> {
     let mut vs = Shader::new(ShaderStage::Vertex, VS);
     let mut fs = Shader::new(ShaderStage::Fragment, fs);
-    m.compile(&mut vs);
-    m.compile(&mut fs);
+    m.compile(&mut vs).unwrap();
+    m.compile(&mut fs).unwrap();
     m.link(&mut vs, &mut fs, &ProgramOptions::default())
         .expect("links")
 }
@@ -156,8 +156,8 @@ fn sized_link(
     );
     let mut vs = Shader::new(ShaderStage::Vertex, VS);
     let mut f = Shader::new(ShaderStage::Fragment, fs);
-    m.compile(&mut vs);
-    m.compile(&mut f);
+    m.compile(&mut vs).unwrap();
+    m.compile(&mut f).unwrap();
     m.link(&mut vs, &mut f, &ProgramOptions::default())
         .expect("links");
     (m, cache)

@@ -205,8 +205,8 @@ fn edit_without_recompile_keeps_the_key() {
     let mut manager = ProgramManager::new(FakeDriver::default(), cache.clone(), "test");
     let mut vs = Shader::new(ShaderStage::Vertex, VS);
     let mut fs = Shader::new(ShaderStage::Fragment, FS);
-    manager.compile(&mut vs);
-    manager.compile(&mut fs);
+    manager.compile(&mut vs).unwrap();
+    manager.compile(&mut fs).unwrap();
     let options = ProgramOptions::default();
     let before = manager.program_key(&vs, &fs, &options).unwrap();
     vs.set_source("in vec4 a_other; void main() { gl_Position = a_other; }");
@@ -215,7 +215,7 @@ fn edit_without_recompile_keeps_the_key() {
     assert_eq!(linked.key, before);
     // The program linked is the one compiled, not the edited source.
     assert_eq!(linked.attributes[0].name, "a_position");
-    manager.compile(&mut vs);
+    manager.compile(&mut vs).unwrap();
     assert_ne!(manager.program_key(&vs, &fs, &options).unwrap(), before);
 }
 
@@ -362,8 +362,8 @@ fn histograms_are_recorded_and_pushed_to_the_host_callback() {
     for _ in 0..2 {
         let mut vs = Shader::new(ShaderStage::Vertex, VS);
         let mut fs = Shader::new(ShaderStage::Fragment, FS);
-        manager.compile(&mut vs);
-        manager.compile(&mut fs);
+        manager.compile(&mut vs).unwrap();
+        manager.compile(&mut fs).unwrap();
         manager
             .link(&mut vs, &mut fs, &ProgramOptions::default())
             .unwrap();
@@ -433,8 +433,8 @@ fn unused_link_options_do_not_leak_into_the_key_of_equal_programs() {
         .map(|m| {
             let mut vs = Shader::new(ShaderStage::Vertex, VS);
             let mut fs = Shader::new(ShaderStage::Fragment, FS);
-            m.compile(&mut vs);
-            m.compile(&mut fs);
+            m.compile(&mut vs).unwrap();
+            m.compile(&mut fs).unwrap();
             m.program_key(&vs, &fs, &options).unwrap()
         })
         .collect();

@@ -112,7 +112,7 @@ pub unsafe extern "C" fn gpusvc_program_manager_compile(
         let mut s = s.borrow_mut()?;
         // A shader of another manager: "the given shader belongs to another program manager".
         let outcome = m
-            .try_compile(&mut s.shader)
+            .compile(&mut s.shader)
             .map_err(|e| invalid_argument(e.to_string()))?;
         s.c_variables = None;
         out_outcome.write(compile_outcome_out(outcome));

@@ -134,7 +134,14 @@ pub(super) fn pass(
         let start = Instant::now();
         let mut vertex = Shader::new(ShaderStage::Vertex, program.vertex.as_str());
         let mut fragment = Shader::new(ShaderStage::Fragment, program.fragment.as_str());
-        let compiled = [manager.compile(&mut vertex), manager.compile(&mut fragment)];
+        let compiled = [
+            manager
+                .compile(&mut vertex)
+                .expect("a shader of this manager"),
+            manager
+                .compile(&mut fragment)
+                .expect("a shader of this manager"),
+        ];
         let linked = if compiled.contains(&CompileOutcome::Failed) {
             result.compile_failures += 1;
             None
