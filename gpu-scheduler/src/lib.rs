@@ -74,7 +74,10 @@
 //!   are destroyed with their stream, at [`Scheduler::shutdown`] and when the scheduler is
 //!   dropped (waits on their tokens end; the tokens read as released), so no client outlives
 //!   its stream. A client destroyed earlier through the sync-point manager, and another client
-//!   created since under its id, are left alone (tests/behaviours.rs).
+//!   created since under its id, are left alone, and the scheduler does not keep such a client
+//!   (tests `removing_a_stream_destroys_the_clients_made_on_it`,
+//!   `shutdown_and_drop_destroy_the_schedulers_clients_and_only_those`,
+//!   `clients_destroyed_through_the_manager_are_not_kept_by_their_stream` in tests/behaviours.rs).
 //! * Task closures, start callbacks, the metrics callback and sync-points callbacks run with no
 //!   lock of this crate held: a task may enqueue, add/remove/enable streams or release tokens.
 //! * A stream's scheduled priority is always the from-scratch fixed point above, and a change
