@@ -844,14 +844,10 @@ fn disk_stats_count_what_the_store_cleaned_up() {
 
 #[test]
 fn with_no_home_there_is_no_default_folder() {
-    let out = std::process::Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "default_dir_child", "--nocapture", "--ignored"])
-        .env_remove("HOME")
-        .env_remove("XDG_CACHE_HOME")
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{text}");
+    let text = test_support::cli::run_ignored_test(
+        "default_dir_child",
+        &[("HOME", None), ("XDG_CACHE_HOME", None)],
+    );
     assert!(text.contains("default_dir_result=208"), "{text}");
     assert_eq!(
         gpusvc_result::GPUSVC_PROGRAM_CACHE_NO_DEFAULT_DIR as u32,

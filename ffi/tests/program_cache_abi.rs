@@ -770,22 +770,29 @@ unsafe extern "C" fn record_sample(name: *const c_char, value: f64, user_data: *
         .push((name.to_string_lossy().into_owned(), value));
 }
 
-#[test]
-fn histograms_reach_the_callback_and_the_summaries() {
-    let samples: Samples = Mutex::new(Vec::new());
+/// A 1 MiB cache whose histogram callback records every sample into `samples`, which must
+/// outlive every handle made over the cache.
+fn cache_recording_into(samples: &Samples) -> *mut gpusvc_program_cache {
     let mut cache = ptr::null_mut();
-    // SAFETY: `samples` outlives the cache (freed below); live out slot.
+    // SAFETY: the caller keeps `samples` alive past the cache's handles; live out slot.
     unsafe {
         assert_eq!(
             gpusvc_program_cache_new(
                 &cache_config(1 << 20),
                 Some(record_sample),
-                &samples as *const Samples as *mut c_void,
+                samples as *const Samples as *mut c_void,
                 &mut cache
             ),
             OK
         );
     }
+    cache
+}
+
+#[test]
+fn histograms_reach_the_callback_and_the_summaries() {
+    let samples: Samples = Mutex::new(Vec::new());
+    let cache = cache_recording_into(&samples);
     let vs = hash(GPUSVC_PROGRAM_CACHE_SHADER_STAGE_VERTEX, "vs");
     let fs = hash(GPUSVC_PROGRAM_CACHE_SHADER_STAGE_FRAGMENT, "fs");
     assert_eq!(save(cache, key(vs, fs, &[]), &desc(vs, fs, &[9; 300])), OK);
@@ -831,19 +838,7 @@ fn histograms_reach_the_callback_and_the_summaries() {
 #[test]
 fn no_histogram_sample_reaches_the_host_after_the_cache_is_freed() {
     let samples: Samples = Mutex::new(Vec::new());
-    let mut cache = ptr::null_mut();
-    // SAFETY: `samples` outlives every handle made here; live out slot.
-    unsafe {
-        assert_eq!(
-            gpusvc_program_cache_new(
-                &cache_config(1 << 20),
-                Some(record_sample),
-                &samples as *const Samples as *mut c_void,
-                &mut cache
-            ),
-            OK
-        );
-    }
+    let cache = cache_recording_into(&samples);
     let state = RefCell::new(FakeGl::default());
     let m = host_manager(&state, cache);
     let pair = |vs: &str, fs: &str, outcome| {

@@ -1080,32 +1080,17 @@ fn clear_refuses_a_store_in_use_and_a_forced_clear_is_survived() {
 #[test]
 fn with_no_home_the_default_is_memory_only() {
     // Read in a child process: environment changes are not thread-safe in this one.
-    let exe = std::env::current_exe().unwrap();
-    let out = Command::new(exe)
-        .args(["--exact", "default_dir_child", "--nocapture", "--ignored"])
-        .env_remove("HOME")
-        .env_remove("XDG_CACHE_HOME")
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{text}");
+    let child = |env: &[(&str, Option<&str>)]| {
+        test_support::cli::run_ignored_test("default_dir_child", env)
+    };
+    let text = child(&[("HOME", None), ("XDG_CACHE_HOME", None)]);
     assert!(text.contains("default_dir=None"), "{text}");
-    let out = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "default_dir_child", "--nocapture", "--ignored"])
-        .env_remove("HOME")
-        .env("XDG_CACHE_HOME", "relative/dir")
-        .output()
-        .unwrap();
-    assert!(String::from_utf8_lossy(&out.stdout).contains("default_dir=None"));
-    let out = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "default_dir_child", "--nocapture", "--ignored"])
-        .env("HOME", "/home/someone")
-        .env_remove("XDG_CACHE_HOME")
-        .output()
-        .unwrap();
+    let text = child(&[("HOME", None), ("XDG_CACHE_HOME", Some("relative/dir"))]);
+    assert!(text.contains("default_dir=None"), "{text}");
+    let text = child(&[("HOME", Some("/home/someone")), ("XDG_CACHE_HOME", None)]);
     assert!(
-        String::from_utf8_lossy(&out.stdout)
-            .contains("default_dir=Some(\"/home/someone/.cache/gpusvc\")")
+        text.contains("default_dir=Some(\"/home/someone/.cache/gpusvc\")"),
+        "{text}"
     );
 }
 

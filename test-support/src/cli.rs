@@ -18,6 +18,31 @@ pub fn run<V: AsRef<OsStr>>(program: &str, args: &[&str], env: &[(&str, V)]) -> 
         .unwrap_or_else(|e| panic!("{program} does not run: {e}"))
 }
 
+/// Runs the ignored test `test` of this test executable in a child process, with the variables
+/// in `env` set (`Some`) or removed (`None`) and the rest inherited, and returns its stdout;
+/// panics (with that output) when the child fails. For tests that need an environment of their
+/// own: changing this process's environment is not thread-safe.
+pub fn run_ignored_test(test: &str, env: &[(&str, Option<&str>)]) -> String {
+    let exe = std::env::current_exe().expect("the test executable's path");
+    let mut command = Command::new(&exe);
+    command.args(["--exact", test, "--nocapture", "--ignored"]);
+    for (k, v) in env {
+        match v {
+            Some(v) => command.env(k, v),
+            None => command.env_remove(k),
+        };
+    }
+    let output = command
+        .output()
+        .unwrap_or_else(|e| panic!("{} does not run: {e}", exe.display()));
+    let (stdout, stderr) = text(&output);
+    assert!(
+        output.status.success(),
+        "{test} failed:\n{stdout}\n{stderr}"
+    );
+    stdout
+}
+
 /// Stdout and stderr of `output`, as text (invalid UTF-8 replaced).
 pub fn text(output: &Output) -> (String, String) {
     (
