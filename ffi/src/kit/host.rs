@@ -113,10 +113,17 @@ impl Gate {
         if !self.open.load(Ordering::Acquire) {
             return None;
         }
+        /// Clears this thread's mark when the call ends, also when it unwinds (a panic caught
+        /// by the export's boundary must not leave the thread marked as inside a call forever).
+        struct Inside;
+        impl Drop for Inside {
+            fn drop(&mut self) {
+                IN_GATED_CALL.with(|f| f.set(std::ptr::null()));
+            }
+        }
         IN_GATED_CALL.with(|f| f.set(self));
-        let r = call();
-        IN_GATED_CALL.with(|f| f.set(std::ptr::null()));
-        Some(r)
+        let _inside = Inside;
+        Some(call())
     }
 
     /// Closes the gate: no call starts after this returns.
@@ -163,6 +170,16 @@ impl<F: Copy> GatedFn<F> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_call_that_panics_leaves_the_thread_free_to_call_again() {
+        let gate = Gate::new();
+        let unwound = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            gate.call(|| panic!("a panic inside the gated call"))
+        }));
+        assert!(unwound.is_err());
+        assert_eq!(gate.call(|| 1), Some(1));
+    }
 
     #[test]
     fn a_closed_gate_calls_nothing_and_a_nested_call_is_skipped() {
