@@ -628,9 +628,8 @@ typedef struct gpusvc_program_cache_config {
 
  It is called on the thread that recorded the sample (one calling the cache, or a program
  manager over it), with no cache lock held, and one call at a time: a sample recorded on
- another thread during a call waits until that call returns (calls used to overlap; they are
- serialized now that the callback is gated). So it must not wait for another thread that
- uses the cache. It may call gpusvc, the cache included, but a sample that such a nested call
+ another thread during a call waits until that call returns. So it must not wait for another
+ thread that uses the cache. It may call gpusvc, the cache included, but a sample that such a nested call
  records (or any call made from inside a cache's histogram or disk log callback) is kept in
  the cache's own histograms (`gpusvc_program_cache_histogram`) and not passed to a callback.
  It must not unwind. No call starts once `gpusvc_program_cache_free` of the cache has
@@ -1668,7 +1667,8 @@ gpusvc_result gpusvc_program_cache_new(const struct gpusvc_program_cache_config 
  The cache's histogram callback, and with a disk store its log callback, are never called
  once this has returned, even while program managers keep the cache alive: this waits for a
  call in progress on another thread (called from inside one of them, it does not wait for
- that call itself).
+ that call itself; nor for a call whose thread is waiting, in a free of its own, for the
+ callback this thread is in: two callbacks freeing each other's cache both return).
 
  A cache with a disk store (`gpusvc_program_cache_open`): when this frees the last
  reference, it waits for the writes already queued.

@@ -20,8 +20,9 @@
 //!   have returned (the header's "until it is freed").
 
 use std::cell::Cell;
+use std::collections::HashMap;
 use std::ffi::c_void;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 /// The host's `void *user_data`. gpusvc never dereferences it: it only hands it back to the
@@ -75,7 +76,18 @@ impl<F: Copy> HostFn<F> {
 thread_local! {
     /// The gate whose host call this thread is inside (null when none).
     static IN_GATED_CALL: Cell<*const Gate> = const { Cell::new(std::ptr::null()) };
+    /// This thread's number for [`Gate::caller`] and [`CLOSERS`] (never 0).
+    static THREAD_NO: u64 = {
+        static NEXT: AtomicU64 = AtomicU64::new(1);
+        // Relaxed: only uniqueness is needed, which the read-modify-write gives.
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    };
 }
+
+/// The threads waiting in [`Gate::close`] for a call in flight, and the gate each waits for
+/// (its address). Consulted and updated only under its lock, so of two threads that would wait
+/// for each other the second sees the first.
+static CLOSERS: Mutex<Option<HashMap<u64, usize>>> = Mutex::new(None);
 
 /// The free-time gate of a host callback, registered with the handle that owns the callback
 /// (`handle::new_shared_gated`) and closed by that handle's `_free`: once closed the callback is
@@ -84,11 +96,22 @@ thread_local! {
 /// call (the host called gpusvc from its callback, and that raised another one) is skipped
 /// rather than deadlocking; a host that waits in its callback for another thread that is about
 /// to call it can still deadlock, which the header forbids.
+///
+/// Closing waits for a call in flight except where the wait would close a cycle: this thread
+/// is inside a call of gate A, the call in flight on gate B is made by a thread that is itself
+/// waiting to close A (two callbacks each freeing the other's cache). The closer that finds
+/// the cycle does not wait (the gate is closed all the same: no call starts afterwards), the
+/// other's wait then ends when this thread's call returns.
 #[derive(Debug)]
 pub(crate) struct Gate {
     open: AtomicBool,
     /// Held during each call.
     calling: Mutex<()>,
+    /// The number of the thread inside a call of this gate (0: none). Written by that thread
+    /// while it holds `calling`; read by closers under [`CLOSERS`]'s lock. SeqCst: a closer
+    /// that registered itself must see a caller that registered before it (the writes are
+    /// rare, one per call; the order makes the cycle check sound without another lock).
+    caller: AtomicU64,
 }
 
 impl Gate {
@@ -96,6 +119,7 @@ impl Gate {
         Arc::new(Gate {
             open: AtomicBool::new(true),
             calling: Mutex::new(()),
+            caller: AtomicU64::new(0),
         })
     }
 
@@ -113,16 +137,18 @@ impl Gate {
         if !self.open.load(Ordering::Acquire) {
             return None;
         }
-        /// Clears this thread's mark when the call ends, also when it unwinds (a panic caught
+        /// Clears this thread's marks when the call ends, also when it unwinds (a panic caught
         /// by the export's boundary must not leave the thread marked as inside a call forever).
-        struct Inside;
-        impl Drop for Inside {
+        struct Inside<'g>(&'g Gate);
+        impl Drop for Inside<'_> {
             fn drop(&mut self) {
+                self.0.caller.store(0, Ordering::SeqCst);
                 IN_GATED_CALL.with(|f| f.set(std::ptr::null()));
             }
         }
         IN_GATED_CALL.with(|f| f.set(self));
-        let _inside = Inside;
+        self.caller.store(THREAD_NO.with(|n| *n), Ordering::SeqCst);
+        let _inside = Inside(self);
         Some(call())
     }
 
@@ -131,9 +157,46 @@ impl Gate {
         self.open.store(false, Ordering::Release);
         // Wait for a call in flight on another thread, unless this thread is inside this gate's
         // call (the host freed the owner from its callback): that call is this one.
-        if !std::ptr::eq(IN_GATED_CALL.with(Cell::get), self) {
-            drop(self.lock());
+        if std::ptr::eq(IN_GATED_CALL.with(Cell::get), self) {
+            return;
         }
+        let me = THREAD_NO.with(|n| *n);
+        {
+            let mut closers = CLOSERS.lock().unwrap_or_else(|e| e.into_inner());
+            let closers = closers.get_or_insert_with(HashMap::new);
+            if self.wait_would_close_a_cycle(me, closers) {
+                return;
+            }
+            closers.insert(me, self as *const Gate as usize);
+        }
+        drop(self.lock());
+        if let Some(closers) = CLOSERS.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
+            closers.remove(&me);
+        }
+    }
+
+    /// True when the thread inside this gate's call waits (directly or through other closers)
+    /// for a gate whose call thread `me` is inside: waiting here would never end.
+    fn wait_would_close_a_cycle(&self, me: u64, closers: &HashMap<u64, usize>) -> bool {
+        let mut gate: *const Gate = self;
+        // Each step follows a distinct waiting thread, so at most `closers.len()` steps.
+        for _ in 0..=closers.len() {
+            // SAFETY: `gate` is `self` or a gate a waiting closer registered: that closer is
+            // blocked in `close` on `&Gate` (its entry is removed before `close` returns), so the
+            // gate is alive while CLOSERS's lock, which the caller holds, keeps the entry.
+            let caller = unsafe { &*gate }.caller.load(Ordering::SeqCst);
+            if caller == 0 {
+                return false;
+            }
+            if caller == me {
+                return true;
+            }
+            match closers.get(&caller) {
+                Some(&next) => gate = next as *const Gate,
+                None => return false,
+            }
+        }
+        false
     }
 }
 
@@ -170,6 +233,30 @@ impl<F: Copy> GatedFn<F> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn two_callbacks_each_closing_the_others_gate_both_return() {
+        use std::sync::Barrier;
+        use std::sync::mpsc;
+        let (a, b) = (Gate::new(), Gate::new());
+        let both_inside = Arc::new(Barrier::new(2));
+        let (done, finished) = mpsc::channel();
+        for (mine, other) in [(a.clone(), b.clone()), (b, a)] {
+            let (both_inside, done) = (both_inside.clone(), done.clone());
+            std::thread::spawn(move || {
+                mine.call(|| {
+                    both_inside.wait();
+                    other.close();
+                });
+                done.send(()).unwrap();
+            });
+        }
+        for _ in 0..2 {
+            finished
+                .recv_timeout(std::time::Duration::from_secs(10))
+                .expect("the two closes wait for each other: deadlock");
+        }
+    }
 
     #[test]
     fn a_call_that_panics_leaves_the_thread_free_to_call_again() {

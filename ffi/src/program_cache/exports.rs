@@ -88,7 +88,8 @@ pub(crate) fn builder(
 /// The cache's histogram callback, and with a disk store its log callback, are never called
 /// once this has returned, even while program managers keep the cache alive: this waits for a
 /// call in progress on another thread (called from inside one of them, it does not wait for
-/// that call itself).
+/// that call itself; nor for a call whose thread is waiting, in a free of its own, for the
+/// callback this thread is in: two callbacks freeing each other's cache both return).
 ///
 /// A cache with a disk store (`gpusvc_program_cache_open`): when this frees the last
 /// reference, it waits for the writes already queued.

@@ -19,9 +19,8 @@ use crate::program_cache::{cache, gpusvc_program_cache};
 ///
 /// It is called on the thread that recorded the sample (one calling the cache, or a program
 /// manager over it), with no cache lock held, and one call at a time: a sample recorded on
-/// another thread during a call waits until that call returns (calls used to overlap; they are
-/// serialized now that the callback is gated). So it must not wait for another thread that
-/// uses the cache. It may call gpusvc, the cache included, but a sample that such a nested call
+/// another thread during a call waits until that call returns. So it must not wait for another
+/// thread that uses the cache. It may call gpusvc, the cache included, but a sample that such a nested call
 /// records (or any call made from inside a cache's histogram or disk log callback) is kept in
 /// the cache's own histograms (`gpusvc_program_cache_histogram`) and not passed to a callback.
 /// It must not unwind. No call starts once `gpusvc_program_cache_free` of the cache has
