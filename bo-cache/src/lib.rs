@@ -1,0 +1,118 @@
+//! A buffer-object cache for dma-buf imports on a DRM file description: exactly one
+//! reference-counted object per GEM handle, safe against an import racing the last release, with
+//! import sizes validated.
+//!
+//! The kernel deduplicates imports — the same buffer imported twice on one DRM file description
+//! gets the same GEM handle — but it does not count references on handles: one `GEM_CLOSE` ends
+//! the handle for every user. A process that imports the same dma-buf from two places (a video
+//! decoder and a compositor client, two planes of one image) therefore needs one userspace object
+//! per handle with a count, and the last release must close the handle exactly once, without
+//! racing an import that the kernel just answered with that same handle.
+//!
+//! # Ownership rules
+//!
+//! * **One cache per DRM file description, opened by the cache.** GEM handles belong to the open
+//!   file description (a `dup` shares them), and they are not counted by the kernel, so a second
+//!   layer creating or closing handles on the same description (GBM, EGL, a host's own imports)
+//!   would close handles under the cache. Nobody but the cache may create or close handles on its
+//!   description. The kernel side is a [`Kernel`] value the cache owns; the render-node backend
+//!   (next) opens the node itself, or reopens a given fd's node path, never `dup`s it.
+//! * **dma-buf fds are borrowed.** [`BoCache::import`] takes a [`BorrowedFd`](std::os::fd::BorrowedFd);
+//!   the caller keeps and closes it. The handle keeps the buffer alive, so closing the fd after
+//!   the import is fine. The cache never closes a caller's fd.
+//! * **Export goes through the cache.** [`Bo::export_dmabuf`] asks the cache's description for a
+//!   new fd, so no other layer needs the handle.
+//! * **Violations are detected where they can be.** On a cache hit the cache checks that the fd
+//!   names the buffer cached under the returned handle (`(st_dev, st_ino)`); if not, the handle
+//!   was closed and recycled behind its back: [`BoError::ForeignHandle`], and the cache never
+//!   closes that handle number (not even at the last release of its own stale object).
+//!
+//! # Guarantees
+//!
+//! Tests in `tests/cache.rs` run on [`MemfdKernel`] (real sealed memfds standing in for
+//! dma-bufs), checked against the fake's own counters.
+//!
+//! * One object per buffer: the same buffer imported through the same fd, a `dup`, or an fd
+//!   received from another process over `SCM_RIGHTS` is one object, and its handle is closed
+//!   once, at the last release — `same_buffer_via_fd_dup_and_scm_rights_from_a_child_is_one_object`.
+//! * The last release closes exactly once, even with imports and releases of one buffer racing on
+//!   8 threads; no double close — `import_racing_last_release_never_double_closes`.
+//! * Sizes: `min_size` (default) and `exact_size` (opt-in) are enforced against the size the
+//!   kernel reports at first import — `size_rules_min_exact_and_equal`.
+//! * A failed import of a fresh handle closes it — `size_reject_on_fresh_handle_closes_it`,
+//!   `faults_on_a_fresh_handle_close_it`, `table_full_closes_the_fresh_handle`.
+//! * A failed import of a cached handle neither closes it nor changes its count —
+//!   `size_reject_on_cached_handle_keeps_count_and_handle`,
+//!   `faults_on_a_cached_handle_never_close_it_nor_touch_its_count`,
+//!   `flags_conflict_on_reimport_leaves_count_unchanged`.
+//! * A recycled handle number is a new object (new generation, new size) —
+//!   `recycled_handle_gets_a_new_generation_and_the_new_size`.
+//! * A handle recycled behind the cache's back is refused and never closed by the cache —
+//!   `foreign_recycled_handle_is_refused_and_never_closed`.
+//! * Memory is bounded: sparse handles anywhere up to `i32::MAX` work under the cap, beyond it
+//!   imports fail with [`BoError::TableFull`]; 1024 dense handles take under 64 KiB —
+//!   `sparse_handles_stay_under_the_table_cap`, `dense_1024_handles_fit_in_64_kib`.
+//! * Planes: offsets and sizes are checked (overflow included), planes of one buffer share its
+//!   object, each handle is closed once — `planes_share_objects_and_close_each_handle_once`,
+//!   `plane_out_of_bounds_and_overflow_are_refused`.
+//! * Objects outlive the cache value: after [`BoCache`] is dropped, live objects keep working and
+//!   the last release closes its handle and frees the cache —
+//!   `cache_dropped_with_live_objects_frees_on_last_release`.
+//! * fds are borrowed: the caller's fd stays open and usable — `fds_are_borrowed_never_closed`.
+//! * The fake follows the kernel's rules (lowest free handle, same handle on re-import, `EINVAL`
+//!   on double close) — `tests/memfd_kernel.rs`.
+//!
+//! # Errors
+//!
+//! Every failure is a [`BoError`] value (never a panic): bad requests, fds that are not
+//! importable, size and flag conflicts, foreign handles, a full table, and kernel errnos with the
+//! operation that returned them. [`BoCache::stats`] counts hits, misses, closes, double closes
+//! (`EINVAL` from `GEM_CLOSE`, which must stay 0), size rejects, foreign handles and live objects.
+//!
+//! # Thread safety
+//!
+//! [`BoCache`] and [`Bo`] are `Send + Sync`. There is one lock, the import/teardown lock "M"
+//! (no other lock is ever taken while holding it, except whatever a [`Kernel`] implementation
+//! takes inside its own calls — [`MemfdKernel`]'s state lock is a leaf). Lock-free: [`Bo::clone`],
+//! a release that is not the last, [`BoCache::lookup`], and every [`Bo`] getter. Under M:
+//! imports, the last release, [`BoCache::stats`]. Nothing in this crate panics under M; a
+//! poisoned M is recovered.
+//!
+//! # Refcount protocol and memory orderings
+//!
+//! Invariant: a slot's count goes from 1 to 0 **only under M**, in the same critical section as
+//! the slot's reset and the `GEM_CLOSE`, which runs before M is released. Hence under M a positive
+//! count stays positive, and an import that gets a handle from the kernel finds either a live
+//! object or a free slot, never a dying one.
+//!
+//! * **Import** (under M): `fd_to_handle`, the table lookup/insert, and either the hit (identity,
+//!   size and flags checks, then `fetch_add(1, Relaxed)`: M orders it) or the miss (size from
+//!   `lseek(SEEK_END)`, identity from `fstat`, the fields stored `Relaxed`, then
+//!   `store(1, Release)` to publish them to lock-free lookups). The count's `load(Relaxed)`
+//!   that tells hit from miss is exact because M is held.
+//! * **Clone**: `fetch_add(1, Relaxed)`; the caller's reference already orders it after the
+//!   publication. Over `i32::MAX` references aborts, as `Arc` does.
+//! * **Release, not the last**: "decrement unless one", a CAS loop with `Release` on success so
+//!   that this holder's uses happen-before the final teardown.
+//! * **Release, maybe the last**: take M, `fetch_sub(1, AcqRel)`; the Acquire reads the end of
+//!   the release sequence every earlier `Release` decrement belongs to. If it was 1: reset the
+//!   fields, `GEM_CLOSE`, count, then unlock. Otherwise a lookup took a reference meanwhile.
+//! * **Lookup** (lock-free): CAS `n -> n + 1` for `n >= 1` with `Acquire` on success (pairs
+//!   with the publishing `Release` store), never from 0.
+//! * **Table nodes** are published with `Release` stores under M and read with `Acquire`; they
+//!   are freed only with the cache, so slot addresses are stable.
+//! * **Cache lifetime**: the internals are freed when the [`BoCache`] was dropped and no object
+//!   is live, both decided under M, so clones and releases never touch a cache-wide counter.
+
+mod cache;
+mod error;
+mod kernel;
+mod memfd;
+mod sync;
+mod table;
+
+pub use cache::{Bo, BoCache, CacheConfig, ImportDesc, PlaneDesc, PlaneSet, Stats};
+pub use error::{BoError, KernelOp};
+pub use kernel::{Identity, Kernel, fstat_identity, lseek_size};
+pub use memfd::{FakeStats, MemfdKernel};
+pub use rustix::io::Errno;
