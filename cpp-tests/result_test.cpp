@@ -37,6 +37,14 @@ TEST(Result, CodesHaveTheirAbiNumbers) {
   EXPECT_EQ(GPUSVC_SYNC_UNKNOWN_SEQUENCE, 304u);
   EXPECT_EQ(GPUSVC_SCHEDULER_UNKNOWN_STREAM, 400u);
   EXPECT_EQ(GPUSVC_SCHEDULER_SHUT_DOWN, 401u);
+  EXPECT_EQ(GPUSVC_BO_CACHE_NOT_A_DMABUF, 500u);
+  EXPECT_EQ(GPUSVC_BO_CACHE_TOO_SMALL, 501u);
+  EXPECT_EQ(GPUSVC_BO_CACHE_SIZE_MISMATCH, 502u);
+  EXPECT_EQ(GPUSVC_BO_CACHE_FLAGS_CONFLICT, 503u);
+  EXPECT_EQ(GPUSVC_BO_CACHE_FOREIGN_HANDLE, 504u);
+  EXPECT_EQ(GPUSVC_BO_CACHE_PLANE_OUT_OF_BOUNDS, 505u);
+  EXPECT_EQ(GPUSVC_BO_CACHE_KERNEL_ERROR, 506u);
+  EXPECT_EQ(GPUSVC_BO_CACHE_TABLE_FULL, 507u);
   EXPECT_EQ(sizeof(gpusvc_result), sizeof(uint32_t));
 }
 
@@ -70,7 +78,15 @@ TEST(Result, EveryKnownCodeHasADistinctMessage) {
                             GPUSVC_SYNC_RELEASE_OUTSIDE_PROCESSING,
                             GPUSVC_SYNC_CLIENT_EXISTS,
                             GPUSVC_SYNC_UNKNOWN_CLIENT,
-                            GPUSVC_SYNC_UNKNOWN_SEQUENCE};
+                            GPUSVC_SYNC_UNKNOWN_SEQUENCE,
+                            GPUSVC_BO_CACHE_NOT_A_DMABUF,
+                            GPUSVC_BO_CACHE_TOO_SMALL,
+                            GPUSVC_BO_CACHE_SIZE_MISMATCH,
+                            GPUSVC_BO_CACHE_FLAGS_CONFLICT,
+                            GPUSVC_BO_CACHE_FOREIGN_HANDLE,
+                            GPUSVC_BO_CACHE_PLANE_OUT_OF_BOUNDS,
+                            GPUSVC_BO_CACHE_KERNEL_ERROR,
+                            GPUSVC_BO_CACHE_TABLE_FULL};
   std::set<std::string> seen;
   for (uint32_t code : codes) {
     std::string m = gpusvc::ResultMessage(code);

@@ -201,7 +201,7 @@
  | 200-299 | program cache and program manager (`gpusvc_program_cache_*`, `gpusvc_program_manager_*`) |
  | 300-399 | sync points (`gpusvc_sync_*`) |
  | 400-499 | scheduler (`gpusvc_scheduler_*`) |
- | 500-599 | bo-cache (reserved; nothing defined yet) |
+ | 500-599 | bo-cache (`gpusvc_bo_cache_*`, `gpusvc_bo_*`) |
  | 600-699 | vertex-cache (reserved; nothing defined yet) |
  */
 enum gpusvc_result
@@ -344,6 +344,43 @@ enum gpusvc_result
    call was in flight): nothing is accepted any more.
    */
   GPUSVC_SCHEDULER_SHUT_DOWN = 401,
+  /*
+   Bo-cache: the fd is not a buffer the cache's DRM file can import (closed or negative fd,
+   not a dma-buf; for the memfd-backed cache, not a memfd sealed against growing and
+   shrinking). The errno is in the detail.
+   */
+  GPUSVC_BO_CACHE_NOT_A_DMABUF = 500,
+  /*
+   Bo-cache: the buffer is smaller than the import's `min_size`.
+   */
+  GPUSVC_BO_CACHE_TOO_SMALL = 501,
+  /*
+   Bo-cache: the buffer's size differs from the import's `exact_size`.
+   */
+  GPUSVC_BO_CACHE_SIZE_MISMATCH = 502,
+  /*
+   Bo-cache: the buffer is cached with other import flags than the ones asked for.
+   */
+  GPUSVC_BO_CACHE_FLAGS_CONFLICT = 503,
+  /*
+   Bo-cache: the kernel returned a handle the cache holds for another buffer (someone
+   closed the cache's handle behind its back and the number was recycled); the cache does
+   not close it.
+   */
+  GPUSVC_BO_CACHE_FOREIGN_HANDLE = 504,
+  /*
+   Bo-cache: a plane's `offset + size` exceeds its buffer.
+   */
+  GPUSVC_BO_CACHE_PLANE_OUT_OF_BOUNDS = 505,
+  /*
+   Bo-cache: a kernel call failed (ENOMEM, EMFILE, ...); the call and errno are in the
+   detail.
+   */
+  GPUSVC_BO_CACHE_KERNEL_ERROR = 506,
+  /*
+   Bo-cache: the handle table would grow past its memory cap (`max_table_bytes`).
+   */
+  GPUSVC_BO_CACHE_TABLE_FULL = 507,
 };
 #ifndef __cplusplus
 #if __STDC_VERSION__ >= 202311L
@@ -442,6 +479,19 @@ typedef uint32_t gpusvc_scheduler_task_result;
 #endif // __cplusplus
 
 /*
+ An opaque reference to a buffer object of a cache: one reference of its count. Thread-safe;
+ freed with `gpusvc_bo_free`.
+ */
+typedef struct gpusvc_bo gpusvc_bo;
+
+/*
+ An opaque buffer-object cache over one DRM file description. Thread-safe: any thread may use
+ it, and free it once no other thread is still calling with it (a call in flight finishes on
+ a live cache either way; objects outlive it).
+ */
+typedef struct gpusvc_bo_cache gpusvc_bo_cache;
+
+/*
  An opaque headless GL context, bound to the thread that opened it (a handle of the
  thread-bound kind: its identity strings may be read from any thread; anything else, `_free`
  included, only on its own thread).
@@ -495,6 +545,103 @@ typedef struct gpusvc_scheduler gpusvc_scheduler;
  is still calling with it (a call in flight finishes on a live manager either way).
  */
 typedef struct gpusvc_sync_manager gpusvc_sync_manager;
+
+/*
+ How a cache is set up; `gpusvc_bo_cache_config_defaults` fills the defaults.
+ */
+typedef struct gpusvc_bo_cache_config {
+  /*
+   Cap on the handle table's memory in bytes (default 16 MiB); an import whose handle would
+   take the table past it is `GPUSVC_BO_CACHE_TABLE_FULL`.
+   */
+  size_t max_table_bytes;
+  /*
+   Check on every cache hit that the fd names the buffer cached under the handle (one
+   `fstat`); a mismatch is `GPUSVC_BO_CACHE_FOREIGN_HANDLE`. Default true.
+   */
+  bool identity_check;
+} gpusvc_bo_cache_config;
+
+/*
+ The counters of a cache (`gpusvc_bo_cache_stats`).
+ */
+typedef struct gpusvc_bo_cache_stats_snapshot {
+  /*
+   Imports that found the buffer cached.
+   */
+  uint64_t hits;
+  /*
+   Imports that created an object.
+   */
+  uint64_t misses;
+  /*
+   GEM handles closed.
+   */
+  uint64_t closes;
+  /*
+   Closes of a handle that was not open (must stay 0).
+   */
+  uint64_t double_closes;
+  /*
+   Closes that failed otherwise.
+   */
+  uint64_t close_errors;
+  /*
+   Imports refused for their size (too small, mismatch, plane out of bounds).
+   */
+  uint64_t size_rejects;
+  /*
+   Imports refused with `GPUSVC_BO_CACHE_FOREIGN_HANDLE`.
+   */
+  uint64_t foreign_handles;
+  /*
+   Objects alive now.
+   */
+  size_t live;
+  /*
+   Bytes of the handle table.
+   */
+  size_t table_bytes;
+} gpusvc_bo_cache_stats_snapshot;
+
+/*
+ What an import requires of the buffer.
+ */
+typedef struct gpusvc_bo_import_desc {
+  /*
+   The buffer must have at least this many bytes (`GPUSVC_BO_CACHE_TOO_SMALL`).
+   */
+  uint64_t min_size;
+  /*
+   When non-zero, the buffer must have exactly this many bytes
+   (`GPUSVC_BO_CACHE_SIZE_MISMATCH`); 0 checks no exact size. Below `min_size` is
+   `GPUSVC_INVALID_ARGUMENT`.
+   */
+  uint64_t exact_size;
+  /*
+   Import flags; a buffer cached with other flags is `GPUSVC_BO_CACHE_FLAGS_CONFLICT`.
+   */
+  uint32_t flags;
+} gpusvc_bo_import_desc;
+
+/*
+ One plane of a multi-plane import: `size` bytes at `offset` of the buffer behind `fd`
+ (borrowed).
+ */
+typedef struct gpusvc_bo_plane {
+  /*
+   The plane's dma-buf fd (borrowed; planes may share one).
+   */
+  int32_t fd;
+  /*
+   Byte offset of the plane in its buffer.
+   */
+  uint64_t offset;
+  /*
+   Bytes of the plane (non-zero).
+   */
+  uint64_t size;
+} gpusvc_bo_plane;
 
 /*
  The driver identity that goes into the program cache's compatibility stamp: `GL_VENDOR`,
@@ -1357,6 +1504,156 @@ extern "C" {
  The library version (`MAJOR.MINOR.PATCH`) as a static NUL-terminated string; never NULL.
  */
 const char *gpusvc_version(void);
+
+/*
+ Fills `*out` with the default cache configuration.
+
+ # Safety
+ `out` is NULL or valid for one write.
+ */
+gpusvc_result gpusvc_bo_cache_config_defaults(struct gpusvc_bo_cache_config *out);
+
+/*
+ Makes a cache over a new memfd-backed fake DRM file description (sealed memfds stand in for
+ dma-bufs: an fd imports if it is a memfd sealed with `F_SEAL_GROW | F_SEAL_SHRINK`), with the
+ default configuration, into `*out`.
+
+ # Safety
+ `out` is NULL or valid for one write.
+ */
+gpusvc_result gpusvc_bo_cache_new_memfd(struct gpusvc_bo_cache **out);
+
+/*
+ `gpusvc_bo_cache_new_memfd` with `*config`.
+
+ # Safety
+ `config` is NULL or valid for one read; `out` is NULL or valid for one write.
+ */
+gpusvc_result gpusvc_bo_cache_new_memfd_with_config(const struct gpusvc_bo_cache_config *config,
+                                                    struct gpusvc_bo_cache **out);
+
+/*
+ Frees a cache; NULL is a no-op. Objects still referenced by `gpusvc_bo` handles stay valid:
+ the last `gpusvc_bo_free` of each closes its handle, and the last of all frees the
+ description.
+
+ # Safety
+ `cache` is NULL or a handle value (a freed or foreign one is `GPUSVC_INVALID_HANDLE`).
+ */
+gpusvc_result gpusvc_bo_cache_free(struct gpusvc_bo_cache *cache);
+
+/*
+ The cache's counters into `*out`.
+
+ # Safety
+ `out` is NULL or valid for one write.
+ */
+gpusvc_result gpusvc_bo_cache_stats(const struct gpusvc_bo_cache *cache,
+                                    struct gpusvc_bo_cache_stats_snapshot *out);
+
+/*
+ Imports the dma-buf behind `fd` (borrowed: the caller keeps and closes it) with the size
+ rules of `*desc`; a new `gpusvc_bo` holding one reference into `*out`. The same buffer
+ imported again (the same fd, a dup, an fd from another process) is the same object: its
+ handle (`gpusvc_bo_handle`) is the same. On error nothing changed: a handle the import created
+ is closed again, an object already cached keeps its handle and count.
+
+ Errors: `GPUSVC_BO_CACHE_NOT_A_DMABUF` (negative, closed or unimportable fd),
+ `GPUSVC_BO_CACHE_TOO_SMALL`, `GPUSVC_BO_CACHE_SIZE_MISMATCH`,
+ `GPUSVC_BO_CACHE_FLAGS_CONFLICT`, `GPUSVC_BO_CACHE_FOREIGN_HANDLE`,
+ `GPUSVC_BO_CACHE_TABLE_FULL`, `GPUSVC_BO_CACHE_KERNEL_ERROR`, `GPUSVC_INVALID_ARGUMENT`
+ (`exact_size` below `min_size`).
+
+ # Safety
+ `desc` is NULL or valid for one read; `out` is NULL or valid for one write; `fd` is not
+ closed by another thread during the call.
+ */
+gpusvc_result gpusvc_bo_cache_import(const struct gpusvc_bo_cache *cache,
+                                     int32_t fd,
+                                     const struct gpusvc_bo_import_desc *desc,
+                                     struct gpusvc_bo **out);
+
+/*
+ Imports `count` planes (each `size` bytes at `offset` of its fd's buffer, checked against the
+ buffer's size with overflow-checked arithmetic) with import `flags`; on success
+ `out_bos[i]` gets a new `gpusvc_bo` for plane `i` (planes in one buffer share its object and
+ handle; each `gpusvc_bo` is freed on its own). On error nothing is written and every
+ reference taken is released.
+
+ Errors: those of `gpusvc_bo_cache_import`, `GPUSVC_BO_CACHE_PLANE_OUT_OF_BOUNDS`, and
+ `GPUSVC_INVALID_ARGUMENT` for `count` 0 or a plane of size 0 or whose end overflows.
+ `planes` and `out_bos` may be NULL when `count` is 0 (which is `GPUSVC_INVALID_ARGUMENT`).
+
+ # Safety
+ `planes` is NULL or valid for `count` reads; `out_bos` is NULL or valid for `count` writes;
+ no plane's fd is closed by another thread during the call.
+ */
+gpusvc_result gpusvc_bo_cache_import_planes(const struct gpusvc_bo_cache *cache,
+                                            const struct gpusvc_bo_plane *planes,
+                                            size_t count,
+                                            uint32_t flags,
+                                            struct gpusvc_bo **out_bos);
+
+/*
+ A new `gpusvc_bo` for the same object into `*out`: one more reference (freed on its own).
+
+ # Safety
+ `out` is NULL or valid for one write.
+ */
+gpusvc_result gpusvc_bo_ref(const struct gpusvc_bo *bo, struct gpusvc_bo **out);
+
+/*
+ Releases the reference `bo` holds; NULL is a no-op. The last release of an object closes its
+ GEM handle, once. A freed handle is `GPUSVC_INVALID_HANDLE` and releases nothing.
+
+ # Safety
+ `bo` is NULL or a handle value (a freed or foreign one is `GPUSVC_INVALID_HANDLE`).
+ */
+gpusvc_result gpusvc_bo_free(struct gpusvc_bo *bo);
+
+/*
+ The object's GEM handle on the cache's description into `*out` (never 0).
+
+ # Safety
+ `out` is NULL or valid for one write.
+ */
+gpusvc_result gpusvc_bo_handle(const struct gpusvc_bo *bo, uint32_t *out);
+
+/*
+ The buffer's size in bytes (learned at its first import) into `*out`.
+
+ # Safety
+ `out` is NULL or valid for one write.
+ */
+gpusvc_result gpusvc_bo_size(const struct gpusvc_bo *bo, uint64_t *out);
+
+/*
+ The object's import flags into `*out`.
+
+ # Safety
+ `out` is NULL or valid for one write.
+ */
+gpusvc_result gpusvc_bo_flags(const struct gpusvc_bo *bo, uint32_t *out);
+
+/*
+ The object's reference count now (every `gpusvc_bo` of it, plus references the library holds
+ during calls) into `*out`: a snapshot for diagnostics and tests.
+
+ # Safety
+ `out` is NULL or valid for one write.
+ */
+gpusvc_result gpusvc_bo_ref_count(const struct gpusvc_bo *bo, uint32_t *out);
+
+/*
+ Exports the buffer as a new dma-buf fd into `*out_fd`, through the cache's description;
+ `flags` are the export flags (`O_CLOEXEC`, `O_RDWR`, as `DRM_IOCTL_PRIME_HANDLE_TO_FD` takes
+ them). The fd is the caller's to close. Importing it again gives the same object.
+ `GPUSVC_BO_CACHE_KERNEL_ERROR` when the kernel refuses.
+
+ # Safety
+ `out_fd` is NULL or valid for one write.
+ */
+gpusvc_result gpusvc_bo_export(const struct gpusvc_bo *bo, uint32_t flags, int32_t *out_fd);
 
 /*
  Opens a headless GL context on the machine's EGL driver (a hardware device when there is

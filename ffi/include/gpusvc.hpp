@@ -930,6 +930,94 @@ inline gpusvc_result SchedulerMetrics(const gpusvc_scheduler* s, uint32_t priori
   return gpusvc_scheduler_metrics(s, priority, out);
 }
 
+// ---- bo-cache ----
+
+// Deleter for gpusvc_bo_cache; objects still held by gpusvc::Bo values stay valid (the last one
+// released frees the description).
+struct BoCacheDeleter {
+  void operator()(gpusvc_bo_cache* p) const noexcept { (void)gpusvc_bo_cache_free(p); }
+};
+// Any thread.
+using BoCachePtr = std::unique_ptr<gpusvc_bo_cache, BoCacheDeleter>;
+
+// Deleter for gpusvc_bo: releases one reference (the last closes the GEM handle, once).
+struct BoDeleter {
+  void operator()(gpusvc_bo* p) const noexcept { (void)gpusvc_bo_free(p); }
+};
+// One reference to a buffer object; any thread. A second reference is RefBo, never a copy.
+using Bo = std::unique_ptr<gpusvc_bo, BoDeleter>;
+
+// Creates a memfd-backed cache (sealed memfds stand in for dma-bufs) into *out.
+inline gpusvc_result NewMemfdBoCache(BoCachePtr* out) {
+  if (out == nullptr) return GPUSVC_NULL_ARGUMENT;
+  gpusvc_bo_cache* raw = nullptr;
+  gpusvc_result r = gpusvc_bo_cache_new_memfd(&raw);
+  if (r == GPUSVC_OK) out->reset(raw);
+  return r;
+}
+
+// The same with `config` (start from BoCacheConfigDefaults()).
+inline gpusvc_result NewMemfdBoCache(const gpusvc_bo_cache_config& config, BoCachePtr* out) {
+  if (out == nullptr) return GPUSVC_NULL_ARGUMENT;
+  gpusvc_bo_cache* raw = nullptr;
+  gpusvc_result r = gpusvc_bo_cache_new_memfd_with_config(&config, &raw);
+  if (r == GPUSVC_OK) out->reset(raw);
+  return r;
+}
+
+// The default cache configuration.
+inline gpusvc_bo_cache_config BoCacheConfigDefaults() {
+  gpusvc_bo_cache_config c{};
+  (void)gpusvc_bo_cache_config_defaults(&c);
+  return c;
+}
+
+// An import description: at least `min_size` bytes, exactly `exact_size` when non-zero.
+inline gpusvc_bo_import_desc BoImportDesc(uint64_t min_size, uint64_t exact_size = 0,
+                                          uint32_t flags = 0) {
+  gpusvc_bo_import_desc d{};
+  d.min_size = min_size;
+  d.exact_size = exact_size;
+  d.flags = flags;
+  return d;
+}
+
+// Imports the dma-buf behind `fd` (borrowed) into *out.
+inline gpusvc_result ImportBo(const gpusvc_bo_cache* cache, int32_t fd,
+                              const gpusvc_bo_import_desc& desc, Bo* out) {
+  if (out == nullptr) return GPUSVC_NULL_ARGUMENT;
+  gpusvc_bo* raw = nullptr;
+  gpusvc_result r = gpusvc_bo_cache_import(cache, fd, &desc, &raw);
+  if (r == GPUSVC_OK) out->reset(raw);
+  return r;
+}
+
+// Imports planes; *out gets one Bo per plane, in order (planes of one buffer share its handle).
+inline gpusvc_result ImportBoPlanes(const gpusvc_bo_cache* cache,
+                                    const std::vector<gpusvc_bo_plane>& planes, uint32_t flags,
+                                    std::vector<Bo>* out) {
+  if (out == nullptr) return GPUSVC_NULL_ARGUMENT;
+  std::vector<gpusvc_bo*> raw(planes.size(), nullptr);
+  gpusvc_result r = gpusvc_bo_cache_import_planes(
+      cache, planes.empty() ? nullptr : planes.data(), planes.size(), flags,
+      raw.empty() ? nullptr : raw.data());
+  if (r != GPUSVC_OK) return r;
+  std::vector<Bo> bos;
+  bos.reserve(raw.size());
+  for (gpusvc_bo* p : raw) bos.emplace_back(p);
+  *out = std::move(bos);
+  return GPUSVC_OK;
+}
+
+// One more reference to the object of `bo` into *out.
+inline gpusvc_result RefBo(const gpusvc_bo* bo, Bo* out) {
+  if (out == nullptr) return GPUSVC_NULL_ARGUMENT;
+  gpusvc_bo* raw = nullptr;
+  gpusvc_result r = gpusvc_bo_ref(bo, &raw);
+  if (r == GPUSVC_OK) out->reset(raw);
+  return r;
+}
+
 }  // namespace gpusvc
 
 // Digest equality (for tests and maps keyed by digest).

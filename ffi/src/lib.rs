@@ -27,7 +27,7 @@
 //!   an error (`GPUSVC_INVALID_ARGUMENT`) instead of undefined behaviour.
 //!
 //! * Result codes come in blocks of 100 per service (see [`gpusvc_result`]): general 0-99, GL
-//!   100-199, program cache 200-299, sync 300-399, scheduler 400-499, then bo-cache 500-599 and
+//!   100-199, program cache 200-299, sync 300-399, scheduler 400-499, bo-cache 500-599, then
 //!   vertex-cache 600-699 (reserved).
 //!
 //! # Thread safety
@@ -40,10 +40,12 @@
 //! # Layout
 //! `kit/` holds the plumbing every service uses (errors and codes, arguments in, results out,
 //! handles, host callbacks, `c_enum!`); each service has one module (`gl`, `program_cache/`,
-//! `program_manager/`, `sync/`, `scheduler/`), and `result` the process-wide result exports.
+//! `program_manager/`, `sync/`, `scheduler/`, `bo_cache/`), and `result` the process-wide result
+//! exports.
 
 #![allow(non_camel_case_types)]
 
+mod bo_cache;
 mod gl;
 mod kit;
 mod program_cache;
@@ -52,6 +54,7 @@ mod result;
 mod scheduler;
 mod sync;
 
+pub use bo_cache::*;
 pub use gl::*;
 pub use kit::error::gpusvc_result;
 pub use program_cache::*;

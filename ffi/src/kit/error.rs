@@ -25,7 +25,7 @@ use crate::kit::c_enum;
 /// | 200-299 | program cache and program manager (`gpusvc_program_cache_*`, `gpusvc_program_manager_*`) |
 /// | 300-399 | sync points (`gpusvc_sync_*`) |
 /// | 400-499 | scheduler (`gpusvc_scheduler_*`) |
-/// | 500-599 | bo-cache (reserved; nothing defined yet) |
+/// | 500-599 | bo-cache (`gpusvc_bo_cache_*`, `gpusvc_bo_*`) |
 /// | 600-699 | vertex-cache (reserved; nothing defined yet) |
 #[repr(u32)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -101,6 +101,27 @@ pub enum gpusvc_result {
     /// Scheduler: it was shut down (freed, possibly from inside one of its tasks, while this
     /// call was in flight): nothing is accepted any more.
     GPUSVC_SCHEDULER_SHUT_DOWN = 401,
+    /// Bo-cache: the fd is not a buffer the cache's DRM file can import (closed or negative fd,
+    /// not a dma-buf; for the memfd-backed cache, not a memfd sealed against growing and
+    /// shrinking). The errno is in the detail.
+    GPUSVC_BO_CACHE_NOT_A_DMABUF = 500,
+    /// Bo-cache: the buffer is smaller than the import's `min_size`.
+    GPUSVC_BO_CACHE_TOO_SMALL = 501,
+    /// Bo-cache: the buffer's size differs from the import's `exact_size`.
+    GPUSVC_BO_CACHE_SIZE_MISMATCH = 502,
+    /// Bo-cache: the buffer is cached with other import flags than the ones asked for.
+    GPUSVC_BO_CACHE_FLAGS_CONFLICT = 503,
+    /// Bo-cache: the kernel returned a handle the cache holds for another buffer (someone
+    /// closed the cache's handle behind its back and the number was recycled); the cache does
+    /// not close it.
+    GPUSVC_BO_CACHE_FOREIGN_HANDLE = 504,
+    /// Bo-cache: a plane's `offset + size` exceeds its buffer.
+    GPUSVC_BO_CACHE_PLANE_OUT_OF_BOUNDS = 505,
+    /// Bo-cache: a kernel call failed (ENOMEM, EMFILE, ...); the call and errno are in the
+    /// detail.
+    GPUSVC_BO_CACHE_KERNEL_ERROR = 506,
+    /// Bo-cache: the handle table would grow past its memory cap (`max_table_bytes`).
+    GPUSVC_BO_CACHE_TABLE_FULL = 507,
 }
 
 c_enum!(impl gpusvc_result {
@@ -144,6 +165,16 @@ c_enum!(impl gpusvc_result {
     GPUSVC_SYNC_UNKNOWN_SEQUENCE => "sync: no such sequence (destroyed or never created)",
     GPUSVC_SCHEDULER_UNKNOWN_STREAM => "scheduler: no such stream (removed or never added)",
     GPUSVC_SCHEDULER_SHUT_DOWN => "scheduler: shut down (freed); nothing is accepted",
+    GPUSVC_BO_CACHE_NOT_A_DMABUF => "bo-cache: the fd is not an importable dma-buf",
+    GPUSVC_BO_CACHE_TOO_SMALL => "bo-cache: the buffer is smaller than min_size",
+    GPUSVC_BO_CACHE_SIZE_MISMATCH => "bo-cache: the buffer's size is not exact_size",
+    GPUSVC_BO_CACHE_FLAGS_CONFLICT =>
+        "bo-cache: the buffer is cached with other import flags",
+    GPUSVC_BO_CACHE_FOREIGN_HANDLE =>
+        "bo-cache: the GEM handle was recycled behind the cache's back (foreign handle)",
+    GPUSVC_BO_CACHE_PLANE_OUT_OF_BOUNDS => "bo-cache: a plane does not fit in its buffer",
+    GPUSVC_BO_CACHE_KERNEL_ERROR => "bo-cache: a kernel call failed",
+    GPUSVC_BO_CACHE_TABLE_FULL => "bo-cache: the handle table is at its memory cap",
 });
 
 /// A failed call: the code returned to C and the detail kept for `gpusvc_last_error_detail`.

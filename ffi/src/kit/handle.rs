@@ -41,6 +41,8 @@ pub(crate) enum Kind {
     HostSink,
     SyncManager,
     Scheduler,
+    BoCache,
+    Bo,
 }
 
 impl Kind {
@@ -55,7 +57,12 @@ impl Kind {
             | Kind::Shader
             | Kind::LinkedProgram
             | Kind::HostSink => true,
-            Kind::ProgramCache | Kind::CachedProgram | Kind::SyncManager | Kind::Scheduler => false,
+            Kind::ProgramCache
+            | Kind::CachedProgram
+            | Kind::SyncManager
+            | Kind::Scheduler
+            | Kind::BoCache
+            | Kind::Bo => false,
         }
     }
 
@@ -70,6 +77,8 @@ impl Kind {
             Kind::HostSink => "gpusvc_program_manager_host_sink",
             Kind::SyncManager => "gpusvc_sync_manager",
             Kind::Scheduler => "gpusvc_scheduler",
+            Kind::BoCache => "gpusvc_bo_cache",
+            Kind::Bo => "gpusvc_bo",
         }
     }
 }
