@@ -176,11 +176,7 @@ impl fmt::Debug for Inner {
 impl Inner {
     /// `GEM_CLOSE` with the outcome counted. The caller holds the lock.
     fn close_locked(&self, stats: &mut Stats, handle: NonZeroU32) {
-        match self.kernel.gem_close(handle) {
-            Ok(()) => stats.closes += 1,
-            Err(Errno::INVAL) => stats.double_closes += 1,
-            Err(_) => stats.close_errors += 1,
-        }
+        count_close(stats, self.kernel.gem_close(handle));
     }
 
     /// An import that hit `slot`, with the lock held. On error nothing changed: no close, no
@@ -251,6 +247,15 @@ impl Inner {
             errno,
         })?;
         Ok((size, id))
+    }
+}
+
+/// Counts the outcome of a `GEM_CLOSE`.
+fn count_close(stats: &mut Stats, result: Result<(), Errno>) {
+    match result {
+        Ok(()) => stats.closes += 1,
+        Err(Errno::INVAL) => stats.double_closes += 1,
+        Err(_) => stats.close_errors += 1,
     }
 }
 
@@ -343,9 +348,14 @@ impl BoCache {
     pub fn import(&self, fd: BorrowedFd<'_>, desc: &ImportDesc) -> Result<Bo, BoError> {
         desc.validate()?;
         let inner = self.inner();
+        // Mutant (loom tests only): FD_TO_HANDLE before taking the lock, as minigbm did.
+        #[cfg(bo_cache_mutant = "fd_to_handle_outside_lock")]
+        let fd_to_handle = inner.kernel.fd_to_handle(fd);
         let mut st = lock(&inner.state);
         let stats = &mut st.stats;
-        let handle = inner.kernel.fd_to_handle(fd).map_err(|errno| match errno {
+        #[cfg(not(bo_cache_mutant = "fd_to_handle_outside_lock"))]
+        let fd_to_handle = inner.kernel.fd_to_handle(fd);
+        let handle = fd_to_handle.map_err(|errno| match errno {
             Errno::BADF | Errno::INVAL => BoError::NotADmaBuf { errno },
             errno => BoError::Kernel {
                 op: KernelOp::FdToHandle,
@@ -366,8 +376,20 @@ impl BoCache {
         };
         // Relaxed: under the lock, 0 vs positive is stable (only the lock holder takes a count
         // to or from 0; lock-free lookups only increment from >= 1).
-        if slot.refcount.load(Ordering::Relaxed) > 0 {
-            inner.hit(stats, slot, handle, fd, desc)?;
+        let cached = slot.refcount.load(Ordering::Relaxed) > 0;
+        // Mutant (loom tests only): a slot whose count an unlocked release took to 0 but whose
+        // teardown has not run yet (its identity is still there) is revived by the import.
+        #[cfg(bo_cache_mutant = "dec_to_zero_then_revive")]
+        let cached = cached || slot.ino.load(Ordering::Relaxed) != 0;
+        if cached {
+            let hit = inner.hit(stats, slot, handle, fd, desc);
+            // Mutant (loom tests only): the error path closes the handle even though it is
+            // cached, as amdgpu's import once did.
+            #[cfg(bo_cache_mutant = "error_path_closes_cached")]
+            if hit.is_err() {
+                inner.close_locked(stats, handle);
+            }
+            hit?;
             return Ok(Bo::new(self.inner, slot, handle));
         }
         match inner.probe(stats, fd, desc) {
@@ -581,8 +603,27 @@ impl fmt::Debug for Bo {
 impl Drop for Bo {
     fn drop(&mut self) {
         let slot = self.slot();
+        // Mutants (loom tests only): a plain lock-free decrement, which can take the count to 0
+        // outside the lock; the teardown follows under the lock, unconditionally
+        // ("plain_decrement") or only if the count is still 0 ("dec_to_zero_then_revive",
+        // whose import revives a zero-count slot).
+        #[cfg(any(
+            bo_cache_mutant = "plain_decrement",
+            bo_cache_mutant = "dec_to_zero_then_revive"
+        ))]
+        if slot.refcount.fetch_sub(1, Ordering::AcqRel) != 1 {
+            return;
+        }
         // Fast path, lock-free: "decrement unless one".
+        #[cfg(not(any(
+            bo_cache_mutant = "plain_decrement",
+            bo_cache_mutant = "dec_to_zero_then_revive"
+        )))]
         let mut cur = slot.refcount.load(Ordering::Relaxed);
+        #[cfg(not(any(
+            bo_cache_mutant = "plain_decrement",
+            bo_cache_mutant = "dec_to_zero_then_revive"
+        )))]
         while cur != 1 {
             // Release on success: this thread's uses of the buffer happen-before the final
             // release's Acquire decrement. Relaxed on failure: we retry with the value read.
@@ -602,8 +643,16 @@ impl Drop for Bo {
             let mut st = lock(&inner.state);
             // AcqRel: Acquire makes every earlier Release decrement (all in this RMW's release
             // sequence) happen-before the teardown; Release orders our own uses before it.
+            #[cfg(not(any(
+                bo_cache_mutant = "plain_decrement",
+                bo_cache_mutant = "dec_to_zero_then_revive"
+            )))]
             if slot.refcount.fetch_sub(1, Ordering::AcqRel) != 1 {
                 // A lookup took a reference meanwhile; it releases later.
+                return;
+            }
+            #[cfg(bo_cache_mutant = "dec_to_zero_then_revive")]
+            if slot.refcount.load(Ordering::Acquire) != 0 {
                 return;
             }
             let foreign = slot.foreign.swap(0, Ordering::Relaxed) != 0;
@@ -611,11 +660,20 @@ impl Drop for Bo {
             slot.dev.store(0, Ordering::Relaxed);
             slot.ino.store(0, Ordering::Relaxed);
             slot.flags.store(0, Ordering::Relaxed);
+            #[cfg(not(bo_cache_mutant = "unlock_before_close"))]
             if !foreign {
                 inner.close_locked(&mut st.stats, self.handle);
             }
             st.stats.live -= 1;
-            st.cache_dropped && st.stats.live == 0
+            let free_inner = st.cache_dropped && st.stats.live == 0;
+            // Mutant (loom tests only): unlock, then close (anv's v2).
+            #[cfg(bo_cache_mutant = "unlock_before_close")]
+            if !foreign {
+                drop(st);
+                let closed = inner.kernel.gem_close(self.handle);
+                count_close(&mut lock(&inner.state).stats, closed);
+            }
+            free_inner
             // The lock is released here, after the close: an import cannot get this handle
             // number back from the kernel and find the slot still live.
         };

@@ -61,6 +61,17 @@
 //! * fds are borrowed: the caller's fd stays open and usable — `fds_are_borrowed_never_closed`.
 //! * The fake follows the kernel's rules (lowest free handle, same handle on re-import, `EINVAL`
 //!   on double close) — `tests/memfd_kernel.rs`.
+//! * The refcount protocol holds in every interleaving loom explores (`tests/loom.rs`, on a
+//!   synthetic kernel with the fake's rules; no double close, no use of a closed handle by a
+//!   live object, no handle left open, live counts consistent): import vs last release —
+//!   `import_vs_last_release`; two releasers and an importer — `two_releasers_and_an_importer`;
+//!   two first imports of one buffer give one object with count 2 — `concurrent_fresh_imports`;
+//!   lock-free lookup vs last release — `lookup_vs_last_release`; clone vs release —
+//!   `clone_vs_release`; a refused re-import vs last release — `rejected_import_vs_last_release`.
+//!   The models have teeth: `scripts/loom-mutants` rebuilds the crate with each deliberately
+//!   broken variant (`--cfg bo_cache_mutant="..."`: `unlock_before_close`,
+//!   `fd_to_handle_outside_lock`, `dec_to_zero_then_revive`, `error_path_closes_cached`,
+//!   `plain_decrement`) and checks that some model fails for each.
 //!
 //! # Errors
 //!

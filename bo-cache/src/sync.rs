@@ -18,3 +18,13 @@ pub(crate) use std::sync::{Arc, Mutex, MutexGuard};
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
+
+/// Takes the pointer out of `a`, leaving null, through `&mut` (no atomic access: nothing else
+/// can reach it). Under loom this is not a scheduling point, so a table's teardown does not
+/// spend the model's branch budget.
+pub(crate) fn take_ptr<T>(a: &mut AtomicPtr<T>) -> *mut T {
+    #[cfg(loom)]
+    return a.with_mut(|p| std::mem::replace(p, std::ptr::null_mut()));
+    #[cfg(not(loom))]
+    return std::mem::replace(a.get_mut(), std::ptr::null_mut());
+}

@@ -7,7 +7,7 @@
 use std::mem::size_of;
 use std::ptr;
 
-use crate::sync::{AtomicPtr, AtomicU32, AtomicU64, Ordering};
+use crate::sync::{AtomicPtr, AtomicU32, AtomicU64, Ordering, take_ptr};
 
 const FANOUT: usize = 256;
 
@@ -82,8 +82,8 @@ impl<T> Dir<T> {
 
     /// Frees every published child, each with `free`.
     fn drain(&mut self, mut free: impl FnMut(Box<T>)) {
-        for c in &self.children {
-            let p = c.swap(ptr::null_mut(), Ordering::Relaxed);
+        for c in &mut self.children {
+            let p = take_ptr(c);
             if !p.is_null() {
                 // SAFETY: came from `Box::into_raw` and is swapped out exactly once; `&mut self`
                 // excludes every other user.
