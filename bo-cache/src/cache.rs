@@ -23,7 +23,10 @@ pub struct CacheConfig {
     /// take the table past it is refused with [`BoError::TableFull`]. Dense handles cost about
     /// 40 bytes each (1024 of them fit in under 64 KiB); a handle alone in its leaf, as
     /// sparse handles are, costs at most one leaf and two interior nodes (about 14 KiB), so the
-    /// default holds at least 1100 arbitrary handles and about 400 000 dense ones.
+    /// default holds at least 1100 arbitrary handles and about 400 000 dense ones. The table's
+    /// nodes live as long as the cache: the cap bounds every handle number the cache has ever
+    /// seen, not only the live ones (kernels hand out the lowest free number, so a real
+    /// description reuses its numbers; only `GEM_CHANGE_HANDLE` spreads them).
     pub max_table_bytes: usize,
     /// Check on every cache hit that the fd names the buffer cached under the handle the kernel
     /// returned (one `fstat`); a mismatch is [`BoError::ForeignHandle`]. Default on.
@@ -207,6 +210,9 @@ impl Inner {
                     handle: handle.get(),
                 });
             }
+            // FD_TO_HANDLE just gave this number for the cached buffer: whatever named another
+            // buffer under it before is gone, and the number is the cache's to close again.
+            slot.foreign.store(0, Ordering::Relaxed);
         }
         if let Err(e) = desc.check_size(slot.size.load(Ordering::Relaxed)) {
             stats.size_rejects += 1;
@@ -568,8 +574,22 @@ impl Bo {
     /// A new dma-buf fd for the buffer (`PRIME_HANDLE_TO_FD` on the cache's description, with
     /// `flags` such as `O_CLOEXEC`). Export goes through the cache so that no other layer
     /// touches its handles.
+    ///
+    /// # Errors
+    /// [`BoError::ForeignHandle`] when an import has found the object's handle recycled for
+    /// another buffer (someone closed it behind the cache's back): exporting it would hand out
+    /// the other buffer. The check and the export are made under the import lock, so an import
+    /// cannot find the handle foreign in between.
     pub fn export_dmabuf(&self, flags: u32) -> Result<OwnedFd, BoError> {
-        self.inner()
+        let inner = self.inner();
+        let _st = lock(&inner.state);
+        // Relaxed: the mark is written under this lock.
+        if self.slot().foreign.load(Ordering::Relaxed) != 0 {
+            return Err(BoError::ForeignHandle {
+                handle: self.handle.get(),
+            });
+        }
+        inner
             .kernel
             .handle_to_fd(self.handle, flags)
             .map_err(|errno| BoError::Kernel {

@@ -47,10 +47,15 @@
 //!   `flags_conflict_on_reimport_leaves_count_unchanged`.
 //! * A recycled handle number is a new object (new generation, new size) —
 //!   `recycled_handle_gets_a_new_generation_and_the_new_size`.
-//! * A handle recycled behind the cache's back is refused and never closed by the cache —
-//!   `foreign_recycled_handle_is_refused_and_never_closed`.
+//! * A handle recycled behind the cache's back is refused and never closed by the cache, and
+//!   the stale object on it never exports the other buffer; once an import gets the number for
+//!   the cached buffer again it is the cache's to close again —
+//!   `foreign_recycled_handle_is_refused_and_never_closed`,
+//!   `a_handle_found_naming_another_buffer_is_never_exported`,
+//!   `a_reimport_that_gets_the_number_back_makes_it_the_caches_to_close_again`.
 //! * Memory is bounded: sparse handles anywhere up to `i32::MAX` work under the cap, beyond it
-//!   imports fail with [`BoError::TableFull`]; 1024 dense handles take under 64 KiB —
+//!   imports fail with [`BoError::TableFull`] (the cap counts every number the cache has seen,
+//!   not only live ones); 1024 dense handles take under 64 KiB —
 //!   `sparse_handles_stay_under_the_table_cap`, `dense_1024_handles_fit_in_64_kib`.
 //! * Planes: offsets and sizes are checked (overflow included), planes of one buffer share its
 //!   object, each handle is closed once — `planes_share_objects_and_close_each_handle_once`,

@@ -352,6 +352,58 @@ fn recycled_handle_gets_a_new_generation_and_the_new_size() {
 }
 
 #[test]
+fn a_handle_found_naming_another_buffer_is_never_exported() {
+    let (cache, k) = cache();
+    let y = buffer(4096);
+    let yo = cache.import(y.as_fd(), &ImportDesc::default()).unwrap();
+    // Someone closes the cache's handle; another buffer gets the number through the cache.
+    k.gem_close(yo.handle()).unwrap();
+    let x = buffer(8192);
+    assert_eq!(
+        cache.import(x.as_fd(), &ImportDesc::default()).unwrap_err(),
+        BoError::ForeignHandle {
+            handle: yo.handle().get()
+        }
+    );
+    // The stale object's number now names X: exporting it would hand out X.
+    assert_eq!(
+        yo.export_dmabuf(0).unwrap_err(),
+        BoError::ForeignHandle {
+            handle: yo.handle().get()
+        }
+    );
+    drop(yo);
+    assert_eq!(k.stats().double_closes, 0);
+}
+
+#[test]
+fn a_reimport_that_gets_the_number_back_makes_it_the_caches_to_close_again() {
+    let (cache, k) = cache();
+    let y = buffer(4096);
+    let yo = cache.import(y.as_fd(), &ImportDesc::default()).unwrap();
+    let h = yo.handle();
+    k.gem_close(h).unwrap(); // behind the cache's back
+    let x = buffer(8192);
+    assert!(cache.import(x.as_fd(), &ImportDesc::default()).is_err()); // X got h
+    k.gem_close(h).unwrap(); // X's owner closes it too
+    // The kernel gives h to Y again, through the cache: the cache made it, the cache closes it.
+    let y2 = cache.import(y.as_fd(), &ImportDesc::default()).unwrap();
+    assert_eq!(y2.handle(), h);
+    let exported = y2.export_dmabuf(0).unwrap();
+    assert_eq!(
+        bo_cache::fstat_identity(exported.as_fd()).unwrap(),
+        bo_cache::fstat_identity(y.as_fd()).unwrap()
+    );
+    drop(yo);
+    drop(y2);
+    assert_eq!(k.stats().open_handles, 0, "h was left open");
+    assert_eq!(
+        (cache.stats().double_closes, k.stats().double_closes),
+        (0, 0)
+    );
+}
+
+#[test]
 fn foreign_recycled_handle_is_refused_and_never_closed() {
     let (cache, k) = cache();
     let a_buf = buffer(4096);
