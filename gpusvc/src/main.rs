@@ -16,6 +16,11 @@
 //!
 //! `gpusvc program-cache list|verify|stats|clear` inspects that folder without opening a cache.
 //!
+//! `gpusvc bo-cache stress` runs a multi-threaded import/lookup/clone/export/release load on the
+//! dma-buf buffer-object cache over its memfd backend and prints the cache's and the fake
+//! kernel's counters; it exits 1 when they show a double close, a failed operation, or an object
+//! or handle left after every reference was released.
+//!
 //! Commands are grouped by service, one module per service under `commands/` owning its
 //! arguments: `gpusvc program-cache demo|list|verify|stats|clear`. `gpusvc demo` is an alias of
 //! `gpusvc program-cache demo`, and `gpusvc cache list|verify|stats|clear` (hidden) of the folder
@@ -51,6 +56,7 @@ use std::time::Instant;
 
 use clap::{Parser, Subcommand};
 
+use commands::bo_cache::{self, BoCacheArgs};
 use commands::program_cache::{self, ProgramCacheArgs, demo::DemoArgs, folder::CacheArgs};
 
 /// gpusvc: GPU-process services (program binary cache, ...) on the machine's real GL driver.
@@ -78,6 +84,9 @@ enum Command {
     /// the command.
     #[command(hide = true)]
     Cache(CacheArgs),
+    /// The dma-buf buffer-object cache: stress (a multi-threaded import/release load on the
+    /// memfd backend; the render-node backend does not exist yet).
+    BoCache(BoCacheArgs),
 }
 
 fn main() -> ExitCode {
@@ -86,6 +95,7 @@ fn main() -> ExitCode {
         Command::ProgramCache(args) => program_cache::exec(args, started),
         Command::Demo(args) => program_cache::exec_demo(&args, started),
         Command::Cache(args) => program_cache::exec_cache_alias(args),
+        Command::BoCache(args) => bo_cache::exec(args),
     }
 }
 

@@ -2,4 +2,5 @@
 //! `gpusvc <service> <command>`. Adding a service adds a module here and a variant to `main`'s
 //! `Command`.
 
+pub(crate) mod bo_cache;
 pub(crate) mod program_cache;

@@ -1,0 +1,308 @@
+//! `gpusvc bo-cache stress`: several threads share one [`BoCache`] over a [`MemfdKernel`] and a
+//! set of buffers. Each round a thread imports a random buffer, then clones one of the objects
+//! it holds, looks a handle number up (which may race that handle's last release on another
+//! thread), or exports an object and imports the exported fd again; it keeps at most
+//! [`HELD`] references and now and then drops them all, so last releases race imports.
+//!
+//! The report is the cache's [`Stats`], the fake kernel's [`FakeStats`] and the operations the
+//! threads counted; the run is clean when no close failed, nothing is live or open once every
+//! reference is gone, and no operation failed.
+
+use std::fmt;
+use std::num::NonZeroU32;
+use std::os::fd::{AsFd, OwnedFd};
+use std::sync::Barrier;
+use std::time::{Duration, Instant};
+
+use bo_cache::{Bo, BoCache, Errno, FakeStats, ImportDesc, MemfdKernel, Stats};
+
+/// The most references one thread holds at once.
+pub(crate) const HELD: usize = 8;
+/// Size of the smallest buffer; buffer `i` has `(1 + i % 4)` times this.
+const PAGE: u64 = 4096;
+
+/// `gpusvc bo-cache stress`'s arguments.
+#[derive(Debug, Clone, PartialEq, clap::Args)]
+pub(crate) struct StressArgs {
+    /// Threads sharing the cache.
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=256))]
+    pub(crate) threads: u32,
+    /// Distinct buffers (sealed memfds) the threads import.
+    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    pub(crate) buffers: u32,
+    /// Run for this many seconds (default 2 when --rounds is not given).
+    #[arg(long, conflicts_with = "rounds", value_name = "S")]
+    pub(crate) seconds: Option<f64>,
+    /// Run exactly this many rounds per thread instead of for a time.
+    #[arg(long, value_name = "R")]
+    pub(crate) rounds: Option<u64>,
+}
+
+/// Operations one thread made, and how many failed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Ops {
+    pub(crate) rounds: u64,
+    pub(crate) imports: u64,
+    pub(crate) lookups: u64,
+    /// Lookups that found no live object under the number.
+    pub(crate) lookups_empty: u64,
+    pub(crate) clones: u64,
+    pub(crate) exports: u64,
+    pub(crate) releases: u64,
+    /// Imports and exports that returned an error.
+    pub(crate) errors: u64,
+}
+
+impl Ops {
+    fn add(&mut self, o: &Ops) {
+        self.rounds += o.rounds;
+        self.imports += o.imports;
+        self.lookups += o.lookups;
+        self.lookups_empty += o.lookups_empty;
+        self.clones += o.clones;
+        self.exports += o.exports;
+        self.releases += o.releases;
+        self.errors += o.errors;
+    }
+}
+
+/// What a stress run shows, read after every reference was released.
+#[derive(Debug, Clone)]
+pub(crate) struct Report {
+    pub(crate) threads: u32,
+    pub(crate) buffers: u32,
+    pub(crate) elapsed: Duration,
+    pub(crate) ops: Ops,
+    /// The first error an operation returned, if any.
+    pub(crate) first_error: Option<String>,
+    pub(crate) cache: Stats,
+    pub(crate) kernel: FakeStats,
+}
+
+impl Report {
+    /// Every problem the counters show; empty when the run is clean.
+    pub(crate) fn problems(&self) -> Vec<String> {
+        let mut p = Vec::new();
+        if self.cache.double_closes != 0 {
+            p.push(format!(
+                "{} double closes (cache)",
+                self.cache.double_closes
+            ));
+        }
+        if self.kernel.double_closes != 0 {
+            p.push(format!(
+                "{} double closes (kernel)",
+                self.kernel.double_closes
+            ));
+        }
+        if self.cache.close_errors != 0 {
+            p.push(format!("{} failed closes", self.cache.close_errors));
+        }
+        if self.cache.live != 0 {
+            p.push(format!("{} objects still live", self.cache.live));
+        }
+        if self.kernel.open_handles != 0 {
+            p.push(format!("{} handles still open", self.kernel.open_handles));
+        }
+        if self.ops.errors != 0 {
+            let first = self.first_error.as_deref().unwrap_or("?");
+            p.push(format!(
+                "{} operations failed (first: {first})",
+                self.ops.errors
+            ));
+        }
+        p
+    }
+
+    /// No problem.
+    pub(crate) fn clean(&self) -> bool {
+        self.problems().is_empty()
+    }
+}
+
+impl fmt::Display for Report {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (o, c, k) = (&self.ops, &self.cache, &self.kernel);
+        writeln!(
+            f,
+            "bo-cache stress: {} threads, {} buffers, memfd backend, {:.3} s",
+            self.threads,
+            self.buffers,
+            self.elapsed.as_secs_f64()
+        )?;
+        let rows: [(&str, u64); 21] = [
+            ("rounds", o.rounds),
+            ("imports", o.imports),
+            ("lookups", o.lookups),
+            ("lookups empty", o.lookups_empty),
+            ("clones", o.clones),
+            ("exports", o.exports),
+            ("releases", o.releases),
+            ("errors", o.errors),
+            ("cache hits", c.hits),
+            ("cache misses", c.misses),
+            ("cache closes", c.closes),
+            ("cache double closes", c.double_closes),
+            ("cache close errors", c.close_errors),
+            ("cache size rejects", c.size_rejects),
+            ("cache foreign handles", c.foreign_handles),
+            ("cache live", c.live as u64),
+            ("kernel handles created", k.handles_created),
+            ("kernel reimports", k.reimports),
+            ("kernel closes", k.closes),
+            ("kernel double closes", k.double_closes),
+            ("kernel open handles", k.open_handles as u64),
+        ];
+        for (label, value) in rows {
+            writeln!(f, "{label:<24}{value:>12}")?;
+        }
+        Ok(())
+    }
+}
+
+/// xorshift64*: a cheap per-thread generator.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+}
+
+/// How a thread knows it is done.
+#[derive(Debug, Clone, Copy)]
+enum Until {
+    Rounds(u64),
+    Deadline(Instant),
+}
+
+impl Until {
+    fn done(self, rounds: u64) -> bool {
+        match self {
+            Until::Rounds(r) => rounds >= r,
+            Until::Deadline(d) => rounds.is_multiple_of(64) && Instant::now() >= d,
+        }
+    }
+}
+
+/// One thread's share of the load; returns its counts and its first error.
+fn worker(cache: &BoCache, fds: &[OwnedFd], seed: u64, until: Until) -> (Ops, Option<String>) {
+    let mut rng = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
+    let mut ops = Ops::default();
+    let mut first_error = None;
+    let mut held: Vec<Bo> = Vec::with_capacity(HELD + 2);
+    let mut fail = |ops: &mut Ops, e: &dyn fmt::Display| {
+        ops.errors += 1;
+        first_error.get_or_insert_with(|| e.to_string());
+    };
+    while !until.done(ops.rounds) {
+        ops.rounds += 1;
+        let fd = fds[rng.below(fds.len())].as_fd();
+        ops.imports += 1;
+        match cache.import(fd, &ImportDesc::default()) {
+            Ok(bo) => held.push(bo),
+            Err(e) => fail(&mut ops, &e),
+        }
+        match rng.next() % 4 {
+            0 if !held.is_empty() => {
+                ops.clones += 1;
+                held.push(held[rng.below(held.len())].clone());
+            }
+            1 => {
+                // Any number the fake may have handed out, live or not.
+                let n = 1 + rng.below(fds.len()) as u32;
+                ops.lookups += 1;
+                match NonZeroU32::new(n).and_then(|h| cache.lookup(h)) {
+                    Some(bo) => held.push(bo),
+                    None => ops.lookups_empty += 1,
+                }
+            }
+            2 if !held.is_empty() => {
+                ops.exports += 1;
+                let exported = held[rng.below(held.len())].export_dmabuf(0);
+                match exported {
+                    Ok(fd) => {
+                        ops.imports += 1;
+                        match cache.import(fd.as_fd(), &ImportDesc::default()) {
+                            Ok(bo) => held.push(bo),
+                            Err(e) => fail(&mut ops, &e),
+                        }
+                    }
+                    Err(e) => fail(&mut ops, &e),
+                }
+            }
+            _ => {}
+        }
+        if rng.next().is_multiple_of(16) {
+            ops.releases += held.len() as u64;
+            held.clear();
+        }
+        while held.len() > HELD {
+            ops.releases += 1;
+            drop(held.swap_remove(rng.below(held.len())));
+        }
+    }
+    ops.releases += held.len() as u64;
+    drop(held);
+    (ops, first_error)
+}
+
+/// Runs the stress and reads the counters once every reference is released. An error is a
+/// buffer that could not be made.
+pub(crate) fn run(args: &StressArgs) -> Result<Report, Errno> {
+    let fds = (0..u64::from(args.buffers))
+        .map(|i| MemfdKernel::new_buffer(PAGE * (1 + i % 4)))
+        .collect::<Result<Vec<_>, _>>()?;
+    let kernel = MemfdKernel::new();
+    let cache = BoCache::with_kernel(kernel.clone());
+    let barrier = Barrier::new(args.threads as usize);
+    let started = Instant::now();
+    let results: Vec<(Ops, Option<String>)> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..args.threads)
+            .map(|t| {
+                let (cache, fds, barrier) = (&cache, &fds, &barrier);
+                s.spawn(move || {
+                    barrier.wait();
+                    let until = match (args.rounds, args.seconds) {
+                        (Some(r), _) => Until::Rounds(r),
+                        (None, secs) => Until::Deadline(
+                            Instant::now()
+                                + Duration::try_from_secs_f64(secs.unwrap_or(2.0))
+                                    .unwrap_or(Duration::ZERO),
+                        ),
+                    };
+                    worker(cache, fds, u64::from(t) + 1, until)
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("a stress thread panicked"))
+            .collect()
+    });
+    let elapsed = started.elapsed();
+    let mut ops = Ops::default();
+    let mut first_error = None;
+    for (o, e) in results {
+        ops.add(&o);
+        first_error = first_error.or(e);
+    }
+    let report = Report {
+        threads: args.threads,
+        buffers: args.buffers,
+        elapsed,
+        ops,
+        first_error,
+        cache: cache.stats(),
+        kernel: kernel.stats(),
+    };
+    drop(cache);
+    Ok(report)
+}

@@ -1,0 +1,81 @@
+//! `gpusvc bo-cache stress` as a user runs it: a short multi-threaded run on the memfd backend
+//! exits 0 and prints counters that agree with each other.
+
+use test_support::cli::{self, text};
+
+fn stress(args: &[&str]) -> (Option<i32>, String, String) {
+    let mut argv = vec!["bo-cache", "stress"];
+    argv.extend_from_slice(args);
+    let output = cli::run(env!("CARGO_BIN_EXE_gpusvc"), &argv, &[] as &[(&str, &str)]);
+    let (stdout, stderr) = text(&output);
+    (output.status.code(), stdout, stderr)
+}
+
+/// The number on the line labelled `label` (the label, then spaces, then the number).
+fn counter(report: &str, label: &str) -> u64 {
+    let line = report
+        .lines()
+        .find(|l| {
+            l.strip_prefix(label)
+                .is_some_and(|rest| rest.starts_with("  ") && !rest.trim().contains(' '))
+        })
+        .unwrap_or_else(|| panic!("no {label:?} line in:\n{report}"));
+    line[label.len()..]
+        .trim()
+        .parse()
+        .unwrap_or_else(|e| panic!("{line:?}: {e}"))
+}
+
+#[test]
+fn a_short_stress_run_exits_0_with_consistent_counters() {
+    let (code, out, err) = stress(&["--threads", "4", "--buffers", "6", "--rounds", "2000"]);
+    assert_eq!(code, Some(0), "stdout:\n{out}\nstderr:\n{err}");
+    assert!(out.contains("4 threads, 6 buffers, memfd backend"), "{out}");
+    let c = |label| counter(&out, label);
+    assert_eq!(c("rounds"), 4 * 2000, "{out}");
+    for zero in [
+        "errors",
+        "cache double closes",
+        "kernel double closes",
+        "cache close errors",
+        "cache size rejects",
+        "cache foreign handles",
+        "cache live",
+        "kernel open handles",
+    ] {
+        assert_eq!(c(zero), 0, "{zero}:\n{out}");
+    }
+    // Every import is a hit or a miss; every miss made an object whose handle was closed once,
+    // and the fake created exactly those handles and closed exactly those.
+    assert_eq!(c("cache hits") + c("cache misses"), c("imports"), "{out}");
+    assert!(c("cache misses") >= 6, "{out}");
+    assert_eq!(c("cache closes"), c("cache misses"), "{out}");
+    assert_eq!(c("kernel handles created"), c("cache misses"), "{out}");
+    assert_eq!(c("kernel closes"), c("cache closes"), "{out}");
+    assert_eq!(c("kernel reimports"), c("cache hits"), "{out}");
+    assert!(c("releases") >= c("imports"), "{out}");
+}
+
+#[test]
+fn a_timed_run_stops_and_exits_0() {
+    let (code, out, err) = stress(&["--threads", "2", "--buffers", "3", "--seconds", "0.2"]);
+    assert_eq!(code, Some(0), "stdout:\n{out}\nstderr:\n{err}");
+    assert_eq!(counter(&out, "kernel double closes"), 0, "{out}");
+    assert_eq!(counter(&out, "kernel open handles"), 0, "{out}");
+}
+
+#[test]
+fn seconds_and_rounds_together_are_a_usage_error() {
+    let (code, _, err) = stress(&["--seconds", "1", "--rounds", "5"]);
+    assert_eq!(code, Some(2), "{err}");
+}
+
+#[test]
+fn help_says_the_backend_is_memfd_only() {
+    let (code, out, _) = stress(&["--help"]);
+    assert_eq!(code, Some(0));
+    assert!(
+        out.contains("render-node backend does not exist yet"),
+        "{out}"
+    );
+}
