@@ -31,6 +31,12 @@ pub struct CacheConfig {
     /// Check on every cache hit that the fd names the buffer cached under the handle the kernel
     /// returned (one `fstat`); a mismatch is [`BoError::ForeignHandle`]. Default on.
     pub identity_check: bool,
+    /// The most references one object may have through [`BoCache::import`] and
+    /// [`Bo::try_clone`]; beyond it they fail with [`BoError::TooManyReferences`] and change
+    /// nothing (a C host that leaks references gets an error, not a wrapped count). Default and
+    /// maximum `i32::MAX` (larger values count as `i32::MAX`, 0 as 1). [`Bo::clone`] and
+    /// [`BoCache::lookup`] cannot fail: they abort the process above `i32::MAX`, as `Arc` does.
+    pub max_refs: u32,
 }
 
 impl Default for CacheConfig {
@@ -38,6 +44,7 @@ impl Default for CacheConfig {
         CacheConfig {
             max_table_bytes: 16 << 20,
             identity_check: true,
+            max_refs: MAX_REFCOUNT,
         }
     }
 }
@@ -177,6 +184,10 @@ impl fmt::Debug for Inner {
 }
 
 impl Inner {
+    fn max_refs(&self) -> u32 {
+        self.config.max_refs.clamp(1, MAX_REFCOUNT)
+    }
+
     /// `GEM_CLOSE` with the outcome counted. The caller holds the lock.
     fn close_locked(&self, stats: &mut Stats, handle: NonZeroU32) {
         count_close(stats, self.kernel.gem_close(handle));
@@ -225,7 +236,7 @@ impl Inner {
                 requested: desc.flags,
             });
         }
-        take_ref(slot);
+        try_take_ref(slot, handle, self.max_refs())?;
         stats.hits += 1;
         Ok(())
     }
@@ -273,6 +284,31 @@ fn take_ref(slot: &Slot) {
     let prev = slot.refcount.fetch_add(1, Ordering::Relaxed);
     if prev > MAX_REFCOUNT {
         std::process::abort();
+    }
+}
+
+/// Takes one more reference on a live slot unless it already has `limit`; the slot's count
+/// is `>= 1` (held by the caller or stable under the lock), so it never revives a dying slot.
+fn try_take_ref(slot: &Slot, handle: NonZeroU32, limit: u32) -> Result<(), BoError> {
+    let mut cur = slot.refcount.load(Ordering::Relaxed);
+    loop {
+        if cur >= limit {
+            return Err(BoError::TooManyReferences {
+                handle: handle.get(),
+                limit,
+            });
+        }
+        // Relaxed on success and failure, as in `take_ref`: the new reference comes from an
+        // existing one (or from the lock), and nothing is published by the increment.
+        match slot.refcount.compare_exchange_weak(
+            cur,
+            cur + 1,
+            Ordering::Relaxed,
+            Ordering::Relaxed,
+        ) {
+            Ok(_) => return Ok(()),
+            Err(now) => cur = now,
+        }
     }
 }
 
@@ -596,6 +632,19 @@ impl Bo {
                 op: KernelOp::HandleToFd,
                 errno,
             })
+    }
+}
+
+impl Bo {
+    /// Another reference to the object, unless it already has
+    /// [`CacheConfig::max_refs`] ([`BoError::TooManyReferences`]; nothing changed). Lock-free.
+    pub fn try_clone(&self) -> Result<Bo, BoError> {
+        try_take_ref(self.slot(), self.handle, self.inner().max_refs())?;
+        Ok(Bo {
+            inner: self.inner,
+            slot: self.slot,
+            handle: self.handle,
+        })
     }
 }
 

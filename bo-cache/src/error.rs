@@ -95,4 +95,14 @@ pub enum BoError {
         /// The cap.
         limit_bytes: usize,
     },
+    /// The object already has the most references the cache allows
+    /// ([`CacheConfig::max_refs`](crate::CacheConfig::max_refs)); nothing changed. Usually a
+    /// leak of references in the caller.
+    #[error("GEM handle {handle} already has {limit} references, the cache's limit")]
+    TooManyReferences {
+        /// The object's handle.
+        handle: u32,
+        /// The limit.
+        limit: u32,
+    },
 }

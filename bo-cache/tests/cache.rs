@@ -770,3 +770,52 @@ fn fds_are_borrowed_never_closed() {
     assert!(rustix::fs::fstat(&buf).is_ok());
     assert_clean(&cache, &k);
 }
+
+#[test]
+fn the_reference_cap_refuses_imports_and_try_clone_and_changes_nothing() {
+    let k = MemfdKernel::new();
+    let cache = BoCache::with_config(
+        k.clone(),
+        CacheConfig {
+            max_refs: 3,
+            ..CacheConfig::default()
+        },
+    );
+    let buf = buffer(4096);
+    let a = cache.import(buf.as_fd(), &ImportDesc::default()).unwrap();
+    let b = a.try_clone().unwrap();
+    let c = cache.import(buf.as_fd(), &ImportDesc::default()).unwrap();
+    assert_eq!(a.ref_count(), 3);
+    let limit = 3;
+    let handle = a.handle().get();
+    for err in [
+        a.try_clone().unwrap_err(),
+        cache
+            .import(buf.as_fd(), &ImportDesc::default())
+            .unwrap_err(),
+    ] {
+        assert_eq!(err, BoError::TooManyReferences { handle, limit }, "{err}");
+    }
+    assert_eq!(a.ref_count(), 3, "a refused reference changes no count");
+    assert_eq!(k.stats().open_handles, 1, "and closes nothing");
+    drop(c);
+    let d = a.try_clone().expect("below the cap again");
+    drop((a, b, d));
+    assert_eq!(cache.stats().closes, 1);
+    assert_eq!(cache.stats().live, 0);
+    assert_clean(&cache, &k);
+
+    // 0 counts as 1: the first import works, every further reference is refused.
+    let one = BoCache::with_config(
+        MemfdKernel::new(),
+        CacheConfig {
+            max_refs: 0,
+            ..CacheConfig::default()
+        },
+    );
+    let x = one.import(buf.as_fd(), &ImportDesc::default()).unwrap();
+    assert!(matches!(
+        x.try_clone(),
+        Err(BoError::TooManyReferences { limit: 1, .. })
+    ));
+}

@@ -43,6 +43,8 @@ pub(crate) unsafe fn config_in(ptr: *const gpusvc_bo_cache_config) -> CacheConfi
                 .cast::<u8>()
                 .read_unaligned()
                 != 0,
+            // Not in the C config yet: the C ABI keeps the default.
+            ..CacheConfig::default()
         }
     }
 }
