@@ -381,6 +381,11 @@ enum gpusvc_result
    Bo-cache: the handle table would grow past its memory cap (`max_table_bytes`).
    */
   GPUSVC_BO_CACHE_TABLE_FULL = 507,
+  /*
+   Bo-cache: the object already has the most references the cache allows (`max_refs`);
+   nothing changed. Usually a leak of references in the caller.
+   */
+  GPUSVC_BO_CACHE_TOO_MANY_REFERENCES = 508,
 };
 #ifndef __cplusplus
 #if __STDC_VERSION__ >= 202311L
@@ -560,6 +565,12 @@ typedef struct gpusvc_bo_cache_config {
    `fstat`); a mismatch is `GPUSVC_BO_CACHE_FOREIGN_HANDLE`. Default true.
    */
   bool identity_check;
+  /*
+   The most references one object may have through imports and `gpusvc_bo_ref`; beyond it
+   they fail with `GPUSVC_BO_CACHE_TOO_MANY_REFERENCES` and change nothing. Default and
+   maximum `INT32_MAX` (larger values count as `INT32_MAX`, 0 as 1).
+   */
+  uint32_t max_refs;
 } gpusvc_bo_cache_config;
 
 /*
@@ -1596,6 +1607,7 @@ gpusvc_result gpusvc_bo_cache_import_planes(const struct gpusvc_bo_cache *cache,
 
 /*
  A new `gpusvc_bo` for the same object into `*out`: one more reference (freed on its own).
+ `GPUSVC_BO_CACHE_TOO_MANY_REFERENCES` when the object is at the cache's `max_refs`.
 
  # Safety
  `out` is NULL or valid for one write.

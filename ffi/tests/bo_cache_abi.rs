@@ -423,10 +423,12 @@ fn a_full_table_is_its_code_and_objects_outlive_the_cache() {
     let mut config = gpusvc_bo_cache_config {
         max_table_bytes: 0,
         identity_check: false,
+        max_refs: 0,
     };
     // SAFETY: a live out slot.
     assert_eq!(unsafe { gpusvc_bo_cache_config_defaults(&mut config) }, OK);
     assert!(config.identity_check && config.max_table_bytes > 0);
+    assert_eq!(config.max_refs, i32::MAX as u32);
     config.max_table_bytes = 1;
     // SAFETY: a live config and out slot.
     let tiny = Cache(written(ptr::null_mut(), |out| unsafe {
@@ -462,6 +464,7 @@ fn result_codes_of_the_bo_cache_block_have_their_numbers() {
         (GPUSVC_BO_CACHE_PLANE_OUT_OF_BOUNDS, 505),
         (GPUSVC_BO_CACHE_KERNEL_ERROR, 506),
         (GPUSVC_BO_CACHE_TABLE_FULL, 507),
+        (GPUSVC_BO_CACHE_TOO_MANY_REFERENCES, 508),
     ];
     for (code, n) in codes {
         assert_eq!(code as u32, n);

@@ -202,6 +202,7 @@ pub unsafe extern "C" fn gpusvc_bo_cache_import_planes(
 // ---- objects ----
 
 /// A new `gpusvc_bo` for the same object into `*out`: one more reference (freed on its own).
+/// `GPUSVC_BO_CACHE_TOO_MANY_REFERENCES` when the object is at the cache's `max_refs`.
 ///
 /// # Safety
 /// `out` is NULL or valid for one write.
@@ -211,7 +212,14 @@ pub unsafe extern "C" fn gpusvc_bo_ref(
     out: *mut *mut gpusvc_bo,
 ) -> gpusvc_result {
     // SAFETY: forwarded from this function's contract.
-    unsafe { answer_into(|| self::bo(bo), out, "out", |b| Ok(new_bo((*b).clone()))) }
+    unsafe {
+        answer_into(
+            || self::bo(bo),
+            out,
+            "out",
+            |b| Ok(new_bo(b.try_clone().map_err(bo_error)?)),
+        )
+    }
 }
 
 /// Releases the reference `bo` holds; NULL is a no-op. The last release of an object closes its

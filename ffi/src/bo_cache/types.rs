@@ -17,6 +17,10 @@ pub struct gpusvc_bo_cache_config {
     /// Check on every cache hit that the fd names the buffer cached under the handle (one
     /// `fstat`); a mismatch is `GPUSVC_BO_CACHE_FOREIGN_HANDLE`. Default true.
     pub identity_check: bool,
+    /// The most references one object may have through imports and `gpusvc_bo_ref`; beyond it
+    /// they fail with `GPUSVC_BO_CACHE_TOO_MANY_REFERENCES` and change nothing. Default and
+    /// maximum `INT32_MAX` (larger values count as `INT32_MAX`, 0 as 1).
+    pub max_refs: u32,
 }
 
 impl From<CacheConfig> for gpusvc_bo_cache_config {
@@ -24,6 +28,7 @@ impl From<CacheConfig> for gpusvc_bo_cache_config {
         gpusvc_bo_cache_config {
             max_table_bytes: c.max_table_bytes,
             identity_check: c.identity_check,
+            max_refs: c.max_refs,
         }
     }
 }
@@ -43,8 +48,7 @@ pub(crate) unsafe fn config_in(ptr: *const gpusvc_bo_cache_config) -> CacheConfi
                 .cast::<u8>()
                 .read_unaligned()
                 != 0,
-            // Not in the C config yet: the C ABI keeps the default.
-            ..CacheConfig::default()
+            max_refs: std::ptr::addr_of!((*ptr).max_refs).read_unaligned(),
         }
     }
 }
@@ -166,6 +170,7 @@ pub(crate) fn bo_error(e: BoError) -> FfiError {
         BoError::PlaneOutOfBounds { .. } => GPUSVC_BO_CACHE_PLANE_OUT_OF_BOUNDS,
         BoError::Kernel { .. } => GPUSVC_BO_CACHE_KERNEL_ERROR,
         BoError::TableFull { .. } => GPUSVC_BO_CACHE_TABLE_FULL,
+        BoError::TooManyReferences { .. } => GPUSVC_BO_CACHE_TOO_MANY_REFERENCES,
     };
     FfiError::new(code, format!("bo-cache: {e}"))
 }

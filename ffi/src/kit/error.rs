@@ -122,6 +122,9 @@ pub enum gpusvc_result {
     GPUSVC_BO_CACHE_KERNEL_ERROR = 506,
     /// Bo-cache: the handle table would grow past its memory cap (`max_table_bytes`).
     GPUSVC_BO_CACHE_TABLE_FULL = 507,
+    /// Bo-cache: the object already has the most references the cache allows (`max_refs`);
+    /// nothing changed. Usually a leak of references in the caller.
+    GPUSVC_BO_CACHE_TOO_MANY_REFERENCES = 508,
 }
 
 c_enum!(impl gpusvc_result {
@@ -175,6 +178,7 @@ c_enum!(impl gpusvc_result {
     GPUSVC_BO_CACHE_PLANE_OUT_OF_BOUNDS => "bo-cache: a plane does not fit in its buffer",
     GPUSVC_BO_CACHE_KERNEL_ERROR => "bo-cache: a kernel call failed",
     GPUSVC_BO_CACHE_TABLE_FULL => "bo-cache: the handle table is at its memory cap",
+    GPUSVC_BO_CACHE_TOO_MANY_REFERENCES => "bo-cache: the object has the most references the cache allows",
 });
 
 /// A failed call: the code returned to C and the detail kept for `gpusvc_last_error_detail`.
