@@ -1,31 +1,51 @@
 //! The buffer-object cache vs locked maps, side by side in one process, same workloads, runs
-//! interleaved (ours, every baseline, ours, ...), medians of `RUNS` runs:
+//! interleaved (ours, every baseline, ours, ...), medians of the runs. Workloads (the notes'
+//! W1-W7), each threaded one at every thread count (default 1, 2, 4; `BO_CACHE_BENCH_THREADS=1,2,4,8,16`
+//! sets the list) and, where keys matter, over dense handles 1..N and sparse random handles in
+//! [1, 2^31):
 //!
-//! * W1 import-hit + release of a non-last reference, one thread.
-//! * W2 clone + release of non-last references, 1/2/4 threads over 1024 shared objects.
+//! * W1 import-hit + release of a non-last reference, over the N preloaded objects.
+//! * W2 clone + release of non-last references over the N preloaded objects.
+//! * W3 import-miss + last release, LIFO churn: each thread imports its K private buffers
+//!   (misses) and releases them in reverse order (last releases); measures insert/remove.
+//! * W4 the same churn (dense) on [`MemfdKernel`] (sealed memfds) vs the raw syscall floor: the
+//!   kernel calls the cache makes for one import-miss + last release (`fd_to_handle`, `size`
+//!   = two `lseek`s, `identity` = `fstat`, `gem_close`), made directly on a `MemfdKernel`
+//!   without the cache.
 //! * W5 lookup-heavy: 95% lookup by handle + release, 5% churn (import-miss + last release of a
-//!   thread-private buffer), 1/2/4 threads.
-//! * W7 memory of the table for 1024 dense handles.
+//!   thread-private buffer).
+//! * W6 absent-key lookups at high load: the table holds 1792 objects (a std `HashMap` of
+//!   2048 buckets at its 7/8 maximum load), keys random in [1, 2^31) and absent.
+//! * W7 memory of the table for 1024 dense and 1024 sparse handles: ours is
+//!   `stats().table_bytes` (exact: every node allocated; the slots hold the objects' state), a
+//!   baseline is an estimate from its capacity plus its `Arc<Entry>` allocations.
 //!
-//! Kernel: [`SynthKernel`], defined here, so the figures are the cache's and not the syscalls':
-//! `fd_to_handle`, `identity` and `size` are lookups in a table indexed by the fd number,
-//! `gem_close` does nothing. Ours is `BoCache` (identity check on, as by default) over it; every
-//! baseline calls the same kernel in the same places (identity check on a hit included).
+//! Kernel for all but W4: [`SynthKernel`], defined here, so the figures are the cache's and not
+//! the syscalls': `fd_to_handle`, `identity` and `size` are lookups in a table indexed by the
+//! fd number, `gem_close` does nothing. Ours is `BoCache` (identity check on, as by default)
+//! over it; every baseline calls the same kernel in the same places (identity check on a hit
+//! included). Sparse caches of ours get a 64 MiB table cap (the default 16 MiB cannot hold
+//! W6's 1792 sparse handles; the cap does not change the hot paths).
 //!
 //! Baselines, each an `Arc<Entry>` per handle behind one `Mutex`:
 //! B1 `HashMap` with std SipHash, B2 the same with an identity hasher (the key is the hash),
 //! B3 the same with `foldhash` (fast, an FxHash-like multiply-mix; `rustc-hash` is not a
-//! workspace dependency), B4 `Vec<Option<Arc<Entry>>>` indexed by handle. Each in two variants:
-//! `locked` (every count change under the mutex) and `dnot` (clone and non-final release
-//! lock-free, "decrement unless one", as ours).
+//! workspace dependency), B4 `Vec<Option<Arc<Entry>>>` indexed by handle (dense keys only: a
+//! sparse handle near 2^31 would need a 16 GiB vector). Each in two variants: `locked` (every
+//! count change under the mutex) and `dnot` (clone and non-final release lock-free, "decrement
+//! unless one", as ours).
 //!
-//! `cargo bench -p gpusvc-bo-cache --bench refcount`; prints the table and writes
-//! `target/bench/bo_cache.json`. Without `--bench` (as `cargo test --all-targets` runs it) it
-//! only runs a smoke pass with tiny counts and writes nothing.
+//! `cargo bench -p gpusvc-bo-cache --bench refcount [-- FILTER...]`; prints the table and writes
+//! `target/bench/bo_cache.json` (not when filtered). FILTERs keep the workloads whose name
+//! contains one of them (`W1`, `sparse`, ...); `BO_CACHE_BENCH_VARIANTS=ours,B3` keeps the
+//! variants whose name contains one of the comma-separated parts; `BO_CACHE_BENCH_OPS` and
+//! `BO_CACHE_BENCH_RUNS` override the counts (for profiling under callgrind). Without
+//! `--bench` (as `cargo test --all-targets` runs it) it only runs a smoke pass with tiny counts
+//! and writes nothing.
 
 use bench_support as support;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fs::File;
 use std::hash::{BuildHasher, BuildHasherDefault, Hasher};
 use std::hint::black_box;
@@ -36,13 +56,50 @@ use std::sync::{Arc, Barrier, Mutex};
 use std::thread;
 use std::time::Instant;
 
-use bo_cache::{Bo, BoCache, Errno, Identity, ImportDesc, Kernel};
-use support::{Row, median};
+use bo_cache::{Bo, BoCache, CacheConfig, Errno, Identity, ImportDesc, Kernel, MemfdKernel};
+use support::Row;
 
-/// Objects preloaded for W1, W2 and W5 (dense handles 1..=N).
+/// Objects preloaded for W1, W2, W5 and W7.
 const N: usize = 1024;
-/// Thread counts (this machine may have fewer cores; see the report).
-const THREADS: [usize; 3] = [1, 2, 4];
+/// Objects preloaded for W6: 7/8 of 2048, the most a std `HashMap` holds before it grows.
+const N_HIGH_LOAD: usize = 1792;
+/// Private buffers per thread for the W3/W4 churn (imported, then released in reverse order).
+const K: usize = 4;
+/// The largest sparse handle (exclusive): handles are `< 2^31`.
+const SPARSE_END: u64 = 1 << 31;
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Dist {
+    /// Handles 1, 2, 3, ... in import order.
+    Dense,
+    /// Distinct random handles in [1, 2^31).
+    Sparse,
+}
+
+impl Dist {
+    fn name(self) -> &'static str {
+        match self {
+            Dist::Dense => "dense",
+            Dist::Sparse => "sparse",
+        }
+    }
+}
+
+/// xorshift64: cheap, deterministic.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    /// A handle in [1, 2^31).
+    fn handle(&mut self) -> u32 {
+        (self.next() % (SPARSE_END - 1)) as u32 + 1
+    }
+}
 
 /// Fake DRM file: everything is a table lookup by fd number.
 #[derive(Debug)]
@@ -83,21 +140,42 @@ impl Kernel for SynthKernel {
     }
 }
 
-/// The buffers: `fds[i]` has handle `i + 1`. fds are dups of one `/dev/null` open; only their
-/// numbers matter to [`SynthKernel`].
+/// The buffers of one cache: `shared` (handles `shared_handles`) and `K` private ones per
+/// thread. fds are dups of one `/dev/null` open; only their numbers matter to [`SynthKernel`].
 struct Buffers {
-    fds: Vec<OwnedFd>,
+    shared: Vec<OwnedFd>,
+    shared_handles: Vec<u32>,
+    private: Vec<Vec<OwnedFd>>,
 }
 
-fn buffers(count: usize) -> (Buffers, SynthKernel) {
+fn buffers(dist: Dist, shared: usize, threads: usize) -> (Buffers, SynthKernel) {
     let null: OwnedFd = File::open("/dev/null").expect("/dev/null").into();
-    let fds: Vec<OwnedFd> = (0..count).map(|_| null.try_clone().expect("dup")).collect();
-    let max = fds.iter().map(|f| f.as_raw_fd()).max().unwrap_or(0) as usize;
+    let dup = || null.try_clone().expect("dup");
+    let shared_fds: Vec<OwnedFd> = (0..shared).map(|_| dup()).collect();
+    let private: Vec<Vec<OwnedFd>> = (0..threads)
+        .map(|_| (0..K).map(|_| dup()).collect())
+        .collect();
+    let all: Vec<&OwnedFd> = shared_fds.iter().chain(private.iter().flatten()).collect();
+    let mut rng = Rng(0x2545_f491_4f6c_dd1d);
+    let mut seen = HashSet::new();
+    let numbers: Vec<u32> = match dist {
+        Dist::Dense => (1..=all.len() as u32).collect(),
+        Dist::Sparse => std::iter::repeat_with(|| rng.handle())
+            .filter(|h| seen.insert(*h))
+            .take(all.len())
+            .collect(),
+    };
+    let max = all.iter().map(|f| f.as_raw_fd()).max().unwrap_or(0) as usize;
     let mut handles = vec![0u32; max + 1];
-    for (i, f) in fds.iter().enumerate() {
-        handles[f.as_raw_fd() as usize] = i as u32 + 1;
+    for (f, &h) in all.iter().zip(&numbers) {
+        handles[f.as_raw_fd() as usize] = h;
     }
-    (Buffers { fds }, SynthKernel { handles })
+    let b = Buffers {
+        shared: shared_fds,
+        shared_handles: numbers[..shared].to_vec(),
+        private,
+    };
+    (b, SynthKernel { handles })
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -288,7 +366,7 @@ impl<M: Map> Drop for BRef<'_, M> {
 // One interface over ours and the baselines, so each workload is written once.
 
 trait Cache: Sync {
-    type R<'a>: Clone + Send
+    type R<'a>: Clone + Send + Sync
     where
         Self: 'a;
     fn import<'a>(&'a self, fd: BorrowedFd<'_>) -> Self::R<'a>;
@@ -326,268 +404,596 @@ impl<M: Map> Cache for Locked<M> {
 }
 
 /// Runs `work(thread_index, ops)` on `threads` threads at once; returns wall ns per op (all
-/// threads' ops counted).
-fn timed<C: Cache>(
-    c: &C,
-    threads: usize,
-    ops: usize,
-    work: impl Fn(&C, usize, usize) + Sync,
-) -> f64 {
-    let start = Barrier::new(threads + 1);
-    let end = Barrier::new(threads + 1);
-    thread::scope(|s| {
-        for t in 0..threads {
-            let (start, end, work) = (&start, &end, &work);
-            s.spawn(move || {
-                start.wait();
-                work(c, t, ops);
-                end.wait();
-            });
-        }
-        start.wait();
-        let t0 = Instant::now();
-        end.wait();
-        t0.elapsed().as_secs_f64() * 1e9 / (threads * ops) as f64
-    })
+/// threads' ops counted), from the first thread's start to the last one's end (each thread
+/// reads the clock itself, so a main thread scheduled late cannot shorten the span).
+fn timed(threads: usize, ops: usize, work: impl Fn(usize, usize) + Sync) -> f64 {
+    let start = Barrier::new(threads);
+    let spans: Vec<(Instant, Instant)> = thread::scope(|s| {
+        let handles: Vec<_> = (0..threads)
+            .map(|t| {
+                let (start, work) = (&start, &work);
+                s.spawn(move || {
+                    start.wait();
+                    let t0 = Instant::now();
+                    work(t, ops);
+                    (t0, Instant::now())
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("bench thread"))
+            .collect()
+    });
+    let first = spans.iter().map(|s| s.0).min().expect("threads");
+    let last = spans.iter().map(|s| s.1).max().expect("threads");
+    (last - first).as_secs_f64() * 1e9 / (threads * ops) as f64
 }
 
-/// W1: import-hit + release, one thread, over the N preloaded buffers.
-fn w1<C: Cache>(c: &C, b: &Buffers, ops: usize) -> f64 {
-    timed(c, 1, ops, |c, _, ops| {
+/// W1: import-hit + release; thread t walks the shared buffers from offset t * 97.
+fn w1<C: Cache>(c: &C, b: &Buffers, threads: usize, ops: usize) -> f64 {
+    let n = b.shared.len();
+    timed(threads, ops, |t, ops| {
         for i in 0..ops {
-            black_box(c.import(b.fds[i % N].as_fd()));
+            black_box(c.import(b.shared[(i + t * 97) % n].as_fd()));
         }
     })
 }
 
 /// W2: clone + release of non-last references; thread t walks the objects from offset t * 97.
-fn w2<C: Cache>(c: &C, held: &[C::R<'_>], threads: usize, ops: usize) -> f64
-where
-    for<'a> C::R<'a>: Sync,
-{
-    timed(c, threads, ops, |_, t, ops| {
+fn w2<C: Cache>(held: &[C::R<'_>], threads: usize, ops: usize) -> f64 {
+    timed(threads, ops, |t, ops| {
         for i in 0..ops {
-            black_box(held[(i + t * 97) % N].clone());
+            black_box(held[(i + t * 97) % held.len()].clone());
         }
     })
 }
 
-/// W5: 95% lookup + release of a present handle, 5% import-miss + last release of a
-/// thread-private buffer (`private[t]`, one of
-/// the 4 buffers past the N preloaded ones, handles N+1..=N+4).
-fn w5<C: Cache>(c: &C, private: &[OwnedFd], threads: usize, ops: usize) -> f64 {
-    timed(c, threads, ops, |c, t, ops| {
-        let mut x = 0x9e37_79b9_u32.wrapping_mul(t as u32 + 1);
+/// The W3/W4 churn on one thread: import the K `mine` buffers (misses), release them in
+/// reverse order (last releases); `ops` imports in all (a multiple of K).
+fn churn<H>(
+    mine: &[OwnedFd],
+    ops: usize,
+    import: impl Fn(BorrowedFd<'_>) -> H,
+    release: impl Fn(H),
+) {
+    let mut held = Vec::with_capacity(mine.len());
+    for _ in 0..ops / mine.len() {
+        for fd in mine {
+            held.push(import(fd.as_fd()));
+        }
+        while let Some(h) = held.pop() {
+            release(h);
+        }
+    }
+}
+
+/// W3: import-miss + last release of thread-private buffers, LIFO.
+fn w3<C: Cache>(c: &C, b: &Buffers, threads: usize, ops: usize) -> f64 {
+    timed(threads, ops, |t, ops| {
+        churn(&b.private[t], ops, |fd| c.import(fd), drop);
+    })
+}
+
+/// W5: 95% lookup + release of a present handle, 5% import-miss + last release of the
+/// thread's first private buffer.
+fn w5<C: Cache>(c: &C, b: &Buffers, threads: usize, ops: usize) -> f64 {
+    let keys = &b.shared_handles;
+    timed(threads, ops, |t, ops| {
+        let mut rng = Rng(0x9e37_79b9_7f4a_7c15_u64.wrapping_mul(t as u64 + 1));
         for i in 0..ops {
-            x ^= x << 13;
-            x ^= x >> 17;
-            x ^= x << 5;
             if i % 20 == 19 {
-                black_box(c.import(private[t].as_fd()));
+                black_box(c.import(b.private[t][0].as_fd()));
             } else {
-                black_box(c.lookup(x % N as u32 + 1));
+                let h = keys[rng.next() as usize % keys.len()];
+                black_box(c.lookup(h));
             }
         }
     })
 }
 
+/// W6: lookups of absent keys; thread t walks `absent` from offset t * 97.
+fn w6<C: Cache>(c: &C, absent: &[u32], threads: usize, ops: usize) -> f64 {
+    timed(threads, ops, |t, ops| {
+        for i in 0..ops {
+            let r = c.lookup(absent[(i + t * 97) % absent.len()]);
+            debug_assert!(r.is_none());
+            black_box(r);
+        }
+    })
+}
+
+/// W4 buffers: K sealed memfds per thread.
+fn memfd_buffers(threads: usize) -> Vec<Vec<OwnedFd>> {
+    (0..threads)
+        .map(|_| {
+            (0..K)
+                .map(|_| MemfdKernel::new_buffer(4096).expect("memfd"))
+                .collect()
+        })
+        .collect()
+}
+
+/// W4, ours: the churn through a `BoCache` over a fresh `MemfdKernel`.
+fn w4_ours(private: &[Vec<OwnedFd>], threads: usize, ops: usize) -> f64 {
+    let c = BoCache::with_kernel(MemfdKernel::new());
+    let ns = timed(threads, ops, |t, ops| {
+        churn(
+            &private[t],
+            ops,
+            |fd| c.import(fd, &ImportDesc::default()).expect("import"),
+            drop,
+        );
+    });
+    let s = c.stats();
+    assert_eq!((s.live, s.double_closes, s.close_errors), (0, 0, 0));
+    ns
+}
+
+/// W4, the floor: the same kernel calls the cache makes for an import-miss (`fd_to_handle`,
+/// `size`, `identity`) and a last release (`gem_close`), directly on a fresh `MemfdKernel`.
+fn w4_floor(private: &[Vec<OwnedFd>], threads: usize, ops: usize) -> f64 {
+    let k = MemfdKernel::new();
+    let ns = timed(threads, ops, |t, ops| {
+        churn(
+            &private[t],
+            ops,
+            |fd| {
+                let h = k.fd_to_handle(fd).expect("fd_to_handle");
+                black_box(k.size(fd).expect("size"));
+                black_box(k.identity(fd).expect("identity"));
+                h
+            },
+            |h| k.gem_close(h).expect("gem_close"),
+        );
+    });
+    let s = k.stats();
+    assert_eq!((s.open_handles, s.double_closes), (0, 0));
+    ns
+}
+
 // ---------------------------------------------------------------------------------------------
 
-/// Every measured value: (workload, variant) -> samples.
-type Samples = HashMap<(String, &'static str), Vec<f64>>;
+/// Every variant, in table order.
+const VARIANTS: [&str; 10] = [
+    "ours",
+    "B1 sip locked",
+    "B2 identity locked",
+    "B3 foldhash locked",
+    "B4 vec locked",
+    "B1 sip dnot",
+    "B2 identity dnot",
+    "B3 foldhash dnot",
+    "B4 vec dnot",
+    "floor",
+];
 
-/// Measures `f` for one variant; `f` gets a fresh cache preloaded with the N buffers.
-fn measure<C: Cache>(
-    name: &'static str,
-    make: impl Fn(SynthKernel) -> C,
-    cfg: &Cfg,
-    out: &mut Samples,
-) where
-    for<'a> C::R<'a>: Sync,
-{
-    let (b, k) = buffers(N + 4);
-    let c = make(k);
-    let held: Vec<C::R<'_>> = (0..N).map(|i| c.import(b.fds[i].as_fd())).collect();
-    let mut push = |key: String, v: f64| out.entry((key, name)).or_default().push(v);
-    push("W1 import-hit+release 1T".into(), w1(&c, &b, cfg.ops));
-    for t in THREADS {
-        push(format!("W2 clone+release {t}T"), w2(&c, &held, t, cfg.ops));
+/// Every measured value: (workload, variant) -> samples, and the workloads in first-seen order.
+#[derive(Default)]
+struct Samples {
+    order: Vec<String>,
+    values: HashMap<(String, &'static str), Vec<f64>>,
+}
+
+impl Samples {
+    fn push(&mut self, workload: String, variant: &'static str, v: f64) {
+        if !self.order.contains(&workload) {
+            self.order.push(workload.clone());
+        }
+        self.values.entry((workload, variant)).or_default().push(v);
     }
-    for t in THREADS {
-        push(
-            format!("W5 lookup-heavy {t}T"),
-            w5(&c, &b.fds[N..], t, cfg.ops),
-        );
+
+    fn median(&self, workload: &str, variant: &str) -> Option<f64> {
+        let (_, v) = self
+            .values
+            .iter()
+            .find(|((w, v), _)| w == workload && *v == variant)?;
+        support::try_median(&mut v.clone())
     }
-    drop(held);
-    // W7: a fresh cache with 1024 dense handles.
-    let (b, k) = buffers(N);
-    let c = make(k);
-    let held: Vec<C::R<'_>> = (0..N).map(|i| c.import(b.fds[i].as_fd())).collect();
-    push("W7 memory 1024 dense".into(), c.table_bytes() as f64);
-    drop(held);
+
+    /// The best (lowest) baseline median, with its name.
+    fn best(&self, workload: &str) -> Option<(f64, &'static str)> {
+        VARIANTS[1..9]
+            .iter()
+            .filter_map(|v| Some((self.median(workload, v)?, *v)))
+            .min_by(|a, b| a.0.total_cmp(&b.0))
+    }
 }
 
 struct Cfg {
     ops: usize,
     runs: usize,
+    threads: Vec<usize>,
+    /// Workload name filters (any matches); empty = all.
+    filters: Vec<String>,
+    /// Variant name filters (any matches); empty = all.
+    variants: Vec<String>,
+}
+
+impl Cfg {
+    fn wants(&self, workload: &str) -> bool {
+        self.filters.is_empty() || self.filters.iter().any(|f| workload.contains(f.as_str()))
+    }
+    fn runs_variant(&self, variant: &str) -> bool {
+        self.variants.is_empty() || self.variants.iter().any(|f| variant.contains(f.as_str()))
+    }
+    fn filtered(&self) -> bool {
+        !self.filters.is_empty() || !self.variants.is_empty()
+    }
+    fn max_threads(&self) -> usize {
+        self.threads.iter().copied().max().unwrap_or(1)
+    }
+}
+
+/// Measures every W1-W3 and W5-W7 workload of `dist` for one variant; `make` builds a fresh cache
+/// over a kernel.
+fn measure<C: Cache>(
+    name: &'static str,
+    dist: Dist,
+    make: impl Fn(SynthKernel) -> C,
+    cfg: &Cfg,
+    out: &mut Samples,
+) {
+    if !cfg.runs_variant(name) {
+        return;
+    }
+    let d = dist.name();
+    let threads = &cfg.threads;
+    let names = |w: &str| -> Vec<(usize, String)> {
+        threads
+            .iter()
+            .map(|&t| (t, format!("{w} {d} {t}T")))
+            .filter(|(_, n)| cfg.wants(n))
+            .collect()
+    };
+    let (b, k) = buffers(dist, N, cfg.max_threads());
+    let c = make(k);
+    let held: Vec<C::R<'_>> = b.shared.iter().map(|f| c.import(f.as_fd())).collect();
+    for (t, w) in names("W1 import-hit+release") {
+        out.push(w, name, w1(&c, &b, t, cfg.ops));
+    }
+    for (t, w) in names("W2 clone+release") {
+        out.push(w, name, w2::<C>(&held, t, cfg.ops));
+    }
+    for (t, w) in names("W3 import-miss+last-release") {
+        out.push(w, name, w3(&c, &b, t, cfg.ops));
+    }
+    for (t, w) in names("W5 lookup-heavy") {
+        out.push(w, name, w5(&c, &b, t, cfg.ops));
+    }
+    drop(held);
+    drop(c);
+
+    let w6 = names("W6 absent-lookup");
+    if !w6.is_empty() {
+        let (b, k) = buffers(dist, N_HIGH_LOAD, 0);
+        let present: HashSet<u32> = b.shared_handles.iter().copied().collect();
+        let mut rng = Rng(0x1234_5678_9abc_def1);
+        let absent: Vec<u32> = std::iter::repeat_with(|| rng.handle())
+            .filter(|h| !present.contains(h))
+            .take(4096)
+            .collect();
+        let c = make(k);
+        let held: Vec<C::R<'_>> = b.shared.iter().map(|f| c.import(f.as_fd())).collect();
+        for (t, w) in w6 {
+            out.push(w, name, self::w6(&c, &absent, t, cfg.ops));
+        }
+        drop(held);
+    }
+
+    let w = format!("W7 memory 1024 {d}");
+    if cfg.wants(&w) {
+        let (b, k) = buffers(dist, N, 0);
+        let c = make(k);
+        let held: Vec<C::R<'_>> = b.shared.iter().map(|f| c.import(f.as_fd())).collect();
+        out.push(w, name, c.table_bytes() as f64);
+        drop(held);
+    }
+}
+
+/// Ours over `k`; sparse caches get a 64 MiB table cap (see the module docs).
+fn ours(k: SynthKernel, dist: Dist) -> BoCache {
+    match dist {
+        Dist::Dense => BoCache::with_kernel(k),
+        Dist::Sparse => BoCache::with_config(
+            k,
+            CacheConfig {
+                max_table_bytes: 64 << 20,
+                ..CacheConfig::default()
+            },
+        ),
+    }
+}
+
+fn env_usize(name: &str) -> Option<usize> {
+    let v = std::env::var(name).ok()?;
+    Some(
+        v.trim()
+            .parse()
+            .unwrap_or_else(|_| panic!("{name}={v}: not a number")),
+    )
+}
+
+fn config() -> (bool, Cfg) {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let bench = args.iter().any(|a| a == "--bench");
+    let threads = match std::env::var("BO_CACHE_BENCH_THREADS") {
+        Ok(v) => v
+            .split(',')
+            .map(|t| match t.trim().parse::<usize>() {
+                Ok(n) if n > 0 => n,
+                _ => panic!("BO_CACHE_BENCH_THREADS={v}: want a list like 1,2,4,8,16"),
+            })
+            .collect(),
+        Err(_) => vec![1, 2, 4],
+    };
+    let (ops, runs) = if bench { (200_000, 7) } else { (2_000, 1) };
+    let ops = env_usize("BO_CACHE_BENCH_OPS").unwrap_or(ops);
+    let cfg = Cfg {
+        // The churn imports K buffers per round.
+        ops: ops.div_ceil(K).max(1) * K,
+        runs: env_usize("BO_CACHE_BENCH_RUNS").unwrap_or(runs).max(1),
+        threads,
+        filters: args.into_iter().filter(|a| !a.starts_with('-')).collect(),
+        variants: std::env::var("BO_CACHE_BENCH_VARIANTS")
+            .map(|v| v.split(',').map(|s| s.trim().to_string()).collect())
+            .unwrap_or_default(),
+    };
+    (bench, cfg)
 }
 
 fn main() {
-    let bench = std::env::args().any(|a| a == "--bench");
-    let cfg = if bench {
-        Cfg {
-            ops: 400_000,
-            runs: 7,
-        }
-    } else {
-        Cfg {
-            ops: 2_000,
-            runs: 1,
-        }
-    };
+    let (bench, cfg) = config();
     let started = Instant::now();
-    let mut s = Samples::new();
+    let mut s = Samples::default();
+    let memfds = memfd_buffers(cfg.max_threads());
     for _ in 0..cfg.runs {
-        measure("ours", BoCache::with_kernel, &cfg, &mut s);
-        for dnot in [false, true] {
-            let tag = |a: &'static str, b: &'static str| if dnot { b } else { a };
-            measure(
-                tag("B1 sip locked", "B1 sip dnot"),
-                |k| Locked::<SipMap>::new(k, dnot),
-                &cfg,
-                &mut s,
-            );
-            measure(
-                tag("B2 identity locked", "B2 identity dnot"),
-                |k| Locked::<IdMap>::new(k, dnot),
-                &cfg,
-                &mut s,
-            );
-            measure(
-                tag("B3 foldhash locked", "B3 foldhash dnot"),
-                |k| Locked::<FoldMap>::new(k, dnot),
-                &cfg,
-                &mut s,
-            );
-            measure(
-                tag("B4 vec locked", "B4 vec dnot"),
-                |k| Locked::<VecMap>::new(k, dnot),
-                &cfg,
-                &mut s,
-            );
+        for dist in [Dist::Dense, Dist::Sparse] {
+            measure("ours", dist, |k| ours(k, dist), &cfg, &mut s);
+            for dnot in [false, true] {
+                let tag = |a: &'static str, b: &'static str| if dnot { b } else { a };
+                measure(
+                    tag("B1 sip locked", "B1 sip dnot"),
+                    dist,
+                    |k| Locked::<SipMap>::new(k, dnot),
+                    &cfg,
+                    &mut s,
+                );
+                measure(
+                    tag("B2 identity locked", "B2 identity dnot"),
+                    dist,
+                    |k| Locked::<IdMap>::new(k, dnot),
+                    &cfg,
+                    &mut s,
+                );
+                measure(
+                    tag("B3 foldhash locked", "B3 foldhash dnot"),
+                    dist,
+                    |k| Locked::<FoldMap>::new(k, dnot),
+                    &cfg,
+                    &mut s,
+                );
+                if dist == Dist::Dense {
+                    measure(
+                        tag("B4 vec locked", "B4 vec dnot"),
+                        dist,
+                        |k| Locked::<VecMap>::new(k, dnot),
+                        &cfg,
+                        &mut s,
+                    );
+                }
+            }
+        }
+        // W4 is slow (syscalls): a tenth of the ops.
+        let ops = (cfg.ops / 10).div_ceil(K) * K;
+        for &t in &cfg.threads {
+            let w = format!("W4 memfd import-miss+last-release dense {t}T");
+            if !cfg.wants(&w) {
+                continue;
+            }
+            if cfg.runs_variant("ours") {
+                s.push(w.clone(), "ours", w4_ours(&memfds, t, ops));
+            }
+            if cfg.runs_variant("floor") {
+                s.push(w, "floor", w4_floor(&memfds, t, ops));
+            }
         }
     }
-    let variants = [
-        "ours",
-        "B1 sip locked",
-        "B2 identity locked",
-        "B3 foldhash locked",
-        "B4 vec locked",
-        "B1 sip dnot",
-        "B2 identity dnot",
-        "B3 foldhash dnot",
-        "B4 vec dnot",
-    ];
-    let mut workloads: Vec<String> = s.keys().map(|(w, _)| w.clone()).collect();
-    workloads.sort();
-    workloads.dedup();
-    let med = |w: &str, v: &'static str| {
-        median(&mut s.get(&(w.to_string(), v)).cloned().unwrap_or_default())
-    };
-
-    // Every variant's median, for the full picture.
-    println!(
-        "\nbo_cache refcount: medians of {} runs, {} ops per thread per run",
-        cfg.runs, cfg.ops
-    );
-    print!("{:<28}", "workload (ns/op; W7 bytes)");
-    for v in variants {
-        print!(" {:>10}", {
-            let w: Vec<_> = v.split(' ').collect();
-            format!("{}-{}", w[0], w[w.len() - 1])
-        });
-    }
-    println!();
-    for w in &workloads {
-        print!("{w:<28}");
-        for v in variants {
-            print!(" {:>10.1}", med(w, v));
-        }
-        println!();
-    }
-
-    let mut rows = Vec::new();
-    let best = |w: &str| {
-        variants[1..]
-            .iter()
-            .map(|v| (med(w, v), *v))
-            .min_by(|a, b| a.0.total_cmp(&b.0))
-            .expect("baselines")
-    };
-    let w = "W1 import-hit+release 1T";
-    let (b, bn) = best(w);
-    println!("W1 best baseline: {bn}");
-    rows.push(Row {
-        metric: "w1_import_hit_release_1t_vs_best_ns".into(),
-        unit: "ns/op",
-        ours: med(w, "ours"),
-        baseline: b,
-        ratio_note: "ours/best baseline time (goal <= 1.0)",
-    });
-    // Throughput against the locked SipHash map; `goal` names the thread counts the issue sets
-    // a goal for.
-    let vs_locked_map = |workload: &str, metric: &str, t: usize, goal: Option<&'static str>| Row {
-        metric: format!("{metric}_{t}t_vs_b1_locked_mops"),
-        unit: "Mops/s",
-        ours: 1e3 / med(&format!("{workload} {t}T"), "ours"),
-        baseline: 1e3 / med(&format!("{workload} {t}T"), "B1 sip locked"),
-        ratio_note: goal.unwrap_or("ours/B1 throughput"),
-    };
-    for t in THREADS {
-        let goal = (t == 4).then_some("ours/B1 throughput (goal >= 1.5)");
-        rows.push(vs_locked_map(
-            "W2 clone+release",
-            "w2_clone_release",
-            t,
-            goal,
-        ));
-    }
-    for t in THREADS {
-        let goal = (t != 1).then_some("ours/B1 throughput (goal >= 2)");
-        rows.push(vs_locked_map("W5 lookup-heavy", "w5_lookup_heavy", t, goal));
-    }
-    for t in THREADS {
-        let w = format!("W5 lookup-heavy {t}T");
-        let (b, bn) = best(&w);
-        println!("W5 {t}T best baseline: {bn}");
-        rows.push(Row {
-            metric: format!("w5_lookup_heavy_{t}t_vs_best_mops"),
-            unit: "Mops/s",
-            ours: 1e3 / med(&w, "ours"),
-            baseline: 1e3 / b,
-            ratio_note: "ours/best baseline throughput",
-        });
-    }
-    let w = "W7 memory 1024 dense";
-    rows.push(Row {
-        metric: "w7_memory_1024_dense_vs_b4_vec_bytes".into(),
-        unit: "bytes",
-        ours: med(w, "ours"),
-        baseline: med(w, "B4 vec locked"),
-        ratio_note: "ours/Vec bytes (goal: ours <= 65536)",
-    });
-    if bench {
+    print_matrix(&s, &cfg);
+    let rows = rows(&s);
+    if bench && !cfg.filtered() {
         support::report("bo_cache", &rows);
     } else {
+        for r in &rows {
+            println!(
+                "{:<56} {:>12.2} {:>12.2} {:>7.3}  {}; {}",
+                r.metric,
+                r.ours,
+                r.baseline,
+                r.ratio(),
+                r.unit,
+                r.ratio_note
+            );
+        }
         println!(
-            "smoke run (no --bench): {} rows, nothing written",
+            "{} run (nothing written): {} rows",
+            if bench {
+                "filtered"
+            } else {
+                "smoke (no --bench)"
+            },
             rows.len()
         );
     }
+    let missed: Vec<&Row> = rows
+        .iter()
+        .filter(|r| r.ratio_note.contains("MISS"))
+        .collect();
+    println!(
+        "goals: {} met, {} missed{}",
+        rows.iter()
+            .filter(|r| r.ratio_note.contains("PASS"))
+            .count(),
+        missed.len(),
+        missed
+            .iter()
+            .map(|r| format!("\n  MISS {} (ratio {:.3})", r.metric, r.ratio()))
+            .collect::<String>()
+    );
     println!(
         "{:.1} s, {} cores",
         started.elapsed().as_secs_f64(),
         thread::available_parallelism().map_or(0, |n| n.get())
     );
+}
+
+/// Every variant's median, for the full picture.
+fn print_matrix(s: &Samples, cfg: &Cfg) {
+    println!(
+        "\nbo_cache refcount: medians of {} runs, {} ops per thread per run (W4: a tenth)",
+        cfg.runs, cfg.ops
+    );
+    print!("{:<46}", "workload (ns/op; W7 bytes)");
+    for v in VARIANTS {
+        let w: Vec<_> = v.split(' ').collect();
+        print!(" {:>10}", format!("{}-{}", w[0], w[w.len() - 1]));
+    }
+    println!();
+    for w in &s.order {
+        print!("{w:<46}");
+        for v in VARIANTS {
+            match s.median(w, v) {
+                Some(m) => print!(" {m:>10.1}"),
+                None => print!(" {:>10}", "-"),
+            }
+        }
+        println!();
+    }
+}
+
+/// A goal on a row: the ratio's bound, or a bound on ours alone.
+enum Goal {
+    RatioAtMost(f64),
+    RatioAtLeast(f64),
+    OursAtMost(f64),
+}
+
+fn verdict(goal: &Goal, ours: f64, baseline: f64) -> String {
+    let ratio = ours / baseline;
+    let (text, met) = match *goal {
+        Goal::RatioAtMost(g) => (format!("goal ratio <= {g}"), ratio <= g),
+        Goal::RatioAtLeast(g) => (format!("goal ratio >= {g}"), ratio >= g),
+        Goal::OursAtMost(g) => (format!("goal ours <= {g}"), ours <= g),
+    };
+    format!("{text}: {}", if met { "PASS" } else { "MISS" })
+}
+
+fn slug(w: &str) -> String {
+    let mut out = String::new();
+    for ch in w.chars() {
+        if ch.is_ascii_alphanumeric() {
+            out.push(ch.to_ascii_lowercase());
+        } else if !out.ends_with('_') {
+            out.push('_');
+        }
+    }
+    out.trim_end_matches('_').to_string()
+}
+
+/// The report rows: ours vs the best baseline for every workload, plus the rows the issue sets
+/// goals on (against the baseline it names).
+fn rows(s: &Samples) -> Vec<Row> {
+    let leak = |s: String| -> &'static str { s.leak() };
+    let mut rows = Vec::new();
+    for w in &s.order {
+        let Some(ours) = s.median(w, "ours") else {
+            continue;
+        };
+        let threads: usize = w
+            .rsplit(' ')
+            .next()
+            .and_then(|t| t.strip_suffix('T'))
+            .and_then(|t| t.parse().ok())
+            .unwrap_or(0);
+        let sw = slug(w);
+        if w.starts_with("W4") {
+            if let Some(floor) = s.median(w, "floor") {
+                let g = verdict(&Goal::RatioAtMost(1.10), ours, floor);
+                rows.push(Row {
+                    metric: format!("{sw}_vs_syscall_floor_ns"),
+                    unit: "ns/op",
+                    ours,
+                    baseline: floor,
+                    ratio_note: leak(format!("ours/floor time; {g}")),
+                });
+            }
+            continue;
+        }
+        if w.starts_with("W7") {
+            if let Some((b, bn)) = s.best(w) {
+                let limit = if w.contains("dense") {
+                    64 << 10
+                } else {
+                    16 << 20
+                };
+                let g = verdict(&Goal::OursAtMost(f64::from(limit)), ours, b);
+                rows.push(Row {
+                    metric: format!("{sw}_vs_smallest_bytes"),
+                    unit: "bytes",
+                    ours,
+                    baseline: b,
+                    ratio_note: leak(format!(
+                        "ours (stats().table_bytes) / smallest baseline ({bn}, capacity estimate); {g}"
+                    )),
+                });
+            }
+            continue;
+        }
+        if let Some((b, bn)) = s.best(w) {
+            let goal = (w.starts_with("W1") && threads == 1).then_some(Goal::RatioAtMost(1.0));
+            let g = goal.map(|g| format!("; {}", verdict(&g, ours, b)));
+            rows.push(Row {
+                metric: format!("{sw}_vs_best_ns"),
+                unit: "ns/op",
+                ours,
+                baseline: b,
+                ratio_note: leak(format!("ours/best ({bn}) time{}", g.unwrap_or_default())),
+            });
+        }
+        // Throughput against the locked SipHash map.
+        if (w.starts_with("W2") || w.starts_with("W5"))
+            && let Some(b1) = s.median(w, "B1 sip locked")
+        {
+            let goal = match (&w[..2], threads) {
+                ("W2", 4) => Some(Goal::RatioAtLeast(1.5)),
+                ("W5", 2 | 4) => Some(Goal::RatioAtLeast(2.0)),
+                _ => None,
+            };
+            let (o, b) = (1e3 / ours, 1e3 / b1);
+            let g = goal.map(|g| format!("; {}", verdict(&g, o, b)));
+            rows.push(Row {
+                metric: format!("{sw}_vs_b1_locked_mops"),
+                unit: "Mops/s",
+                ours: o,
+                baseline: b,
+                ratio_note: leak(format!(
+                    "ours/B1 locked throughput{}",
+                    g.unwrap_or_default()
+                )),
+            });
+        }
+        if w.starts_with("W6")
+            && let Some(b3) = s.median(w, "B3 foldhash locked")
+        {
+            let g = verdict(&Goal::RatioAtMost(10.0), ours, b3);
+            rows.push(Row {
+                metric: format!("{sw}_vs_b3_foldhash_locked_ns"),
+                unit: "ns/op",
+                ours,
+                baseline: b3,
+                ratio_note: leak(format!("ours/B3 (FxHash-like) time; {g}")),
+            });
+        }
+    }
+    rows
 }
