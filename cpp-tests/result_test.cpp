@@ -46,6 +46,7 @@ TEST(Result, CodesHaveTheirAbiNumbers) {
   EXPECT_EQ(GPUSVC_BO_CACHE_KERNEL_ERROR, 506u);
   EXPECT_EQ(GPUSVC_BO_CACHE_TABLE_FULL, 507u);
   EXPECT_EQ(GPUSVC_BO_CACHE_TOO_MANY_REFERENCES, 508u);
+  EXPECT_EQ(GPUSVC_BO_CACHE_NOT_A_DRM_DEVICE, 509u);
   EXPECT_EQ(sizeof(gpusvc_result), sizeof(uint32_t));
 }
 
@@ -88,7 +89,8 @@ TEST(Result, EveryKnownCodeHasADistinctMessage) {
                             GPUSVC_BO_CACHE_PLANE_OUT_OF_BOUNDS,
                             GPUSVC_BO_CACHE_KERNEL_ERROR,
                             GPUSVC_BO_CACHE_TABLE_FULL,
-                            GPUSVC_BO_CACHE_TOO_MANY_REFERENCES};
+                            GPUSVC_BO_CACHE_TOO_MANY_REFERENCES,
+                            GPUSVC_BO_CACHE_NOT_A_DRM_DEVICE};
   std::set<std::string> seen;
   for (uint32_t code : codes) {
     std::string m = gpusvc::ResultMessage(code);

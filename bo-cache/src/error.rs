@@ -15,6 +15,8 @@ pub enum KernelOp {
     Size,
     /// The identity query (`fstat`).
     Identity,
+    /// Opening (or `fstat` of) the DRM node.
+    Open,
 }
 
 /// Why an import, a plane import or an export failed. Every failure is a value; the cache's
@@ -94,6 +96,12 @@ pub enum BoError {
         handle: u32,
         /// The cap.
         limit_bytes: usize,
+    },
+    /// The path or fd given for the cache's DRM file is not a DRM render node.
+    #[error("not a DRM render node: {reason}")]
+    NotADrmDevice {
+        /// What it is instead.
+        reason: &'static str,
     },
     /// The object already has the most references the cache allows
     /// ([`CacheConfig::max_refs`](crate::CacheConfig::max_refs)); nothing changed. Usually a

@@ -121,6 +121,7 @@
 //!   is live, both decided under M, so clones and releases never touch a cache-wide counter.
 
 mod cache;
+mod drm;
 mod error;
 mod kernel;
 mod memfd;
@@ -128,6 +129,7 @@ mod sync;
 mod table;
 
 pub use cache::{Bo, BoCache, CacheConfig, ImportDesc, PlaneDesc, PlaneSet, Stats};
+pub use drm::{DRM_MAJOR, DrmKernel};
 pub use error::{BoError, KernelOp};
 pub use kernel::{Identity, Kernel, fstat_identity, lseek_size};
 pub use memfd::{FakeStats, MemfdKernel};

@@ -386,6 +386,11 @@ enum gpusvc_result
    nothing changed. Usually a leak of references in the caller.
    */
   GPUSVC_BO_CACHE_TOO_MANY_REFERENCES = 508,
+  /*
+   Bo-cache: the path given to `gpusvc_bo_cache_open` is not a DRM render node (a regular
+   file, a FIFO, a primary `card*` node, ...).
+   */
+  GPUSVC_BO_CACHE_NOT_A_DRM_DEVICE = 509,
 };
 #ifndef __cplusplus
 #if __STDC_VERSION__ >= 202311L
@@ -1542,6 +1547,24 @@ gpusvc_result gpusvc_bo_cache_new_memfd(struct gpusvc_bo_cache **out);
  */
 gpusvc_result gpusvc_bo_cache_new_memfd_with_config(const struct gpusvc_bo_cache_config *config,
                                                     struct gpusvc_bo_cache **out);
+
+/*
+ Makes a cache on a new DRM file description of its own, opened on the render node at `path`
+ (such as `/dev/dri/renderD128`; NUL-terminated UTF-8), with `*config`, or the defaults when
+ `config` is NULL, into `*out`. The open never blocks and never creates anything: a path that
+ is not a DRM render node (a regular file, a FIFO, a primary `card*` node) is
+ `GPUSVC_BO_CACHE_NOT_A_DRM_DEVICE`; an open that fails (ENOENT, EACCES, ...) is
+ `GPUSVC_BO_CACHE_KERNEL_ERROR` with the errno in the detail. Nobody else may create or close
+ GEM handles on that description; the host passes dma-buf fds in and gets new ones out with
+ `gpusvc_bo_export`.
+
+ # Safety
+ `path` is NULL or a NUL-terminated string; `config` is NULL or valid for one read; `out` is
+ NULL or valid for one write.
+ */
+gpusvc_result gpusvc_bo_cache_open(const char *path,
+                                   const struct gpusvc_bo_cache_config *config,
+                                   struct gpusvc_bo_cache **out);
 
 /*
  Frees a cache; NULL is a no-op. Objects still referenced by `gpusvc_bo` handles stay valid:

@@ -8,7 +8,7 @@ use bo_cache::{BoCache, CacheConfig, MemfdKernel, PlaneDesc};
 use crate::bo_cache::types::*;
 use crate::bo_cache::{bo, cache, gpusvc_bo, gpusvc_bo_cache, new_bo};
 use crate::kit::handle::{self, Kind};
-use crate::kit::{Out, answer_into, ffi_guard, gpusvc_result, null_argument, slice_in};
+use crate::kit::{Out, answer_into, cstr_in, ffi_guard, gpusvc_result, null_argument, slice_in};
 
 // ---- cache ----
 
@@ -74,6 +74,48 @@ pub unsafe extern "C" fn gpusvc_bo_cache_new_memfd_with_config(
             out,
             "out",
             |c| Ok(new_cache(c)),
+        )
+    }
+}
+
+/// Makes a cache on a new DRM file description of its own, opened on the render node at `path`
+/// (such as `/dev/dri/renderD128`; NUL-terminated UTF-8), with `*config`, or the defaults when
+/// `config` is NULL, into `*out`. The open never blocks and never creates anything: a path that
+/// is not a DRM render node (a regular file, a FIFO, a primary `card*` node) is
+/// `GPUSVC_BO_CACHE_NOT_A_DRM_DEVICE`; an open that fails (ENOENT, EACCES, ...) is
+/// `GPUSVC_BO_CACHE_KERNEL_ERROR` with the errno in the detail. Nobody else may create or close
+/// GEM handles on that description; the host passes dma-buf fds in and gets new ones out with
+/// `gpusvc_bo_export`.
+///
+/// # Safety
+/// `path` is NULL or a NUL-terminated string; `config` is NULL or valid for one read; `out` is
+/// NULL or valid for one write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gpusvc_bo_cache_open(
+    path: *const std::ffi::c_char,
+    config: *const gpusvc_bo_cache_config,
+    out: *mut *mut gpusvc_bo_cache,
+) -> gpusvc_result {
+    // SAFETY: `path` is a string or NULL (checked by `cstr_in`); `config` is checked for NULL
+    // before it is read and valid for one read otherwise (contract); `out` is forwarded.
+    unsafe {
+        answer_into(
+            || {
+                let path = cstr_in(path, "path")?;
+                let config = if config.is_null() {
+                    CacheConfig::default()
+                } else {
+                    config_in(config)
+                };
+                Ok((path, config))
+            },
+            out,
+            "out",
+            // The node is opened only once `out` is known to be writable.
+            |(path, config)| {
+                let cache = BoCache::open_with_config(path, config).map_err(bo_error)?;
+                Ok(handle::new_shared(Kind::BoCache, cache))
+            },
         )
     }
 }

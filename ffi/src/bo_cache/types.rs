@@ -171,6 +171,7 @@ pub(crate) fn bo_error(e: BoError) -> FfiError {
         BoError::Kernel { .. } => GPUSVC_BO_CACHE_KERNEL_ERROR,
         BoError::TableFull { .. } => GPUSVC_BO_CACHE_TABLE_FULL,
         BoError::TooManyReferences { .. } => GPUSVC_BO_CACHE_TOO_MANY_REFERENCES,
+        BoError::NotADrmDevice { .. } => GPUSVC_BO_CACHE_NOT_A_DRM_DEVICE,
     };
     FfiError::new(code, format!("bo-cache: {e}"))
 }

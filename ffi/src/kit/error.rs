@@ -125,6 +125,9 @@ pub enum gpusvc_result {
     /// Bo-cache: the object already has the most references the cache allows (`max_refs`);
     /// nothing changed. Usually a leak of references in the caller.
     GPUSVC_BO_CACHE_TOO_MANY_REFERENCES = 508,
+    /// Bo-cache: the path given to `gpusvc_bo_cache_open` is not a DRM render node (a regular
+    /// file, a FIFO, a primary `card*` node, ...).
+    GPUSVC_BO_CACHE_NOT_A_DRM_DEVICE = 509,
 }
 
 c_enum!(impl gpusvc_result {
@@ -179,6 +182,7 @@ c_enum!(impl gpusvc_result {
     GPUSVC_BO_CACHE_KERNEL_ERROR => "bo-cache: a kernel call failed",
     GPUSVC_BO_CACHE_TABLE_FULL => "bo-cache: the handle table is at its memory cap",
     GPUSVC_BO_CACHE_TOO_MANY_REFERENCES => "bo-cache: the object has the most references the cache allows",
+    GPUSVC_BO_CACHE_NOT_A_DRM_DEVICE => "bo-cache: the path is not a DRM render node",
 });
 
 /// A failed call: the code returned to C and the detail kept for `gpusvc_last_error_detail`.
