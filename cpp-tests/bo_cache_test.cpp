@@ -6,7 +6,13 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <sys/resource.h>
+
+#include <climits>
+#include <cstddef>
 #include <cstdint>
+#include <cstring>
+#include <string>
 #include <vector>
 
 #include "gpusvc.hpp"
@@ -57,6 +63,41 @@ gpusvc_bo_cache_stats_snapshot Stats(const gpusvc::BoCachePtr& cache) {
   gpusvc_bo_cache_stats_snapshot s{};
   EXPECT_EQ(gpusvc_bo_cache_stats(cache.get(), &s), GPUSVC_OK);
   return s;
+}
+
+// What an output slot holds before a call: a value no call writes, so an error must leave it.
+template <typename T>
+T* Unwritten() {
+  return reinterpret_cast<T*>(static_cast<uintptr_t>(0x5e1));
+}
+
+// An fd number that is closed now and that no other thread is given meanwhile: the highest the
+// soft limit allows (the kernel hands out the lowest free number).
+int HighFdNumber() {
+  rlimit lim{};
+  if (getrlimit(RLIMIT_NOFILE, &lim) != 0) return -1;
+  return static_cast<int>(lim.rlim_cur < 4096 ? lim.rlim_cur : 4096) - 1;
+}
+
+// The default configuration with max_refs set.
+gpusvc_bo_cache_config WithMaxRefs(uint32_t max_refs) {
+  gpusvc_bo_cache_config c = gpusvc::BoCacheConfigDefaults();
+  c.max_refs = max_refs;
+  return c;
+}
+
+// gpusvc_bo_cache_import_planes into slots that start unwritten; on error they must stay so.
+gpusvc_result ImportPlanesRaw(const gpusvc::BoCachePtr& cache,
+                              const std::vector<gpusvc_bo_plane>& planes) {
+  std::vector<gpusvc_bo*> out(planes.size(), Unwritten<gpusvc_bo>());
+  gpusvc_result r =
+      gpusvc_bo_cache_import_planes(cache.get(), planes.data(), planes.size(), 0, out.data());
+  if (r == GPUSVC_OK) {
+    for (gpusvc_bo* p : out) gpusvc::Bo release(p);
+  } else {
+    for (gpusvc_bo* p : out) EXPECT_EQ(p, Unwritten<gpusvc_bo>()) << "written on error " << r;
+  }
+  return r;
 }
 
 class BoCache : public ::testing::Test {
@@ -235,4 +276,323 @@ TEST_F(BoCache, ObjectsOutliveTheCacheAndAFullTableIsItsCode) {
   EXPECT_EQ(gpusvc_bo_size(bo.get(), &size), GPUSVC_OK);
   EXPECT_EQ(size, 64u);
   bo.reset();  // the last release closes the handle and frees the description
+}
+
+TEST_F(BoCache, EveryExportRefusesEachNullArgumentAndLeavesItsOutputsAlone) {
+  Fd buf(Memfd(64));
+  gpusvc::Bo a;
+  ASSERT_EQ(gpusvc::ImportBo(cache_.get(), buf.get(), gpusvc::BoImportDesc(0), &a), GPUSVC_OK);
+  const gpusvc_bo_import_desc desc = gpusvc::BoImportDesc(0);
+  const gpusvc_bo_cache_config config = gpusvc::BoCacheConfigDefaults();
+  const gpusvc_bo_plane plane{buf.get(), 0, 64};
+  gpusvc_bo_cache* cache_out = Unwritten<gpusvc_bo_cache>();
+  gpusvc_bo* bo_out = Unwritten<gpusvc_bo>();
+  gpusvc_bo_cache_stats_snapshot stats{};
+  stats.hits = 77;
+  uint32_t u32_out = 77;
+  uint64_t u64_out = 77;
+  int fd_out = -7;
+  const gpusvc_result null = GPUSVC_NULL_ARGUMENT;
+  EXPECT_EQ(gpusvc_bo_cache_config_defaults(nullptr), null);
+  EXPECT_EQ(gpusvc_bo_cache_new_memfd(nullptr), null);
+  EXPECT_EQ(gpusvc_bo_cache_new_memfd_with_config(nullptr, &cache_out), null);
+  EXPECT_EQ(gpusvc_bo_cache_new_memfd_with_config(&config, nullptr), null);
+  EXPECT_EQ(gpusvc_bo_cache_stats(nullptr, &stats), null);
+  EXPECT_EQ(gpusvc_bo_cache_stats(cache_.get(), nullptr), null);
+  EXPECT_EQ(gpusvc_bo_cache_import(nullptr, buf.get(), &desc, &bo_out), null);
+  EXPECT_EQ(gpusvc_bo_cache_import(cache_.get(), buf.get(), nullptr, &bo_out), null);
+  EXPECT_EQ(gpusvc_bo_cache_import(cache_.get(), buf.get(), &desc, nullptr), null);
+  EXPECT_EQ(gpusvc_bo_cache_import_planes(nullptr, &plane, 1, 0, &bo_out), null);
+  EXPECT_EQ(gpusvc_bo_cache_import_planes(cache_.get(), nullptr, 1, 0, &bo_out), null);
+  EXPECT_EQ(gpusvc_bo_cache_import_planes(cache_.get(), &plane, 1, 0, nullptr), null);
+  EXPECT_EQ(gpusvc_bo_ref(nullptr, &bo_out), null);
+  EXPECT_EQ(gpusvc_bo_ref(a.get(), nullptr), null);
+  EXPECT_EQ(gpusvc_bo_handle(nullptr, &u32_out), null);
+  EXPECT_EQ(gpusvc_bo_handle(a.get(), nullptr), null);
+  EXPECT_EQ(gpusvc_bo_size(nullptr, &u64_out), null);
+  EXPECT_EQ(gpusvc_bo_size(a.get(), nullptr), null);
+  EXPECT_EQ(gpusvc_bo_flags(nullptr, &u32_out), null);
+  EXPECT_EQ(gpusvc_bo_flags(a.get(), nullptr), null);
+  EXPECT_EQ(gpusvc_bo_ref_count(nullptr, &u32_out), null);
+  EXPECT_EQ(gpusvc_bo_ref_count(a.get(), nullptr), null);
+  EXPECT_EQ(gpusvc_bo_export(nullptr, O_CLOEXEC, &fd_out), null);
+  EXPECT_EQ(gpusvc_bo_export(a.get(), O_CLOEXEC, nullptr), null);
+  EXPECT_EQ(gpusvc::RefBo(a.get(), nullptr), null);
+  EXPECT_EQ(gpusvc::ImportBo(cache_.get(), buf.get(), desc, nullptr), null);
+  EXPECT_EQ(gpusvc::ImportBoPlanes(cache_.get(), {plane}, 0, nullptr), null);
+  // Releasing NULL is a no-op; a handle of the other kind is refused and releases nothing.
+  EXPECT_EQ(gpusvc_bo_free(nullptr), GPUSVC_OK);
+  EXPECT_EQ(gpusvc_bo_cache_free(nullptr), GPUSVC_OK);
+  EXPECT_EQ(gpusvc_bo_free(reinterpret_cast<gpusvc_bo*>(cache_.get())), GPUSVC_INVALID_HANDLE);
+  EXPECT_EQ(gpusvc_bo_cache_free(reinterpret_cast<gpusvc_bo_cache*>(a.get())),
+            GPUSVC_INVALID_HANDLE);
+  EXPECT_EQ(cache_out, Unwritten<gpusvc_bo_cache>());
+  EXPECT_EQ(bo_out, Unwritten<gpusvc_bo>());
+  EXPECT_EQ(stats.hits, 77u);
+  EXPECT_EQ(u32_out, 77u);
+  EXPECT_EQ(u64_out, 77u);
+  EXPECT_EQ(fd_out, -7);
+  gpusvc_bo_cache_stats_snapshot s = Stats(cache_);
+  EXPECT_EQ(s.misses, 1u);
+  EXPECT_EQ(s.hits, 0u);
+  EXPECT_EQ(s.live, 1u);
+  EXPECT_EQ(RefCount(a), 1u);
+}
+
+TEST_F(BoCache, NegativeAndClosedFdsAreNotADmabufInImportsAndPlanes) {
+  Fd buf(Memfd(4096));
+  ASSERT_GE(buf.get(), 0);
+  // A closed fd: a number that named the buffer (imported through it) and was then closed.
+  const int high = HighFdNumber();
+  ASSERT_GT(high, buf.get());
+  ASSERT_EQ(dup2(buf.get(), high), high);
+  gpusvc::Bo a;
+  ASSERT_EQ(gpusvc::ImportBo(cache_.get(), high, gpusvc::BoImportDesc(0), &a), GPUSVC_OK);
+  ASSERT_EQ(close(high), 0);
+  for (int fd : {-1, -2, INT_MIN, high, INT_MAX}) {
+    gpusvc_bo* out = Unwritten<gpusvc_bo>();
+    const gpusvc_bo_import_desc desc = gpusvc::BoImportDesc(0);
+    EXPECT_EQ(gpusvc_bo_cache_import(cache_.get(), fd, &desc, &out), GPUSVC_BO_CACHE_NOT_A_DMABUF)
+        << fd;
+    EXPECT_EQ(out, Unwritten<gpusvc_bo>());
+    const gpusvc_bo_plane bad{fd, 0, 1}, good{buf.get(), 0, 1};
+    EXPECT_EQ(ImportPlanesRaw(cache_, {bad, good}), GPUSVC_BO_CACHE_NOT_A_DMABUF) << fd;
+    EXPECT_EQ(ImportPlanesRaw(cache_, {good, bad}), GPUSVC_BO_CACHE_NOT_A_DMABUF) << fd;
+  }
+  EXPECT_EQ(RefCount(a), 1u);
+  gpusvc_bo_cache_stats_snapshot s = Stats(cache_);
+  EXPECT_EQ(s.misses, 1u);
+  EXPECT_EQ(s.hits, 0u);
+  EXPECT_EQ(s.closes, 0u);
+}
+
+TEST_F(BoCache, AbsurdSizesAndPlaneArithmeticAreCodesAndWriteNothing) {
+  Fd buf(Memfd(4096));
+  const int fd = buf.get();
+  struct Case {
+    uint64_t min_size, exact_size;
+    gpusvc_result code;
+  };
+  const Case cases[] = {
+      {UINT64_MAX, 0, GPUSVC_BO_CACHE_TOO_SMALL},
+      {0, UINT64_MAX, GPUSVC_BO_CACHE_SIZE_MISMATCH},
+      {UINT64_MAX, UINT64_MAX, GPUSVC_BO_CACHE_TOO_SMALL},
+      {UINT64_MAX, 1, GPUSVC_INVALID_ARGUMENT},
+      {4097, 4096, GPUSVC_INVALID_ARGUMENT},
+  };
+  // On a fresh handle (closed again), then on a cached one (its count untouched).
+  for (bool cached : {false, true}) {
+    gpusvc::Bo holder;
+    if (cached) {
+      ASSERT_EQ(gpusvc::ImportBo(cache_.get(), fd, gpusvc::BoImportDesc(0), &holder), GPUSVC_OK);
+    }
+    for (const Case& c : cases) {
+      gpusvc_bo* out = Unwritten<gpusvc_bo>();
+      const gpusvc_bo_import_desc desc = gpusvc::BoImportDesc(c.min_size, c.exact_size);
+      EXPECT_EQ(gpusvc_bo_cache_import(cache_.get(), fd, &desc, &out), c.code)
+          << c.min_size << " " << c.exact_size;
+      EXPECT_EQ(out, Unwritten<gpusvc_bo>());
+    }
+    if (cached) {
+      EXPECT_EQ(RefCount(holder), 1u);
+    }
+  }
+  struct PlaneCase {
+    uint64_t offset, size;
+    gpusvc_result code;
+  };
+  const PlaneCase plane_cases[] = {
+      {UINT64_MAX, 1, GPUSVC_INVALID_ARGUMENT},
+      {1, UINT64_MAX, GPUSVC_INVALID_ARGUMENT},
+      {UINT64_MAX, UINT64_MAX, GPUSVC_INVALID_ARGUMENT},
+      {UINT64_MAX, 0, GPUSVC_INVALID_ARGUMENT},
+      {0, UINT64_MAX, GPUSVC_BO_CACHE_PLANE_OUT_OF_BOUNDS},
+      {4096, 1, GPUSVC_BO_CACHE_PLANE_OUT_OF_BOUNDS},
+      {4095, 2, GPUSVC_BO_CACHE_PLANE_OUT_OF_BOUNDS},
+  };
+  for (const PlaneCase& c : plane_cases) {
+    const gpusvc_bo_plane p{fd, c.offset, c.size}, whole{fd, 0, 4096};
+    EXPECT_EQ(ImportPlanesRaw(cache_, {p}), c.code) << c.offset << " " << c.size;
+    // After a good plane: the good plane's reference is given back.
+    EXPECT_EQ(ImportPlanesRaw(cache_, {whole, p}), c.code) << c.offset << " " << c.size;
+  }
+  // A count of 0 with live arrays, and counts no array can have (refused before any read).
+  const gpusvc_bo_plane one{fd, 0, 1};
+  gpusvc_bo* out = Unwritten<gpusvc_bo>();
+  EXPECT_EQ(gpusvc_bo_cache_import_planes(cache_.get(), &one, 0, 0, &out), GPUSVC_INVALID_ARGUMENT);
+  EXPECT_EQ(gpusvc_bo_cache_import_planes(cache_.get(), &one, SIZE_MAX, 0, &out),
+            GPUSVC_INVALID_ARGUMENT);
+  EXPECT_EQ(gpusvc_bo_cache_import_planes(cache_.get(), nullptr, SIZE_MAX, 0, &out),
+            GPUSVC_NULL_ARGUMENT);
+  EXPECT_EQ(out, Unwritten<gpusvc_bo>());
+  gpusvc_bo_cache_stats_snapshot s = Stats(cache_);
+  EXPECT_EQ(s.live, 0u);
+  EXPECT_EQ(s.double_closes, 0u);
+  EXPECT_GE(s.size_rejects, 6u);
+  // Every handle an import opened was closed again: another buffer gets the lowest number.
+  Fd other(Memfd(64));
+  gpusvc::Bo b;
+  ASSERT_EQ(gpusvc::ImportBo(cache_.get(), other.get(), gpusvc::BoImportDesc(0), &b), GPUSVC_OK);
+  EXPECT_EQ(Handle(b), 1u);
+}
+
+TEST_F(BoCache, TheReferenceCapIs508ForRefBoImportsAndPlanesAndChangesNothing) {
+  gpusvc::BoCachePtr cache;
+  ASSERT_EQ(gpusvc::NewMemfdBoCache(WithMaxRefs(2), &cache), GPUSVC_OK);
+  Fd buf(Memfd(4096));
+  const int fd = buf.get();
+  gpusvc::Bo a, b;
+  ASSERT_EQ(gpusvc::ImportBo(cache.get(), fd, gpusvc::BoImportDesc(0), &a), GPUSVC_OK);
+  ASSERT_EQ(gpusvc::RefBo(a.get(), &b), GPUSVC_OK);
+  EXPECT_EQ(RefCount(a), 2u);
+  const gpusvc_bo_cache_stats_snapshot before = Stats(cache);
+  // At the cap: RefBo keeps what *out held, the C call leaves its slot alone.
+  gpusvc::Bo keep;
+  ASSERT_EQ(gpusvc::ImportBo(cache_.get(), fd, gpusvc::BoImportDesc(0), &keep), GPUSVC_OK);
+  gpusvc_bo* const kept = keep.get();
+  EXPECT_EQ(gpusvc::RefBo(a.get(), &keep), GPUSVC_BO_CACHE_TOO_MANY_REFERENCES);
+  EXPECT_EQ(keep.get(), kept);
+  gpusvc_bo* raw = Unwritten<gpusvc_bo>();
+  EXPECT_EQ(gpusvc_bo_ref(b.get(), &raw), GPUSVC_BO_CACHE_TOO_MANY_REFERENCES);
+  EXPECT_EQ(raw, Unwritten<gpusvc_bo>());
+  gpusvc::Bo c;
+  EXPECT_EQ(gpusvc::ImportBo(cache.get(), fd, gpusvc::BoImportDesc(0), &c),
+            GPUSVC_BO_CACHE_TOO_MANY_REFERENCES);
+  EXPECT_EQ(c, nullptr);
+  EXPECT_EQ(ImportPlanesRaw(cache, {{fd, 0, 1024}}), GPUSVC_BO_CACHE_TOO_MANY_REFERENCES);
+  EXPECT_EQ(RefCount(a), 2u);
+  const gpusvc_bo_cache_stats_snapshot after = Stats(cache);
+  EXPECT_EQ(after.hits, before.hits);
+  EXPECT_EQ(after.misses, before.misses);
+  EXPECT_EQ(after.closes, before.closes);
+  EXPECT_EQ(after.live, before.live);
+  // One below the cap: a two-plane import takes the last reference with its first plane, is
+  // refused at the second, and gives the first back.
+  b.reset();
+  EXPECT_EQ(ImportPlanesRaw(cache, {{fd, 0, 1024}, {fd, 1024, 1024}}),
+            GPUSVC_BO_CACHE_TOO_MANY_REFERENCES);
+  EXPECT_EQ(RefCount(a), 1u);
+  // Below the cap everything works again.
+  ASSERT_EQ(gpusvc::RefBo(a.get(), &c), GPUSVC_OK);
+  EXPECT_EQ(Handle(c), Handle(a));
+  c.reset();
+  ASSERT_EQ(gpusvc::ImportBo(cache.get(), fd, gpusvc::BoImportDesc(0), &c), GPUSVC_OK);
+  EXPECT_EQ(RefCount(a), 2u);
+  a.reset();
+  c.reset();
+  const gpusvc_bo_cache_stats_snapshot s = Stats(cache);
+  EXPECT_EQ(s.live, 0u);
+  EXPECT_EQ(s.closes, 1u);
+  EXPECT_EQ(s.double_closes, 0u);
+  EXPECT_NE(gpusvc::ResultMessage(GPUSVC_BO_CACHE_TOO_MANY_REFERENCES).find("references"),
+            std::string::npos);
+}
+
+TEST_F(BoCache, MaxRefsZeroCountsAsOneAndAHugeOneAsInt32Max) {
+  Fd buf(Memfd(64));
+  {
+    gpusvc::BoCachePtr one;
+    ASSERT_EQ(gpusvc::NewMemfdBoCache(WithMaxRefs(0), &one), GPUSVC_OK);
+    gpusvc::Bo a, b;
+    ASSERT_EQ(gpusvc::ImportBo(one.get(), buf.get(), gpusvc::BoImportDesc(0), &a), GPUSVC_OK);
+    EXPECT_EQ(gpusvc::RefBo(a.get(), &b), GPUSVC_BO_CACHE_TOO_MANY_REFERENCES);
+    EXPECT_EQ(gpusvc::ImportBo(one.get(), buf.get(), gpusvc::BoImportDesc(0), &b),
+              GPUSVC_BO_CACHE_TOO_MANY_REFERENCES);
+    EXPECT_EQ(b, nullptr);
+    EXPECT_EQ(RefCount(a), 1u);
+  }
+  for (uint32_t max_refs : {uint32_t{INT32_MAX} + 1, UINT32_MAX}) {
+    gpusvc::BoCachePtr huge;
+    ASSERT_EQ(gpusvc::NewMemfdBoCache(WithMaxRefs(max_refs), &huge), GPUSVC_OK);
+    gpusvc::Bo a;
+    ASSERT_EQ(gpusvc::ImportBo(huge.get(), buf.get(), gpusvc::BoImportDesc(0), &a), GPUSVC_OK);
+    std::vector<gpusvc::Bo> more(8);
+    for (gpusvc::Bo& m : more) ASSERT_EQ(gpusvc::RefBo(a.get(), &m), GPUSVC_OK);
+    EXPECT_EQ(RefCount(a), 9u);
+    more.clear();
+    a.reset();
+    EXPECT_EQ(Stats(huge).live, 0u);
+  }
+}
+
+TEST_F(BoCache, IdentityCheckBytesOtherThan0And1AreAccepted) {
+  Fd buf(Memfd(64));
+  for (unsigned char byte : {0x00, 0x01, 0x02, 0x80, 0xff}) {
+    gpusvc_bo_cache_config config = gpusvc::BoCacheConfigDefaults();
+    // What a C host with a stray byte passes; the library reads the byte, never a C++ bool.
+    std::memcpy(reinterpret_cast<unsigned char*>(&config) +
+                    offsetof(gpusvc_bo_cache_config, identity_check),
+                &byte, 1);
+    gpusvc_bo_cache* raw = nullptr;
+    ASSERT_EQ(gpusvc_bo_cache_new_memfd_with_config(&config, &raw), GPUSVC_OK) << int{byte};
+    gpusvc::BoCachePtr cache(raw);
+    gpusvc::Bo a, b;
+    ASSERT_EQ(gpusvc::ImportBo(cache.get(), buf.get(), gpusvc::BoImportDesc(0), &a), GPUSVC_OK);
+    ASSERT_EQ(gpusvc::ImportBo(cache.get(), buf.get(), gpusvc::BoImportDesc(0), &b), GPUSVC_OK);
+    EXPECT_EQ(Handle(a), Handle(b));
+    EXPECT_EQ(RefCount(a), 2u);
+  }
+}
+
+// The kernel's PRIME_HANDLE_TO_FD refuses flags other than DRM_CLOEXEC | DRM_RDWR (EINVAL); the
+// memfd fake ignores them and always exports a close-on-exec dup. This pins what it does today.
+TEST_F(BoCache, ExportOnTheMemfdCacheTakesAnyFlagsAndImportsAsTheSameObject) {
+  Fd buf(Memfd(4096));
+  gpusvc::Bo a;
+  ASSERT_EQ(gpusvc::ImportBo(cache_.get(), buf.get(), gpusvc::BoImportDesc(0, 0, 5), &a),
+            GPUSVC_OK);
+  uint32_t flags = 0;
+  EXPECT_EQ(gpusvc_bo_flags(a.get(), &flags), GPUSVC_OK);
+  EXPECT_EQ(flags, 5u);
+  for (uint32_t f : {0u, uint32_t{O_CLOEXEC}, uint32_t{O_CLOEXEC | O_RDWR}, UINT32_MAX}) {
+    int raw = -1;
+    ASSERT_EQ(gpusvc_bo_export(a.get(), f, &raw), GPUSVC_OK) << f;
+    Fd exported(raw);
+    EXPECT_EQ(fcntl(exported.get(), F_GETFD) & FD_CLOEXEC, FD_CLOEXEC);
+    gpusvc::Bo again;
+    ASSERT_EQ(gpusvc::ImportBo(cache_.get(), exported.get(), gpusvc::BoImportDesc(0, 0, 5), &again),
+              GPUSVC_OK);
+    EXPECT_EQ(Handle(again), Handle(a));
+  }
+  EXPECT_EQ(RefCount(a), 1u);
+}
+
+// T11: the cache freed while objects live: no more imports through it; the live objects answer,
+// reference and export; the last release frees everything (the sanitizer build checks leaks).
+TEST_F(BoCache, ObjectsOutliveTheirCacheAndAnswerEverythingButImports) {
+  Fd buf(Memfd(4096));
+  gpusvc::Bo a, b;
+  ASSERT_EQ(gpusvc::ImportBo(cache_.get(), buf.get(), gpusvc::BoImportDesc(4096), &a), GPUSVC_OK);
+  ASSERT_EQ(gpusvc::RefBo(a.get(), &b), GPUSVC_OK);
+  const uint32_t handle = Handle(a);
+  gpusvc_bo_cache* freed = cache_.get();
+  cache_.reset();
+  gpusvc::Bo c;
+  EXPECT_EQ(gpusvc::ImportBo(freed, buf.get(), gpusvc::BoImportDesc(0), &c), GPUSVC_INVALID_HANDLE);
+  gpusvc_bo* raw = Unwritten<gpusvc_bo>();
+  const gpusvc_bo_plane plane{buf.get(), 0, 1};
+  EXPECT_EQ(gpusvc_bo_cache_import_planes(freed, &plane, 1, 0, &raw), GPUSVC_INVALID_HANDLE);
+  EXPECT_EQ(raw, Unwritten<gpusvc_bo>());
+  gpusvc_bo_cache_stats_snapshot s{};
+  s.hits = 77;
+  EXPECT_EQ(gpusvc_bo_cache_stats(freed, &s), GPUSVC_INVALID_HANDLE);
+  EXPECT_EQ(s.hits, 77u);
+  EXPECT_EQ(gpusvc_bo_cache_free(freed), GPUSVC_INVALID_HANDLE);
+
+  EXPECT_EQ(Handle(a), handle);
+  uint64_t size = 0;
+  EXPECT_EQ(gpusvc_bo_size(b.get(), &size), GPUSVC_OK);
+  EXPECT_EQ(size, 4096u);
+  EXPECT_EQ(RefCount(a), 2u);
+  ASSERT_EQ(gpusvc::RefBo(b.get(), &c), GPUSVC_OK);
+  EXPECT_EQ(Handle(c), handle);
+  EXPECT_EQ(RefCount(a), 3u);
+  int exported_raw = -1;
+  ASSERT_EQ(gpusvc_bo_export(c.get(), O_CLOEXEC, &exported_raw), GPUSVC_OK);
+  Fd exported(exported_raw);
+  EXPECT_EQ(lseek(exported.get(), 0, SEEK_END), 4096);
+  a.reset();
+  b.reset();
+  EXPECT_EQ(RefCount(c), 1u);
+  c.reset();  // the last release closes the handle and frees the description
 }

@@ -944,7 +944,8 @@ using BoCachePtr = std::unique_ptr<gpusvc_bo_cache, BoCacheDeleter>;
 struct BoDeleter {
   void operator()(gpusvc_bo* p) const noexcept { (void)gpusvc_bo_free(p); }
 };
-// One reference to a buffer object; any thread. A second reference is RefBo, never a copy.
+// One reference to a buffer object; any thread. A second reference is RefBo, never a copy (a
+// reference can be refused, and a copy could not say so).
 using Bo = std::unique_ptr<gpusvc_bo, BoDeleter>;
 
 // Creates a memfd-backed cache (sealed memfds stand in for dma-bufs) into *out.
@@ -1009,7 +1010,9 @@ inline gpusvc_result ImportBoPlanes(const gpusvc_bo_cache* cache,
   return GPUSVC_OK;
 }
 
-// One more reference to the object of `bo` into *out.
+// One more reference to the object of `bo` into *out (whatever *out held is released). On error
+// *out is left as it was: GPUSVC_BO_CACHE_TOO_MANY_REFERENCES when the object is at its cache's
+// max_refs (nothing changed), GPUSVC_NULL_ARGUMENT or GPUSVC_INVALID_HANDLE for a bad `bo`.
 inline gpusvc_result RefBo(const gpusvc_bo* bo, Bo* out) {
   if (out == nullptr) return GPUSVC_NULL_ARGUMENT;
   gpusvc_bo* raw = nullptr;
