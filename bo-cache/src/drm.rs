@@ -5,7 +5,10 @@ use std::num::NonZeroU32;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
-use rustix::fs::{FileType, Mode, OFlags, fstat, major, minor, open};
+use rustix::fs::{
+    FileType, MemfdFlags, Mode, OFlags, SealFlags, fcntl_add_seals, fstat, ftruncate, major,
+    memfd_create, minor, open,
+};
 use rustix::io::Errno;
 
 use crate::{BoCache, BoError, CacheConfig, Kernel, KernelOp};
@@ -175,5 +178,194 @@ impl BoCache {
     /// [`DrmKernel::reopen`]).
     pub fn reopen(fd: BorrowedFd<'_>, config: CacheConfig) -> Result<BoCache, BoError> {
         Ok(BoCache::with_config(DrmKernel::reopen(fd)?, config))
+    }
+}
+
+/// A maker of real dma-bufs for a render node, for tests and tools that have no decoder or
+/// client to get them from: `/dev/udmabuf` (sealed memfds wrapped as dma-bufs) or, failing
+/// that, dumb buffers on the device's primary node exported with `PRIME_HANDLE_TO_FD` (a file
+/// description other than any cache's, as IGT and libdrm's tests do).
+pub struct DmaBufSource {
+    kind: SourceKind,
+}
+
+enum SourceKind {
+    Udmabuf(OwnedFd),
+    Dumb { card: OwnedFd, path: PathBuf },
+}
+
+impl fmt::Debug for DmaBufSource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.describe())
+    }
+}
+
+/// `struct udmabuf_create` of `<linux/udmabuf.h>`.
+#[repr(C)]
+struct UdmabufCreate {
+    memfd: u32,
+    flags: u32,
+    offset: u64,
+    size: u64,
+}
+
+/// `_IOW('u', 0x42, struct udmabuf_create)`.
+const UDMABUF_CREATE: u64 = (1 << 30) | (24 << 16) | ((b'u' as u64) << 8) | 0x42;
+/// `UDMABUF_FLAGS_CLOEXEC`.
+const UDMABUF_FLAGS_CLOEXEC: u32 = 1;
+
+/// The primary node of the device behind render node `node`, from sysfs.
+fn primary_node_of(node: &Path) -> Option<PathBuf> {
+    let st = rustix::fs::stat(node).ok()?;
+    // st_rdev is a u64 on Linux; the cast only widens where it is narrower.
+    #[allow(clippy::unnecessary_cast)]
+    let rdev = st.st_rdev as u64;
+    let dir = format!("/sys/dev/char/{}:{}/device/drm", major(rdev), minor(rdev));
+    std::fs::read_dir(dir)
+        .ok()?
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .find(|n| n.starts_with("card"))
+        .map(|n| Path::new("/dev/dri").join(n))
+}
+
+fn open_rw(path: &Path) -> Result<OwnedFd, Errno> {
+    open(
+        path,
+        OFlags::RDWR | OFlags::CLOEXEC | OFlags::NONBLOCK | OFlags::NOCTTY,
+        Mode::empty(),
+    )
+}
+
+impl DmaBufSource {
+    /// Every source that can make a dma-buf the render node at `node` imports, best first
+    /// (each probed with one buffer imported and closed on a description of its own), or why
+    /// there is none.
+    pub fn for_node(node: &Path) -> Result<DmaBufSource, String> {
+        let mut candidates = Vec::new();
+        let mut why = Vec::new();
+        match open_rw(Path::new("/dev/udmabuf")) {
+            Ok(fd) => candidates.push(DmaBufSource {
+                kind: SourceKind::Udmabuf(fd),
+            }),
+            Err(e) => why.push(format!("/dev/udmabuf: {e}")),
+        }
+        match primary_node_of(node) {
+            Some(path) => match open_rw(&path) {
+                Ok(card) => candidates.push(DmaBufSource {
+                    kind: SourceKind::Dumb { card, path },
+                }),
+                Err(e) => why.push(format!("{}: {e}", path.display())),
+            },
+            None => why.push(format!("{}: no primary node in sysfs", node.display())),
+        }
+        for source in candidates {
+            let probe = source.buffer(4096).and_then(|(buf, _)| {
+                let k = DrmKernel::open(node)?;
+                let h = k
+                    .fd_to_handle(buf.as_fd())
+                    .map_err(|errno| BoError::Kernel {
+                        op: KernelOp::FdToHandle,
+                        errno,
+                    })?;
+                k.gem_close(h).map_err(|errno| BoError::Kernel {
+                    op: KernelOp::GemClose,
+                    errno,
+                })
+            });
+            match probe {
+                Ok(()) => return Ok(source),
+                Err(e) => why.push(format!("{}: {e}", source.describe())),
+            }
+        }
+        Err(format!(
+            "no dma-buf source that {} imports ({})",
+            node.display(),
+            why.join("; ")
+        ))
+    }
+
+    /// The first render node with a working source, or why there is none.
+    pub fn find() -> Result<(PathBuf, DmaBufSource), String> {
+        let nodes = DrmKernel::render_nodes();
+        if nodes.is_empty() {
+            return Err("no DRM render node (/dev/dri/renderD*) on this machine".into());
+        }
+        let mut why = Vec::new();
+        for node in nodes {
+            match DmaBufSource::for_node(&node) {
+                Ok(source) => return Ok((node, source)),
+                Err(e) => why.push(e),
+            }
+        }
+        Err(why.join("; "))
+    }
+
+    /// A new dma-buf of at least `size` bytes (rounded up to whole 4096-byte pages; 0 counts
+    /// as one page) and its actual size.
+    pub fn buffer(&self, size: u64) -> Result<(OwnedFd, u64), BoError> {
+        let pages = size.div_ceil(4096).max(1);
+        let size = pages
+            .checked_mul(4096)
+            .ok_or(BoError::InvalidArgument("buffer size overflows"))?;
+        let kernel = |op| move |errno| BoError::Kernel { op, errno };
+        match &self.kind {
+            SourceKind::Udmabuf(dev) => {
+                let memfd = memfd_create(
+                    "gpusvc-udmabuf",
+                    MemfdFlags::CLOEXEC | MemfdFlags::ALLOW_SEALING,
+                )
+                .map_err(kernel(KernelOp::Export))?;
+                ftruncate(&memfd, size).map_err(kernel(KernelOp::Export))?;
+                fcntl_add_seals(&memfd, SealFlags::SHRINK).map_err(kernel(KernelOp::Export))?;
+                let create = UdmabufCreate {
+                    memfd: memfd.as_raw_fd() as u32,
+                    flags: UDMABUF_FLAGS_CLOEXEC,
+                    offset: 0,
+                    size,
+                };
+                // SAFETY: a valid, live request struct for UDMABUF_CREATE on an open udmabuf
+                // device; the kernel only reads it.
+                let fd = unsafe {
+                    libc::ioctl(
+                        dev.as_raw_fd(),
+                        UDMABUF_CREATE as libc::Ioctl,
+                        std::ptr::from_ref(&create),
+                    )
+                };
+                if fd < 0 {
+                    return Err(kernel(KernelOp::Export)(
+                        Errno::from_io_error(&std::io::Error::last_os_error()).unwrap_or(Errno::IO),
+                    ));
+                }
+                // SAFETY: the ioctl returned a new fd that nothing else owns.
+                Ok((unsafe { OwnedFd::from_raw_fd(fd) }, size))
+            }
+            SourceKind::Dumb { card, .. } => {
+                let height = u32::try_from(pages)
+                    .map_err(|_| BoError::InvalidArgument("buffer too large"))?;
+                // 1024 pixels of 32 bits: one 4096-byte row per page.
+                let db = drm_ffi::mode::dumbbuffer::create(card.as_fd(), 1024, height, 32, 0)
+                    .map_err(|e| kernel(KernelOp::Export)(errno_of(e)))?;
+                let exported = drm_ffi::gem::handle_to_fd(
+                    card.as_fd(),
+                    db.handle,
+                    (OFlags::CLOEXEC | OFlags::RDWR).bits(),
+                );
+                // The dma-buf holds the object; the exporting description's handle goes.
+                let _ = drm_ffi::gem::close(card.as_fd(), db.handle);
+                let prime = exported.map_err(|e| kernel(KernelOp::HandleToFd)(errno_of(e)))?;
+                // SAFETY: the ioctl succeeded and returned a new fd that nothing else owns.
+                Ok((unsafe { OwnedFd::from_raw_fd(prime.fd) }, db.size))
+            }
+        }
+    }
+
+    /// What makes the buffers, for messages.
+    pub fn describe(&self) -> String {
+        match &self.kind {
+            SourceKind::Udmabuf(_) => "/dev/udmabuf".into(),
+            SourceKind::Dumb { path, .. } => format!("dumb buffers on {}", path.display()),
+        }
     }
 }

@@ -17,6 +17,8 @@ pub enum KernelOp {
     Identity,
     /// Opening (or `fstat` of) the DRM node.
     Open,
+    /// Making a dma-buf to import ([`DmaBufSource`](crate::DmaBufSource)).
+    Export,
 }
 
 /// Why an import, a plane import or an export failed. Every failure is a value; the cache's

@@ -129,7 +129,7 @@ mod sync;
 mod table;
 
 pub use cache::{Bo, BoCache, CacheConfig, ImportDesc, PlaneDesc, PlaneSet, Stats};
-pub use drm::{DRM_MAJOR, DrmKernel};
+pub use drm::{DRM_MAJOR, DmaBufSource, DrmKernel};
 pub use error::{BoError, KernelOp};
 pub use kernel::{Identity, Kernel, fstat_identity, lseek_size};
 pub use memfd::{FakeStats, MemfdKernel};

@@ -8,16 +8,16 @@
 //! `SKIP <test>: <reason>` and passes; with `GPUSVC_REQUIRE_DRM=1` it fails instead.
 
 use std::num::NonZeroU32;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Barrier, Mutex};
 use std::time::{Duration, Instant};
 
 use bo_cache::{
-    BoCache, BoError, CacheConfig, DrmKernel, Errno, Identity, ImportDesc, Kernel, KernelOp,
-    PlaneDesc, fstat_identity, lseek_size,
+    BoCache, BoError, CacheConfig, DmaBufSource, DrmKernel, Errno, Identity, ImportDesc, Kernel,
+    KernelOp, PlaneDesc, fstat_identity, lseek_size,
 };
-use rustix::fs::{MemfdFlags, SealFlags, SeekFrom, fcntl_add_seals, ftruncate, memfd_create, seek};
+use rustix::fs::{SeekFrom, seek};
 
 mod common;
 use common::passed_through_child;
@@ -109,98 +109,18 @@ fn render_nodes_lists_only_render_nodes() {
 
 // ---- the tier ----
 
-/// Makes real dma-bufs of a given size.
-enum Exporter {
-    /// `/dev/udmabuf`: a memfd sealed against shrinking, wrapped as a dma-buf.
-    Udmabuf(OwnedFd),
-    /// Dumb buffers on the device's primary node (another file description than the cache's),
-    /// exported with `PRIME_HANDLE_TO_FD`.
-    Dumb(OwnedFd, PathBuf),
-}
-
-/// `struct udmabuf_create` of `<linux/udmabuf.h>`.
-#[repr(C)]
-struct UdmabufCreate {
-    memfd: u32,
-    flags: u32,
-    offset: u64,
-    size: u64,
-}
-
-/// `_IOW('u', 0x42, struct udmabuf_create)`.
-const UDMABUF_CREATE: libc::c_ulong =
-    (1 << 30) | (24 << 16) | ((b'u' as libc::c_ulong) << 8) | 0x42;
-const UDMABUF_FLAGS_CLOEXEC: u32 = 1;
-
-impl Exporter {
-    /// A dma-buf of at least `size` bytes (a multiple of the page size) and its actual size.
-    fn buffer(&self, size: u64) -> Result<(OwnedFd, u64), String> {
-        match self {
-            Exporter::Udmabuf(dev) => {
-                let memfd = memfd_create(
-                    "bo-cache-drm-test",
-                    MemfdFlags::CLOEXEC | MemfdFlags::ALLOW_SEALING,
-                )
-                .map_err(|e| format!("memfd_create: {e}"))?;
-                ftruncate(&memfd, size).map_err(|e| format!("ftruncate: {e}"))?;
-                fcntl_add_seals(&memfd, SealFlags::SHRINK).map_err(|e| format!("seal: {e}"))?;
-                let create = UdmabufCreate {
-                    memfd: memfd.as_raw_fd() as u32,
-                    flags: UDMABUF_FLAGS_CLOEXEC,
-                    offset: 0,
-                    size,
-                };
-                // SAFETY: a valid request struct for UDMABUF_CREATE on an open udmabuf device;
-                // the kernel only reads it.
-                let fd = unsafe { libc::ioctl(dev.as_raw_fd(), UDMABUF_CREATE, &create) };
-                if fd < 0 {
-                    return Err(format!(
-                        "UDMABUF_CREATE: {}",
-                        std::io::Error::last_os_error()
-                    ));
-                }
-                // SAFETY: the ioctl returned a new fd that nothing else owns.
-                Ok((unsafe { OwnedFd::from_raw_fd(fd) }, size))
-            }
-            Exporter::Dumb(card, _) => {
-                let width = 1024u32; // 4096-byte rows at 32 bpp
-                let height = u32::try_from(size.div_ceil(4096)).map_err(|_| "too large")?;
-                let db = drm_ffi::mode::dumbbuffer::create(card.as_fd(), width, height, 32, 0)
-                    .map_err(|e| format!("DUMB_CREATE: {e}"))?;
-                let exported = drm_ffi::gem::handle_to_fd(
-                    card.as_fd(),
-                    db.handle,
-                    (libc::O_CLOEXEC | libc::O_RDWR) as u32,
-                );
-                // The dma-buf holds the object; the exporter's handle is not needed any more.
-                let _ = drm_ffi::gem::close(card.as_fd(), db.handle);
-                let prime = exported.map_err(|e| format!("PRIME_HANDLE_TO_FD: {e}"))?;
-                // SAFETY: the ioctl succeeded and returned a new fd that nothing else owns.
-                Ok((unsafe { OwnedFd::from_raw_fd(prime.fd) }, db.size))
-            }
-        }
-    }
-
-    fn describe(&self) -> String {
-        match self {
-            Exporter::Udmabuf(_) => "/dev/udmabuf".into(),
-            Exporter::Dumb(_, card) => format!("dumb buffers on {}", card.display()),
-        }
-    }
-}
-
-/// A render node the cache can open and an exporter whose buffers it imports.
+/// A render node the cache can open and a source of dma-bufs it imports.
 struct Tier {
     node: PathBuf,
-    exporter: Exporter,
+    source: DmaBufSource,
 }
 
 impl Tier {
     fn buffer(&self, size: u64) -> (OwnedFd, u64) {
-        self.exporter.buffer(size).unwrap_or_else(|e| {
+        self.source.buffer(size).unwrap_or_else(|e| {
             panic!(
-                "{} on {}: {e}",
-                self.exporter.describe(),
+                "{} for {}: {e}",
+                self.source.describe(),
                 self.node.display()
             )
         })
@@ -215,89 +135,13 @@ impl Tier {
     }
 }
 
-/// The primary node of the device behind render node `node`, from sysfs.
-fn primary_node_of(node: &Path) -> Option<PathBuf> {
-    let st = rustix::fs::stat(node).ok()?;
-    // st_rdev is a u64 on Linux; the cast only widens where it is narrower.
-    #[allow(clippy::unnecessary_cast)]
-    let rdev = st.st_rdev as u64;
-    let dir = format!(
-        "/sys/dev/char/{}:{}/device/drm",
-        rustix::fs::major(rdev),
-        rustix::fs::minor(rdev)
-    );
-    std::fs::read_dir(dir)
-        .ok()?
-        .flatten()
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .find(|n| n.starts_with("card"))
-        .map(|n| Path::new("/dev/dri").join(n))
-}
-
-/// Finds the tier, or explains why there is none.
-fn find_tier() -> Result<Tier, String> {
-    let nodes = DrmKernel::render_nodes();
-    if nodes.is_empty() {
-        return Err("no DRM render node (/dev/dri/renderD*) on this machine".into());
-    }
-    let mut why = Vec::new();
-    for node in nodes {
-        let mut exporters = Vec::new();
-        match std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open("/dev/udmabuf")
-        {
-            Ok(f) => exporters.push(Exporter::Udmabuf(f.into())),
-            Err(e) => why.push(format!("/dev/udmabuf: {e}")),
-        }
-        match primary_node_of(&node) {
-            Some(card) => match std::fs::OpenOptions::new()
-                .read(true)
-                .write(true)
-                .open(&card)
-            {
-                Ok(f) => exporters.push(Exporter::Dumb(f.into(), card)),
-                Err(e) => why.push(format!("{}: {e}", card.display())),
-            },
-            None => why.push(format!("{}: no primary node in sysfs", node.display())),
-        }
-        for exporter in exporters {
-            // Probe: one buffer, imported once on a description of our own.
-            let probe = exporter.buffer(4096).and_then(|(buf, _)| {
-                let k = DrmKernel::open(&node).map_err(|e| format!("open: {e}"))?;
-                let h = k
-                    .fd_to_handle(buf.as_fd())
-                    .map_err(|e| format!("PRIME_FD_TO_HANDLE: {e}"))?;
-                k.gem_close(h).map_err(|e| format!("GEM_CLOSE: {e}"))
-            });
-            match probe {
-                Ok(()) => return Ok(Tier { node, exporter }),
-                Err(e) => why.push(format!(
-                    "{} via {}: {e}",
-                    node.display(),
-                    exporter.describe()
-                )),
-            }
-        }
-    }
-    Err(format!(
-        "no render node imports a dma-buf here ({})",
-        why.join("; ")
-    ))
-}
-
 /// The tier for `test`, or `None` after printing `SKIP <test>: <reason>` (a failure under
 /// `GPUSVC_REQUIRE_DRM=1`).
 fn tier(test: &str) -> Option<Tier> {
-    match find_tier() {
-        Ok(t) => {
-            println!(
-                "drm tier: {} with {}",
-                t.node.display(),
-                t.exporter.describe()
-            );
-            Some(t)
+    match DmaBufSource::find() {
+        Ok((node, source)) => {
+            println!("drm tier: {} with {}", node.display(), source.describe());
+            Some(Tier { node, source })
         }
         Err(reason) if drm_required() => panic!("{REQUIRE_DRM_ENV}=1 but {reason}"),
         Err(reason) => {

@@ -71,11 +71,41 @@ fn seconds_and_rounds_together_are_a_usage_error() {
 }
 
 #[test]
-fn help_says_the_backend_is_memfd_only() {
+fn help_names_both_backends() {
     let (code, out, _) = stress(&["--help"]);
     assert_eq!(code, Some(0));
     assert!(
-        out.contains("render-node backend does not exist yet"),
+        out.contains("memfd fake") && out.contains("--device"),
         "{out}"
     );
+}
+
+#[test]
+fn a_device_that_is_not_a_render_node_exits_1_saying_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("renderD128");
+    std::fs::write(&file, b"").unwrap();
+    for path in [file.to_str().unwrap(), "/dev/null"] {
+        let (code, out, err) = stress(&["--device", path, "--rounds", "1"]);
+        assert_eq!(code, Some(1), "{out}{err}");
+        assert!(err.contains("not a DRM render node"), "{err}");
+        assert!(out.is_empty(), "no counters when nothing ran: {out}");
+    }
+}
+
+#[test]
+fn device_auto_runs_on_a_render_node_or_says_why_not() {
+    let (code, out, err) = stress(&["--device", "auto", "--rounds", "50", "--threads", "2"]);
+    if bo_cache::DmaBufSource::find().is_ok() {
+        assert_eq!(code, Some(0), "stdout:\n{out}\nstderr:\n{err}");
+        assert!(out.contains("render node"), "{out}");
+        assert_eq!(counter(&out, "cache double closes"), 0, "{out}");
+        assert_eq!(counter(&out, "cache live"), 0, "{out}");
+    } else {
+        assert_eq!(code, Some(1), "{out}{err}");
+        assert!(
+            err.contains("render node") || err.contains("dma-buf"),
+            "{err}"
+        );
+    }
 }

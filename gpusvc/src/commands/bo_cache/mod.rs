@@ -22,12 +22,15 @@ pub(crate) enum BoCacheCommand {
     /// once through one cache, then prints the cache's and the kernel side's counters.
     ///
     /// Backend: the memfd fake of a DRM file description (sealed memfds stand in for dma-bufs;
-    /// it follows the kernel's handle rules). The real render-node backend does not exist yet,
-    /// so this never touches /dev/dri.
+    /// it follows the kernel's handle rules), or with --device a DRM render node on a file
+    /// description the cache opens itself, importing real dma-bufs made with /dev/udmabuf or as
+    /// dumb buffers on the device's primary node. The fake's own counters are printed only for
+    /// the memfd backend.
     ///
     /// Exit status: 0 when every counter is clean at the end; 1 when there was a double close,
     /// an object is still live or a handle still open after every reference was released, or
-    /// an operation failed; 2 for command-line errors.
+    /// an operation failed, or when the backend could not be set up (a --device that is not a
+    /// render node, no dma-buf source); 2 for command-line errors.
     Stress(StressArgs),
 }
 

@@ -4,17 +4,23 @@
 //! thread), or exports an object and imports the exported fd again; it keeps at most
 //! [`HELD`] references and now and then drops them all, so last releases race imports.
 //!
-//! The report is the cache's [`Stats`], the fake kernel's [`FakeStats`] and the operations the
-//! threads counted; the run is clean when no close failed, nothing is live or open once every
-//! reference is gone, and no operation failed.
+//! The backend is the memfd fake ([`MemfdKernel`], sealed memfds as buffers) unless `--device`
+//! names a DRM render node ([`DrmKernel`], real dma-bufs from a [`DmaBufSource`]).
+//!
+//! The report is the cache's [`Stats`], the fake kernel's [`FakeStats`] (memfd backend only) and
+//! the operations the threads counted; the run is clean when no close failed, nothing is live
+//! or open once every reference is gone, and no operation failed.
 
 use std::fmt;
 use std::num::NonZeroU32;
 use std::os::fd::{AsFd, OwnedFd};
+use std::path::PathBuf;
 use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
-use bo_cache::{Bo, BoCache, Errno, FakeStats, ImportDesc, MemfdKernel, Stats};
+use bo_cache::{
+    Bo, BoCache, BoError, DmaBufSource, DrmKernel, FakeStats, ImportDesc, MemfdKernel, Stats,
+};
 
 /// The most references one thread holds at once.
 pub(crate) const HELD: usize = 8;
@@ -36,6 +42,11 @@ pub(crate) struct StressArgs {
     /// Run exactly this many rounds per thread instead of for a time.
     #[arg(long, value_name = "R")]
     pub(crate) rounds: Option<u64>,
+    /// Use the DRM render node at PATH (such as /dev/dri/renderD128), or with `auto` the first
+    /// one that imports dma-bufs, instead of the memfd fake. Buffers come from /dev/udmabuf or
+    /// from dumb buffers on the device's primary node.
+    #[arg(long, value_name = "PATH|auto")]
+    pub(crate) device: Option<PathBuf>,
 }
 
 /// Operations one thread made, and how many failed.
@@ -75,8 +86,11 @@ pub(crate) struct Report {
     pub(crate) ops: Ops,
     /// The first error an operation returned, if any.
     pub(crate) first_error: Option<String>,
+    /// What the buffers were and which kernel side the cache used.
+    pub(crate) backend: String,
     pub(crate) cache: Stats,
-    pub(crate) kernel: FakeStats,
+    /// The fake kernel's own counters (memfd backend only).
+    pub(crate) kernel: Option<FakeStats>,
 }
 
 impl Report {
@@ -89,11 +103,8 @@ impl Report {
                 self.cache.double_closes
             ));
         }
-        if self.kernel.double_closes != 0 {
-            p.push(format!(
-                "{} double closes (kernel)",
-                self.kernel.double_closes
-            ));
+        if let Some(k) = self.kernel.filter(|k| k.double_closes != 0) {
+            p.push(format!("{} double closes (kernel)", k.double_closes));
         }
         if self.cache.close_errors != 0 {
             p.push(format!("{} failed closes", self.cache.close_errors));
@@ -101,8 +112,8 @@ impl Report {
         if self.cache.live != 0 {
             p.push(format!("{} objects still live", self.cache.live));
         }
-        if self.kernel.open_handles != 0 {
-            p.push(format!("{} handles still open", self.kernel.open_handles));
+        if let Some(k) = self.kernel.filter(|k| k.open_handles != 0) {
+            p.push(format!("{} handles still open", k.open_handles));
         }
         if self.ops.errors != 0 {
             let first = self.first_error.as_deref().unwrap_or("?");
@@ -122,15 +133,16 @@ impl Report {
 
 impl fmt::Display for Report {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let (o, c, k) = (&self.ops, &self.cache, &self.kernel);
+        let (o, c) = (&self.ops, &self.cache);
         writeln!(
             f,
-            "bo-cache stress: {} threads, {} buffers, memfd backend, {:.3} s",
+            "bo-cache stress: {} threads, {} buffers, {}, {:.3} s",
             self.threads,
             self.buffers,
+            self.backend,
             self.elapsed.as_secs_f64()
         )?;
-        let rows: [(&str, u64); 21] = [
+        let rows: [(&str, u64); 16] = [
             ("rounds", o.rounds),
             ("imports", o.imports),
             ("lookups", o.lookups),
@@ -147,14 +159,21 @@ impl fmt::Display for Report {
             ("cache size rejects", c.size_rejects),
             ("cache foreign handles", c.foreign_handles),
             ("cache live", c.live as u64),
-            ("kernel handles created", k.handles_created),
-            ("kernel reimports", k.reimports),
-            ("kernel closes", k.closes),
-            ("kernel double closes", k.double_closes),
-            ("kernel open handles", k.open_handles as u64),
         ];
         for (label, value) in rows {
             writeln!(f, "{label:<24}{value:>12}")?;
+        }
+        if let Some(k) = &self.kernel {
+            let rows: [(&str, u64); 5] = [
+                ("kernel handles created", k.handles_created),
+                ("kernel reimports", k.reimports),
+                ("kernel closes", k.closes),
+                ("kernel double closes", k.double_closes),
+                ("kernel open handles", k.open_handles as u64),
+            ];
+            for (label, value) in rows {
+                writeln!(f, "{label:<24}{value:>12}")?;
+            }
         }
         Ok(())
     }
@@ -254,14 +273,45 @@ fn worker(cache: &BoCache, fds: &[OwnedFd], seed: u64, until: Until) -> (Ops, Op
     (ops, first_error)
 }
 
+/// The cache, the buffers, what they are, and the fake kernel when there is one.
+type Setup = (BoCache, Vec<OwnedFd>, String, Option<MemfdKernel>);
+
+/// Sets up the memfd backend, or the render node `--device` names.
+fn setup(args: &StressArgs) -> Result<Setup, String> {
+    let sizes = (0..u64::from(args.buffers)).map(|i| PAGE * (1 + i % 4));
+    let Some(device) = &args.device else {
+        let fds = sizes
+            .map(MemfdKernel::new_buffer)
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| format!("cannot make a sealed memfd: {e}"))?;
+        let kernel = MemfdKernel::new();
+        let cache = BoCache::with_kernel(kernel.clone());
+        return Ok((cache, fds, "memfd backend".into(), Some(kernel)));
+    };
+    let (node, source) = if device.as_os_str() == "auto" {
+        DmaBufSource::find()?
+    } else {
+        // Refuse what is not a render node before probing for a source.
+        DrmKernel::open(device).map_err(|e| format!("{}: {e}", device.display()))?;
+        (device.clone(), DmaBufSource::for_node(device)?)
+    };
+    let fds = sizes
+        .map(|size| source.buffer(size).map(|(fd, _)| fd))
+        .collect::<Result<Vec<_>, BoError>>()
+        .map_err(|e| format!("cannot make a dma-buf with {}: {e}", source.describe()))?;
+    let cache = BoCache::open(&node).map_err(|e| format!("{}: {e}", node.display()))?;
+    let backend = format!(
+        "render node {} (dma-bufs from {})",
+        node.display(),
+        source.describe()
+    );
+    Ok((cache, fds, backend, None))
+}
+
 /// Runs the stress and reads the counters once every reference is released. An error is a
-/// buffer that could not be made.
-pub(crate) fn run(args: &StressArgs) -> Result<Report, Errno> {
-    let fds = (0..u64::from(args.buffers))
-        .map(|i| MemfdKernel::new_buffer(PAGE * (1 + i % 4)))
-        .collect::<Result<Vec<_>, _>>()?;
-    let kernel = MemfdKernel::new();
-    let cache = BoCache::with_kernel(kernel.clone());
+/// backend that could not be set up or a buffer that could not be made.
+pub(crate) fn run(args: &StressArgs) -> Result<Report, String> {
+    let (cache, fds, backend, kernel) = setup(args)?;
     let barrier = Barrier::new(args.threads as usize);
     let started = Instant::now();
     let results: Vec<(Ops, Option<String>)> = std::thread::scope(|s| {
@@ -300,8 +350,9 @@ pub(crate) fn run(args: &StressArgs) -> Result<Report, Errno> {
         elapsed,
         ops,
         first_error,
+        backend,
         cache: cache.stats(),
-        kernel: kernel.stats(),
+        kernel: kernel.map(|k| k.stats()),
     };
     drop(cache);
     Ok(report)
