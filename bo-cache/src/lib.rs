@@ -16,7 +16,9 @@
 //!   layer creating or closing handles on the same description (GBM, EGL, a host's own imports)
 //!   would close handles under the cache. Nobody but the cache may create or close handles on its
 //!   description. The kernel side is a [`Kernel`] value the cache owns; the render-node backend
-//!   (next) opens the node itself, or reopens a given fd's node path, never `dup`s it.
+//!   [`DrmKernel`] ([`BoCache::open`]) opens the node itself, or reopens the node behind a given
+//!   fd ([`BoCache::reopen`]), never `dup`s it. It opens without blocking and accepts only a
+//!   DRM render node ([`BoError::NotADrmDevice`] for a file, a FIFO, a primary node, ...).
 //! * **dma-buf fds are borrowed.** [`BoCache::import`] takes a [`BorrowedFd`](std::os::fd::BorrowedFd);
 //!   the caller keeps and closes it. The handle keeps the buffer alive, so closing the fd after
 //!   the import is fine. The cache never closes a caller's fd.
@@ -30,7 +32,8 @@
 //! # Guarantees
 //!
 //! Tests in `tests/cache.rs` run on [`MemfdKernel`] (real sealed memfds standing in for
-//! dma-bufs), checked against the fake's own counters.
+//! dma-bufs), checked against the fake's own counters. `tests/drm.rs` runs the same scenarios
+//! on a real render node when the machine has one with a dma-buf source (see "Real-DRM tier").
 //!
 //! * One object per buffer: the same buffer imported through the same fd, a `dup`, or an fd
 //!   received from another process over `SCM_RIGHTS` is one object, and its handle is closed
@@ -64,6 +67,17 @@
 //!   the last release closes its handle and frees the cache —
 //!   `cache_dropped_with_live_objects_frees_on_last_release`.
 //! * fds are borrowed: the caller's fd stays open and usable — `fds_are_borrowed_never_closed`.
+//! * References are capped per object ([`CacheConfig::max_refs`]): an import or
+//!   [`Bo::try_clone`] at the cap is [`BoError::TooManyReferences`] and changes nothing —
+//!   `the_reference_cap_refuses_imports_and_try_clone_and_changes_nothing`.
+//! * Out of fds (`RLIMIT_NOFILE` exhausted in a re-exec'd child): imports and exports fail with
+//!   `Kernel { EMFILE }` values, cached counts are untouched, fresh handles are closed, nothing
+//!   leaks, no double close — `tests/fd_exhaustion.rs`.
+//! * Opening a DRM node never blocks and accepts only a render node: a missing path is
+//!   `Kernel { Open, ENOENT }`; a regular file, a FIFO (without hanging), `/dev/null`, a symlink
+//!   to it and a memfd are [`BoError::NotADrmDevice`] —
+//!   `open_refuses_what_is_not_a_render_node_without_blocking`,
+//!   `reopen_refuses_fds_that_are_not_render_nodes`.
 //! * The fake follows the kernel's rules (lowest free handle, same handle on re-import, `EINVAL`
 //!   on double close) — `tests/memfd_kernel.rs`.
 //! * The refcount protocol holds in every interleaving loom explores (`tests/loom.rs`, on a
@@ -77,6 +91,16 @@
 //!   broken variant (`--cfg bo_cache_mutant="..."`: `unlock_before_close`,
 //!   `fd_to_handle_outside_lock`, `dec_to_zero_then_revive`, `error_path_closes_cached`,
 //!   `plain_decrement`) and checks that some model fails for each.
+//!
+//! # Real-DRM tier
+//!
+//! `tests/drm.rs` needs a render node and a [`DmaBufSource`] (`/dev/udmabuf`, or dumb buffers
+//! exported from the device's primary node). It checks the kernel's own rules on [`DrmKernel`]
+//! (same handle for the same fd, a dup and an fd from a child; self-export; one `GEM_CLOSE`
+//! ends a handle, a second is `EINVAL`; `lseek` sizes) and runs T1–T7 and T9 of the memfd tier
+//! plus a two-thread 100 000-round import/release stress on it, all with 0 double closes.
+//! Without a node or a source each test prints `SKIP <test>: <reason>`; `GPUSVC_REQUIRE_DRM=1`
+//! makes that a failure.
 //!
 //! # Errors
 //!
