@@ -223,7 +223,11 @@ impl Inner {
             }
             // FD_TO_HANDLE just gave this number for the cached buffer: whatever named another
             // buffer under it before is gone, and the number is the cache's to close again.
-            slot.foreign.store(0, Ordering::Relaxed);
+            // (Written only when set: the mark is written under this lock only, and a hit
+            // need not dirty the slot's cache line.)
+            if slot.foreign.load(Ordering::Relaxed) != 0 {
+                slot.foreign.store(0, Ordering::Relaxed);
+            }
         }
         if let Err(e) = desc.check_size(slot.size.load(Ordering::Relaxed)) {
             stats.size_rejects += 1;
@@ -264,6 +268,42 @@ impl Inner {
             errno,
         })?;
         Ok((size, id))
+    }
+
+    /// An import that missed: the handle is fresh. Learns and checks the size and identity and
+    /// fills `slot` with one reference, or closes the handle. The caller holds the lock. Out of
+    /// line, so that the hit path of `import` stays small.
+    #[inline(never)]
+    fn fill(
+        &self,
+        stats: &mut Stats,
+        slot: &Slot,
+        handle: NonZeroU32,
+        fd: BorrowedFd<'_>,
+        desc: &ImportDesc,
+    ) -> Result<(), BoError> {
+        match self.probe(stats, fd, desc) {
+            Err(e) => {
+                self.close_locked(stats, handle);
+                Err(e)
+            }
+            Ok((size, id)) => {
+                // Relaxed stores: published by the Release store of the count below, and to
+                // importers by the lock.
+                slot.size.store(size, Ordering::Relaxed);
+                slot.dev.store(id.dev, Ordering::Relaxed);
+                slot.ino.store(id.ino, Ordering::Relaxed);
+                slot.flags.store(desc.flags, Ordering::Relaxed);
+                slot.foreign.store(0, Ordering::Relaxed);
+                slot.generation.fetch_add(1, Ordering::Relaxed);
+                // Release: a lock-free `lookup` whose Acquire CAS reads this value (or a later
+                // one in its release sequence) sees the fields written above.
+                slot.refcount.store(1, Ordering::Release);
+                stats.misses += 1;
+                stats.live += 1;
+                Ok(())
+            }
+        }
     }
 }
 
@@ -434,28 +474,8 @@ impl BoCache {
             hit?;
             return Ok(Bo::new(self.inner, slot, handle));
         }
-        match inner.probe(stats, fd, desc) {
-            Err(e) => {
-                inner.close_locked(stats, handle);
-                Err(e)
-            }
-            Ok((size, id)) => {
-                // Relaxed stores: published by the Release store of the count below, and to
-                // importers by the lock.
-                slot.size.store(size, Ordering::Relaxed);
-                slot.dev.store(id.dev, Ordering::Relaxed);
-                slot.ino.store(id.ino, Ordering::Relaxed);
-                slot.flags.store(desc.flags, Ordering::Relaxed);
-                slot.foreign.store(0, Ordering::Relaxed);
-                slot.generation.fetch_add(1, Ordering::Relaxed);
-                // Release: a lock-free `lookup` whose Acquire CAS reads this value (or a later
-                // one in its release sequence) sees the fields written above.
-                slot.refcount.store(1, Ordering::Release);
-                stats.misses += 1;
-                stats.live += 1;
-                Ok(Bo::new(self.inner, slot, handle))
-            }
-        }
+        inner.fill(stats, slot, handle, fd, desc)?;
+        Ok(Bo::new(self.inner, slot, handle))
     }
 
     /// Imports each plane's buffer and checks that `offset + size` (checked arithmetic) fits in
@@ -706,7 +726,17 @@ impl Drop for Bo {
                 Err(now) => cur = now,
             }
         }
-        // Possibly the last reference: decide under the lock, and close before unlocking.
+        self.release_locked();
+    }
+}
+
+impl Bo {
+    /// The rest of `drop` when the count was 1 (possibly the last reference): decide under
+    /// the lock, and close before unlocking. Out of line, so that the lock-free fast path of
+    /// `drop` stays small.
+    #[inline(never)]
+    fn release_locked(&self) {
+        let slot = self.slot();
         let inner = self.inner();
         let free_inner = {
             let mut st = lock(&inner.state);

@@ -58,6 +58,7 @@ impl<T> Dir<T> {
     }
 
     /// The child at `i`, if one was published.
+    #[inline]
     fn get(&self, i: u8) -> Option<&T> {
         // Acquire: pairs with the Release store in `get_or_create`, so the child's contents
         // (initialised before it was published) are visible here.
@@ -118,6 +119,7 @@ impl Table {
     pub(crate) const BASE_BYTES: usize = DIR_BYTES;
 
     /// The slot of `handle`, if its leaf exists. Lock-free.
+    #[inline]
     pub(crate) fn get(&self, handle: u32) -> Option<&Slot> {
         let [a, b, c, d] = handle.to_be_bytes();
         let leaf = self.root.get(a)?.get(b)?.get(c)?;
@@ -127,6 +129,9 @@ impl Table {
     /// The slot of `handle`, creating the nodes on its path if `*bytes` plus what they take
     /// stays within `cap`; `*bytes` is the table's size and is updated. `None` when it would
     /// not fit (nothing is created then). The caller holds the cache's import lock.
+    ///
+    /// Inlined walk for the common case (the leaf exists); creation is out of line.
+    #[inline]
     pub(crate) fn get_or_insert(
         &self,
         handle: u32,
@@ -136,12 +141,29 @@ impl Table {
         let [a, b, c, d] = handle.to_be_bytes();
         let l2 = self.root.get(a);
         let l1 = l2.and_then(|n| n.get(b));
-        let leaf = l1.and_then(|n| n.get(c));
-        let needed = match (l2, l1, leaf) {
-            (_, _, Some(leaf)) => return Some(&leaf[usize::from(d)]),
-            (None, _, _) => 2 * DIR_BYTES + LEAF_BYTES,
-            (Some(_), None, _) => DIR_BYTES + LEAF_BYTES,
-            (Some(_), Some(_), None) => LEAF_BYTES,
+        match l1.and_then(|n| n.get(c)) {
+            Some(leaf) => Some(&leaf[usize::from(d)]),
+            None => self.insert_path(handle, l2.is_some(), l1.is_some(), bytes, cap),
+        }
+    }
+
+    /// [`get_or_insert`](Self::get_or_insert) when the leaf of `handle` is missing; `have_l2`
+    /// and `have_l1` say which interior nodes on its path the walk found.
+    #[cold]
+    #[inline(never)]
+    fn insert_path(
+        &self,
+        handle: u32,
+        have_l2: bool,
+        have_l1: bool,
+        bytes: &mut usize,
+        cap: usize,
+    ) -> Option<&Slot> {
+        let [a, b, c, d] = handle.to_be_bytes();
+        let needed = match (have_l2, have_l1) {
+            (false, _) => 2 * DIR_BYTES + LEAF_BYTES,
+            (true, false) => DIR_BYTES + LEAF_BYTES,
+            (true, true) => LEAF_BYTES,
         };
         if bytes.checked_add(needed).is_none_or(|total| total > cap) {
             return None;
