@@ -6,7 +6,9 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <dirent.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 
 #include <climits>
 #include <cstddef>
@@ -77,6 +79,23 @@ int HighFdNumber() {
   rlimit lim{};
   if (getrlimit(RLIMIT_NOFILE, &lim) != 0) return -1;
   return static_cast<int>(lim.rlim_cur < 4096 ? lim.rlim_cur : 4096) - 1;
+}
+
+// How many fds of this process name the file behind `fd` (the fake kernel holds one per open
+// GEM handle, as the kernel holds a dma-buf reference); -1 on error.
+int OpenFdsOn(int fd) {
+  struct stat want {};
+  if (fstat(fd, &want) != 0) return -1;
+  DIR* dir = opendir("/proc/self/fd");
+  if (dir == nullptr) return -1;
+  int n = 0;
+  while (dirent* e = readdir(dir)) {
+    struct stat st {};
+    if (e->d_name[0] == '.' || fstatat(dirfd(dir), e->d_name, &st, 0) != 0) continue;
+    if (st.st_dev == want.st_dev && st.st_ino == want.st_ino) ++n;
+  }
+  closedir(dir);
+  return n;
 }
 
 // The default configuration with max_refs set.
@@ -297,6 +316,9 @@ TEST_F(BoCache, EveryExportRefusesEachNullArgumentAndLeavesItsOutputsAlone) {
   EXPECT_EQ(gpusvc_bo_cache_new_memfd(nullptr), null);
   EXPECT_EQ(gpusvc_bo_cache_new_memfd_with_config(nullptr, &cache_out), null);
   EXPECT_EQ(gpusvc_bo_cache_new_memfd_with_config(&config, nullptr), null);
+  EXPECT_EQ(gpusvc_bo_cache_open(nullptr, &config, &cache_out), null);
+  EXPECT_EQ(gpusvc_bo_cache_open(nullptr, nullptr, &cache_out), null);
+  EXPECT_EQ(gpusvc_bo_cache_open("/dev/null", nullptr, nullptr), null);
   EXPECT_EQ(gpusvc_bo_cache_stats(nullptr, &stats), null);
   EXPECT_EQ(gpusvc_bo_cache_stats(cache_.get(), nullptr), null);
   EXPECT_EQ(gpusvc_bo_cache_import(nullptr, buf.get(), &desc, &bo_out), null);
@@ -565,8 +587,10 @@ TEST_F(BoCache, ObjectsOutliveTheirCacheAndAnswerEverythingButImports) {
   ASSERT_EQ(gpusvc::ImportBo(cache_.get(), buf.get(), gpusvc::BoImportDesc(4096), &a), GPUSVC_OK);
   ASSERT_EQ(gpusvc::RefBo(a.get(), &b), GPUSVC_OK);
   const uint32_t handle = Handle(a);
+  EXPECT_EQ(OpenFdsOn(buf.get()), 2);  // ours and the fake kernel's for the open handle
   gpusvc_bo_cache* freed = cache_.get();
   cache_.reset();
+  EXPECT_EQ(OpenFdsOn(buf.get()), 2);  // the handle stays open while objects live
   gpusvc::Bo c;
   EXPECT_EQ(gpusvc::ImportBo(freed, buf.get(), gpusvc::BoImportDesc(0), &c), GPUSVC_INVALID_HANDLE);
   gpusvc_bo* raw = Unwritten<gpusvc_bo>();
@@ -587,12 +611,17 @@ TEST_F(BoCache, ObjectsOutliveTheirCacheAndAnswerEverythingButImports) {
   ASSERT_EQ(gpusvc::RefBo(b.get(), &c), GPUSVC_OK);
   EXPECT_EQ(Handle(c), handle);
   EXPECT_EQ(RefCount(a), 3u);
-  int exported_raw = -1;
-  ASSERT_EQ(gpusvc_bo_export(c.get(), O_CLOEXEC, &exported_raw), GPUSVC_OK);
-  Fd exported(exported_raw);
-  EXPECT_EQ(lseek(exported.get(), 0, SEEK_END), 4096);
+  {
+    int exported_raw = -1;
+    ASSERT_EQ(gpusvc_bo_export(c.get(), O_CLOEXEC, &exported_raw), GPUSVC_OK);
+    Fd exported(exported_raw);
+    EXPECT_EQ(lseek(exported.get(), 0, SEEK_END), 4096);
+    EXPECT_EQ(OpenFdsOn(buf.get()), 3);
+  }
   a.reset();
   b.reset();
   EXPECT_EQ(RefCount(c), 1u);
+  EXPECT_EQ(OpenFdsOn(buf.get()), 2);
   c.reset();  // the last release closes the handle and frees the description
+  EXPECT_EQ(OpenFdsOn(buf.get()), 1);
 }

@@ -506,6 +506,7 @@ fn result_codes_of_the_bo_cache_block_have_their_numbers() {
         (GPUSVC_BO_CACHE_KERNEL_ERROR, 506),
         (GPUSVC_BO_CACHE_TABLE_FULL, 507),
         (GPUSVC_BO_CACHE_TOO_MANY_REFERENCES, 508),
+        (GPUSVC_BO_CACHE_NOT_A_DRM_DEVICE, 509),
     ];
     for (code, n) in codes {
         assert_eq!(code as u32, n);
@@ -551,6 +552,20 @@ fn import_planes(
             Err(e)
         }
     }
+}
+
+/// How many fds of this process name the file behind `fd` (the fake kernel holds one per open
+/// GEM handle, as the kernel holds a dma-buf reference).
+fn open_fds_on(fd: &OwnedFd) -> usize {
+    use std::os::unix::fs::MetadataExt;
+    let want = std::fs::File::from(fd.try_clone().unwrap())
+        .metadata()
+        .unwrap();
+    std::fs::read_dir("/proc/self/fd")
+        .unwrap()
+        .filter_map(|e| std::fs::metadata(e.ok()?.path()).ok())
+        .filter(|m| (m.dev(), m.ino()) == (want.dev(), want.ino()))
+        .count()
 }
 
 /// An fd number that is closed now and that no other test thread can be given meanwhile: the
@@ -919,10 +934,20 @@ fn objects_outlive_their_cache_and_answer_everything_but_imports() {
     let a = cache.import_min(buf.as_raw_fd(), 4096).unwrap();
     let b = a.ref_();
     let handle = a.handle();
+    assert_eq!(
+        open_fds_on(&buf),
+        2,
+        "ours and the fake kernel's for the open handle"
+    );
     let raw_cache = cache.0;
     // SAFETY: a live handle, freed once (the Cache wrapper is forgotten).
     assert_eq!(unsafe { gpusvc_bo_cache_free(raw_cache) }, OK);
     std::mem::forget(cache);
+    assert_eq!(
+        open_fds_on(&buf),
+        2,
+        "the handle stays open while objects live"
+    );
     // The freed cache takes no imports, stats or second free.
     let mut out = unwritten::<gpusvc_bo>();
     let mut stats = gpusvc_bo_cache_stats_snapshot {
@@ -959,9 +984,13 @@ fn objects_outlive_their_cache_and_answer_everything_but_imports() {
     // SAFETY: a live fd.
     let end = unsafe { libc::lseek(exported.as_raw_fd(), 0, libc::SEEK_END) };
     assert_eq!(end, 4096);
+    assert_eq!(open_fds_on(&buf), 3);
+    drop(exported);
     drop((a, b));
     assert_eq!(c.ref_count(), 1);
+    assert_eq!(open_fds_on(&buf), 2);
     drop(c); // the last release closes the handle and frees the description
+    assert_eq!(open_fds_on(&buf), 1);
 }
 
 #[test]
