@@ -1,8 +1,8 @@
 //! The buffer-object cache vs locked maps, side by side in one process, same workloads, runs
 //! interleaved (ours, every baseline, ours, ...), medians of the runs. Workloads (the notes'
-//! W1-W7), each threaded one at every thread count (default 1, 2, 4; `BO_CACHE_BENCH_THREADS=1,2,4,8,16`
-//! sets the list) and, where keys matter, over dense handles 1..N and sparse random handles in
-//! [1, 2^31):
+//! W1-W7), each threaded one at every thread count (default 1, 2, 4;
+//! `BO_CACHE_BENCH_THREADS=1,2,4,8,16` sets the list) and, where keys matter, over dense
+//! handles 1..N and sparse random handles in [1, 2^31):
 //!
 //! * W1 import-hit + release of a non-last reference, over the N preloaded objects.
 //! * W2 clone + release of non-last references over the N preloaded objects.
@@ -11,7 +11,9 @@
 //! * W4 the same churn (dense) on [`MemfdKernel`] (sealed memfds) vs the raw syscall floor: the
 //!   kernel calls the cache makes for one import-miss + last release (`fd_to_handle`, `size`
 //!   = two `lseek`s, `identity` = `fstat`, `gem_close`), made directly on a `MemfdKernel`
-//!   without the cache.
+//!   without the cache. At 2 or more threads the cache makes those calls inside its one import
+//!   critical section (the protocol's), where the floor is serialized only by `MemfdKernel`'s
+//!   own lock (held by `fd_to_handle` and `gem_close`, not by the `lseek`s and the `fstat`).
 //! * W5 lookup-heavy: 95% lookup by handle + release, 5% churn (import-miss + last release of a
 //!   thread-private buffer).
 //! * W6 absent-key lookups at high load: the table holds 1792 objects (a std `HashMap` of
@@ -727,7 +729,7 @@ fn config() -> (bool, Cfg) {
             .collect(),
         Err(_) => vec![1, 2, 4],
     };
-    let (ops, runs) = if bench { (200_000, 7) } else { (2_000, 1) };
+    let (ops, runs) = if bench { (200_000, 9) } else { (2_000, 1) };
     let ops = env_usize("BO_CACHE_BENCH_OPS").unwrap_or(ops);
     let cfg = Cfg {
         // The churn imports K buffers per round.
@@ -784,8 +786,8 @@ fn main() {
                 }
             }
         }
-        // W4 is slow (syscalls): a tenth of the ops.
-        let ops = (cfg.ops / 10).div_ceil(K) * K;
+        // W4 is slow (syscalls): a quarter of the ops.
+        let ops = (cfg.ops / 4).div_ceil(K) * K;
         for &t in &cfg.threads {
             let w = format!("W4 memfd import-miss+last-release dense {t}T");
             if !cfg.wants(&w) {
@@ -850,7 +852,7 @@ fn main() {
 /// Every variant's median, for the full picture.
 fn print_matrix(s: &Samples, cfg: &Cfg) {
     println!(
-        "\nbo_cache refcount: medians of {} runs, {} ops per thread per run (W4: a tenth)",
+        "\nbo_cache refcount: medians of {} runs, {} ops per thread per run (W4: a quarter)",
         cfg.runs, cfg.ops
     );
     print!("{:<46}", "workload (ns/op; W7 bytes)");
