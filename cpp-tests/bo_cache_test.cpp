@@ -13,6 +13,7 @@
 #include <climits>
 #include <cstddef>
 #include <cstdint>
+#include <utility>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -558,7 +559,7 @@ TEST_F(BoCache, IdentityCheckBytesOtherThan0And1AreAccepted) {
 
 // The kernel's PRIME_HANDLE_TO_FD refuses flags other than DRM_CLOEXEC | DRM_RDWR (EINVAL); the
 // memfd fake ignores them and always exports a close-on-exec dup. This pins what it does today.
-TEST_F(BoCache, ExportOnTheMemfdCacheTakesAnyFlagsAndImportsAsTheSameObject) {
+TEST_F(BoCache, ExportFlagsFollowTheKernelAndTheFdImportsAsTheSameObject) {
   Fd buf(Memfd(4096));
   gpusvc::Bo a;
   ASSERT_EQ(gpusvc::ImportBo(cache_.get(), buf.get(), gpusvc::BoImportDesc(0, 0, 5), &a),
@@ -566,11 +567,21 @@ TEST_F(BoCache, ExportOnTheMemfdCacheTakesAnyFlagsAndImportsAsTheSameObject) {
   uint32_t flags = 0;
   EXPECT_EQ(gpusvc_bo_flags(a.get(), &flags), GPUSVC_OK);
   EXPECT_EQ(flags, 5u);
-  for (uint32_t f : {0u, uint32_t{O_CLOEXEC}, uint32_t{O_CLOEXEC | O_RDWR}, UINT32_MAX}) {
+  // Only DRM_CLOEXEC (O_CLOEXEC) and DRM_RDWR (O_RDWR), as the kernel's PRIME_HANDLE_TO_FD.
+  for (uint32_t bad : {1u, 0x40u, UINT32_MAX, uint32_t{O_CLOEXEC} | 0x100u}) {
+    int raw = -7;
+    EXPECT_EQ(gpusvc_bo_export(a.get(), bad, &raw), GPUSVC_BO_CACHE_KERNEL_ERROR) << bad;
+    EXPECT_EQ(raw, -7) << "nothing written on error";
+  }
+  const std::pair<uint32_t, bool> cases[] = {{0u, false},
+                                             {uint32_t{O_RDWR}, false},
+                                             {uint32_t{O_CLOEXEC}, true},
+                                             {uint32_t{O_CLOEXEC | O_RDWR}, true}};
+  for (const auto& [f, cloexec] : cases) {
     int raw = -1;
     ASSERT_EQ(gpusvc_bo_export(a.get(), f, &raw), GPUSVC_OK) << f;
     Fd exported(raw);
-    EXPECT_EQ(fcntl(exported.get(), F_GETFD) & FD_CLOEXEC, FD_CLOEXEC);
+    EXPECT_EQ((fcntl(exported.get(), F_GETFD) & FD_CLOEXEC) != 0, cloexec) << f;
     gpusvc::Bo again;
     ASSERT_EQ(gpusvc::ImportBo(cache_.get(), exported.get(), gpusvc::BoImportDesc(0, 0, 5), &again),
               GPUSVC_OK);
@@ -624,4 +635,27 @@ TEST_F(BoCache, ObjectsOutliveTheirCacheAndAnswerEverythingButImports) {
   EXPECT_EQ(OpenFdsOn(buf.get()), 2);
   c.reset();  // the last release closes the handle and frees the description
   EXPECT_EQ(OpenFdsOn(buf.get()), 1);
+}
+
+// Opening a render node: paths that are not one are codes, never a hang (a FIFO with no writer
+// would block a plain open), and *out is left alone.
+TEST(BoCacheOpen, PathsThatAreNotRenderNodesAreCodesAndLeaveOutAlone) {
+  char dir[] = "/tmp/gpusvc-bo-open-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const std::string fifo = std::string(dir) + "/fifo";
+  const std::string missing = std::string(dir) + "/renderD999";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  gpusvc_bo_cache_config config = gpusvc::BoCacheConfigDefaults();
+  for (const gpusvc_bo_cache_config* c : {static_cast<const gpusvc_bo_cache_config*>(nullptr),
+                                          static_cast<const gpusvc_bo_cache_config*>(&config)}) {
+    gpusvc::BoCachePtr out;
+    EXPECT_EQ(gpusvc::OpenBoCache(fifo.c_str(), c, &out), GPUSVC_BO_CACHE_NOT_A_DRM_DEVICE);
+    EXPECT_EQ(gpusvc::OpenBoCache("/dev/null", c, &out), GPUSVC_BO_CACHE_NOT_A_DRM_DEVICE);
+    EXPECT_EQ(gpusvc::OpenBoCache(missing.c_str(), c, &out), GPUSVC_BO_CACHE_KERNEL_ERROR);
+    EXPECT_EQ(gpusvc::OpenBoCache("/dev/\xff", c, &out), GPUSVC_INVALID_UTF8);
+    EXPECT_EQ(out.get(), nullptr);
+  }
+  EXPECT_EQ(gpusvc::OpenBoCache("/dev/null", nullptr, nullptr), GPUSVC_NULL_ARGUMENT);
+  unlink(fifo.c_str());
+  rmdir(dir);
 }

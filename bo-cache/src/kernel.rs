@@ -8,6 +8,11 @@ use std::os::fd::{BorrowedFd, OwnedFd};
 use rustix::fs::{SeekFrom, fstat, seek};
 use rustix::io::Errno;
 
+/// `DRM_CLOEXEC`, an export flag: the new dma-buf fd is close-on-exec (`O_CLOEXEC`).
+pub const DRM_CLOEXEC: u32 = rustix::fs::OFlags::CLOEXEC.bits();
+/// `DRM_RDWR`, an export flag: the new dma-buf fd may be mapped writable (`O_RDWR`).
+pub const DRM_RDWR: u32 = rustix::fs::OFlags::RDWR.bits();
+
 /// The identity of a buffer: `(st_dev, st_ino)` of the file behind a dma-buf fd. Every dma-buf
 /// has its own inode, numbered from a 64-bit counter, so two fds name the same buffer exactly
 /// when their identities are equal (memfds, the stand-ins in tests, follow the same rule).
@@ -35,8 +40,8 @@ pub trait Kernel: Send + Sync + fmt::Debug {
     fn fd_to_handle(&self, dmabuf: BorrowedFd<'_>) -> Result<NonZeroU32, Errno>;
     /// `DRM_IOCTL_GEM_CLOSE`: ends `handle`. `EINVAL` if it is not open.
     fn gem_close(&self, handle: NonZeroU32) -> Result<(), Errno>;
-    /// `DRM_IOCTL_PRIME_HANDLE_TO_FD`: a new dma-buf fd for `handle` (`flags` as the ioctl's,
-    /// e.g. `O_CLOEXEC`).
+    /// `DRM_IOCTL_PRIME_HANDLE_TO_FD`: a new dma-buf fd for `handle`. `flags` are the ioctl's:
+    /// [`DRM_CLOEXEC`] and [`DRM_RDWR`]; any other bit is `EINVAL`.
     fn handle_to_fd(&self, handle: NonZeroU32, flags: u32) -> Result<OwnedFd, Errno>;
     /// The buffer's size in bytes. Default: [`lseek_size`].
     fn size(&self, dmabuf: BorrowedFd<'_>) -> Result<u64, Errno> {

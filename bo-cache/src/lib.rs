@@ -155,6 +155,6 @@ mod table;
 pub use cache::{Bo, BoCache, CacheConfig, ImportDesc, PlaneDesc, PlaneSet, Stats};
 pub use drm::{DRM_MAJOR, DmaBufSource, DrmKernel};
 pub use error::{BoError, KernelOp};
-pub use kernel::{Identity, Kernel, fstat_identity, lseek_size};
+pub use kernel::{DRM_CLOEXEC, DRM_RDWR, Identity, Kernel, fstat_identity, lseek_size};
 pub use memfd::{FakeStats, MemfdKernel};
 pub use rustix::io::Errno;

@@ -12,7 +12,7 @@ use rustix::fs::{
 use rustix::io::{Errno, fcntl_dupfd_cloexec};
 
 use crate::KernelOp;
-use crate::kernel::{Identity, Kernel, fstat_identity, lseek_size};
+use crate::kernel::{DRM_CLOEXEC, DRM_RDWR, Identity, Kernel, fstat_identity, lseek_size};
 use crate::sync::{Arc, Mutex, lock};
 
 /// `f_type` of tmpfs, the file system behind memfds.
@@ -244,11 +244,19 @@ impl Kernel for MemfdKernel {
         Ok(())
     }
 
-    fn handle_to_fd(&self, handle: NonZeroU32, _flags: u32) -> Result<OwnedFd, Errno> {
+    fn handle_to_fd(&self, handle: NonZeroU32, flags: u32) -> Result<OwnedFd, Errno> {
         let mut s = lock(&self.state);
         s.fault(KernelOp::HandleToFd)?;
+        // As the kernel: only DRM_CLOEXEC and DRM_RDWR are flags.
+        if flags & !(DRM_CLOEXEC | DRM_RDWR) != 0 {
+            return Err(Errno::INVAL);
+        }
         let entry = s.handles.get(&handle.get()).ok_or(Errno::NOENT)?;
-        fcntl_dupfd_cloexec(entry.buffer.as_fd(), 0)
+        if flags & DRM_CLOEXEC != 0 {
+            fcntl_dupfd_cloexec(entry.buffer.as_fd(), 0)
+        } else {
+            rustix::io::dup(entry.buffer.as_fd())
+        }
     }
 
     fn size(&self, dmabuf: BorrowedFd<'_>) -> Result<u64, Errno> {

@@ -3,7 +3,7 @@
 use std::num::NonZeroU32;
 use std::os::fd::AsFd;
 
-use bo_cache::{Errno, Kernel, KernelOp, MemfdKernel};
+use bo_cache::{DRM_CLOEXEC, DRM_RDWR, Errno, Kernel, KernelOp, MemfdKernel};
 
 fn h(n: u32) -> NonZeroU32 {
     NonZeroU32::new(n).unwrap()
@@ -147,4 +147,34 @@ fn sparse_mode_hands_out_high_distinct_handles() {
     handles.sort_unstable();
     handles.dedup();
     assert_eq!(handles.len(), 64);
+}
+
+#[test]
+fn export_flags_are_the_kernels_cloexec_and_rdwr_only() {
+    let k = MemfdKernel::new();
+    let buf = MemfdKernel::new_buffer(4096).unwrap();
+    let handle = k.fd_to_handle(buf.as_fd()).unwrap();
+    for bad in [1u32, 0x40, u32::MAX, DRM_CLOEXEC | 0x100] {
+        assert_eq!(
+            k.handle_to_fd(handle, bad).err(),
+            Some(Errno::INVAL),
+            "{bad:#x}"
+        );
+    }
+    for (flags, cloexec) in [
+        (0, false),
+        (DRM_RDWR, false),
+        (DRM_CLOEXEC, true),
+        (DRM_CLOEXEC | DRM_RDWR, true),
+    ] {
+        let fd = k.handle_to_fd(handle, flags).unwrap();
+        let fd_flags = rustix::io::fcntl_getfd(&fd).unwrap();
+        assert_eq!(
+            fd_flags.contains(rustix::io::FdFlags::CLOEXEC),
+            cloexec,
+            "{flags:#x}"
+        );
+        assert_eq!(k.fd_to_handle(fd.as_fd()).unwrap(), handle);
+    }
+    k.gem_close(handle).unwrap();
 }

@@ -966,6 +966,18 @@ inline gpusvc_result NewMemfdBoCache(const gpusvc_bo_cache_config& config, BoCac
   return r;
 }
 
+// Opens a cache on a new file description of the DRM render node at `path` (such as
+// "/dev/dri/renderD128") into *out; `config` NULL means the defaults. A path that is not a
+// render node is GPUSVC_BO_CACHE_NOT_A_DRM_DEVICE; *out is left alone on error.
+inline gpusvc_result OpenBoCache(const char* path, const gpusvc_bo_cache_config* config,
+                                 BoCachePtr* out) {
+  if (out == nullptr) return GPUSVC_NULL_ARGUMENT;
+  gpusvc_bo_cache* raw = nullptr;
+  gpusvc_result r = gpusvc_bo_cache_open(path, config, &raw);
+  if (r == GPUSVC_OK) out->reset(raw);
+  return r;
+}
+
 // The default cache configuration.
 inline gpusvc_bo_cache_config BoCacheConfigDefaults() {
   gpusvc_bo_cache_config c{};

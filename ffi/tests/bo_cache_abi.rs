@@ -883,10 +883,9 @@ fn identity_check_bytes_other_than_0_and_1_read_as_true() {
 }
 
 #[test]
-fn export_takes_any_flags_on_the_memfd_cache_and_the_fd_imports_as_the_same_object() {
-    // The kernel's PRIME_HANDLE_TO_FD refuses flags other than DRM_CLOEXEC | DRM_RDWR
-    // (EINVAL); the memfd fake ignores the flags and always exports a close-on-exec dup. This
-    // pins what the memfd-backed C ABI does today.
+fn export_flags_follow_the_kernel_and_the_fd_imports_as_the_same_object() {
+    // As the kernel's PRIME_HANDLE_TO_FD: DRM_CLOEXEC (O_CLOEXEC) and DRM_RDWR (O_RDWR) are the
+    // only flags; any other bit is EINVAL (a kernel error, nothing written).
     let cache = Cache::new();
     let buf = buffer(4096);
     let a = cache
@@ -899,18 +898,25 @@ fn export_takes_any_flags_on_the_memfd_cache_and_the_fd_imports_as_the_same_obje
         )
         .unwrap();
     assert_eq!(a.flags(), 5);
-    for flags in [
-        0,
-        libc::O_CLOEXEC as u32,
-        (libc::O_CLOEXEC | libc::O_RDWR) as u32,
-        u32::MAX,
+    for bad in [1, 0x40, u32::MAX, libc::O_CLOEXEC as u32 | 0x100] {
+        assert_eq!(
+            a.export(bad).err(),
+            Some(GPUSVC_BO_CACHE_KERNEL_ERROR),
+            "{bad:#x}"
+        );
+    }
+    for (flags, cloexec) in [
+        (0, false),
+        (libc::O_RDWR as u32, false),
+        (libc::O_CLOEXEC as u32, true),
+        ((libc::O_CLOEXEC | libc::O_RDWR) as u32, true),
     ] {
         let fd = a.export(flags).unwrap();
         // SAFETY: a live fd.
         let fd_flags = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GETFD) };
         assert_eq!(
-            fd_flags & libc::FD_CLOEXEC,
-            libc::FD_CLOEXEC,
+            fd_flags & libc::FD_CLOEXEC != 0,
+            cloexec,
             "flags {flags:#x}"
         );
         let again = cache

@@ -45,8 +45,8 @@ fn paths_that_are_not_render_nodes_are_codes_and_write_nothing() {
         identity_check: false,
         max_refs: 0,
     };
-    // SAFETY: a live out slot.
     assert_eq!(
+        // SAFETY: a live out slot.
         unsafe { gpusvc_bo_cache_config_defaults(&mut config) },
         GPUSVC_OK
     );

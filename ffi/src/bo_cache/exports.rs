@@ -318,7 +318,8 @@ pub unsafe extern "C" fn gpusvc_bo_ref_count(bo: *const gpusvc_bo, out: *mut u32
 /// Exports the buffer as a new dma-buf fd into `*out_fd`, through the cache's description;
 /// `flags` are the export flags (`O_CLOEXEC`, `O_RDWR`, as `DRM_IOCTL_PRIME_HANDLE_TO_FD` takes
 /// them). The fd is the caller's to close. Importing it again gives the same object.
-/// `GPUSVC_BO_CACHE_KERNEL_ERROR` when the kernel refuses.
+/// Any other flag bit is refused, as the kernel refuses it (EINVAL): `GPUSVC_BO_CACHE_KERNEL_ERROR`,
+/// as is any other refusal by the kernel.
 ///
 /// # Safety
 /// `out_fd` is NULL or valid for one write.

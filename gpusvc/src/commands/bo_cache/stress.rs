@@ -19,7 +19,8 @@ use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
 use bo_cache::{
-    Bo, BoCache, BoError, DmaBufSource, DrmKernel, FakeStats, ImportDesc, MemfdKernel, Stats,
+    Bo, BoCache, BoError, DRM_CLOEXEC, DmaBufSource, DrmKernel, FakeStats, ImportDesc, MemfdKernel,
+    Stats,
 };
 
 /// The most references one thread holds at once.
@@ -245,7 +246,7 @@ fn worker(cache: &BoCache, fds: &[OwnedFd], seed: u64, until: Until) -> (Ops, Op
             }
             2 if !held.is_empty() => {
                 ops.exports += 1;
-                let exported = held[rng.below(held.len())].export_dmabuf(0);
+                let exported = held[rng.below(held.len())].export_dmabuf(DRM_CLOEXEC);
                 match exported {
                     Ok(fd) => {
                         ops.imports += 1;
