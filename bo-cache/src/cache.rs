@@ -307,6 +307,61 @@ impl Inner {
     }
 }
 
+/// The deliberately broken variants of the protocol that the loom models must catch
+/// (`scripts/loom-mutants`). Each reproduces a bug another driver shipped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(not(loom), allow(dead_code))]
+enum Mutant {
+    /// Unlock, then `GEM_CLOSE` (anv's v2).
+    UnlockBeforeClose,
+    /// `FD_TO_HANDLE` before taking the lock (minigbm).
+    FdToHandleOutsideLock,
+    /// A lock-free decrement to 0, then an import revives the dying slot (panfrost, old
+    /// nouveau).
+    DecToZeroThenRevive,
+    /// An import's error path closes a cached handle (amdgpu).
+    ErrorPathClosesCached,
+    /// A plain decrement without "unless one".
+    PlainDecrement,
+}
+
+/// Whether mutant `m` is selected. Only loom builds have mutants: there the environment
+/// variable `BO_CACHE_MUTANT` (unset or empty: none; `unlock_before_close`, `fd_to_handle_outside_lock`,
+/// `dec_to_zero_then_revive`, `error_path_closes_cached`, `plain_decrement`) picks one, read
+/// once. In every other build this is a constant `false` and the variants compile away.
+#[cfg(loom)]
+fn mutant(m: Mutant) -> bool {
+    static SELECTED: std::sync::OnceLock<Option<Mutant>> = std::sync::OnceLock::new();
+    let selected = SELECTED.get_or_init(|| {
+        let name = std::env::var("BO_CACHE_MUTANT")
+            .ok()
+            .filter(|n| !n.is_empty())?;
+        let all = [
+            ("unlock_before_close", Mutant::UnlockBeforeClose),
+            ("fd_to_handle_outside_lock", Mutant::FdToHandleOutsideLock),
+            ("dec_to_zero_then_revive", Mutant::DecToZeroThenRevive),
+            ("error_path_closes_cached", Mutant::ErrorPathClosesCached),
+            ("plain_decrement", Mutant::PlainDecrement),
+        ];
+        let found = all.iter().find(|(n, _)| *n == name).map(|&(_, m)| m);
+        assert!(found.is_some(), "unknown BO_CACHE_MUTANT {name:?}");
+        found
+    });
+    *selected == Some(m)
+}
+
+#[cfg(not(loom))]
+#[inline(always)]
+fn mutant(_: Mutant) -> bool {
+    false
+}
+
+/// The two mutants whose release decrements without "unless one".
+#[inline(always)]
+fn plain_decrement_mutant() -> bool {
+    mutant(Mutant::PlainDecrement) || mutant(Mutant::DecToZeroThenRevive)
+}
+
 /// Counts the outcome of a `GEM_CLOSE`.
 fn count_close(stats: &mut Stats, result: Result<(), Errno>) {
     match result {
@@ -430,13 +485,14 @@ impl BoCache {
     pub fn import(&self, fd: BorrowedFd<'_>, desc: &ImportDesc) -> Result<Bo, BoError> {
         desc.validate()?;
         let inner = self.inner();
-        // Mutant (loom tests only): FD_TO_HANDLE before taking the lock, as minigbm did.
-        #[cfg(bo_cache_mutant = "fd_to_handle_outside_lock")]
-        let fd_to_handle = inner.kernel.fd_to_handle(fd);
+        // Mutant (loom models only): FD_TO_HANDLE before taking the lock, as minigbm did.
+        let early = mutant(Mutant::FdToHandleOutsideLock).then(|| inner.kernel.fd_to_handle(fd));
         let mut st = lock(&inner.state);
         let stats = &mut st.stats;
-        #[cfg(not(bo_cache_mutant = "fd_to_handle_outside_lock"))]
-        let fd_to_handle = inner.kernel.fd_to_handle(fd);
+        let fd_to_handle = match early {
+            Some(result) => result,
+            None => inner.kernel.fd_to_handle(fd),
+        };
         let handle = fd_to_handle.map_err(|errno| match errno {
             Errno::BADF | Errno::INVAL => BoError::NotADmaBuf { errno },
             errno => BoError::Kernel {
@@ -459,16 +515,15 @@ impl BoCache {
         // Relaxed: under the lock, 0 vs positive is stable (only the lock holder takes a count
         // to or from 0; lock-free lookups only increment from >= 1).
         let cached = slot.refcount.load(Ordering::Relaxed) > 0;
-        // Mutant (loom tests only): a slot whose count an unlocked release took to 0 but whose
+        // Mutant (loom models only): a slot whose count an unlocked release took to 0 but whose
         // teardown has not run yet (its identity is still there) is revived by the import.
-        #[cfg(bo_cache_mutant = "dec_to_zero_then_revive")]
-        let cached = cached || slot.ino.load(Ordering::Relaxed) != 0;
+        let cached = cached
+            || (mutant(Mutant::DecToZeroThenRevive) && slot.ino.load(Ordering::Relaxed) != 0);
         if cached {
             let hit = inner.hit(stats, slot, handle, fd, desc);
-            // Mutant (loom tests only): the error path closes the handle even though it is
+            // Mutant (loom models only): the error path closes the handle even though it is
             // cached, as amdgpu's import once did.
-            #[cfg(bo_cache_mutant = "error_path_closes_cached")]
-            if hit.is_err() {
+            if mutant(Mutant::ErrorPathClosesCached) && hit.is_err() {
                 inner.close_locked(stats, handle);
             }
             hit?;
@@ -692,27 +747,19 @@ impl fmt::Debug for Bo {
 impl Drop for Bo {
     fn drop(&mut self) {
         let slot = self.slot();
-        // Mutants (loom tests only): a plain lock-free decrement, which can take the count to 0
+        // Mutants (loom models only): a plain lock-free decrement, which can take the count to 0
         // outside the lock; the teardown follows under the lock, unconditionally
         // ("plain_decrement") or only if the count is still 0 ("dec_to_zero_then_revive",
         // whose import revives a zero-count slot).
-        #[cfg(any(
-            bo_cache_mutant = "plain_decrement",
-            bo_cache_mutant = "dec_to_zero_then_revive"
-        ))]
-        if slot.refcount.fetch_sub(1, Ordering::AcqRel) != 1 {
+        if plain_decrement_mutant() {
+            if slot.refcount.fetch_sub(1, Ordering::AcqRel) != 1 {
+                return;
+            }
+            self.release_locked();
             return;
         }
         // Fast path, lock-free: "decrement unless one".
-        #[cfg(not(any(
-            bo_cache_mutant = "plain_decrement",
-            bo_cache_mutant = "dec_to_zero_then_revive"
-        )))]
         let mut cur = slot.refcount.load(Ordering::Relaxed);
-        #[cfg(not(any(
-            bo_cache_mutant = "plain_decrement",
-            bo_cache_mutant = "dec_to_zero_then_revive"
-        )))]
         while cur != 1 {
             // Release on success: this thread's uses of the buffer happen-before the final
             // release's Acquire decrement. Relaxed on failure: we retry with the value read.
@@ -742,16 +789,11 @@ impl Bo {
             let mut st = lock(&inner.state);
             // AcqRel: Acquire makes every earlier Release decrement (all in this RMW's release
             // sequence) happen-before the teardown; Release orders our own uses before it.
-            #[cfg(not(any(
-                bo_cache_mutant = "plain_decrement",
-                bo_cache_mutant = "dec_to_zero_then_revive"
-            )))]
-            if slot.refcount.fetch_sub(1, Ordering::AcqRel) != 1 {
+            if !plain_decrement_mutant() && slot.refcount.fetch_sub(1, Ordering::AcqRel) != 1 {
                 // A lookup took a reference meanwhile; it releases later.
                 return;
             }
-            #[cfg(bo_cache_mutant = "dec_to_zero_then_revive")]
-            if slot.refcount.load(Ordering::Acquire) != 0 {
+            if mutant(Mutant::DecToZeroThenRevive) && slot.refcount.load(Ordering::Acquire) != 0 {
                 return;
             }
             let foreign = slot.foreign.swap(0, Ordering::Relaxed) != 0;
@@ -759,15 +801,14 @@ impl Bo {
             slot.dev.store(0, Ordering::Relaxed);
             slot.ino.store(0, Ordering::Relaxed);
             slot.flags.store(0, Ordering::Relaxed);
-            #[cfg(not(bo_cache_mutant = "unlock_before_close"))]
-            if !foreign {
+            let unlock_first = mutant(Mutant::UnlockBeforeClose);
+            if !foreign && !unlock_first {
                 inner.close_locked(&mut st.stats, self.handle);
             }
             st.stats.live -= 1;
             let free_inner = st.cache_dropped && st.stats.live == 0;
-            // Mutant (loom tests only): unlock, then close (anv's v2).
-            #[cfg(bo_cache_mutant = "unlock_before_close")]
-            if !foreign {
+            // Mutant (loom models only): unlock, then close (anv's v2).
+            if !foreign && unlock_first {
                 drop(st);
                 let closed = inner.kernel.gem_close(self.handle);
                 count_close(&mut lock(&inner.state).stats, closed);

@@ -90,10 +90,11 @@
 //!   two first imports of one buffer give one object with count 2 — `concurrent_fresh_imports`;
 //!   lock-free lookup vs last release — `lookup_vs_last_release`; clone vs release —
 //!   `clone_vs_release`; a refused re-import vs last release — `rejected_import_vs_last_release`.
-//!   The models have teeth: `scripts/loom-mutants` rebuilds the crate with each deliberately
-//!   broken variant (`--cfg bo_cache_mutant="..."`: `unlock_before_close`,
+//!   The models have teeth: loom builds carry five deliberately broken variants of the
+//!   protocol, selected at run time with `BO_CACHE_MUTANT` (`unlock_before_close`,
 //!   `fd_to_handle_outside_lock`, `dec_to_zero_then_revive`, `error_path_closes_cached`,
-//!   `plain_decrement`) and checks that some model fails for each.
+//!   `plain_decrement`; other builds compile them away), and `scripts/loom-mutants` (a step of
+//!   `scripts/test`) checks that the unmutated models pass and some model fails for each.
 //!
 //! # Real-DRM tier
 //!

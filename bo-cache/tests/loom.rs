@@ -5,7 +5,8 @@
 //! Run with `RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=3 cargo test --release -p
 //! gpusvc-bo-cache --test loom` (own target dir: `CARGO_TARGET_DIR=target/loom`).
 //! `scripts/loom-mutants` runs them again against each deliberately broken variant of the
-//! protocol (`--cfg bo_cache_mutant="..."`) and checks that some model fails for each.
+//! protocol (`BO_CACHE_MUTANT=<name>` in this loom build) and checks that some model fails for
+//! each.
 //!
 //! loom cannot model syscalls, so the cache runs on `SynthKernel`, a fake DRM file
 //! description whose buffers are two real fds opened once outside the models (never read: only
