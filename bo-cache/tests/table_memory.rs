@@ -4,17 +4,29 @@
 //! after it is made, so every byte counted is the cache's.
 
 use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
 use std::num::NonZeroU32;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicIsize, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, Ordering};
 
 use bo_cache::{BoCache, CacheConfig, Errno, Identity, ImportDesc, Kernel};
 
-/// Counts live heap bytes.
+/// Counts live heap bytes allocated by each thread (the cache allocates on the importing
+/// thread; the test harness's other threads must not be counted).
 struct Counting;
 
-static LIVE: AtomicIsize = AtomicIsize::new(0);
+thread_local! {
+    static LIVE: Cell<isize> = const { Cell::new(0) };
+}
+
+fn add(bytes: isize) {
+    // `try_with`: nothing to count once the thread's locals are gone (thread exit).
+    let _ = LIVE.try_with(|l| l.set(l.get() + bytes));
+}
+
+fn live() -> isize {
+    LIVE.with(Cell::get)
+}
 
 // SAFETY: forwards to the system allocator and only adds counting.
 unsafe impl GlobalAlloc for Counting {
@@ -22,13 +34,13 @@ unsafe impl GlobalAlloc for Counting {
         // SAFETY: same contract as the caller's.
         let p = unsafe { System.alloc(layout) };
         if !p.is_null() {
-            LIVE.fetch_add(layout.size() as isize, Ordering::Relaxed);
+            add(layout.size() as isize);
         }
         p
     }
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        LIVE.fetch_sub(layout.size() as isize, Ordering::Relaxed);
+        add(-(layout.size() as isize));
         // SAFETY: same contract as the caller's.
         unsafe { System.dealloc(ptr, layout) }
     }
@@ -36,9 +48,6 @@ unsafe impl GlobalAlloc for Counting {
 
 #[global_allocator]
 static GLOBAL: Counting = Counting;
-
-/// One test at a time: the counter is process-wide.
-static SERIAL: Mutex<()> = Mutex::new(());
 
 /// Hands out the next handle of a fixed list on every import; identities are the handle
 /// numbers, so every import is a fresh buffer. No allocation after `new`.
@@ -86,7 +95,6 @@ impl Kernel for ListKernel {
 /// Imports every handle of `handles` once; returns (bytes allocated by the cache while the
 /// objects are live, the cache's `table_bytes`).
 fn measure(handles: Vec<u32>) -> (usize, usize) {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let n = handles.len();
     let kernel = ListKernel::new(handles);
     let fd = std::fs::File::open("/dev/null").unwrap();
@@ -96,12 +104,12 @@ fn measure(handles: Vec<u32>) -> (usize, usize) {
         ..CacheConfig::default()
     };
     let mut held = Vec::with_capacity(n);
-    let before = LIVE.load(Ordering::Relaxed);
+    let before = live();
     let cache = BoCache::with_config(kernel, config);
     for _ in 0..n {
         held.push(cache.import(fd.as_fd(), &ImportDesc::default()).unwrap());
     }
-    let allocated = (LIVE.load(Ordering::Relaxed) - before) as usize;
+    let allocated = (live() - before) as usize;
     let stats = cache.stats();
     assert_eq!((stats.misses, stats.live), (n as u64, n));
     drop(held);
