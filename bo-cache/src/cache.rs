@@ -1,5 +1,6 @@
 //! The cache: [`BoCache`], [`Bo`], and the refcount protocol (see the crate docs).
 
+use std::collections::HashMap;
 use std::fmt;
 use std::num::NonZeroU32;
 use std::os::fd::{BorrowedFd, OwnedFd};
@@ -162,6 +163,11 @@ struct State {
     stats: Stats,
     /// The `BoCache` value was dropped; the last release frees `Inner`.
     cache_dropped: bool,
+    /// For each handle number found naming another buffer than the cache's (the slot's
+    /// `foreign` mark is set), the identity of that other buffer: imports of it under the
+    /// number are refused. Empty unless someone broke the ownership rule; at most one entry
+    /// per slot.
+    foreign: HashMap<u32, Identity>,
 }
 
 /// The cache proper, freed when the `BoCache` is dropped and no object is alive (both decided
@@ -198,6 +204,7 @@ impl Inner {
     fn hit(
         &self,
         stats: &mut Stats,
+        foreign: &mut HashMap<u32, Identity>,
         slot: &Slot,
         handle: NonZeroU32,
         fd: BorrowedFd<'_>,
@@ -214,19 +221,19 @@ impl Inner {
                 ino: slot.ino.load(Ordering::Relaxed),
             };
             if id != cached {
-                stats.foreign_handles += 1;
-                // The number now names another buffer: the last release must not close it.
+                // Someone else closed the cache's handle and the number was handed out again:
+                // it names `id` now, not the cached buffer (see `refuse_foreign`).
                 slot.foreign.store(1, Ordering::Relaxed);
-                return Err(BoError::ForeignHandle {
-                    handle: handle.get(),
-                });
+                foreign.insert(handle.get(), id);
+                return Err(refuse_foreign(stats, handle));
             }
-            // FD_TO_HANDLE just gave this number for the cached buffer: whatever named another
-            // buffer under it before is gone, and the number is the cache's to close again.
-            // (Written only when set: the mark is written under this lock only, and a hit
-            // need not dirty the slot's cache line.)
+            // Relaxed: the mark is written under this lock only. (Read first: a hit need not
+            // dirty the slot's cache line.)
             if slot.foreign.load(Ordering::Relaxed) != 0 {
+                // The number names the cached buffer again: the other buffer's handle was
+                // closed and this one made anew, so it is the cache's again.
                 slot.foreign.store(0, Ordering::Relaxed);
+                foreign.remove(&handle.get());
             }
         }
         if let Err(e) = desc.check_size(slot.size.load(Ordering::Relaxed)) {
@@ -270,6 +277,32 @@ impl Inner {
         Ok((size, id))
     }
 
+    /// An import that got a number marked foreign whose slot has no live object. Refused (and
+    /// not closed) if the fd is the buffer the number was found naming: that handle is another
+    /// user's. Otherwise the number was made anew for this buffer: the mark goes and the import
+    /// goes on as a miss. The caller holds the lock.
+    #[inline(never)]
+    fn reclaim(
+        &self,
+        stats: &mut Stats,
+        foreign: &mut HashMap<u32, Identity>,
+        slot: &Slot,
+        handle: NonZeroU32,
+        fd: BorrowedFd<'_>,
+    ) -> Result<(), BoError> {
+        // An identity error leaves the handle open: whose it is cannot be told.
+        let id = self.kernel.identity(fd).map_err(|errno| BoError::Kernel {
+            op: KernelOp::Identity,
+            errno,
+        })?;
+        if foreign.get(&handle.get()) == Some(&id) {
+            return Err(refuse_foreign(stats, handle));
+        }
+        slot.foreign.store(0, Ordering::Relaxed);
+        foreign.remove(&handle.get());
+        Ok(())
+    }
+
     /// An import that missed: the handle is fresh. Learns and checks the size and identity and
     /// fills `slot` with one reference, or closes the handle. The caller holds the lock. Out of
     /// line, so that the hit path of `import` stays small.
@@ -294,7 +327,6 @@ impl Inner {
                 slot.dev.store(id.dev, Ordering::Relaxed);
                 slot.ino.store(id.ino, Ordering::Relaxed);
                 slot.flags.store(desc.flags, Ordering::Relaxed);
-                slot.foreign.store(0, Ordering::Relaxed);
                 slot.generation.fetch_add(1, Ordering::Relaxed);
                 // Release: a lock-free `lookup` whose Acquire CAS reads this value (or a later
                 // one in its release sequence) sees the fields written above.
@@ -360,6 +392,21 @@ fn mutant(_: Mutant) -> bool {
 #[inline(always)]
 fn plain_decrement_mutant() -> bool {
     mutant(Mutant::PlainDecrement) || mutant(Mutant::DecToZeroThenRevive)
+}
+
+/// The refusal of a handle number the cache found naming another buffer than its own. Only a
+/// broken ownership rule gets here: someone else closed a handle on the cache's description and
+/// the kernel handed the number out again. The cache cannot tell whether the handle the kernel
+/// returned was made by its own import or belongs to that other user, so it takes the safe
+/// side: it refuses the number for that other buffer and never closes it (not at the last
+/// release of its stale object, nor later for that buffer). At worst a handle the cache's own
+/// import made leaks; never is another user's handle closed under them. An import that later
+/// gets the number for any other buffer takes it back (the other buffer's handle was closed).
+fn refuse_foreign(stats: &mut Stats, handle: NonZeroU32) -> BoError {
+    stats.foreign_handles += 1;
+    BoError::ForeignHandle {
+        handle: handle.get(),
+    }
 }
 
 /// Counts the outcome of a `GEM_CLOSE`.
@@ -447,6 +494,7 @@ impl BoCache {
                     ..Stats::default()
                 },
                 cache_dropped: false,
+                foreign: HashMap::new(),
             }),
             table: Table::new(),
         });
@@ -488,7 +536,7 @@ impl BoCache {
         // Mutant (loom models only): FD_TO_HANDLE before taking the lock, as minigbm did.
         let early = mutant(Mutant::FdToHandleOutsideLock).then(|| inner.kernel.fd_to_handle(fd));
         let mut st = lock(&inner.state);
-        let stats = &mut st.stats;
+        let State { stats, foreign, .. } = &mut *st;
         let fd_to_handle = match early {
             Some(result) => result,
             None => inner.kernel.fd_to_handle(fd),
@@ -520,7 +568,7 @@ impl BoCache {
         let cached = cached
             || (mutant(Mutant::DecToZeroThenRevive) && slot.ino.load(Ordering::Relaxed) != 0);
         if cached {
-            let hit = inner.hit(stats, slot, handle, fd, desc);
+            let hit = inner.hit(stats, foreign, slot, handle, fd, desc);
             // Mutant (loom models only): the error path closes the handle even though it is
             // cached, as amdgpu's import once did.
             if mutant(Mutant::ErrorPathClosesCached) && hit.is_err() {
@@ -528,6 +576,9 @@ impl BoCache {
             }
             hit?;
             return Ok(Bo::new(self.inner, slot, handle));
+        }
+        if slot.foreign.load(Ordering::Relaxed) != 0 {
+            inner.reclaim(stats, foreign, slot, handle, fd)?;
         }
         inner.fill(stats, slot, handle, fd, desc)?;
         Ok(Bo::new(self.inner, slot, handle))
@@ -571,9 +622,15 @@ impl BoCache {
 
     /// The object that owns `handle` now, with one more reference, or `None`. Lock-free. The
     /// kernel recycles handle numbers, so this is "whoever holds the number now"; to keep a
-    /// buffer, keep its [`Bo`].
+    /// buffer, keep its [`Bo`]. A number found naming another buffer
+    /// ([`BoError::ForeignHandle`]) has no owner in the cache: `None`.
     pub fn lookup(&self, handle: NonZeroU32) -> Option<Bo> {
         let slot = self.inner().table.get(handle.get())?;
+        // Relaxed: a hint; the mark only ever goes from 0 to 1 (under the import lock), and a
+        // lookup racing the import that sets it is ordered before that import.
+        if slot.foreign.load(Ordering::Relaxed) != 0 {
+            return None;
+        }
         let mut cur = slot.refcount.load(Ordering::Relaxed);
         loop {
             if cur == 0 {
@@ -796,7 +853,8 @@ impl Bo {
             if mutant(Mutant::DecToZeroThenRevive) && slot.refcount.load(Ordering::Acquire) != 0 {
                 return;
             }
-            let foreign = slot.foreign.swap(0, Ordering::Relaxed) != 0;
+            // The foreign mark stays: the number is never the cache's to close again.
+            let foreign = slot.foreign.load(Ordering::Relaxed) != 0;
             slot.size.store(0, Ordering::Relaxed);
             slot.dev.store(0, Ordering::Relaxed);
             slot.ino.store(0, Ordering::Relaxed);

@@ -26,8 +26,13 @@
 //!   new fd, so no other layer needs the handle.
 //! * **Violations are detected where they can be.** On a cache hit the cache checks that the fd
 //!   names the buffer cached under the returned handle (`(st_dev, st_ino)`); if not, the handle
-//!   was closed and recycled behind its back: [`BoError::ForeignHandle`], and the cache never
-//!   closes that handle number (not even at the last release of its own stale object).
+//!   was closed and recycled behind its back: [`BoError::ForeignHandle`]. The cache cannot tell
+//!   whether the kernel's handle for that other buffer was made by its own import or belongs to
+//!   whoever broke the rule, so it takes the side that corrupts nothing: it never closes that
+//!   number (not at the last release of its stale object, not later), refuses every import of
+//!   that other buffer under it, and [`BoCache::lookup`] finds no object there. At worst a
+//!   handle its own import made leaks. An import that later gets the number for any other
+//!   buffer takes it back: that buffer's handle was made anew.
 //!
 //! # Guarantees
 //!
@@ -50,12 +55,12 @@
 //!   `flags_conflict_on_reimport_leaves_count_unchanged`.
 //! * A recycled handle number is a new object (new generation, new size) —
 //!   `recycled_handle_gets_a_new_generation_and_the_new_size`.
-//! * A handle recycled behind the cache's back is refused and never closed by the cache, and
-//!   the stale object on it never exports the other buffer; once an import gets the number for
-//!   the cached buffer again it is the cache's to close again —
+//! * A handle recycled behind the cache's back is refused and never closed by the cache, even
+//!   after its stale object is gone; the stale object never exports the other buffer; an import
+//!   that gets the number for another buffer again takes it back and closes it once —
 //!   `foreign_recycled_handle_is_refused_and_never_closed`,
 //!   `a_handle_found_naming_another_buffer_is_never_exported`,
-//!   `a_reimport_that_gets_the_number_back_makes_it_the_caches_to_close_again`.
+//!   `a_number_found_foreign_is_refused_for_that_buffer_and_taken_back_for_another`.
 //! * Memory is bounded: sparse handles anywhere up to `i32::MAX` work under the cap, beyond it
 //!   imports fail with [`BoError::TableFull`] (the cap counts every number the cache has seen,
 //!   not only live ones); 1024 dense handles take under 64 KiB —

@@ -21,8 +21,10 @@ pub(crate) struct Slot {
     pub(crate) generation: AtomicU32,
     /// The import flags the object was created with.
     pub(crate) flags: AtomicU32,
-    /// Non-zero once a `ForeignHandle` was seen on this slot: the handle number now belongs to
-    /// another buffer, so the final release must not close it.
+    /// Non-zero once a `ForeignHandle` was seen on this slot: the handle number names another
+    /// buffer (its identity is in the cache's `State::foreign`), so the cache must not close
+    /// it. Stays set after the stale object's release, until an import gets the number for a
+    /// buffer other than that one. Written under the import lock only.
     pub(crate) foreign: AtomicU32,
     pub(crate) size: AtomicU64,
     pub(crate) dev: AtomicU64,

@@ -302,16 +302,28 @@ fn a_handle_found_naming_another_buffer_is_never_exported() {
 }
 
 #[test]
-fn a_reimport_that_gets_the_number_back_makes_it_the_caches_to_close_again() {
+fn a_number_found_foreign_is_refused_for_that_buffer_and_taken_back_for_another() {
     let (cache, k) = cache();
     let y = buffer(4096);
     let yo = cache.import(y.as_fd(), &ImportDesc::default()).unwrap();
     let h = yo.handle();
     k.gem_close(h).unwrap(); // behind the cache's back
     let x = buffer(8192);
-    assert!(cache.import(x.as_fd(), &ImportDesc::default()).is_err()); // X got h
-    k.gem_close(h).unwrap(); // X's owner closes it too
-    // The kernel gives h to Y again, through the cache: the cache made it, the cache closes it.
+    let foreign = BoError::ForeignHandle { handle: h.get() };
+    assert_eq!(
+        cache.import(x.as_fd(), &ImportDesc::default()).unwrap_err(),
+        foreign
+    ); // h names X now: whose handle is it? The cache cannot tell, so it is not the cache's.
+    assert!(cache.lookup(h).is_none(), "h has no owner in the cache");
+    drop(yo); // the stale object's release does not close h
+    assert_eq!(
+        cache.import(x.as_fd(), &ImportDesc::default()).unwrap_err(),
+        foreign,
+        "X under h stays refused once the stale object is gone"
+    );
+    assert_eq!(k.stats().open_handles, 1, "and h stays open");
+    k.gem_close(h).unwrap(); // X's owner closes it: no double close
+    // The kernel makes h anew for Y, through the cache: the cache made it, the cache closes it.
     let y2 = cache.import(y.as_fd(), &ImportDesc::default()).unwrap();
     assert_eq!(y2.handle(), h);
     let exported = y2.export_dmabuf(0).unwrap();
@@ -319,13 +331,15 @@ fn a_reimport_that_gets_the_number_back_makes_it_the_caches_to_close_again() {
         bo_cache::fstat_identity(exported.as_fd()).unwrap(),
         bo_cache::fstat_identity(y.as_fd()).unwrap()
     );
-    drop(yo);
+    assert_eq!(cache.lookup(h).unwrap().size(), 4096);
     drop(y2);
     assert_eq!(k.stats().open_handles, 0, "h was left open");
+    let s = cache.stats();
     assert_eq!(
-        (cache.stats().double_closes, k.stats().double_closes),
-        (0, 0)
+        (s.closes, s.double_closes, s.foreign_handles, s.live),
+        (1, 0, 2, 0)
     );
+    assert_eq!(k.stats().double_closes, 0);
 }
 
 #[test]
@@ -358,7 +372,20 @@ fn foreign_recycled_handle_is_refused_and_never_closed() {
         Some(b_id),
         "the foreign handle is still open"
     );
+    // Nor does anything after: importing B again through the cache (the slot has no live
+    // object now) must not adopt the other owner's handle.
+    assert_eq!(
+        cache
+            .import(b_buf.as_fd(), &ImportDesc::default())
+            .unwrap_err(),
+        BoError::ForeignHandle {
+            handle: b_handle.get()
+        }
+    );
+    k.gem_close(b_handle)
+        .expect("the other owner's close: the cache closed its handle");
     assert_eq!(k.stats().double_closes, 0);
+    assert_eq!(cache.stats().double_closes, 0);
 }
 
 #[test]
