@@ -652,10 +652,19 @@ TEST(BoCacheOpen, PathsThatAreNotRenderNodesAreCodesAndLeaveOutAlone) {
     EXPECT_EQ(gpusvc::OpenBoCache(fifo.c_str(), c, &out), GPUSVC_BO_CACHE_NOT_A_DRM_DEVICE);
     EXPECT_EQ(gpusvc::OpenBoCache("/dev/null", c, &out), GPUSVC_BO_CACHE_NOT_A_DRM_DEVICE);
     EXPECT_EQ(gpusvc::OpenBoCache(missing.c_str(), c, &out), GPUSVC_BO_CACHE_KERNEL_ERROR);
-    EXPECT_EQ(gpusvc::OpenBoCache("/dev/\xff", c, &out), GPUSVC_INVALID_UTF8);
+    // Paths are bytes: a non-UTF-8 one is a path like any other (here, a missing one).
+    EXPECT_EQ(gpusvc::OpenBoCache("/dev/\xff", c, &out), GPUSVC_BO_CACHE_KERNEL_ERROR);
+    EXPECT_EQ(gpusvc::OpenBoCache(dir, c, &out), GPUSVC_BO_CACHE_NOT_A_DRM_DEVICE);
     EXPECT_EQ(out.get(), nullptr);
   }
   EXPECT_EQ(gpusvc::OpenBoCache("/dev/null", nullptr, nullptr), GPUSVC_NULL_ARGUMENT);
+  // A memfd-backed cache has no DRM device to hand out.
+  gpusvc::BoCachePtr memfd;
+  ASSERT_EQ(gpusvc::NewMemfdBoCache(&memfd), GPUSVC_OK);
+  int fd = -7;
+  EXPECT_EQ(gpusvc_bo_cache_device_fd(memfd.get(), &fd), GPUSVC_BO_CACHE_NOT_A_DRM_DEVICE);
+  EXPECT_EQ(gpusvc_bo_cache_device_fd(memfd.get(), nullptr), GPUSVC_NULL_ARGUMENT);
+  EXPECT_EQ(fd, -7);
   unlink(fifo.c_str());
   rmdir(dir);
 }

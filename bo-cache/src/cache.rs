@@ -654,6 +654,14 @@ impl BoCache {
         }
     }
 
+    /// The cache's DRM file description, borrowed, when the kernel side is a real device
+    /// ([`DrmKernel`](crate::DrmKernel)): the objects' GEM handles are valid on it, for command
+    /// submission, GEM mmap or KMS framebuffers. Never create or close handles on it: the cache
+    /// owns every handle there. `None` for a fake ([`MemfdKernel`](crate::MemfdKernel)).
+    pub fn device_fd(&self) -> Option<BorrowedFd<'_>> {
+        self.inner().kernel.device_fd()
+    }
+
     /// The counters.
     pub fn stats(&self) -> Stats {
         lock(&self.inner().state).stats

@@ -1,4 +1,5 @@
-//! The real backend: a DRM render node, through `drm-ffi`'s GEM/PRIME ioctls.
+//! The real backend: a DRM device node (a render node, normally), through `drm-ffi`'s
+//! GEM/PRIME ioctls.
 
 use std::fmt;
 use std::num::NonZeroU32;
@@ -16,15 +17,16 @@ use crate::{BoCache, BoError, CacheConfig, Kernel, KernelOp};
 /// The character-device major number of DRM nodes (`DRM_MAJOR`).
 pub const DRM_MAJOR: u32 = 226;
 
-/// Render nodes have minors from 128 (`renderD128`); primary (card) nodes below 64.
-const RENDER_MINOR_BASE: u32 = 128;
-
-/// One DRM file description that this value opened itself, on a render node.
+/// One DRM file description that this value opened itself, on a DRM device node (a render
+/// node, normally).
 ///
 /// The description is never shared: [`DrmKernel::open`] opens the node anew, and
 /// [`DrmKernel::reopen`] opens the node behind a given fd anew rather than `dup`ing it (GEM
 /// handles belong to the open file description, so a `dup` would share them with whoever owns
-/// the fd, and that owner's closes would free the cache's handles).
+/// the fd, and that owner's closes would free the cache's handles). The host reaches the
+/// description through [`DrmKernel::device_fd`] (and [`BoCache::device_fd`]) to use the
+/// handles the cache gives it — command submission, GEM mmap, KMS framebuffers — but never to
+/// create or close handles.
 pub struct DrmKernel {
     fd: OwnedFd,
     path: PathBuf,
@@ -39,12 +41,16 @@ impl fmt::Debug for DrmKernel {
     }
 }
 
-/// Checks that `fd` is a DRM device node (a character device with major 226); returns its minor.
-fn drm_minor(fd: BorrowedFd<'_>) -> Result<u32, BoError> {
-    let st = fstat(fd).map_err(|errno| BoError::Kernel {
+fn open_error(errno: Errno) -> BoError {
+    BoError::Kernel {
         op: KernelOp::Open,
         errno,
-    })?;
+    }
+}
+
+/// The device number of `fd` if it is a DRM device node (a character device with major 226).
+fn drm_rdev(fd: BorrowedFd<'_>) -> Result<u64, BoError> {
+    let st = fstat(fd).map_err(open_error)?;
     let kind = FileType::from_raw_mode(st.st_mode);
     // st_rdev is a u64 on Linux; the cast only widens where it is narrower.
     #[allow(clippy::unnecessary_cast)]
@@ -54,60 +60,74 @@ fn drm_minor(fd: BorrowedFd<'_>) -> Result<u32, BoError> {
             reason: "not a DRM character device (major 226)",
         });
     }
-    Ok(minor(rdev))
+    Ok(rdev)
+}
+
+/// Flags of the real open: read-write, never blocking, never a controlling terminal.
+fn device_flags() -> OFlags {
+    OFlags::RDWR | OFlags::CLOEXEC | OFlags::NONBLOCK | OFlags::NOCTTY
 }
 
 impl DrmKernel {
     /// Opens `path` (such as `/dev/dri/renderD128`) as a new file description of the cache's
     /// own.
     ///
-    /// The open is non-blocking and never creates anything, so a FIFO or any other non-device
-    /// path fails at once instead of hanging; the opened file must be a DRM render node
-    /// (character device, major 226, minor >= 128), otherwise [`BoError::NotADrmDevice`].
-    /// Primary (`card*`) nodes are refused: there PRIME import needs DRM authentication, and
-    /// a modesetting master may share the description's handles. A symbolic link is followed
-    /// (udev's `/dev/dri/by-path/*` are links), and the node it leads to must pass the same
-    /// checks.
+    /// The path is first opened with `O_PATH`, which opens nothing behind it (no FIFO writer is
+    /// released, no terminal, serial port or watchdog is touched, nothing blocks on a FIFO), and
+    /// checked: it must be a DRM device node (character device, major 226), otherwise
+    /// [`BoError::NotADrmDevice`]. Only then is the node itself opened, through that `O_PATH`
+    /// fd (`/proc/self/fd`; where `/proc` is missing, through the path again, checked to be
+    /// the same device). A symbolic link is followed (udev's `/dev/dri/by-path/*` are links).
+    ///
+    /// A GPU process should open a render node (`renderD*`). A primary node (`card*`) is
+    /// accepted for hosts that need the handles on a KMS description (framebuffers for
+    /// scan-out); opening one may make the process DRM master if there is none.
     ///
     /// # Errors
     /// [`BoError::Kernel`] with [`KernelOp::Open`] for the `open`/`fstat` errno (`ENOENT`,
-    /// `EACCES`, ...); [`BoError::NotADrmDevice`] for anything that is not a render node.
+    /// `EACCES`, ...); [`BoError::NotADrmDevice`] for anything that is not a DRM device node.
     pub fn open(path: impl AsRef<Path>) -> Result<DrmKernel, BoError> {
         let path = path.as_ref();
-        let fd = open(
-            path,
-            OFlags::RDWR | OFlags::CLOEXEC | OFlags::NONBLOCK | OFlags::NOCTTY,
-            Mode::empty(),
-        )
-        .map_err(|errno| BoError::Kernel {
-            op: KernelOp::Open,
-            errno,
-        })?;
-        if drm_minor(fd.as_fd())? < RENDER_MINOR_BASE {
-            return Err(BoError::NotADrmDevice {
-                reason: "a primary (card) node, not a render node",
-            });
-        }
+        let probe =
+            open(path, OFlags::PATH | OFlags::CLOEXEC, Mode::empty()).map_err(open_error)?;
+        let rdev = drm_rdev(probe.as_fd())?;
+        let via_proc = format!("/proc/self/fd/{}", probe.as_raw_fd());
+        let fd = match open(via_proc.as_str(), device_flags(), Mode::empty()) {
+            Ok(fd) => fd,
+            // No /proc here: open the path itself, and check it is still the same device.
+            Err(Errno::NOENT) => {
+                let fd = open(path, device_flags(), Mode::empty()).map_err(open_error)?;
+                if drm_rdev(fd.as_fd())? != rdev {
+                    return Err(BoError::NotADrmDevice {
+                        reason: "the path changed to another device while it was opened",
+                    });
+                }
+                fd
+            }
+            Err(errno) => return Err(open_error(errno)),
+        };
         Ok(DrmKernel {
             fd,
             path: path.to_path_buf(),
         })
     }
 
-    /// Opens the render node behind `fd` anew (through `/proc/self/fd`), so that the cache
-    /// gets a file description of its own: `fd` is only borrowed and its description is never
-    /// used by the cache.
+    /// Opens the DRM node behind `fd` anew (through `/proc/self/fd`), so that the cache gets a
+    /// file description of its own: `fd` is only borrowed and its description is never used by
+    /// the cache. Needs `/proc` and permission to open the node.
     ///
     /// # Errors
-    /// As [`DrmKernel::open`]; a `fd` that is not a render node is
+    /// As [`DrmKernel::open`]; a `fd` that is not a DRM device node is
     /// [`BoError::NotADrmDevice`] (checked before anything is opened).
     pub fn reopen(fd: BorrowedFd<'_>) -> Result<DrmKernel, BoError> {
-        if drm_minor(fd)? < RENDER_MINOR_BASE {
-            return Err(BoError::NotADrmDevice {
-                reason: "a primary (card) node, not a render node",
-            });
+        drm_rdev(fd)?;
+        let via_proc = format!("/proc/self/fd/{}", fd.as_raw_fd());
+        let mut kernel = Self::open(&via_proc)?;
+        // Name the node, not the caller's fd number (which means nothing once closed).
+        if let Ok(target) = std::fs::read_link(&via_proc) {
+            kernel.path = target;
         }
-        Self::open(format!("/proc/self/fd/{}", fd.as_raw_fd()))
+        Ok(kernel)
     }
 
     /// The render nodes present (`/dev/dri/renderD*`), sorted; empty when the machine has
@@ -124,9 +144,18 @@ impl DrmKernel {
         nodes
     }
 
-    /// The path this description was opened from.
+    /// The node this description was opened on (the path given to [`DrmKernel::open`], or the
+    /// node behind the fd given to [`DrmKernel::reopen`]).
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// The cache's DRM file description, borrowed: the GEM handles of the cache's objects are
+    /// valid on it (and on no other), for command submission, GEM mmap or KMS framebuffers.
+    /// Never create or close handles on it (no `GEM_CLOSE`, no PRIME import or export around
+    /// the cache): the cache owns every handle on this description.
+    pub fn device_fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
     }
 }
 
@@ -136,6 +165,10 @@ fn errno_of(e: std::io::Error) -> Errno {
 }
 
 impl Kernel for DrmKernel {
+    fn device_fd(&self) -> Option<BorrowedFd<'_>> {
+        Some(self.fd.as_fd())
+    }
+
     fn fd_to_handle(&self, dmabuf: BorrowedFd<'_>) -> Result<NonZeroU32, Errno> {
         let prime = drm_ffi::gem::fd_to_handle(self.fd.as_fd(), dmabuf).map_err(errno_of)?;
         // The kernel never hands out handle 0; if a driver did, the cache could not key it.
@@ -160,8 +193,8 @@ impl Kernel for DrmKernel {
 }
 
 impl BoCache {
-    /// A cache on a new file description of the render node at `path`, with the default
-    /// [`CacheConfig`] (see [`DrmKernel::open`] for what is accepted).
+    /// A cache on a new file description of the DRM node at `path` (a render node, normally),
+    /// with the default [`CacheConfig`] (see [`DrmKernel::open`] for what is accepted).
     pub fn open(path: impl AsRef<Path>) -> Result<BoCache, BoError> {
         Self::open_with_config(path, CacheConfig::default())
     }
@@ -174,7 +207,7 @@ impl BoCache {
         Ok(BoCache::with_config(DrmKernel::open(path)?, config))
     }
 
-    /// A cache on a new file description of the render node behind `fd` (borrowed; see
+    /// A cache on a new file description of the DRM node behind `fd` (borrowed; see
     /// [`DrmKernel::reopen`]).
     pub fn reopen(fd: BorrowedFd<'_>, config: CacheConfig) -> Result<BoCache, BoError> {
         Ok(BoCache::with_config(DrmKernel::reopen(fd)?, config))
@@ -301,13 +334,16 @@ impl DmaBufSource {
         Err(why.join("; "))
     }
 
-    /// A new dma-buf of at least `size` bytes (rounded up to whole 4096-byte pages; 0 counts
-    /// as one page) and its actual size.
+    /// A new dma-buf of at least `size` bytes (rounded up to whole pages of the machine's page
+    /// size, which udmabuf requires; 0 counts as one page) and its actual size.
     pub fn buffer(&self, size: u64) -> Result<(OwnedFd, u64), BoError> {
-        let pages = size.div_ceil(4096).max(1);
-        let size = pages
-            .checked_mul(4096)
+        let page = rustix::param::page_size() as u64;
+        let size = size
+            .max(1)
+            .div_ceil(page)
+            .checked_mul(page)
             .ok_or(BoError::InvalidArgument("buffer size overflows"))?;
+        let rows = size.div_ceil(4096);
         let kernel = |op| move |errno| BoError::Kernel { op, errno };
         match &self.kind {
             SourceKind::Udmabuf(dev) => {
@@ -342,9 +378,9 @@ impl DmaBufSource {
                 Ok((unsafe { OwnedFd::from_raw_fd(fd) }, size))
             }
             SourceKind::Dumb { card, .. } => {
-                let height = u32::try_from(pages)
+                let height = u32::try_from(rows)
                     .map_err(|_| BoError::InvalidArgument("buffer too large"))?;
-                // 1024 pixels of 32 bits: one 4096-byte row per page.
+                // 1024 pixels of 32 bits: 4096-byte rows (the driver may pad the size).
                 let db = drm_ffi::mode::dumbbuffer::create(card.as_fd(), 1024, height, 32, 0)
                     .map_err(|e| kernel(KernelOp::Export)(errno_of(e)))?;
                 let exported = drm_ffi::gem::handle_to_fd(

@@ -43,6 +43,12 @@ pub trait Kernel: Send + Sync + fmt::Debug {
     /// `DRM_IOCTL_PRIME_HANDLE_TO_FD`: a new dma-buf fd for `handle`. `flags` are the ioctl's:
     /// [`DRM_CLOEXEC`] and [`DRM_RDWR`]; any other bit is `EINVAL`.
     fn handle_to_fd(&self, handle: NonZeroU32, flags: u32) -> Result<OwnedFd, Errno>;
+    /// The DRM file description the handles live on, for the host to use them (submission,
+    /// mmap, framebuffers) but never to create or close handles. Default: `None` (a fake has
+    /// none).
+    fn device_fd(&self) -> Option<BorrowedFd<'_>> {
+        None
+    }
     /// The buffer's size in bytes. Default: [`lseek_size`].
     fn size(&self, dmabuf: BorrowedFd<'_>) -> Result<u64, Errno> {
         lseek_size(dmabuf)

@@ -15,10 +15,12 @@
 //!   file description (a `dup` shares them), and they are not counted by the kernel, so a second
 //!   layer creating or closing handles on the same description (GBM, EGL, a host's own imports)
 //!   would close handles under the cache. Nobody but the cache may create or close handles on its
-//!   description. The kernel side is a [`Kernel`] value the cache owns; the render-node backend
-//!   [`DrmKernel`] ([`BoCache::open`]) opens the node itself, or reopens the node behind a given
-//!   fd ([`BoCache::reopen`]), never `dup`s it. It opens without blocking and accepts only a
-//!   DRM render node ([`BoError::NotADrmDevice`] for a file, a FIFO, a primary node, ...).
+//!   description. The kernel side is a [`Kernel`] value the cache owns; the DRM backend
+//!   [`DrmKernel`] ([`BoCache::open`]) opens the node itself (a render node, normally), or
+//!   reopens the node behind a given fd ([`BoCache::reopen`]), never `dup`s it. It checks the
+//!   path with `O_PATH` before opening anything ([`BoError::NotADrmDevice`] for a file, a FIFO,
+//!   a directory, another device). The host uses the handles on [`BoCache::device_fd`] —
+//!   submission, GEM mmap, KMS framebuffers — and never creates or closes handles there.
 //! * **dma-buf fds are borrowed.** [`BoCache::import`] takes a [`BorrowedFd`](std::os::fd::BorrowedFd);
 //!   the caller keeps and closes it. The handle keeps the buffer alive, so closing the fd after
 //!   the import is fine. The cache never closes a caller's fd.
@@ -81,10 +83,11 @@
 //! * Out of fds (`RLIMIT_NOFILE` exhausted in a re-exec'd child): imports and exports fail with
 //!   `Kernel { EMFILE }` values, cached counts are untouched, fresh handles are closed, nothing
 //!   leaks, no double close — `tests/fd_exhaustion.rs`.
-//! * Opening a DRM node never blocks and accepts only a render node: a missing path is
-//!   `Kernel { Open, ENOENT }`; a regular file, a FIFO (without hanging), `/dev/null`, a symlink
-//!   to it and a memfd are [`BoError::NotADrmDevice`] —
-//!   `open_refuses_what_is_not_a_render_node_without_blocking`,
+//! * Opening a DRM node opens nothing else and never blocks: a missing path is
+//!   `Kernel { Open, ENOENT }`; a regular file, a FIFO (without hanging, and without releasing
+//!   a writer blocked on it), a directory, a running executable, `/dev/null`, a symlink to it
+//!   and a memfd are [`BoError::NotADrmDevice`] —
+//!   `open_refuses_what_is_not_a_render_node_without_blocking`, `opening_a_fifo_does_not_open_it`,
 //!   `reopen_refuses_fds_that_are_not_render_nodes`.
 //! * The fake follows the kernel's rules (lowest free handle, same handle on re-import, `EINVAL`
 //!   on double close) — `tests/memfd_kernel.rs`.

@@ -697,6 +697,12 @@ fn cache_dropped_with_live_objects_frees_on_last_release() {
 }
 
 #[test]
+fn a_fake_kernel_has_no_device_fd() {
+    let (cache, _k) = cache();
+    assert!(cache.device_fd().is_none());
+}
+
+#[test]
 fn fds_are_borrowed_never_closed() {
     let (cache, k) = cache();
     let buf = buffer(4096);

@@ -75,14 +75,59 @@ fn open_refuses_what_is_not_a_render_node_without_blocking() {
         ));
     }
     assert!(started.elapsed() < Duration::from_secs(5));
-    assert!(matches!(
-        DrmKernel::open(dir.path()).unwrap_err(),
-        BoError::Kernel {
-            op: KernelOp::Open,
-            errno: Errno::ISDIR
-        }
-    ));
+    // A directory, and a running executable (a plain read-write open would say ETXTBSY).
+    for path in [dir.path(), Path::new("/proc/self/exe")] {
+        assert!(matches!(
+            DrmKernel::open(path).unwrap_err(),
+            BoError::NotADrmDevice { .. }
+        ));
+    }
     assert_eq!(std::fs::read(&file).unwrap(), b"not a device", "untouched");
+}
+
+#[test]
+fn opening_a_fifo_does_not_open_it() {
+    // A writer blocked in open() of a FIFO is released by any reader or read-write open: the
+    // check must happen before the node itself is opened.
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("fifo");
+    rustix::fs::mknodat(
+        rustix::fs::CWD,
+        &fifo,
+        rustix::fs::FileType::Fifo,
+        rustix::fs::Mode::from_raw_mode(0o600),
+        0,
+    )
+    .unwrap();
+    let released = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writer = {
+        let (fifo, released) = (fifo.clone(), released.clone());
+        std::thread::spawn(move || {
+            let f = std::fs::OpenOptions::new().write(true).open(&fifo);
+            released.store(true, std::sync::atomic::Ordering::SeqCst);
+            f.map(drop)
+        })
+    };
+    std::thread::sleep(Duration::from_millis(50));
+    assert!(matches!(
+        DrmKernel::open(&fifo).unwrap_err(),
+        BoError::NotADrmDevice { .. }
+    ));
+    std::thread::sleep(Duration::from_millis(200));
+    let early = released.load(std::sync::atomic::Ordering::SeqCst);
+    // Let the writer go: a reader of our own.
+    let reader = rustix::fs::open(
+        &fifo,
+        rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::NONBLOCK,
+        rustix::fs::Mode::empty(),
+    )
+    .unwrap();
+    writer.join().unwrap().unwrap();
+    drop(reader);
+    assert!(
+        !early,
+        "DrmKernel::open released the FIFO's writer: it opened the FIFO"
+    );
 }
 
 #[test]
@@ -573,6 +618,18 @@ fn drm_export_goes_through_the_cache_and_reimports_as_the_same_object() {
     let cache = t.cache();
     let (buf, _) = t.buffer(4096);
     let a = cache.import(buf.as_fd(), &ImportDesc::default()).unwrap();
+    // The handle is valid on the cache's description, which the host may use (not to make
+    // or close handles): exporting it there directly gives the same buffer.
+    let dev = cache
+        .device_fd()
+        .expect("a render-node cache has a device fd");
+    let direct = drm_ffi::gem::handle_to_fd(dev, a.handle().get(), libc::O_CLOEXEC as u32).unwrap();
+    // SAFETY: the ioctl returned a new fd that nothing else owns.
+    let direct = unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(direct.fd) };
+    assert_eq!(
+        fstat_identity(direct.as_fd()).unwrap(),
+        fstat_identity(buf.as_fd()).unwrap()
+    );
     let out = a.export_dmabuf(libc::O_CLOEXEC as u32).unwrap();
     let b = cache.import(out.as_fd(), &ImportDesc::default()).unwrap();
     assert_eq!((b.handle(), a.ref_count()), (a.handle(), 2));

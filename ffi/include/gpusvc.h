@@ -1549,14 +1549,15 @@ gpusvc_result gpusvc_bo_cache_new_memfd_with_config(const struct gpusvc_bo_cache
                                                     struct gpusvc_bo_cache **out);
 
 /*
- Makes a cache on a new DRM file description of its own, opened on the render node at `path`
- (such as `/dev/dri/renderD128`; NUL-terminated UTF-8), with `*config`, or the defaults when
- `config` is NULL, into `*out`. The open never blocks and never creates anything: a path that
- is not a DRM render node (a regular file, a FIFO, a primary `card*` node) is
+ Makes a cache on a new DRM file description of its own, opened on the DRM node at `path`
+ (a render node such as `/dev/dri/renderD128`, normally; a NUL-terminated path, any bytes),
+ with `*config`, or the defaults when `config` is NULL, into `*out`. The path is checked
+ before the node is opened, so nothing blocks and nothing else is opened: a path that is not
+ a DRM device node (a regular file, a FIFO, a directory, another device) is
  `GPUSVC_BO_CACHE_NOT_A_DRM_DEVICE`; an open that fails (ENOENT, EACCES, ...) is
  `GPUSVC_BO_CACHE_KERNEL_ERROR` with the errno in the detail. Nobody else may create or close
- GEM handles on that description; the host passes dma-buf fds in and gets new ones out with
- `gpusvc_bo_export`.
+ GEM handles on that description; the host passes dma-buf fds in, gets new ones out with
+ `gpusvc_bo_export`, and uses the handles on `gpusvc_bo_cache_device_fd`.
 
  # Safety
  `path` is NULL or a NUL-terminated string; `config` is NULL or valid for one read; `out` is
@@ -1575,6 +1576,18 @@ gpusvc_result gpusvc_bo_cache_open(const char *path,
  `cache` is NULL or a handle value (a freed or foreign one is `GPUSVC_INVALID_HANDLE`).
  */
 gpusvc_result gpusvc_bo_cache_free(struct gpusvc_bo_cache *cache);
+
+/*
+ The cache's DRM file description into `*out_fd`, borrowed: the GEM handles of its objects
+ (`gpusvc_bo_handle`) are valid on it, for command submission, GEM mmap or KMS framebuffers.
+ Do not close it, and never create or close GEM handles on it: the cache owns every handle
+ there. It stays open while the cache or any of its objects lives. A memfd-backed cache has
+ none: `GPUSVC_BO_CACHE_NOT_A_DRM_DEVICE`.
+
+ # Safety
+ `out_fd` is NULL or valid for one write.
+ */
+gpusvc_result gpusvc_bo_cache_device_fd(const struct gpusvc_bo_cache *cache, int32_t *out_fd);
 
 /*
  The cache's counters into `*out`.

@@ -1010,13 +1010,15 @@ inline gpusvc_result ImportBoPlanes(const gpusvc_bo_cache* cache,
                                     const std::vector<gpusvc_bo_plane>& planes, uint32_t flags,
                                     std::vector<Bo>* out) {
   if (out == nullptr) return GPUSVC_NULL_ARGUMENT;
+  // Every allocation happens before the call, so nothing can throw once it has handed out
+  // references (emplace_back within the reserved capacity does not allocate).
   std::vector<gpusvc_bo*> raw(planes.size(), nullptr);
+  std::vector<Bo> bos;
+  bos.reserve(raw.size());
   gpusvc_result r = gpusvc_bo_cache_import_planes(
       cache, planes.empty() ? nullptr : planes.data(), planes.size(), flags,
       raw.empty() ? nullptr : raw.data());
   if (r != GPUSVC_OK) return r;
-  std::vector<Bo> bos;
-  bos.reserve(raw.size());
   for (gpusvc_bo* p : raw) bos.emplace_back(p);
   *out = std::move(bos);
   return GPUSVC_OK;

@@ -65,7 +65,15 @@ fn paths_that_are_not_render_nodes_are_codes_and_write_nothing() {
                 p.display()
             );
         }
-        assert_eq!(open(b"/dev/\xff", cfg), (GPUSVC_INVALID_UTF8, false));
+        // Paths are bytes: a non-UTF-8 one is a path like any other (here, a missing one).
+        assert_eq!(
+            open(b"/dev/\xff", cfg),
+            (GPUSVC_BO_CACHE_KERNEL_ERROR, false)
+        );
+        assert_eq!(
+            open(&bytes(dir.path()), cfg),
+            (GPUSVC_BO_CACHE_NOT_A_DRM_DEVICE, false)
+        );
     }
     assert!(started.elapsed() < Duration::from_secs(5), "nothing blocks");
 
@@ -84,4 +92,34 @@ fn paths_that_are_not_render_nodes_are_codes_and_write_nothing() {
         );
     }
     assert_eq!(GPUSVC_BO_CACHE_NOT_A_DRM_DEVICE as u32, 509);
+}
+
+#[test]
+fn a_memfd_cache_has_no_device_fd_and_null_arguments_are_refused() {
+    let mut cache: *mut gpusvc_bo_cache = ptr::null_mut();
+    // SAFETY: a live out slot.
+    assert_eq!(unsafe { gpusvc_bo_cache_new_memfd(&mut cache) }, GPUSVC_OK);
+    let mut fd = -7;
+    // SAFETY: a live handle and out slot; then NULLs.
+    unsafe {
+        assert_eq!(
+            gpusvc_bo_cache_device_fd(cache, &mut fd),
+            GPUSVC_BO_CACHE_NOT_A_DRM_DEVICE
+        );
+        assert_eq!(
+            gpusvc_bo_cache_device_fd(ptr::null(), &mut fd),
+            GPUSVC_NULL_ARGUMENT
+        );
+        assert_eq!(
+            gpusvc_bo_cache_device_fd(cache, ptr::null_mut()),
+            GPUSVC_NULL_ARGUMENT
+        );
+        assert_eq!(fd, -7, "nothing written on error");
+        assert_eq!(gpusvc_bo_cache_free(cache), GPUSVC_OK);
+        assert_eq!(
+            gpusvc_bo_cache_device_fd(cache, &mut fd),
+            GPUSVC_INVALID_HANDLE
+        );
+    }
+    assert_eq!(fd, -7);
 }

@@ -85,7 +85,7 @@ enum Command {
     #[command(hide = true)]
     Cache(CacheArgs),
     /// The dma-buf buffer-object cache: stress (a multi-threaded import/release load on the
-    /// memfd backend; the render-node backend does not exist yet).
+    /// memfd backend, or on a DRM render node with --device).
     BoCache(BoCacheArgs),
 }
 

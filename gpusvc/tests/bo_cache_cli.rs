@@ -109,3 +109,35 @@ fn device_auto_runs_on_a_render_node_or_says_why_not() {
         );
     }
 }
+
+#[test]
+fn seconds_and_rounds_outside_their_range_are_usage_errors() {
+    for bad in [
+        ["--seconds", "inf"],
+        ["--seconds", "NaN"],
+        ["--seconds", "0"],
+        ["--seconds=-5", "--threads=1"],
+        ["--seconds", "1e30"],
+        ["--rounds", "0"],
+    ] {
+        let (code, out, err) = stress(&bad);
+        assert_eq!(code, Some(2), "{bad:?}: {out}{err}");
+        assert!(out.is_empty(), "{bad:?}: nothing ran: {out}");
+    }
+}
+
+#[test]
+fn a_reader_that_closes_stdout_early_does_not_make_the_run_fail() {
+    use std::process::{Command, Stdio};
+    let mut child = Command::new(env!("CARGO_BIN_EXE_gpusvc"))
+        .args(["bo-cache", "stress", "--rounds", "50", "--threads", "2"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take()); // the reader goes away before the report is printed
+    let output = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}

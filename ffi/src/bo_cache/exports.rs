@@ -1,14 +1,15 @@
 //! The `gpusvc_bo_cache_*` and `gpusvc_bo_*` functions: making and freeing a cache, imports,
 //! references, getters, export and the counters.
 
-use std::os::fd::IntoRawFd;
+use std::os::fd::{AsRawFd, IntoRawFd};
+use std::os::unix::ffi::OsStrExt;
 
 use bo_cache::{BoCache, CacheConfig, MemfdKernel, PlaneDesc};
 
 use crate::bo_cache::types::*;
 use crate::bo_cache::{bo, cache, gpusvc_bo, gpusvc_bo_cache, new_bo};
 use crate::kit::handle::{self, Kind};
-use crate::kit::{Out, answer_into, cstr_in, ffi_guard, gpusvc_result, null_argument, slice_in};
+use crate::kit::{FfiError, Out, answer_into, ffi_guard, gpusvc_result, null_argument, slice_in};
 
 // ---- cache ----
 
@@ -78,14 +79,15 @@ pub unsafe extern "C" fn gpusvc_bo_cache_new_memfd_with_config(
     }
 }
 
-/// Makes a cache on a new DRM file description of its own, opened on the render node at `path`
-/// (such as `/dev/dri/renderD128`; NUL-terminated UTF-8), with `*config`, or the defaults when
-/// `config` is NULL, into `*out`. The open never blocks and never creates anything: a path that
-/// is not a DRM render node (a regular file, a FIFO, a primary `card*` node) is
+/// Makes a cache on a new DRM file description of its own, opened on the DRM node at `path`
+/// (a render node such as `/dev/dri/renderD128`, normally; a NUL-terminated path, any bytes),
+/// with `*config`, or the defaults when `config` is NULL, into `*out`. The path is checked
+/// before the node is opened, so nothing blocks and nothing else is opened: a path that is not
+/// a DRM device node (a regular file, a FIFO, a directory, another device) is
 /// `GPUSVC_BO_CACHE_NOT_A_DRM_DEVICE`; an open that fails (ENOENT, EACCES, ...) is
 /// `GPUSVC_BO_CACHE_KERNEL_ERROR` with the errno in the detail. Nobody else may create or close
-/// GEM handles on that description; the host passes dma-buf fds in and gets new ones out with
-/// `gpusvc_bo_export`.
+/// GEM handles on that description; the host passes dma-buf fds in, gets new ones out with
+/// `gpusvc_bo_export`, and uses the handles on `gpusvc_bo_cache_device_fd`.
 ///
 /// # Safety
 /// `path` is NULL or a NUL-terminated string; `config` is NULL or valid for one read; `out` is
@@ -96,12 +98,17 @@ pub unsafe extern "C" fn gpusvc_bo_cache_open(
     config: *const gpusvc_bo_cache_config,
     out: *mut *mut gpusvc_bo_cache,
 ) -> gpusvc_result {
-    // SAFETY: `path` is a string or NULL (checked by `cstr_in`); `config` is checked for NULL
+    // SAFETY: `path` is checked for NULL before it is read; `config` is checked for NULL
     // before it is read and valid for one read otherwise (contract); `out` is forwarded.
     unsafe {
         answer_into(
             || {
-                let path = cstr_in(path, "path")?;
+                if path.is_null() {
+                    return Err(null_argument("path"));
+                }
+                // Non-NULL and NUL-terminated (contract; the enclosing SAFETY). Linux paths are
+                // bytes: any bytes are a path.
+                let path = std::ffi::OsStr::from_bytes(std::ffi::CStr::from_ptr(path).to_bytes());
                 let config = if config.is_null() {
                     CacheConfig::default()
                 } else {
@@ -136,6 +143,37 @@ fn new_cache(config: CacheConfig) -> *mut gpusvc_bo_cache {
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn gpusvc_bo_cache_free(cache: *mut gpusvc_bo_cache) -> gpusvc_result {
     ffi_guard(|| handle::free(cache, Kind::BoCache))
+}
+
+/// The cache's DRM file description into `*out_fd`, borrowed: the GEM handles of its objects
+/// (`gpusvc_bo_handle`) are valid on it, for command submission, GEM mmap or KMS framebuffers.
+/// Do not close it, and never create or close GEM handles on it: the cache owns every handle
+/// there. It stays open while the cache or any of its objects lives. A memfd-backed cache has
+/// none: `GPUSVC_BO_CACHE_NOT_A_DRM_DEVICE`.
+///
+/// # Safety
+/// `out_fd` is NULL or valid for one write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gpusvc_bo_cache_device_fd(
+    cache: *const gpusvc_bo_cache,
+    out_fd: *mut i32,
+) -> gpusvc_result {
+    // SAFETY: forwarded from this function's contract.
+    unsafe {
+        answer_into(
+            || self::cache(cache),
+            out_fd,
+            "out_fd",
+            |c| {
+                c.device_fd().map(|fd| fd.as_raw_fd()).ok_or_else(|| {
+                    FfiError::new(
+                        gpusvc_result::GPUSVC_BO_CACHE_NOT_A_DRM_DEVICE,
+                        "bo-cache: the memfd-backed cache has no DRM device",
+                    )
+                })
+            },
+        )
+    }
 }
 
 /// The cache's counters into `*out`.

@@ -2,9 +2,10 @@
 //! from C: exactly one reference-counted object per GEM handle of the cache's DRM file
 //! description, imports of borrowed dma-buf fds with their sizes checked, and exports.
 //!
-//! A `gpusvc_bo_cache` owns its description; only the memfd-backed one exists for now
-//! (`gpusvc_bo_cache_new_memfd`: sealed memfds stand in for dma-bufs, with the kernel's handle
-//! rules); a render-node cache will be `gpusvc_bo_cache_open(path)`. Each successful import, plane
+//! A `gpusvc_bo_cache` owns its description: `gpusvc_bo_cache_open(path)` opens a DRM node (a
+//! render node, normally) anew, and its handles are valid on `gpusvc_bo_cache_device_fd`;
+//! `gpusvc_bo_cache_new_memfd` is a fake description (sealed memfds stand in for dma-bufs, with
+//! the kernel's handle rules) for tests and machines without DRM. Each successful import, plane
 //! import or `gpusvc_bo_ref` gives a new `gpusvc_bo` handle that holds one reference; handles of
 //! one buffer share its object (and its GEM handle), and `gpusvc_bo_free` releases one reference:
 //! the last release closes the GEM handle, once. fds passed in are borrowed, never closed; an

@@ -3,6 +3,7 @@
 
 pub(crate) mod stress;
 
+use std::io::Write;
 use std::process::ExitCode;
 
 use clap::Subcommand;
@@ -39,7 +40,15 @@ pub(crate) fn exec(args: BoCacheArgs) -> ExitCode {
     match args.command {
         BoCacheCommand::Stress(args) => match stress::run(&args) {
             Ok(report) => {
-                print!("{report}");
+                // A reader that closed stdout early (`| head`) is not an error of the run: the
+                // exit status still says what the counters say.
+                let printed = write!(std::io::stdout().lock(), "{report}");
+                if let Err(e) = printed.as_ref()
+                    && e.kind() != std::io::ErrorKind::BrokenPipe
+                {
+                    eprintln!("gpusvc bo-cache stress: cannot print the report: {e}");
+                    return ExitCode::FAILURE;
+                }
                 if report.clean() {
                     ExitCode::SUCCESS
                 } else {

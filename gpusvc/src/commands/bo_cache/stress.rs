@@ -34,20 +34,31 @@ pub(crate) struct StressArgs {
     /// Threads sharing the cache.
     #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=256))]
     pub(crate) threads: u32,
-    /// Distinct buffers (sealed memfds) the threads import.
+    /// Distinct buffers the threads import (sealed memfds, or dma-bufs with --device).
     #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=4096))]
     pub(crate) buffers: u32,
-    /// Run for this many seconds (default 2 when --rounds is not given).
-    #[arg(long, conflicts_with = "rounds", value_name = "S")]
+    /// Run for this many seconds (default 2 when --rounds is not given; more than 0, at most
+    /// 86400).
+    #[arg(long, conflicts_with = "rounds", value_name = "S", value_parser = parse_seconds)]
     pub(crate) seconds: Option<f64>,
-    /// Run exactly this many rounds per thread instead of for a time.
-    #[arg(long, value_name = "R")]
+    /// Run exactly this many rounds per thread instead of for a time (at least 1).
+    #[arg(long, value_name = "R", value_parser = clap::value_parser!(u64).range(1..))]
     pub(crate) rounds: Option<u64>,
     /// Use the DRM render node at PATH (such as /dev/dri/renderD128), or with `auto` the first
     /// one that imports dma-bufs, instead of the memfd fake. Buffers come from /dev/udmabuf or
     /// from dumb buffers on the device's primary node.
     #[arg(long, value_name = "PATH|auto")]
     pub(crate) device: Option<PathBuf>,
+}
+
+/// `--seconds`: a finite number of seconds in (0, 86400].
+fn parse_seconds(text: &str) -> Result<f64, String> {
+    let s: f64 = text.parse().map_err(|e| format!("{e}"))?;
+    if s.is_finite() && s > 0.0 && s <= 86_400.0 {
+        Ok(s)
+    } else {
+        Err(format!("{text} is not a number of seconds in (0, 86400]"))
+    }
 }
 
 /// Operations one thread made, and how many failed.
@@ -324,9 +335,7 @@ pub(crate) fn run(args: &StressArgs) -> Result<Report, String> {
                     let until = match (args.rounds, args.seconds) {
                         (Some(r), _) => Until::Rounds(r),
                         (None, secs) => Until::Deadline(
-                            Instant::now()
-                                + Duration::try_from_secs_f64(secs.unwrap_or(2.0))
-                                    .unwrap_or(Duration::ZERO),
+                            Instant::now() + Duration::from_secs_f64(secs.unwrap_or(2.0)),
                         ),
                     };
                     worker(cache, fds, u64::from(t) + 1, until)
