@@ -1,0 +1,17 @@
+//! The post-transform vertex cache: how many times a GPU runs the vertex shader for each vertex
+//! of an indexed draw, and how to order indices so that it runs it less.
+//!
+//! * [`Mesh`]: a triangle index list over a vertex count, validated.
+//! * [`analyze`]: ACMR (invocations per triangle), ATVR (invocations per referenced vertex) and
+//!   totals from per-vertex invocation counts, simulated or measured.
+//! * [`Model`]: exact cache models with stable text forms (`fifo:16`, `lru:32`, ...).
+//!
+//! Pure Rust, no GL: measuring a real driver lives beside it.
+
+mod mesh;
+mod model;
+mod stats;
+
+pub use mesh::{Mesh, MeshError};
+pub use model::{MAX_ENTRIES, Model, ParseModelError};
+pub use stats::{Analysis, analyze};
