@@ -10,8 +10,10 @@
 
 mod mesh;
 mod model;
+mod sim;
 mod stats;
 
 pub use mesh::{Mesh, MeshError};
-pub use model::{MAX_ENTRIES, Model, ParseModelError};
+pub use model::{Cache, MAX_ENTRIES, MAX_SEGMENT, Model, ParseModelError};
+pub use sim::Simulator;
 pub use stats::{Analysis, analyze};

@@ -3,13 +3,23 @@
 //! triangles included). Every model is a value with parameters and a stable text form
 //! (`fifo:16`, `lru:32`, ...) used by the CLI, the C ABI and files.
 
-use std::collections::VecDeque;
 use std::fmt;
 use std::str::FromStr;
 
 use crate::Mesh;
 
-/// A post-transform vertex cache model.
+/// A post-transform vertex cache model. Every model is exact per vertex and has a stable text
+/// form ([`Display`](fmt::Display) writes it, [`FromStr`] reads it back; numbers are plain
+/// decimal, no spaces, no signs):
+///
+/// | text | model |
+/// | --- | --- |
+/// | `fifo:N` | [`Model::Fifo`], N in 1..=[`MAX_ENTRIES`] |
+/// | `lru:N` | [`Model::Lru`], N in 1..=[`MAX_ENTRIES`] |
+/// | `dm:M` | [`Model::Direct`], M in 1..=[`MAX_ENTRIES`] |
+/// | `sa:SxW` | [`Model::SetAssoc`], S, W >= 1, S·W <= [`MAX_ENTRIES`] |
+/// | `seg:L/CACHE` | [`Model::Segmented`], L in 3..=[`MAX_SEGMENT`] indices, CACHE one of the four above |
+/// | `batch:N,W,P` | [`Model::Batch`], N in 3..=[`MAX_ENTRIES`], W 0 or 3..=[`MAX_ENTRIES`], P 0 or 1..=[`MAX_ENTRIES`] |
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Model {
     /// A FIFO of `size` vertices, per index: a miss shades the vertex and pushes it, evicting
@@ -25,6 +35,74 @@ pub enum Model {
         /// Entries (>= 1).
         size: u32,
     },
+    /// Direct-mapped, per index: vertex `v` can only live in slot `v mod slots`; a miss shades
+    /// it and replaces whatever the slot held. Text form `dm:SLOTS`.
+    Direct {
+        /// Slots (>= 1).
+        slots: u32,
+    },
+    /// Set-associative, per index: vertex `v` lives in set `v mod sets`, which holds `ways`
+    /// vertices replaced least-recently-used first (an empty way before any). Text form
+    /// `sa:SETSxWAYS` (`sa:1xN` is `lru:N`, `sa:Mx1` is `dm:M`).
+    SetAssoc {
+        /// Sets (>= 1).
+        sets: u32,
+        /// Ways per set (>= 1).
+        ways: u32,
+    },
+    /// A cache emptied every `length` indices: the index stream is cut into segments of exactly
+    /// `length` indices counted from the start of the draw (not triangles: with a length that
+    /// is not a multiple of 3 a triangle can straddle two segments), each starting with an empty
+    /// `cache`. Text form `seg:LENGTH/CACHE`, e.g. `seg:96/fifo:32`.
+    Segmented {
+        /// Indices per segment (>= 3).
+        length: u32,
+        /// The replacement rule within a segment.
+        cache: Cache,
+    },
+    /// meshoptimizer's analyzer model (`meshopt_analyzeVertexCache`): a FIFO of `cache`
+    /// vertices; before each triangle, the vertices of the open warp and the triangles of the
+    /// open primitive group are checked: if the group already holds `group` triangles, or the
+    /// warp would exceed `warp` vertices with the triangle's misses (counted before it runs:
+    /// a repeated corner counts twice), the warp is closed and the cache emptied. `warp` or
+    /// `group` 0 means no such limit (`batch:N,0,0` is `fifo:N`). Decides per triangle. Text
+    /// form `batch:CACHE,WARP,GROUP`.
+    Batch {
+        /// FIFO entries (>= 3).
+        cache: u32,
+        /// Vertices per warp (0: unlimited, else >= 3).
+        warp: u32,
+        /// Triangles per primitive group (0: unlimited).
+        group: u32,
+    },
+}
+
+/// A replacement rule for one cache, the part of a [`Model::Segmented`] inside a segment. Text
+/// forms as the [`Model`]s of the same name: `fifo:N`, `lru:N`, `dm:M`, `sa:SxW`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Cache {
+    /// As [`Model::Fifo`].
+    Fifo {
+        /// Entries (>= 1).
+        size: u32,
+    },
+    /// As [`Model::Lru`].
+    Lru {
+        /// Entries (>= 1).
+        size: u32,
+    },
+    /// As [`Model::Direct`].
+    Direct {
+        /// Slots (>= 1).
+        slots: u32,
+    },
+    /// As [`Model::SetAssoc`].
+    SetAssoc {
+        /// Sets (>= 1).
+        sets: u32,
+        /// Ways per set (>= 1).
+        ways: u32,
+    },
 }
 
 /// A model text that does not parse.
@@ -37,43 +115,24 @@ pub struct ParseModelError {
     pub reason: String,
 }
 
-/// Largest cache size a model accepts (entries); larger values are refused when parsed.
+/// Largest cache size a model accepts (entries, slots, sets × ways, warp vertices, group
+/// triangles); larger values are refused when parsed.
 pub const MAX_ENTRIES: u32 = 1 << 16;
+
+/// Longest segment a [`Model::Segmented`] accepts (indices).
+pub const MAX_SEGMENT: u32 = 1 << 24;
 
 impl Model {
     /// Vertex-shader invocations of each vertex of `mesh` under this model (one entry per
     /// vertex; unreferenced vertices get 0).
     pub fn simulate(&self, mesh: &Mesh<'_>) -> Vec<u32> {
         let mut counts = vec![0u32; mesh.vertex_count() as usize];
-        match *self {
-            Model::Fifo { size } => {
-                let size = size.max(1) as usize;
-                let mut fifo: VecDeque<u32> = VecDeque::with_capacity(size);
-                for &i in mesh.indices() {
-                    if !fifo.contains(&i) {
-                        counts[i as usize] += 1;
-                        if fifo.len() == size {
-                            fifo.pop_front();
-                        }
-                        fifo.push_back(i);
-                    }
-                }
-            }
-            Model::Lru { size } => {
-                let size = size.max(1) as usize;
-                // Most recent last.
-                let mut lru: Vec<u32> = Vec::with_capacity(size);
-                for &i in mesh.indices() {
-                    if let Some(p) = lru.iter().position(|&v| v == i) {
-                        lru.remove(p);
-                    } else {
-                        counts[i as usize] += 1;
-                        if lru.len() == size {
-                            lru.remove(0);
-                        }
-                    }
-                    lru.push(i);
-                }
+        let mut sim = self.simulator(mesh.vertex_count());
+        for tri in mesh.indices().chunks_exact(3) {
+            let tri = [tri[0], tri[1], tri[2]];
+            let flags = sim.feed_triangle(tri);
+            for (&v, f) in tri.iter().zip(flags) {
+                counts[v as usize] += u32::from(f);
             }
         }
         counts
@@ -81,53 +140,174 @@ impl Model {
 
     /// Total vertex-shader invocations of `mesh` under this model.
     pub fn invocations(&self, mesh: &Mesh<'_>) -> u64 {
-        self.simulate(mesh).iter().map(|&c| u64::from(c)).sum()
+        let mut sim = self.simulator(mesh.vertex_count());
+        for tri in mesh.indices().chunks_exact(3) {
+            sim.feed_triangle([tri[0], tri[1], tri[2]]);
+        }
+        sim.shaded()
+    }
+
+    /// Warps (batches) the draw of `mesh` takes, for models that have them (`batch`: equal to
+    /// meshoptimizer's `warps_executed`); `None` for the others.
+    pub fn warps(&self, mesh: &Mesh<'_>) -> Option<u64> {
+        let mut sim = self.simulator(mesh.vertex_count());
+        sim.warps()?;
+        for tri in mesh.indices().chunks_exact(3) {
+            sim.feed_triangle([tri[0], tri[1], tri[2]]);
+        }
+        sim.warps()
+    }
+}
+
+impl fmt::Display for Cache {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Cache::Fifo { size } => write!(f, "fifo:{size}"),
+            Cache::Lru { size } => write!(f, "lru:{size}"),
+            Cache::Direct { slots } => write!(f, "dm:{slots}"),
+            Cache::SetAssoc { sets, ways } => write!(f, "sa:{sets}x{ways}"),
+        }
     }
 }
 
 impl fmt::Display for Model {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Model::Fifo { size } => write!(f, "fifo:{size}"),
-            Model::Lru { size } => write!(f, "lru:{size}"),
+        match *self {
+            Model::Fifo { size } => Cache::Fifo { size }.fmt(f),
+            Model::Lru { size } => Cache::Lru { size }.fmt(f),
+            Model::Direct { slots } => Cache::Direct { slots }.fmt(f),
+            Model::SetAssoc { sets, ways } => Cache::SetAssoc { sets, ways }.fmt(f),
+            Model::Segmented { length, cache } => write!(f, "seg:{length}/{cache}"),
+            Model::Batch { cache, warp, group } => write!(f, "batch:{cache},{warp},{group}"),
         }
     }
 }
 
-fn parse_entries(text: &str, field: &str, whole: &str) -> Result<u32, ParseModelError> {
-    let bad = |reason: String| ParseModelError {
-        text: whole.to_owned(),
-        reason,
-    };
-    let n: u32 = field
-        .trim()
-        .parse()
-        .map_err(|e| bad(format!("{text} {field:?} is not a number ({e})")))?;
-    if n == 0 || n > MAX_ENTRIES {
-        return Err(bad(format!("{text} {n} is not in 1..={MAX_ENTRIES}")));
+/// Parses the text of models: keeps the whole text for errors.
+struct Parser<'a> {
+    whole: &'a str,
+}
+
+impl Parser<'_> {
+    fn bad(&self, reason: impl Into<String>) -> ParseModelError {
+        ParseModelError {
+            text: self.whole.to_owned(),
+            reason: reason.into(),
+        }
     }
-    Ok(n)
+
+    /// A plain decimal number in `min..=max` (or exactly 0 when `zero` is allowed).
+    fn number(
+        &self,
+        what: &str,
+        field: &str,
+        min: u32,
+        max: u32,
+        zero: bool,
+    ) -> Result<u32, ParseModelError> {
+        if field.is_empty() || !field.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(self.bad(format!("{what} {field:?} is not a decimal number")));
+        }
+        let n: u32 = field
+            .parse()
+            .map_err(|_| self.bad(format!("{what} {field} is too large (max {max})")))?;
+        if (n == 0 && zero) || (min..=max).contains(&n) {
+            Ok(n)
+        } else if zero {
+            Err(self.bad(format!("{what} {n} is not 0 or in {min}..={max}")))
+        } else {
+            Err(self.bad(format!("{what} {n} is not in {min}..={max}")))
+        }
+    }
+
+    fn entries(&self, what: &str, field: &str) -> Result<u32, ParseModelError> {
+        self.number(what, field, 1, MAX_ENTRIES, false)
+    }
+
+    fn cache(&self, text: &str) -> Result<Cache, ParseModelError> {
+        let (kind, args) = text
+            .split_once(':')
+            .ok_or_else(|| self.bad(format!("expected KIND:PARAMETERS, got {text:?}")))?;
+        match kind {
+            "fifo" => Ok(Cache::Fifo {
+                size: self.entries("fifo size", args)?,
+            }),
+            "lru" => Ok(Cache::Lru {
+                size: self.entries("lru size", args)?,
+            }),
+            "dm" => Ok(Cache::Direct {
+                slots: self.entries("dm slots", args)?,
+            }),
+            "sa" => {
+                let (sets, ways) = args
+                    .split_once('x')
+                    .ok_or_else(|| self.bad(format!("sa wants SETSxWAYS, got {args:?}")))?;
+                let sets = self.entries("sa sets", sets)?;
+                let ways = self.entries("sa ways", ways)?;
+                if u64::from(sets) * u64::from(ways) > u64::from(MAX_ENTRIES) {
+                    return Err(self.bad(format!(
+                        "sa {sets}x{ways} has more than {MAX_ENTRIES} entries"
+                    )));
+                }
+                Ok(Cache::SetAssoc { sets, ways })
+            }
+            "seg" | "batch" => Err(self.bad(format!("{kind} is not a cache rule inside seg:"))),
+            other => Err(self.bad(format!("unknown model kind {other:?}"))),
+        }
+    }
+}
+
+impl FromStr for Cache {
+    type Err = ParseModelError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Parser { whole: s }.cache(s)
+    }
+}
+
+impl From<Cache> for Model {
+    fn from(cache: Cache) -> Model {
+        match cache {
+            Cache::Fifo { size } => Model::Fifo { size },
+            Cache::Lru { size } => Model::Lru { size },
+            Cache::Direct { slots } => Model::Direct { slots },
+            Cache::SetAssoc { sets, ways } => Model::SetAssoc { sets, ways },
+        }
+    }
 }
 
 impl FromStr for Model {
     type Err = ParseModelError;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let (kind, args) = s.split_once(':').ok_or_else(|| ParseModelError {
-            text: s.to_owned(),
-            reason: "expected KIND:PARAMETERS, e.g. fifo:16".into(),
+        let p = Parser { whole: s };
+        let (kind, args) = s.split_once(':').ok_or_else(|| {
+            p.bad("expected KIND:PARAMETERS, e.g. fifo:16, seg:96/lru:32, batch:16,32,0")
         })?;
-        match kind.trim() {
-            "fifo" => Ok(Model::Fifo {
-                size: parse_entries("size", args, s)?,
-            }),
-            "lru" => Ok(Model::Lru {
-                size: parse_entries("size", args, s)?,
-            }),
-            other => Err(ParseModelError {
-                text: s.to_owned(),
-                reason: format!("unknown model kind {other:?}"),
-            }),
+        match kind {
+            "seg" => {
+                let (length, cache) = args
+                    .split_once('/')
+                    .ok_or_else(|| p.bad("seg wants LENGTH/CACHE, e.g. seg:96/fifo:32"))?;
+                Ok(Model::Segmented {
+                    length: p.number("segment length", length, 3, MAX_SEGMENT, false)?,
+                    cache: p.cache(cache)?,
+                })
+            }
+            "batch" => {
+                let mut parts = args.split(',');
+                let (Some(cache), Some(warp), Some(group), None) =
+                    (parts.next(), parts.next(), parts.next(), parts.next())
+                else {
+                    return Err(p.bad("batch wants CACHE,WARP,GROUP, e.g. batch:16,32,0"));
+                };
+                Ok(Model::Batch {
+                    cache: p.number("batch cache", cache, 3, MAX_ENTRIES, false)?,
+                    warp: p.number("batch warp", warp, 3, MAX_ENTRIES, true)?,
+                    group: p.number("batch group", group, 1, MAX_ENTRIES, true)?,
+                })
+            }
+            _ => p.cache(s).map(Model::from),
         }
     }
 }

@@ -1,0 +1,441 @@
+//! The incremental simulator behind every [`Model`]: fed indices (or triangles) in draw order,
+//! it says which were shaded (missed the cache).
+//!
+//! State is kept in per-vertex (or per-slot) stamp arrays so that a look-up is O(1) whatever the
+//! cache size, and a cache flush (segment or batch boundary) is O(1) too: it bumps a timestamp
+//! or a generation instead of clearing memory. [`Simulator::probe_triangle`] answers "what would
+//! this triangle cost next" without cloning the per-vertex arrays: it runs the triangle with a
+//! journal of the writes and undoes them.
+
+use crate::model::{Cache, Model};
+
+const NONE: u32 = u32::MAX;
+
+/// How a model decides, reduced to what the simulator runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    /// Per index: a replacement rule, flushed every `segment` indices (0: never).
+    PerIndex { cache: Cache, segment: u32 },
+    /// meshoptimizer's analyzer: FIFO of `cache`, flushed before a triangle that would overflow
+    /// the warp or the primitive group (0: no limit). Decides per triangle.
+    Batch { cache: u32, warp: u32, group: u32 },
+}
+
+/// Scalar state (copied whole by a probe).
+#[derive(Debug, Clone, Copy, Default)]
+struct Regs {
+    /// FIFO timestamp (meshoptimizer's form: in cache iff `t - stamp <= size`); set-associative
+    /// use clock.
+    t: u64,
+    /// Generation of LRU / direct-mapped / set-associative entries (a flush bumps it).
+    generation: u64,
+    /// LRU list: most recent, least recent, length.
+    head: u32,
+    tail: u32,
+    len: u32,
+    /// Indices left in the current segment.
+    segment_left: u32,
+    /// Batch: vertices in the open warp, triangles in the open group, warps closed.
+    warp: u32,
+    group: u32,
+    warps: u64,
+    /// Vertices shaded and indices fed so far.
+    shaded: u64,
+    fed: u64,
+    /// Corners buffered by `feed` for a triangle-granular model, and the last triangle's flags.
+    pending: [u32; 3],
+    pending_len: u8,
+    last: [bool; 3],
+}
+
+/// An exact, incremental simulation of one [`Model`] over vertices `0..vertex_count`, made by
+/// [`Model::simulator`].
+///
+/// Feed it a draw in order: [`feed_triangle`](Self::feed_triangle) (exact for every model) or
+/// [`feed`](Self::feed) one index at a time. Models with segment or batch boundaries count the
+/// position themselves. [`reset`](Self::reset) starts a new draw (empty cache, position 0).
+///
+/// Per-index models ([`Model::decides_per_index`]: FIFO, LRU, direct-mapped, set-associative,
+/// segmented) decide each index when it is fed. Triangle-granular models (`batch`) decide a
+/// triangle's flush from all three corners, so [`feed`](Self::feed) buffers the first two corners
+/// of each triangle (returning `false` for them) and runs the triangle on the third; the flags
+/// of all three corners are then in [`last_triangle`](Self::last_triangle). Use
+/// [`feed_triangle`](Self::feed_triangle) with those models.
+///
+/// Cloning copies the per-vertex arrays (O(vertex count)); to price a candidate triangle use
+/// [`probe_triangle`](Self::probe_triangle), which costs what a feed costs.
+///
+/// # Panics
+/// Feeding an index `>= vertex_count` panics.
+#[derive(Debug, Clone)]
+pub struct Simulator {
+    model: Model,
+    kind: Kind,
+    vertex_count: u32,
+    regs: Regs,
+    mem: Vec<u64>,
+    journal: Vec<(usize, u64)>,
+    journaling: bool,
+}
+
+impl Model {
+    /// A simulator of this model over vertices `0..vertex_count`, empty.
+    pub fn simulator(&self, vertex_count: u32) -> Simulator {
+        let kind = match *self {
+            Model::Fifo { size } => Kind::PerIndex {
+                cache: Cache::Fifo { size },
+                segment: 0,
+            },
+            Model::Lru { size } => Kind::PerIndex {
+                cache: Cache::Lru { size },
+                segment: 0,
+            },
+            Model::Direct { slots } => Kind::PerIndex {
+                cache: Cache::Direct { slots },
+                segment: 0,
+            },
+            Model::SetAssoc { sets, ways } => Kind::PerIndex {
+                cache: Cache::SetAssoc { sets, ways },
+                segment: 0,
+            },
+            Model::Segmented { length, cache } => Kind::PerIndex {
+                cache,
+                segment: length,
+            },
+            Model::Batch { cache, warp, group } => Kind::Batch { cache, warp, group },
+        };
+        let v = vertex_count as usize;
+        let words = match kind {
+            Kind::PerIndex { cache, .. } => match cache {
+                Cache::Fifo { .. } => v,
+                Cache::Lru { .. } => 3 * v,
+                Cache::Direct { slots } => slots as usize,
+                Cache::SetAssoc { sets, ways } => 2 * sets as usize * ways as usize,
+            },
+            Kind::Batch { .. } => v,
+        };
+        let mut sim = Simulator {
+            model: *self,
+            kind,
+            vertex_count,
+            regs: Regs::default(),
+            mem: vec![0; words],
+            journal: Vec::new(),
+            journaling: false,
+        };
+        sim.reset();
+        sim
+    }
+
+    /// Whether this model decides each index as it is fed (so [`Simulator::feed`] is exact), as
+    /// opposed to per triangle (`batch`).
+    pub fn decides_per_index(&self) -> bool {
+        !matches!(self, Model::Batch { .. })
+    }
+}
+
+impl Simulator {
+    /// The model simulated.
+    pub fn model(&self) -> Model {
+        self.model
+    }
+
+    /// The vertex count it was made for.
+    pub fn vertex_count(&self) -> u32 {
+        self.vertex_count
+    }
+
+    /// Vertices shaded (cache misses) since the last reset.
+    pub fn shaded(&self) -> u64 {
+        self.regs.shaded
+    }
+
+    /// Indices fed since the last reset (buffered corners included).
+    pub fn fed(&self) -> u64 {
+        self.regs.fed + u64::from(self.regs.pending_len)
+    }
+
+    /// Warps (batches) started since the last reset, the open one included, for models that
+    /// have them (`batch`: meshoptimizer's `warps_executed`); `None` for the others.
+    pub fn warps(&self) -> Option<u64> {
+        match self.kind {
+            Kind::Batch { .. } => Some(self.regs.warps + u64::from(self.regs.warp > 0)),
+            Kind::PerIndex { .. } => None,
+        }
+    }
+
+    /// The shaded flags of the corners of the last triangle completed.
+    pub fn last_triangle(&self) -> [bool; 3] {
+        self.regs.last
+    }
+
+    /// Empties the cache and starts a new draw: position 0, counters 0. O(1) for most models
+    /// (generations and timestamps move on), O(cache entries) at worst.
+    pub fn reset(&mut self) {
+        let keep = self.regs;
+        self.regs = Regs {
+            t: keep.t,
+            generation: keep.generation,
+            ..Regs::default()
+        };
+        self.flush();
+        if let Kind::PerIndex { segment, .. } = self.kind {
+            self.regs.segment_left = segment;
+        }
+    }
+
+    /// Feeds one index (the next in draw order); `true` when the vertex was shaded (a miss).
+    /// Exact for per-index models; see the type's docs for triangle-granular ones.
+    pub fn feed(&mut self, index: u32) -> bool {
+        match self.kind {
+            Kind::PerIndex { .. } => self.step(index),
+            Kind::Batch { .. } => {
+                let r = &mut self.regs;
+                r.pending[r.pending_len as usize] = index;
+                r.pending_len += 1;
+                if r.pending_len < 3 {
+                    assert!(index < self.vertex_count, "index {index} past vertex count");
+                    return false;
+                }
+                r.pending_len = 0;
+                let tri = r.pending;
+                self.triangle(tri)[2]
+            }
+        }
+    }
+
+    /// Feeds one triangle (its three indices in order); the shaded flag of each corner.
+    ///
+    /// # Panics
+    /// On a triangle-granular model with corners left buffered by [`feed`](Self::feed).
+    pub fn feed_triangle(&mut self, tri: [u32; 3]) -> [bool; 3] {
+        assert!(
+            self.regs.pending_len == 0,
+            "feed_triangle after a partial triangle fed by feed"
+        );
+        self.triangle(tri)
+    }
+
+    /// What [`feed_triangle`](Self::feed_triangle) would return for `tri` now, leaving the
+    /// state as it was. Costs about what a feed costs (no clone).
+    pub fn probe_triangle(&mut self, tri: [u32; 3]) -> [bool; 3] {
+        assert!(
+            self.regs.pending_len == 0,
+            "probe_triangle after a partial triangle fed by feed"
+        );
+        let saved = self.regs;
+        self.journaling = true;
+        let flags = self.triangle(tri);
+        self.journaling = false;
+        while let Some((i, old)) = self.journal.pop() {
+            self.mem[i] = old;
+        }
+        self.regs = saved;
+        flags
+    }
+
+    fn triangle(&mut self, tri: [u32; 3]) -> [bool; 3] {
+        let flags = match self.kind {
+            Kind::PerIndex { .. } => [self.step(tri[0]), self.step(tri[1]), self.step(tri[2])],
+            Kind::Batch { cache, warp, group } => self.batch_triangle(tri, cache, warp, group),
+        };
+        self.regs.last = flags;
+        flags
+    }
+
+    #[inline]
+    fn put(&mut self, i: usize, value: u64) {
+        if self.journaling {
+            self.journal.push((i, self.mem[i]));
+        }
+        self.mem[i] = value;
+    }
+
+    /// Empties the cache (not the counters).
+    fn flush(&mut self) {
+        let cache = match self.kind {
+            Kind::PerIndex { cache, .. } => cache,
+            Kind::Batch { cache, .. } => Cache::Fifo { size: cache },
+        };
+        match cache {
+            Cache::Fifo { size } => {
+                // Every stamp is now more than `size` behind (stamps start at 0 < t).
+                self.regs.t += u64::from(size) + 1;
+            }
+            Cache::Lru { .. } | Cache::Direct { .. } | Cache::SetAssoc { .. } => {
+                self.regs.generation += 1;
+                self.regs.head = NONE;
+                self.regs.tail = NONE;
+                self.regs.len = 0;
+            }
+        }
+    }
+
+    /// One index of a per-index model.
+    #[inline]
+    fn step(&mut self, v: u32) -> bool {
+        assert!(v < self.vertex_count, "index {v} past vertex count");
+        let Kind::PerIndex { cache, segment } = self.kind else {
+            unreachable!("step on a per-index model")
+        };
+        if segment != 0 {
+            if self.regs.segment_left == 0 {
+                self.flush();
+                self.regs.segment_left = segment;
+            }
+            self.regs.segment_left -= 1;
+        }
+        self.regs.fed += 1;
+        let miss = match cache {
+            Cache::Fifo { size } => self.fifo(v, size),
+            Cache::Lru { size } => self.lru(v, size),
+            Cache::Direct { slots } => self.direct(v, slots),
+            Cache::SetAssoc { sets, ways } => self.set_assoc(v, sets, ways),
+        };
+        self.regs.shaded += u64::from(miss);
+        miss
+    }
+
+    #[inline]
+    fn fifo(&mut self, v: u32, size: u32) -> bool {
+        let t = self.regs.t;
+        if t - self.mem[v as usize] > u64::from(size) {
+            self.put(v as usize, t);
+            self.regs.t = t + 1;
+            true
+        } else {
+            false
+        }
+    }
+
+    // LRU: mem[v] == generation when v is cached; mem[V + v] / mem[2V + v] are its neighbours
+    // towards the most recent (prev) and the least recent (next).
+    #[inline]
+    fn lru(&mut self, v: u32, size: u32) -> bool {
+        let n = self.vertex_count as usize;
+        let g = self.regs.generation;
+        let hit = self.mem[v as usize] == g;
+        if hit {
+            if self.regs.head == v {
+                return false;
+            }
+            self.lru_unlink(v, n);
+        } else if self.regs.len == size {
+            let old = self.regs.tail;
+            self.lru_unlink(old, n);
+            self.put(old as usize, 0);
+        }
+        // Push v as most recent.
+        let head = self.regs.head;
+        self.put(n + v as usize, u64::from(NONE));
+        self.put(2 * n + v as usize, u64::from(head));
+        if head != NONE {
+            self.put(n + head as usize, u64::from(v));
+        } else {
+            self.regs.tail = v;
+        }
+        self.regs.head = v;
+        if !hit {
+            self.put(v as usize, g);
+        }
+        self.regs.len += 1;
+        !hit
+    }
+
+    fn lru_unlink(&mut self, v: u32, n: usize) {
+        let prev = self.mem[n + v as usize] as u32;
+        let next = self.mem[2 * n + v as usize] as u32;
+        if prev != NONE {
+            self.put(2 * n + prev as usize, u64::from(next));
+        } else {
+            self.regs.head = next;
+        }
+        if next != NONE {
+            self.put(n + next as usize, u64::from(prev));
+        } else {
+            self.regs.tail = prev;
+        }
+        self.regs.len -= 1;
+    }
+
+    // Direct-mapped: mem[slot] = generation << 32 | (vertex + 1).
+    #[inline]
+    fn direct(&mut self, v: u32, slots: u32) -> bool {
+        let slot = (v % slots) as usize;
+        let tag = (self.regs.generation << 32) | (u64::from(v) + 1);
+        if self.mem[slot] == tag {
+            false
+        } else {
+            self.put(slot, tag);
+            true
+        }
+    }
+
+    // Set-associative: set = v mod sets; entry e of set s is at 2 * (s * ways + e): its tag (as
+    // direct-mapped) and its last use (clock t); the least recently used entry is replaced,
+    // the first empty one before any.
+    #[inline]
+    fn set_assoc(&mut self, v: u32, sets: u32, ways: u32) -> bool {
+        let base = 2 * (v % sets) as usize * ways as usize;
+        let g = self.regs.generation;
+        let tag = (g << 32) | (u64::from(v) + 1);
+        self.regs.t += 1;
+        let now = self.regs.t;
+        let mut victim = base;
+        let mut victim_use = u64::MAX;
+        for e in (base..base + 2 * ways as usize).step_by(2) {
+            let entry = self.mem[e];
+            if entry == tag {
+                self.put(e + 1, now);
+                return false;
+            }
+            let used = if entry >> 32 == g & 0xffff_ffff && entry != 0 {
+                self.mem[e + 1]
+            } else {
+                0
+            };
+            if used < victim_use {
+                victim_use = used;
+                victim = e;
+            }
+        }
+        self.put(victim, tag);
+        self.put(victim + 1, now);
+        true
+    }
+
+    fn batch_triangle(&mut self, tri: [u32; 3], cache: u32, warp: u32, group: u32) -> [bool; 3] {
+        for &v in &tri {
+            assert!(v < self.vertex_count, "index {v} past vertex count");
+        }
+        let size = u64::from(cache);
+        let t = self.regs.t;
+        // Misses counted before the triangle runs, as meshoptimizer's analyzer counts them (a
+        // repeated corner counts twice, a corner evicted by the earlier ones counts as a hit).
+        let misses: u32 = tri
+            .iter()
+            .map(|&v| u32::from(t - self.mem[v as usize] > size))
+            .sum();
+        if (group != 0 && self.regs.group == group) || (warp != 0 && self.regs.warp + misses > warp)
+        {
+            self.regs.warps += u64::from(self.regs.warp > 0);
+            self.regs.warp = 0;
+            self.regs.group = 0;
+            self.regs.t += size + 1;
+        }
+        let mut flags = [false; 3];
+        for (flag, &v) in flags.iter_mut().zip(&tri) {
+            let t = self.regs.t;
+            if t - self.mem[v as usize] > size {
+                self.put(v as usize, t);
+                self.regs.t = t + 1;
+                self.regs.warp += 1;
+                *flag = true;
+            }
+        }
+        self.regs.group += 1;
+        self.regs.fed += 3;
+        self.regs.shaded += flags.iter().map(|&f| u64::from(f)).sum::<u64>();
+        flags
+    }
+}
