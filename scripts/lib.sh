@@ -12,6 +12,8 @@ gpusvc_build_packages=(build-essential)
 gpusvc_cpp_packages=(cmake ninja-build libgtest-dev)
 # EGL + Mesa (llvmpipe) at run time; glutin loads libEGL when a context is opened.
 gpusvc_runtime_packages=(libegl1 libegl-mesa0 libgl1-mesa-dri libgles2 libgl1)
+# scripts/fetch-corpus downloads the npm meshes with curl (over HTTPS).
+gpusvc_corpus_packages=(curl ca-certificates)
 
 ensure_packages() {
   local caller=$1 p
