@@ -20,6 +20,11 @@ use crate::Mesh;
 /// | `sa:SxW` | [`Model::SetAssoc`], S, W >= 1, S·W <= [`MAX_ENTRIES`] |
 /// | `seg:L/CACHE` | [`Model::Segmented`], L in 3..=[`MAX_SEGMENT`] indices, CACHE one of the four above |
 /// | `batch:N,W,P` | [`Model::Batch`], N in 3..=[`MAX_ENTRIES`], W 0 or 3..=[`MAX_ENTRIES`], P 0 or 1..=[`MAX_ENTRIES`] |
+/// | `nvidia:I,V,R` | [`Model::Nvidia`], I and V in 3..=[`MAX_ENTRIES`], R 0 or 3..=[`MAX_ENTRIES`] (Kerbl et al.: `nvidia:96,32,0`) |
+/// | `amd:I,N` | [`Model::Amd`], I in 3..=[`MAX_SEGMENT`], N in 1..=[`MAX_ENTRIES`] (Kerbl et al.: I = 384) |
+///
+/// Kinds are lower case; anything else (spaces, signs, `0x`, a missing or extra part, a
+/// number out of range) is a [`ParseModelError`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Model {
     /// A FIFO of `size` vertices, per index: a miss shades the vertex and pushes it, evicting
@@ -74,6 +79,33 @@ pub enum Model {
         warp: u32,
         /// Triangles per primitive group (0: unlimited).
         group: u32,
+    },
+    /// NVIDIA's batching as Kerbl et al. (HPG 2018, "Revisiting The Vertex Cache") describe it:
+    /// the draw is cut into batches of whole triangles, a triangle starting a new batch when it
+    /// would make the batch longer than `indices` indices or need more than `vertices` shaded
+    /// vertices; a vertex is shaded once per batch and reused only within its batch, and with a
+    /// `window` only when its last reference is among the last `window` indices (a CAM over
+    /// recent indices; 0: the whole batch). A vertex re-shaded because it left the window counts
+    /// as a new vertex of the batch. Decides per triangle. The published figures (GTX 1080 Ti):
+    /// 96 indices, 32 vertices; the window's size is not published and is a parameter here.
+    /// Text form `nvidia:INDICES,VERTICES,WINDOW`.
+    Nvidia {
+        /// Indices per batch (>= 3).
+        indices: u32,
+        /// Shaded vertices per batch (>= 3).
+        vertices: u32,
+        /// Recency window in indices (0: the whole batch; else >= 3).
+        window: u32,
+    },
+    /// AMD's reuse as Kerbl et al. describe it: an LRU of `size` vertices, emptied when a
+    /// triangle would make the batch longer than `indices` indices (batches are whole
+    /// triangles; with `indices` a multiple of 3 this is `seg:INDICES/lru:SIZE`). Published:
+    /// 384 indices on an R7 200; the LRU size is a parameter. Text form `amd:INDICES,SIZE`.
+    Amd {
+        /// Indices per batch (>= 3).
+        indices: u32,
+        /// LRU entries (>= 1).
+        size: u32,
     },
 }
 
@@ -179,6 +211,12 @@ impl fmt::Display for Model {
             Model::SetAssoc { sets, ways } => Cache::SetAssoc { sets, ways }.fmt(f),
             Model::Segmented { length, cache } => write!(f, "seg:{length}/{cache}"),
             Model::Batch { cache, warp, group } => write!(f, "batch:{cache},{warp},{group}"),
+            Model::Nvidia {
+                indices,
+                vertices,
+                window,
+            } => write!(f, "nvidia:{indices},{vertices},{window}"),
+            Model::Amd { indices, size } => write!(f, "amd:{indices},{size}"),
         }
     }
 }
@@ -220,6 +258,16 @@ impl Parser<'_> {
         }
     }
 
+    /// Exactly `N` comma-separated parts.
+    fn parts<'s, const N: usize>(
+        &self,
+        args: &'s str,
+        usage: &str,
+    ) -> Result<[&'s str; N], ParseModelError> {
+        let parts: Vec<&str> = args.split(',').collect();
+        parts.try_into().map_err(|_| self.bad(usage))
+    }
+
     fn entries(&self, what: &str, field: &str) -> Result<u32, ParseModelError> {
         self.number(what, field, 1, MAX_ENTRIES, false)
     }
@@ -251,7 +299,9 @@ impl Parser<'_> {
                 }
                 Ok(Cache::SetAssoc { sets, ways })
             }
-            "seg" | "batch" => Err(self.bad(format!("{kind} is not a cache rule inside seg:"))),
+            "seg" | "batch" | "nvidia" | "amd" => {
+                Err(self.bad(format!("{kind} is not a cache rule inside seg:")))
+            }
             other => Err(self.bad(format!("unknown model kind {other:?}"))),
         }
     }
@@ -295,16 +345,30 @@ impl FromStr for Model {
                 })
             }
             "batch" => {
-                let mut parts = args.split(',');
-                let (Some(cache), Some(warp), Some(group), None) =
-                    (parts.next(), parts.next(), parts.next(), parts.next())
-                else {
-                    return Err(p.bad("batch wants CACHE,WARP,GROUP, e.g. batch:16,32,0"));
-                };
+                let [cache, warp, group] =
+                    p.parts(args, "batch wants CACHE,WARP,GROUP, e.g. batch:16,32,0")?;
                 Ok(Model::Batch {
                     cache: p.number("batch cache", cache, 3, MAX_ENTRIES, false)?,
                     warp: p.number("batch warp", warp, 3, MAX_ENTRIES, true)?,
                     group: p.number("batch group", group, 1, MAX_ENTRIES, true)?,
+                })
+            }
+            "nvidia" => {
+                let [indices, vertices, window] = p.parts(
+                    args,
+                    "nvidia wants INDICES,VERTICES,WINDOW, e.g. nvidia:96,32,0",
+                )?;
+                Ok(Model::Nvidia {
+                    indices: p.number("nvidia indices", indices, 3, MAX_ENTRIES, false)?,
+                    vertices: p.number("nvidia vertices", vertices, 3, MAX_ENTRIES, false)?,
+                    window: p.number("nvidia window", window, 3, MAX_ENTRIES, true)?,
+                })
+            }
+            "amd" => {
+                let [indices, size] = p.parts(args, "amd wants INDICES,SIZE, e.g. amd:384,16")?;
+                Ok(Model::Amd {
+                    indices: p.number("amd indices", indices, 3, MAX_SEGMENT, false)?,
+                    size: p.entries("amd size", size)?,
                 })
             }
             _ => p.cache(s).map(Model::from),

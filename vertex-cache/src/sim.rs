@@ -19,6 +19,18 @@ enum Kind {
     /// meshoptimizer's analyzer: FIFO of `cache`, flushed before a triangle that would overflow
     /// the warp or the primitive group (0: no limit). Decides per triangle.
     Batch { cache: u32, warp: u32, group: u32 },
+    /// Kerbl et al.'s NVIDIA batches: closed before a triangle that would exceed `indices`
+    /// indices or `vertices` shaded vertices; reuse within the batch, from the last `window`
+    /// indices (0: the whole batch). Decides per triangle.
+    Nvidia {
+        indices: u32,
+        vertices: u32,
+        window: u32,
+    },
+    /// Kerbl et al.'s AMD: an LRU of `size` emptied before a triangle that would make the batch
+    /// longer than `indices` indices. Decides per index (the flush is known at a triangle's
+    /// first corner).
+    Amd { indices: u32, size: u32 },
 }
 
 /// Scalar state (copied whole by a probe).
@@ -39,6 +51,8 @@ struct Regs {
     warp: u32,
     group: u32,
     warps: u64,
+    /// NVIDIA: position (indices fed) where the open batch started.
+    batch_start: u64,
     /// Vertices shaded and indices fed so far.
     shaded: u64,
     fed: u64,
@@ -103,6 +117,16 @@ impl Model {
                 segment: length,
             },
             Model::Batch { cache, warp, group } => Kind::Batch { cache, warp, group },
+            Model::Nvidia {
+                indices,
+                vertices,
+                window,
+            } => Kind::Nvidia {
+                indices,
+                vertices,
+                window,
+            },
+            Model::Amd { indices, size } => Kind::Amd { indices, size },
         };
         let v = vertex_count as usize;
         let words = match kind {
@@ -112,7 +136,8 @@ impl Model {
                 Cache::Direct { slots } => slots as usize,
                 Cache::SetAssoc { sets, ways } => 2 * sets as usize * ways as usize,
             },
-            Kind::Batch { .. } => v,
+            Kind::Batch { .. } | Kind::Nvidia { .. } => v,
+            Kind::Amd { .. } => 3 * v,
         };
         let mut sim = Simulator {
             model: *self,
@@ -128,9 +153,10 @@ impl Model {
     }
 
     /// Whether this model decides each index as it is fed (so [`Simulator::feed`] is exact), as
-    /// opposed to per triangle (`batch`).
+    /// opposed to per triangle (`batch`, `nvidia`: whether a triangle starts a new batch depends
+    /// on all three corners).
     pub fn decides_per_index(&self) -> bool {
-        !matches!(self, Model::Batch { .. })
+        !matches!(self, Model::Batch { .. } | Model::Nvidia { .. })
     }
 }
 
@@ -156,10 +182,14 @@ impl Simulator {
     }
 
     /// Warps (batches) started since the last reset, the open one included, for models that
-    /// have them (`batch`: meshoptimizer's `warps_executed`); `None` for the others.
+    /// have them (`batch`: meshoptimizer's `warps_executed`, a warp counted when it shaded a
+    /// vertex; `nvidia` and `amd`: batches with at least one triangle, buffered corners not
+    /// counted); `None` for the others.
     pub fn warps(&self) -> Option<u64> {
         match self.kind {
             Kind::Batch { .. } => Some(self.regs.warps + u64::from(self.regs.warp > 0)),
+            Kind::Nvidia { .. } => Some(self.regs.warps + u64::from(self.regs.fed > 0)),
+            Kind::Amd { .. } => Some(self.regs.warps + u64::from(self.regs.group > 0)),
             Kind::PerIndex { .. } => None,
         }
     }
@@ -189,7 +219,8 @@ impl Simulator {
     pub fn feed(&mut self, index: u32) -> bool {
         match self.kind {
             Kind::PerIndex { .. } => self.step(index),
-            Kind::Batch { .. } => {
+            Kind::Amd { indices, size } => self.amd_step(index, indices, size),
+            Kind::Batch { .. } | Kind::Nvidia { .. } => {
                 let r = &mut self.regs;
                 r.pending[r.pending_len as usize] = index;
                 r.pending_len += 1;
@@ -238,6 +269,16 @@ impl Simulator {
         let flags = match self.kind {
             Kind::PerIndex { .. } => [self.step(tri[0]), self.step(tri[1]), self.step(tri[2])],
             Kind::Batch { cache, warp, group } => self.batch_triangle(tri, cache, warp, group),
+            Kind::Nvidia {
+                indices,
+                vertices,
+                window,
+            } => self.nvidia_triangle(tri, indices, vertices, window),
+            Kind::Amd { indices, size } => [
+                self.amd_step(tri[0], indices, size),
+                self.amd_step(tri[1], indices, size),
+                self.amd_step(tri[2], indices, size),
+            ],
         };
         self.regs.last = flags;
         flags
@@ -256,6 +297,13 @@ impl Simulator {
         let cache = match self.kind {
             Kind::PerIndex { cache, .. } => cache,
             Kind::Batch { cache, .. } => Cache::Fifo { size: cache },
+            Kind::Amd { size, .. } => Cache::Lru { size },
+            Kind::Nvidia { .. } => {
+                // Stamps are 1 + the clock (t, never reset) of the last reference; a batch
+                // holds those after its start.
+                self.regs.batch_start = self.regs.t;
+                return;
+            }
         };
         match cache {
             Cache::Fifo { size } => {
@@ -436,6 +484,78 @@ impl Simulator {
         self.regs.group += 1;
         self.regs.fed += 3;
         self.regs.shaded += flags.iter().map(|&f| u64::from(f)).sum::<u64>();
+        flags
+    }
+}
+
+impl Simulator {
+    /// One index of the AMD model: a triangle's first corner closes the batch when the
+    /// triangle would not fit in it.
+    fn amd_step(&mut self, v: u32, indices: u32, size: u32) -> bool {
+        assert!(v < self.vertex_count, "index {v} past vertex count");
+        if self.regs.fed.is_multiple_of(3) {
+            if self.regs.group + 3 > indices {
+                self.flush();
+                self.regs.warps += 1;
+                self.regs.group = 0;
+            }
+            self.regs.group += 3;
+        }
+        self.regs.fed += 1;
+        let miss = self.lru(v, size);
+        self.regs.shaded += u64::from(miss);
+        miss
+    }
+
+    // NVIDIA: mem[v] = 1 + the clock t at v's last reference (0: never; t counts indices and is
+    // never reset). v is reusable at clock q when that reference is in the open batch and, with
+    // a window, within the last `window` indices.
+    fn nvidia_triangle(
+        &mut self,
+        tri: [u32; 3],
+        indices: u32,
+        vertices: u32,
+        window: u32,
+    ) -> [bool; 3] {
+        for &v in &tri {
+            assert!(v < self.vertex_count, "index {v} past vertex count");
+        }
+        let fed = self.regs.t;
+        let fresh = |sim: &Simulator| -> [bool; 3] {
+            let mut flags = [false; 3];
+            for j in 0..3 {
+                let v = tri[j];
+                if tri[..j].contains(&v) {
+                    // Referenced a corner or two ago, in this batch (window >= 3 or none).
+                    continue;
+                }
+                let last = sim.mem[v as usize];
+                let q = fed + j as u64;
+                let reusable = last > sim.regs.batch_start
+                    && (window == 0 || q - (last - 1) <= u64::from(window));
+                flags[j] = !reusable;
+            }
+            flags
+        };
+        let mut flags = fresh(self);
+        let new: u32 = flags.iter().map(|&f| u32::from(f)).sum();
+        if self.regs.group > 0 && (self.regs.group + 3 > indices || self.regs.warp + new > vertices)
+        {
+            self.regs.warps += 1;
+            self.regs.warp = 0;
+            self.regs.group = 0;
+            self.regs.batch_start = fed;
+            flags = fresh(self);
+        }
+        for (j, &v) in tri.iter().enumerate() {
+            self.put(v as usize, fed + j as u64 + 1);
+        }
+        let shaded: u32 = flags.iter().map(|&f| u32::from(f)).sum();
+        self.regs.warp += shaded;
+        self.regs.group += 3;
+        self.regs.fed += 3;
+        self.regs.t += 3;
+        self.regs.shaded += u64::from(shaded);
         flags
     }
 }
