@@ -137,8 +137,13 @@ pub(crate) fn parse(ctx: &Ctx<'_>, bytes: &[u8]) -> Result<TriangleMesh, MeshIoE
     let mut indices = Vec::with_capacity((3 * face_def.count).min(bytes.len()));
     let mut faces_seen = 0usize;
     let encoding = header.encoding;
-    let mut line = reader.line();
     let mut inner = reader.into_inner();
+    // The header's lines (counted from what it consumed), so `line` is that of the last line
+    // read; each ascii element adds one.
+    let mut line = bytes[..bytes.len() - inner.len()]
+        .iter()
+        .filter(|&&b| b == b'\n')
+        .count();
     for def in header.elements.values() {
         for i in 0..def.count {
             if def.name == "vertex" {

@@ -66,3 +66,44 @@ fn read_limited(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Serves zeros forever, but panics when asked for more than `cap` bytes in all: a bounded
+    /// read must stop asking at the limit, not read everything and check afterwards.
+    struct Endless {
+        served: u64,
+        cap: u64,
+    }
+
+    impl Read for Endless {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            self.served += buf.len() as u64;
+            assert!(self.served <= self.cap, "asked for {} bytes", self.served);
+            buf.fill(0);
+            Ok(buf.len())
+        }
+    }
+
+    #[test]
+    fn reads_stop_one_byte_past_the_limit() {
+        let limit = 100_000;
+        let mut out = Vec::new();
+        let r = read_limited(
+            Path::new("endless"),
+            Endless {
+                served: 0,
+                cap: limit + 1,
+            },
+            limit,
+            &mut out,
+        );
+        assert!(matches!(
+            r,
+            Err(MeshIoError::TooLarge { limit: 100_000, .. })
+        ));
+        assert_eq!(out.len() as u64, limit + 1);
+    }
+}
