@@ -5,7 +5,7 @@
 //! use [`load_or_skip`]: with the corpus missing it prints `SKIP <test>: <reason>` and returns
 //! `None`, or panics when `GPUSVC_REQUIRE_GL` is set (CI's "everything must run").
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use crate::{MeshIoError, TriangleMesh, load};
 
@@ -71,7 +71,13 @@ pub const MESHES: [CorpusMesh; 4] = [
 pub fn dir() -> PathBuf {
     match std::env::var_os(DIR_ENV) {
         Some(d) if !d.is_empty() => PathBuf::from(d),
-        _ => PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/corpora/meshes"),
+        _ => {
+            let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+            manifest
+                .parent()
+                .unwrap_or(manifest)
+                .join("target/corpora/meshes")
+        }
     }
 }
 

@@ -371,6 +371,12 @@ fn empty_meshes_and_missing_files() {
         load(write(&dir, "t.u16", &[0, 0, 1])),
         Err(MeshIoError::Malformed { .. })
     ));
+    // a damaged gzip stream is an I/O error naming the file
+    let gz = gzip(JS.as_bytes());
+    match load(write(&dir, "cut.js.gz", &gz[..gz.len() / 2])) {
+        Err(e @ MeshIoError::Io { .. }) => assert!(e.to_string().contains("cut.js.gz"), "{e}"),
+        other => panic!("{other:?}"),
+    }
 }
 
 /// (file, text, expected line, a word the message must contain)
