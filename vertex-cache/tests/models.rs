@@ -452,6 +452,13 @@ fn nvidia_hand_checked() {
     //       2 at 8, last at 3 (5 back): shaded again.   0:2 1:1 2:2 3:1 4:1
     let tris = [0, 1, 2, 2, 3, 4, 4, 0, 2];
     assert_eq!(counts("nvidia:96,32,3", &tris, 5), [2, 1, 2, 1, 1]);
+    // The window's edge: nvidia:96,32,3 over 0 1 2 | 0 3 4 | 5 0 6
+    //   t2: 0 at 3, last at 0 (exactly 3 back): reused; t3: 0 at 7, last at 3 (4 back):
+    //   shaded again.   0:2, the others 1
+    assert_eq!(
+        counts("nvidia:96,32,3", &[0, 1, 2, 0, 3, 4, 5, 0, 6], 7),
+        [2, 1, 1, 1, 1, 1, 1]
+    );
     // Without a window everything in the batch is reused.
     assert_eq!(counts("nvidia:96,32,0", &tris, 5), [1, 1, 1, 1, 1]);
     // Kerbl et al.'s staircase: 0 1 2 repeated is shaded once per 96 indices.
