@@ -159,24 +159,15 @@ impl Model {
     /// vertex; unreferenced vertices get 0).
     pub fn simulate(&self, mesh: &Mesh<'_>) -> Vec<u32> {
         let mut counts = vec![0u32; mesh.vertex_count() as usize];
-        let mut sim = self.simulator(mesh.vertex_count());
-        for tri in mesh.indices().chunks_exact(3) {
-            let tri = [tri[0], tri[1], tri[2]];
-            let flags = sim.feed_triangle(tri);
-            for (&v, f) in tri.iter().zip(flags) {
-                counts[v as usize] += u32::from(f);
-            }
-        }
+        self.simulator(mesh.vertex_count())
+            .feed_indices(mesh.indices(), Some(&mut counts));
         counts
     }
 
     /// Total vertex-shader invocations of `mesh` under this model.
     pub fn invocations(&self, mesh: &Mesh<'_>) -> u64 {
-        let mut sim = self.simulator(mesh.vertex_count());
-        for tri in mesh.indices().chunks_exact(3) {
-            sim.feed_triangle([tri[0], tri[1], tri[2]]);
-        }
-        sim.shaded()
+        self.simulator(mesh.vertex_count())
+            .feed_indices(mesh.indices(), None)
     }
 
     /// Warps (batches) the draw of `mesh` takes, for models that have them (`batch`: equal to
@@ -184,9 +175,7 @@ impl Model {
     pub fn warps(&self, mesh: &Mesh<'_>) -> Option<u64> {
         let mut sim = self.simulator(mesh.vertex_count());
         sim.warps()?;
-        for tri in mesh.indices().chunks_exact(3) {
-            sim.feed_triangle([tri[0], tri[1], tri[2]]);
-        }
+        sim.feed_indices(mesh.indices(), None);
         sim.warps()
     }
 }

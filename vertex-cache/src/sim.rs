@@ -65,8 +65,9 @@ struct Regs {
 /// An exact, incremental simulation of one [`Model`] over vertices `0..vertex_count`, made by
 /// [`Model::simulator`].
 ///
-/// Feed it a draw in order: [`feed_triangle`](Self::feed_triangle) (exact for every model) or
-/// [`feed`](Self::feed) one index at a time. Models with segment or batch boundaries count the
+/// Feed it a draw in order: [`feed_triangle`](Self::feed_triangle) (exact for every model),
+/// [`feed`](Self::feed) one index at a time, or [`feed_indices`](Self::feed_indices) for a run
+/// of indices (the fast path, per-vertex counts optional). Models with segment or batch boundaries count the
 /// position themselves. [`reset`](Self::reset) starts a new draw (empty cache, position 0).
 ///
 /// Per-index models ([`Model::decides_per_index`]: FIFO, LRU, direct-mapped, set-associative,
@@ -235,6 +236,96 @@ impl Simulator {
         }
     }
 
+    /// Feeds `indices` in order, as [`feed`](Self::feed) one at a time would (triangle-granular
+    /// models included: whole triangles run as they complete), adding each shaded vertex to
+    /// `counts[vertex]` when `counts` is given; returns the vertices shaded. The fast path for
+    /// whole draws: the model's rule is chosen once, not per index.
+    ///
+    /// # Panics
+    /// On an index `>= vertex_count`, or `counts` shorter than the vertex count.
+    pub fn feed_indices(&mut self, indices: &[u32], mut counts: Option<&mut [u32]>) -> u64 {
+        if let Some(c) = counts.as_deref() {
+            assert!(
+                c.len() >= self.vertex_count as usize,
+                "one count per vertex"
+            );
+        }
+        let before = self.regs.shaded;
+        match self.kind {
+            Kind::PerIndex { cache, segment } => match cache {
+                Cache::Fifo { size } => {
+                    self.per_index(indices, counts, segment, |s, v| s.fifo(v, size))
+                }
+                Cache::Lru { size } => {
+                    self.per_index(indices, counts, segment, |s, v| s.lru(v, size))
+                }
+                Cache::Direct { slots } => {
+                    self.per_index(indices, counts, segment, |s, v| s.direct(v, slots))
+                }
+                Cache::SetAssoc { sets, ways } => {
+                    self.per_index(indices, counts, segment, |s, v| s.set_assoc(v, sets, ways))
+                }
+            },
+            Kind::Amd { indices: l, size } => {
+                for &v in indices {
+                    let miss = self.amd_step(v, l, size);
+                    if let Some(c) = counts.as_deref_mut() {
+                        c[v as usize] += u32::from(miss);
+                    }
+                }
+            }
+            Kind::Batch { .. } | Kind::Nvidia { .. } => {
+                let mut rest = indices;
+                // Finish a triangle left partial by feed, then whole triangles.
+                while self.regs.pending_len != 0 && !rest.is_empty() {
+                    self.feed(rest[0]);
+                    if self.regs.pending_len == 0 {
+                        let tri = self.regs.pending;
+                        add_counts(&mut counts, tri, self.regs.last);
+                    }
+                    rest = &rest[1..];
+                }
+                let whole = rest.len() / 3 * 3;
+                for t in rest[..whole].chunks_exact(3) {
+                    let tri = [t[0], t[1], t[2]];
+                    let flags = self.triangle(tri);
+                    add_counts(&mut counts, tri, flags);
+                }
+                for &v in &rest[whole..] {
+                    self.feed(v);
+                }
+            }
+        }
+        self.regs.shaded - before
+    }
+
+    /// The per-index loop with the rule chosen by the caller (inlined per rule).
+    #[inline(always)]
+    fn per_index(
+        &mut self,
+        indices: &[u32],
+        mut counts: Option<&mut [u32]>,
+        segment: u32,
+        mut rule: impl FnMut(&mut Self, u32) -> bool,
+    ) {
+        for &v in indices {
+            assert!(v < self.vertex_count, "index {v} past vertex count");
+            if segment != 0 {
+                if self.regs.segment_left == 0 {
+                    self.flush();
+                    self.regs.segment_left = segment;
+                }
+                self.regs.segment_left -= 1;
+            }
+            let miss = rule(self, v);
+            self.regs.shaded += u64::from(miss);
+            if let Some(c) = counts.as_deref_mut() {
+                c[v as usize] += u32::from(miss);
+            }
+        }
+        self.regs.fed += indices.len() as u64;
+    }
+
     /// Feeds one triangle (its three indices in order); the shaded flag of each corner.
     ///
     /// # Panics
@@ -356,50 +447,52 @@ impl Simulator {
         }
     }
 
-    // LRU: mem[v] == generation when v is cached; mem[V + v] / mem[2V + v] are its neighbours
-    // towards the most recent (prev) and the least recent (next).
+    // LRU: mem[3v] == generation when v is cached; mem[3v + 1] / mem[3v + 2] are its
+    // neighbours towards the most recent (prev) and the least recent (next).
     #[inline]
     fn lru(&mut self, v: u32, size: u32) -> bool {
-        let n = self.vertex_count as usize;
+        let at = 3 * v as usize;
         let g = self.regs.generation;
-        let hit = self.mem[v as usize] == g;
+        let hit = self.mem[at] == g;
         if hit {
             if self.regs.head == v {
                 return false;
             }
-            self.lru_unlink(v, n);
+            self.lru_unlink(v);
         } else if self.regs.len == size {
             let old = self.regs.tail;
-            self.lru_unlink(old, n);
-            self.put(old as usize, 0);
+            self.lru_unlink(old);
+            self.put(3 * old as usize, 0);
         }
         // Push v as most recent.
         let head = self.regs.head;
-        self.put(n + v as usize, u64::from(NONE));
-        self.put(2 * n + v as usize, u64::from(head));
+        self.put(at + 1, u64::from(NONE));
+        self.put(at + 2, u64::from(head));
         if head != NONE {
-            self.put(n + head as usize, u64::from(v));
+            self.put(3 * head as usize + 1, u64::from(v));
         } else {
             self.regs.tail = v;
         }
         self.regs.head = v;
         if !hit {
-            self.put(v as usize, g);
+            self.put(at, g);
         }
         self.regs.len += 1;
         !hit
     }
 
-    fn lru_unlink(&mut self, v: u32, n: usize) {
-        let prev = self.mem[n + v as usize] as u32;
-        let next = self.mem[2 * n + v as usize] as u32;
+    #[inline]
+    fn lru_unlink(&mut self, v: u32) {
+        let at = 3 * v as usize;
+        let prev = self.mem[at + 1] as u32;
+        let next = self.mem[at + 2] as u32;
         if prev != NONE {
-            self.put(2 * n + prev as usize, u64::from(next));
+            self.put(3 * prev as usize + 2, u64::from(next));
         } else {
             self.regs.head = next;
         }
         if next != NONE {
-            self.put(n + next as usize, u64::from(prev));
+            self.put(3 * next as usize + 1, u64::from(prev));
         } else {
             self.regs.tail = prev;
         }
@@ -557,5 +650,13 @@ impl Simulator {
         self.regs.t += 3;
         self.regs.shaded += u64::from(shaded);
         flags
+    }
+}
+
+fn add_counts(counts: &mut Option<&mut [u32]>, tri: [u32; 3], flags: [bool; 3]) {
+    if let Some(c) = counts.as_deref_mut() {
+        for (v, f) in tri.into_iter().zip(flags) {
+            c[v as usize] += u32::from(f);
+        }
     }
 }

@@ -648,3 +648,38 @@ fn feed_on_triangle_granular_models_buffers_corners() {
         );
     }
 }
+
+#[test]
+fn feed_indices_in_pieces_equals_simulate() {
+    let mut rng = Rng(31);
+    let indices = random_indices(&mut rng, 300, 60, 8);
+    let mesh = Mesh::new(&indices, 60).unwrap();
+    for text in [
+        "fifo:5",
+        "lru:7",
+        "dm:16",
+        "sa:4x3",
+        "seg:10/lru:4",
+        "seg:8/sa:2x2",
+        "batch:8,9,4",
+        "nvidia:30,8,4",
+        "amd:10,4",
+    ] {
+        let model: Model = text.parse().unwrap();
+        let expected = model.simulate(&mesh);
+        let mut sim = model.simulator(60);
+        let mut counts = vec![0u32; 60];
+        let mut rest = &indices[..];
+        let mut shaded = 0;
+        while !rest.is_empty() {
+            // Pieces of 0..=7 indices: triangles cut anywhere.
+            let k = (rng.below(8) as usize).min(rest.len());
+            shaded += sim.feed_indices(&rest[..k], Some(&mut counts));
+            rest = &rest[k..];
+        }
+        assert_eq!(counts, expected, "{text}");
+        assert_eq!(shaded, sim.shaded(), "{text}");
+        assert_eq!(sim.fed(), indices.len() as u64, "{text}");
+        assert_eq!(sim.warps(), model.warps(&mesh), "{text}");
+    }
+}
