@@ -14,6 +14,6 @@ mod sim;
 mod stats;
 
 pub use mesh::{Mesh, MeshError};
-pub use model::{Cache, MAX_ENTRIES, MAX_SEGMENT, Model, ParseModelError};
+pub use model::{Cache, Family, MAX_ENTRIES, MAX_SEGMENT, Model, ParseModelError};
 pub use sim::Simulator;
 pub use stats::{Analysis, analyze};

@@ -154,7 +154,129 @@ pub const MAX_ENTRIES: u32 = 1 << 16;
 /// Longest segment a [`Model::Segmented`] accepts (indices).
 pub const MAX_SEGMENT: u32 = 1 << 24;
 
+/// The family of a [`Model`]: its kind without parameters (what a fit enumerates over, what a
+/// report groups by). [`Family::name`] is the text form's kind (`fifo`, `seg`, ...).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Family {
+    /// `fifo:N`.
+    Fifo,
+    /// `lru:N`.
+    Lru,
+    /// `dm:M`.
+    Direct,
+    /// `sa:SxW`.
+    SetAssoc,
+    /// `seg:L/CACHE`.
+    Segmented,
+    /// `batch:N,W,P`.
+    Batch,
+    /// `nvidia:I,V,R`.
+    Nvidia,
+    /// `amd:I,N`.
+    Amd,
+}
+
+impl Family {
+    /// Every family, in text-form order of the [`Model`] docs.
+    pub const ALL: [Family; 8] = [
+        Family::Fifo,
+        Family::Lru,
+        Family::Direct,
+        Family::SetAssoc,
+        Family::Segmented,
+        Family::Batch,
+        Family::Nvidia,
+        Family::Amd,
+    ];
+
+    /// The kind in the text form.
+    pub fn name(self) -> &'static str {
+        match self {
+            Family::Fifo => "fifo",
+            Family::Lru => "lru",
+            Family::Direct => "dm",
+            Family::SetAssoc => "sa",
+            Family::Segmented => "seg",
+            Family::Batch => "batch",
+            Family::Nvidia => "nvidia",
+            Family::Amd => "amd",
+        }
+    }
+
+    /// The parameters' names, in text-form order (a segmented model's are its length then its
+    /// cache's).
+    pub fn parameter_names(self) -> &'static [&'static str] {
+        match self {
+            Family::Fifo | Family::Lru => &["size"],
+            Family::Direct => &["slots"],
+            Family::SetAssoc => &["sets", "ways"],
+            Family::Segmented => &["length"],
+            Family::Batch => &["cache", "warp", "group"],
+            Family::Nvidia => &["indices", "vertices", "window"],
+            Family::Amd => &["indices", "size"],
+        }
+    }
+}
+
+impl fmt::Display for Family {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 impl Model {
+    /// The model's family.
+    pub fn family(&self) -> Family {
+        match self {
+            Model::Fifo { .. } => Family::Fifo,
+            Model::Lru { .. } => Family::Lru,
+            Model::Direct { .. } => Family::Direct,
+            Model::SetAssoc { .. } => Family::SetAssoc,
+            Model::Segmented { .. } => Family::Segmented,
+            Model::Batch { .. } => Family::Batch,
+            Model::Nvidia { .. } => Family::Nvidia,
+            Model::Amd { .. } => Family::Amd,
+        }
+    }
+
+    /// The parameters as `(name, value)` in text-form order; a segmented model's are
+    /// `length` then its cache's, prefixed with the cache's kind (`fifo.size`, `sa.ways`, ...).
+    pub fn parameters(&self) -> Vec<(String, u32)> {
+        let named = |pairs: &[(&str, u32)]| -> Vec<(String, u32)> {
+            pairs.iter().map(|&(n, v)| (n.to_owned(), v)).collect()
+        };
+        match *self {
+            Model::Fifo { size } | Model::Lru { size } => named(&[("size", size)]),
+            Model::Direct { slots } => named(&[("slots", slots)]),
+            Model::SetAssoc { sets, ways } => named(&[("sets", sets), ("ways", ways)]),
+            Model::Segmented { length, cache } => {
+                let inner = Model::from(cache);
+                let kind = inner.family().name();
+                let mut out = named(&[("length", length)]);
+                out.extend(
+                    inner
+                        .parameters()
+                        .into_iter()
+                        .map(|(n, v)| (format!("{kind}.{n}"), v)),
+                );
+                out
+            }
+            Model::Batch { cache, warp, group } => {
+                named(&[("cache", cache), ("warp", warp), ("group", group)])
+            }
+            Model::Nvidia {
+                indices,
+                vertices,
+                window,
+            } => named(&[
+                ("indices", indices),
+                ("vertices", vertices),
+                ("window", window),
+            ]),
+            Model::Amd { indices, size } => named(&[("indices", indices), ("size", size)]),
+        }
+    }
+
     /// Vertex-shader invocations of each vertex of `mesh` under this model (one entry per
     /// vertex; unreferenced vertices get 0).
     pub fn simulate(&self, mesh: &Mesh<'_>) -> Vec<u32> {

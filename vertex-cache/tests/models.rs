@@ -3,7 +3,7 @@
 
 use std::collections::VecDeque;
 
-use vertex_cache::{Cache, Mesh, Model};
+use vertex_cache::{Cache, Family, Mesh, Model};
 
 /// xorshift64*: a deterministic stream for random index lists.
 struct Rng(u64);
@@ -549,6 +549,31 @@ fn text_forms_round_trip() {
         }
     );
     assert_eq!("lru:5".parse::<Cache>().unwrap(), Cache::Lru { size: 5 });
+    // The family is the text's kind, its parameters the text's numbers.
+    for text in texts {
+        let model: Model = text.parse().unwrap();
+        assert!(text.starts_with(&format!("{}:", model.family())), "{text}");
+        let numbers: Vec<u32> = text
+            .split(|c: char| !c.is_ascii_digit())
+            .filter(|p| !p.is_empty())
+            .map(|p| p.parse().unwrap())
+            .collect();
+        let params: Vec<u32> = model.parameters().iter().map(|&(_, v)| v).collect();
+        assert_eq!(params, numbers, "{text}");
+        if model.family() != Family::Segmented {
+            let names: Vec<String> = model.parameters().into_iter().map(|(n, _)| n).collect();
+            assert_eq!(names, model.family().parameter_names(), "{text}");
+        }
+    }
+    assert_eq!(Family::ALL.len(), 8);
+    assert_eq!(
+        "seg:96/sa:64x4".parse::<Model>().unwrap().parameters(),
+        [
+            ("length".to_owned(), 96),
+            ("sa.sets".to_owned(), 64),
+            ("sa.ways".to_owned(), 4)
+        ]
+    );
 }
 
 #[test]
