@@ -11,6 +11,10 @@ use crate::model::{Cache, Model};
 
 const NONE: u32 = u32::MAX;
 
+/// LRU caches up to this size keep their entries in slots with last-use stamps (a miss scans
+/// the stamps for the least recent); larger ones a doubly linked list over vertex ids.
+const SMALL_LRU: u32 = 64;
+
 /// How a model decides, reduced to what the simulator runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Kind {
@@ -133,12 +137,12 @@ impl Model {
         let words = match kind {
             Kind::PerIndex { cache, .. } => match cache {
                 Cache::Fifo { .. } => v,
-                Cache::Lru { .. } => 3 * v,
+                Cache::Lru { size } => lru_words(v, size),
                 Cache::Direct { slots } => slots as usize,
                 Cache::SetAssoc { sets, ways } => 2 * sets as usize * ways as usize,
             },
             Kind::Batch { .. } | Kind::Nvidia { .. } => v,
-            Kind::Amd { .. } => 3 * v,
+            Kind::Amd { size, .. } => lru_words(v, size),
         };
         let mut sim = Simulator {
             model: *self,
@@ -451,6 +455,9 @@ impl Simulator {
     // neighbours towards the most recent (prev) and the least recent (next).
     #[inline]
     fn lru(&mut self, v: u32, size: u32) -> bool {
+        if size <= SMALL_LRU {
+            return self.lru_small(v, size);
+        }
         let at = 3 * v as usize;
         let g = self.regs.generation;
         let hit = self.mem[at] == g;
@@ -479,6 +486,44 @@ impl Simulator {
         }
         self.regs.len += 1;
         !hit
+    }
+
+    // Small LRU: mem[v] = generation << 32 | slot of v (valid when the generation is current and
+    // the slot still holds v); slot s at V + s holds generation << 32 | (vertex + 1), its last
+    // use (clock t) at V + size + s.
+    #[inline]
+    fn lru_small(&mut self, v: u32, size: u32) -> bool {
+        let n = self.vertex_count as usize;
+        let size = size as usize;
+        let g = self.regs.generation << 32;
+        self.regs.t += 1;
+        let now = self.regs.t;
+        let tag = g | (u64::from(v) + 1);
+        let e = self.mem[v as usize];
+        if e >> 32 == g >> 32 {
+            let slot = (e & 0xffff_ffff) as usize;
+            if self.mem[n + slot] == tag {
+                self.put(n + size + slot, now);
+                return false;
+            }
+        }
+        let slot = if (self.regs.len as usize) < size {
+            self.regs.len += 1;
+            self.regs.len as usize - 1
+        } else {
+            let stamps = &self.mem[n + size..n + 2 * size];
+            let (mut best, mut oldest) = (0, u64::MAX);
+            for (i, &stamp) in stamps.iter().enumerate() {
+                if stamp < oldest {
+                    (best, oldest) = (i, stamp);
+                }
+            }
+            best
+        };
+        self.put(n + slot, tag);
+        self.put(n + size + slot, now);
+        self.put(v as usize, g | slot as u64);
+        true
     }
 
     #[inline]
@@ -513,35 +558,29 @@ impl Simulator {
     }
 
     // Set-associative: set = v mod sets; entry e of set s is at 2 * (s * ways + e): its tag (as
-    // direct-mapped) and its last use (clock t); the least recently used entry is replaced,
-    // the first empty one before any.
+    // direct-mapped) and its last use (clock t, which only grows). The least recently used
+    // entry is replaced; entries of an earlier generation (or never used, stamp 0) are older
+    // than every current one, so they go first (which empty way takes a vertex changes no
+    // outcome).
     #[inline]
     fn set_assoc(&mut self, v: u32, sets: u32, ways: u32) -> bool {
         let base = 2 * (v % sets) as usize * ways as usize;
-        let g = self.regs.generation;
-        let tag = (g << 32) | (u64::from(v) + 1);
+        let tag = (self.regs.generation << 32) | (u64::from(v) + 1);
         self.regs.t += 1;
         let now = self.regs.t;
-        let mut victim = base;
-        let mut victim_use = u64::MAX;
-        for e in (base..base + 2 * ways as usize).step_by(2) {
-            let entry = self.mem[e];
-            if entry == tag {
-                self.put(e + 1, now);
+        let entries = &self.mem[base..base + 2 * ways as usize];
+        let (mut victim, mut oldest) = (0, u64::MAX);
+        for (i, pair) in entries.chunks_exact(2).enumerate() {
+            if pair[0] == tag {
+                self.put(base + 2 * i + 1, now);
                 return false;
             }
-            let used = if entry >> 32 == g & 0xffff_ffff && entry != 0 {
-                self.mem[e + 1]
-            } else {
-                0
-            };
-            if used < victim_use {
-                victim_use = used;
-                victim = e;
+            if pair[1] < oldest {
+                (victim, oldest) = (i, pair[1]);
             }
         }
-        self.put(victim, tag);
-        self.put(victim + 1, now);
+        self.put(base + 2 * victim, tag);
+        self.put(base + 2 * victim + 1, now);
         true
     }
 
@@ -658,5 +697,14 @@ fn add_counts(counts: &mut Option<&mut [u32]>, tri: [u32; 3], flags: [bool; 3]) 
         for (v, f) in tri.into_iter().zip(flags) {
             c[v as usize] += u32::from(f);
         }
+    }
+}
+
+/// Words of state an LRU of `size` over `vertices` vertices needs.
+fn lru_words(vertices: usize, size: u32) -> usize {
+    if size <= SMALL_LRU {
+        vertices + 2 * size as usize
+    } else {
+        3 * vertices
     }
 }

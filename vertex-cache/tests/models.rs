@@ -108,11 +108,16 @@ fn random_indices(rng: &mut Rng, triangles: usize, vertex_count: u32, locality: 
 fn simulator_equals_reference_simulations_on_random_streams() {
     let mut rng = Rng(0x1234_5678_9abc_def1);
     for round in 0..40 {
-        let vertex_count = 1 + rng.below(200);
+        let vertex_count = 1 + rng.below(300);
         let triangles = 1 + rng.below(300) as usize;
-        let indices = random_indices(&mut rng, triangles, vertex_count, 12);
+        let indices = random_indices(&mut rng, triangles, vertex_count, 12 + round);
         let mesh = Mesh::new(&indices, vertex_count).unwrap();
-        let size = 1 + rng.below(40) as usize;
+        // Small sizes, and sizes past 64 (where LRU switches representation).
+        let size = if round % 3 == 2 {
+            60 + rng.below(80) as usize
+        } else {
+            1 + rng.below(40) as usize
+        };
         let segment = if round % 2 == 0 {
             0
         } else {
@@ -216,6 +221,7 @@ fn probe_is_feed_without_the_change_and_reset_empties() {
     let models = [
         "fifo:7",
         "lru:5",
+        "lru:70",
         "dm:8",
         "sa:4x2",
         "seg:7/fifo:4",
