@@ -75,11 +75,12 @@ struct Regs {
 /// position themselves. [`reset`](Self::reset) starts a new draw (empty cache, position 0).
 ///
 /// Per-index models ([`Model::decides_per_index`]: FIFO, LRU, direct-mapped, set-associative,
-/// segmented) decide each index when it is fed. Triangle-granular models (`batch`) decide a
-/// triangle's flush from all three corners, so [`feed`](Self::feed) buffers the first two corners
-/// of each triangle (returning `false` for them) and runs the triangle on the third; the flags
-/// of all three corners are then in [`last_triangle`](Self::last_triangle). Use
-/// [`feed_triangle`](Self::feed_triangle) with those models.
+/// segmented, `amd`) decide each index when it is fed. Triangle-granular models (`batch`,
+/// `nvidia`) decide whether a triangle starts a new warp / batch from all three corners, so
+/// [`feed`](Self::feed) buffers the first two corners of each triangle (returning `false` for
+/// them) and runs the triangle on the third; the flags of all three corners are then in
+/// [`last_triangle`](Self::last_triangle). Use [`feed_triangle`](Self::feed_triangle) or
+/// [`feed_indices`](Self::feed_indices) with those models.
 ///
 /// Cloning copies the per-vertex arrays (O(vertex count)); to price a candidate triangle use
 /// [`probe_triangle`](Self::probe_triangle), which costs what a feed costs.
