@@ -8,7 +8,11 @@
 //!
 //! Pure Rust, no GL: measuring a real driver lives beside it.
 
+pub mod battery;
+pub mod fit;
 mod mesh;
+#[cfg(feature = "gl")]
+pub mod measure;
 mod model;
 mod sim;
 mod stats;
