@@ -14,10 +14,12 @@ mod mesh;
 #[cfg(feature = "gl")]
 pub mod measure;
 mod model;
+mod optimize;
 mod sim;
 mod stats;
 
 pub use mesh::{Mesh, MeshError};
 pub use model::{Cache, Family, MAX_ENTRIES, MAX_SEGMENT, Model, ParseModelError};
+pub use optimize::{Choice, Optimized, greedy, optimize, optimize_with_report};
 pub use sim::Simulator;
 pub use stats::{Analysis, analyze};
