@@ -219,7 +219,7 @@ impl Battery {
     ///   triangles (seed 8), 40 vertices x 200 triangles (seed 9);
     /// * a fan of 600 triangles;
     /// * sparse streams ([`Probe::sparse`]): 48 of 4096 vertices x 100 triangles (seeds 1..=4),
-    ///   24 of 1024 x 60 (seeds 5, 6), 96 of 16384 x 200 (seed 7).
+    ///   24 of 1024 x 60 (seeds 5, 6), 96 of 2048 x 200 (seed 7).
     pub fn standard() -> Self {
         let mut b = Battery::new();
         b.add_staircase((1..=400).chain((450..=1400).step_by(50)));
@@ -240,7 +240,7 @@ impl Battery {
         for seed in 5..=6 {
             self.push(Probe::sparse(1024, 24, 60, seed));
         }
-        self.push(Probe::sparse(16384, 96, 200, 7));
+        self.push(Probe::sparse(2048, 96, 200, 7));
     }
 
     /// A smaller battery for debug-build tests (about 100 K indices): staircase `k` = 1..=48 and

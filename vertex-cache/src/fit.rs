@@ -13,7 +13,7 @@
 //!   [`fit`]). Everything runs in a fixed order, so the result is deterministic.
 
 use std::cmp::Ordering;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 
 use crate::battery::{Battery, Probe};
@@ -268,6 +268,10 @@ pub struct FitResult {
     /// The best models that are not exact among the shortlist (see [`fit`]): `near_misses` of
     /// them plus every model tied with the last, best first.
     pub near: Vec<Fitted>,
+    /// The best shortlisted near miss of each model family (segmented models by their cache's
+    /// family: `seg/dm`, ...), best first: the family's model that matched the longest prefix
+    /// of the battery, scored over the whole battery.
+    pub best_per_family: Vec<Fitted>,
     /// Candidate models in the space.
     pub candidates: u64,
     /// Probe simulations run (one model over one probe).
@@ -337,16 +341,27 @@ struct Search<'a> {
     simulations: u64,
     /// Exact fits found.
     done: Vec<Work>,
+    /// Per-vertex counts of the simulation running.
+    scratch: Vec<u32>,
     /// Single models pruned, the furthest along first (kept: `died_wanted`).
     died: Vec<Work>,
     died_wanted: usize,
+    /// The furthest-along pruned single model of each family (segmented ones by their cache's
+    /// family), first found on ties.
+    died_by_family: BTreeMap<String, Work>,
 }
 
 impl Search<'_> {
     fn run(&mut self, model: &Model, probe: usize) -> Score {
         self.simulations += 1;
-        let counts = model.simulate(&self.probes[probe].mesh());
-        Score::of(&counts, self.measured[probe])
+        let p = self.probes[probe];
+        let counts = &mut self.scratch;
+        counts.clear();
+        counts.resize(p.vertex_count() as usize, 0);
+        model
+            .simulator(p.vertex_count())
+            .feed_indices(p.indices(), Some(counts));
+        Score::of(counts, self.measured[probe])
     }
 
     fn run_cache(&mut self, cache: Cache, probe: usize) -> Score {
@@ -404,6 +419,15 @@ impl Search<'_> {
         }
         // Furthest along first, then best score.
         let key = |w: &Work| (std::cmp::Reverse(w.next), w.score);
+        if let What::Single(model) = work.what {
+            let family = family_name(&model);
+            match self.died_by_family.get(&family) {
+                Some(best) if key(best) <= key(&work) => {}
+                _ => {
+                    self.died_by_family.insert(family, work);
+                }
+            }
+        }
         let at = self.died.partition_point(|d| key(d) <= key(&work));
         if at < self.died_wanted {
             self.died.insert(at, work);
@@ -452,9 +476,9 @@ pub const SHORTLIST: usize = 4;
 ///
 /// Two passes: (1) every candidate over the probes, shortest first, until its first mismatching
 /// vertex: the ones that reach the end are the exact fits (exhaustive over the space); the
-/// `SHORTLIST x near_misses` that got furthest before mismatching are remembered; (2) those are
-/// run over the whole battery and the best `near_misses` of them (and every model tied with the
-/// last) are the near misses. Near misses are thus the best of the models that matched the
+/// `SHORTLIST x near_misses` that got furthest before mismatching are remembered, and the one
+/// that got furthest in each family; (2) those are run over the whole battery and the best
+/// `near_misses` of them (and every model tied with the last) are the near misses. Near misses are thus the best of the models that matched the
 /// longest prefix of the battery, not of the whole space: an exhaustive ranking of misses would
 /// run most of the space over most of the battery.
 pub fn fit(
@@ -494,8 +518,10 @@ pub fn fit(
         memo: HashMap::new(),
         simulations: 0,
         done: Vec::new(),
+        scratch: Vec::new(),
         died: Vec::new(),
         died_wanted: SHORTLIST * near_wanted as usize,
+        died_by_family: BTreeMap::new(),
     };
     let work = space.work();
     let total = work.len() as u64 + 1;
@@ -513,8 +539,16 @@ pub fn fit(
         }
     }
     // Pass 2: the shortlist of near misses, each run over the whole battery.
-    let died = std::mem::take(&mut search.died);
-    let mut near: Vec<Fitted> = died
+    let mut died = std::mem::take(&mut search.died);
+    let family_best: Vec<Work> = std::mem::take(&mut search.died_by_family)
+        .into_values()
+        .collect();
+    for w in &family_best {
+        if !died.iter().any(|d| same_model(d, w)) {
+            died.push(*w);
+        }
+    }
+    let mut scored: Vec<Fitted> = died
         .into_iter()
         .map(|w| {
             let model = match w.what {
@@ -528,10 +562,21 @@ pub fn fit(
             }
         })
         .collect();
-    near.sort_by(|a, b| match a.score.cmp(&b.score) {
+    scored.sort_by(|a, b| match a.score.cmp(&b.score) {
         Ordering::Equal => order_key(&a.model).cmp(&order_key(&b.model)),
         o => o,
     });
+    let mut best_per_family: Vec<Fitted> = Vec::new();
+    for f in &scored {
+        let family = family_name(&f.model);
+        if !best_per_family
+            .iter()
+            .any(|b| family_name(&b.model) == family)
+        {
+            best_per_family.push(f.clone());
+        }
+    }
+    let mut near = scored;
     if let Some(last) = near.get(near_wanted as usize - 1).map(|f| f.score) {
         near.retain(|f| f.score <= last);
     }
@@ -556,9 +601,22 @@ pub fn fit(
     Ok(FitResult {
         exact,
         near,
+        best_per_family,
         candidates: space.candidates(),
         simulations: search.simulations,
     })
+}
+
+fn same_model(a: &Work, b: &Work) -> bool {
+    matches!((a.what, b.what), (What::Single(x), What::Single(y)) if x == y)
+}
+
+/// The family's name of a model; a segmented model's is `seg/` and its cache's.
+fn family_name(model: &Model) -> String {
+    match *model {
+        Model::Segmented { cache, .. } => format!("seg/{}", unsegmented(cache).family().name()),
+        m => m.family().name().to_owned(),
+    }
 }
 
 /// A total order on models for reports: the text form, numbers compared as numbers.

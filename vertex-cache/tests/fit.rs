@@ -37,6 +37,15 @@ fn print_table(result: &FitResult) {
             f.score.total_difference
         );
     }
+    println!("best of each family:");
+    for f in &result.best_per_family {
+        println!(
+            "  {:<40} {:>12} {:>12}",
+            f.to_string(),
+            f.score.mismatched_vertices,
+            f.score.total_difference
+        );
+    }
     println!(
         "{} candidate models, {} probe simulations",
         result.candidates, result.simulations
