@@ -92,35 +92,33 @@ pub fn optimize_with_report(mesh: &Mesh<'_>, model: &Model) -> Optimized {
         let c = cost(&r);
         (r, c)
     };
-    // The greedy on its own thread; meshoptimizer's two orders on this one, and for chunked
-    // models the refinement of Forsyth's order while the greedy still runs. Every piece is
-    // independent and deterministic, so the result does not depend on the timing.
-    let (input_cost, (greedy_order, greedy_cost), forsyth, tipsify, refined_forsyth) =
-        std::thread::scope(|scope| {
-            let greedy_thread = scope.spawn(|| {
-                let order = greedy(mesh, model);
-                let c = cost(&order);
-                (order, c)
-            });
-            let forsyth = meshopt::optimize_vertex_cache(input, vc as usize);
-            let forsyth_cost = cost(&forsyth);
-            let tipsify =
-                meshopt::optimize_vertex_cache_fifo(input, vc as usize, tipsify_cache(model));
-            let tipsify_cost = cost(&tipsify);
-            let input_cost = cost(input);
-            let refined_forsyth = chunked.then(|| refine(&forsyth));
-            let greedy = match greedy_thread.join() {
-                Ok(g) => g,
-                Err(panic) => std::panic::resume_unwind(panic),
-            };
-            (
-                input_cost,
-                greedy,
-                (forsyth, forsyth_cost),
-                (tipsify, tipsify_cost),
-                refined_forsyth,
-            )
-        });
+    // The greedy on its own thread (for large meshes); meshoptimizer's two orders on this one,
+    // and for chunked models the refinement of Forsyth's order while the greedy still runs.
+    // Every piece is independent and deterministic, so the result does not depend on timing.
+    let greedy_job = || {
+        let order = greedy(mesh, model);
+        let c = cost(&order);
+        (order, c)
+    };
+    let baselines_job = || {
+        let forsyth = meshopt::optimize_vertex_cache(input, vc as usize);
+        let forsyth_cost = cost(&forsyth);
+        let tipsify = meshopt::optimize_vertex_cache_fifo(input, vc as usize, tipsify_cache(model));
+        let tipsify_cost = cost(&tipsify);
+        let input_cost = cost(input);
+        let refined_forsyth = chunked.then(|| refine(&forsyth));
+        (
+            input_cost,
+            (forsyth, forsyth_cost),
+            (tipsify, tipsify_cost),
+            refined_forsyth,
+        )
+    };
+    let ((greedy_order, greedy_cost), (input_cost, forsyth, tipsify, refined_forsyth)) = join(
+        mesh.triangles() >= PARALLEL_GRAIN,
+        greedy_job,
+        baselines_job,
+    );
     let invocations = [
         (Choice::Input, input_cost),
         (Choice::Greedy, greedy_cost),
@@ -395,7 +393,7 @@ fn best_rotation(order: Vec<u32>, vertex_count: u32, model: &Model) -> Vec<u32> 
     let cuts: Vec<usize> = (0..ROTATIONS)
         .map(|k| 3 * (k * chunk / ROTATIONS))
         .collect();
-    let costs = in_parallel(&cuts, |cuts| {
+    let costs = in_parallel(&cuts, ROTATIONS * triangles, |cuts| {
         let mut sim = model.simulator(vertex_count);
         cuts.iter()
             .map(|&cut| {
@@ -416,13 +414,38 @@ fn best_rotation(order: Vec<u32>, vertex_count: u32, model: &Model) -> Vec<u32> 
     order
 }
 
+/// Triangles of work below which a thread is not worth starting.
+const PARALLEL_GRAIN: usize = 16_384;
+
+/// `a` and `b`, on two threads when `parallel`, else one after the other.
+fn join<A: Send, B>(parallel: bool, a: impl FnOnce() -> A + Send, b: impl FnOnce() -> B) -> (A, B) {
+    if !parallel {
+        let a = a();
+        return (a, b());
+    }
+    std::thread::scope(|scope| {
+        let a = scope.spawn(a);
+        let b = b();
+        match a.join() {
+            Ok(a) => (a, b),
+            Err(panic) => std::panic::resume_unwind(panic),
+        }
+    })
+}
+
 /// `work` over `items` split into contiguous runs, one per thread (up to the machine's
-/// parallelism), results concatenated in the order of `items`: the same as `work(items)`.
-fn in_parallel<T: Sync, R: Send>(items: &[T], work: impl Fn(&[T]) -> Vec<R> + Sync) -> Vec<R> {
+/// parallelism, and one per [`PARALLEL_GRAIN`] of the `triangles` the whole work touches),
+/// results concatenated in the order of `items`: the same as `work(items)`.
+fn in_parallel<T: Sync, R: Send>(
+    items: &[T],
+    triangles: usize,
+    work: impl Fn(&[T]) -> Vec<R> + Sync,
+) -> Vec<R> {
     let threads = std::thread::available_parallelism()
         .map_or(1, |n| n.get())
         .clamp(1, 16)
-        .min(items.len().max(1));
+        .min(items.len().max(1))
+        .min(triangles / PARALLEL_GRAIN + 1);
     if threads <= 1 {
         return work(items);
     }
@@ -452,7 +475,7 @@ fn refine_chunks(order: &[u32], vertex_count: u32, model: &Model) -> Vec<u32> {
         return order.to_vec();
     };
     let parts: Vec<&[u32]> = order.chunks(3 * chunk).collect();
-    in_parallel(&parts, |parts| {
+    in_parallel(&parts, order.len() / 3, |parts| {
         let mut sim = model.simulator(vertex_count);
         let mut renumber = vec![u32::MAX; vertex_count as usize];
         let mut local = Vec::with_capacity(3 * chunk);
