@@ -415,7 +415,7 @@ fn best_rotation(order: Vec<u32>, vertex_count: u32, model: &Model) -> Vec<u32> 
 }
 
 /// Triangles of work below which a thread is not worth starting.
-const PARALLEL_GRAIN: usize = 16_384;
+const PARALLEL_GRAIN: usize = 2_048;
 
 /// `a` and `b`, on two threads when `parallel`, else one after the other.
 fn join<A: Send, B>(parallel: bool, a: impl FnOnce() -> A + Send, b: impl FnOnce() -> B) -> (A, B) {
