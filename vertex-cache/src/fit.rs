@@ -96,7 +96,7 @@ impl SearchSpace {
     /// * batch N,W,P with N in {8, 12, 16, 24, 32, 48, 64, 96, 128}, W in {0, 32, 64, 96, 128},
     ///   P in {0, 32, 64, 96, 128, 256};
     /// * Kerbl et al.'s NVIDIA model with 48, 96 or 192 indices, 16, 32 or 64 vertices and a
-    ///   window of 0, 16, 24, 32 or 48; AMD's with 96, 192, 384 or 768 indices and an LRU of 4,
+    ///   window of 0 (none) or 3..=96 indices; AMD's with 96, 192, 384 or 768 indices and an LRU of 4,
     ///   8, 16, 32, 64 or 128;
     /// * segmented: every length 3..=4096 with every cache above (lengths from the cache's
     ///   entries up, see [`SearchSpace::candidates`]).
@@ -121,7 +121,7 @@ impl SearchSpace {
         let mut nvidia = Vec::new();
         for i in [48, 96, 192] {
             for v in [16, 32, 64] {
-                for w in [0, 16, 24, 32, 48] {
+                for w in std::iter::once(0).chain(3..=96) {
                     nvidia.push((i, v, w));
                 }
             }
