@@ -7,7 +7,8 @@
 #
 # The build runs `cargo build -p gpusvc-ffi` every time (cargo decides what is stale); no
 # Corrosion needed. gpusvc::gpusvc carries the include directory and the system libraries a
-# Rust staticlib needs (Threads, dl, m).
+# Rust staticlib needs (Threads, dl, m), and libstdc++ for the C++ meshoptimizer inside the
+# vertex-cache optimizer.
 cmake_minimum_required(VERSION 3.25)
 
 function(gpusvc_import)
@@ -52,7 +53,7 @@ function(gpusvc_import)
   add_library(gpusvc_gpusvc INTERFACE)
   target_include_directories(gpusvc_gpusvc INTERFACE "${ARG_SOURCE_DIR}/ffi/include")
   target_link_libraries(gpusvc_gpusvc INTERFACE
-    gpusvc_static_imported Threads::Threads ${CMAKE_DL_LIBS} m)
+    gpusvc_static_imported Threads::Threads ${CMAKE_DL_LIBS} m stdc++)
   add_dependencies(gpusvc_gpusvc gpusvc_cargo_build)
   add_library(gpusvc::gpusvc ALIAS gpusvc_gpusvc)
 

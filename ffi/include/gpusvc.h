@@ -187,6 +187,114 @@
 #define GPUSVC_PROGRAM_MANAGER_LINK_ORIGIN_RELINKED_AFTER_REJECTION 2u
 
 /*
+ Index type of a measured draw: 32-bit indices (`GL_UNSIGNED_INT`; the default, 0).
+ */
+#define GPUSVC_VCACHE_INDEX_TYPE_U32 0u
+
+/*
+ Index type of a measured draw: 16-bit indices (`GL_UNSIGNED_SHORT`); every index must be
+ below 65536.
+ */
+#define GPUSVC_VCACHE_INDEX_TYPE_U16 1u
+
+/*
+ After the vertex shader, triangles are rasterized into a small offscreen target, as in a
+ real draw (the default, 0).
+ */
+#define GPUSVC_VCACHE_RASTER_OFFSCREEN 0u
+
+/*
+ After the vertex shader, primitives are dropped (`GL_RASTERIZER_DISCARD`).
+ */
+#define GPUSVC_VCACHE_RASTER_DISCARD 1u
+
+/*
+ The fit's battery: the standard one (staircases, grids in row order and shuffled, random
+ streams, a fan; the default, 0).
+ */
+#define GPUSVC_VCACHE_BATTERY_STANDARD 0u
+
+/*
+ The fit's battery: a smaller one of the same kinds of draws, for quick checks.
+ */
+#define GPUSVC_VCACHE_BATTERY_REDUCED 1u
+
+/*
+ Progress phase: the battery's draws are being measured (`done` of `total` draws).
+ */
+#define GPUSVC_VCACHE_FIT_PHASE_MEASURE 0u
+
+/*
+ Progress phase: candidate models are being scored (`done` of `total` work items).
+ */
+#define GPUSVC_VCACHE_FIT_PHASE_SEARCH 1u
+
+/*
+ The list of a fit result: the exact fits (no vertex of any probe mismatches).
+ */
+#define GPUSVC_VCACHE_FIT_EXACT 0u
+
+/*
+ The list of a fit result: the best near misses (ties with the last included).
+ */
+#define GPUSVC_VCACHE_FIT_NEAR 1u
+
+/*
+ Model family: FIFO of N entries per index (`fifo:N`; parameters {N}).
+ */
+#define GPUSVC_VCACHE_FAMILY_FIFO 1u
+
+/*
+ Model family: LRU of N entries per index (`lru:N`; parameters {N}).
+ */
+#define GPUSVC_VCACHE_FAMILY_LRU 2u
+
+/*
+ Model family: direct-mapped, vertex v in slot v mod M (`dm:M`; parameters {M}).
+ */
+#define GPUSVC_VCACHE_FAMILY_DIRECT 3u
+
+/*
+ Model family: S sets of W ways, LRU per set (`sa:SxW`; parameters {S, W}).
+ */
+#define GPUSVC_VCACHE_FAMILY_SET_ASSOC 4u
+
+/*
+ Model family: a cache emptied every L indices (`seg:L/CACHE`; parameters {L}, the cache in
+ `segment_family` and `segment_params`).
+ */
+#define GPUSVC_VCACHE_FAMILY_SEGMENTED 5u
+
+/*
+ Model family: meshoptimizer's analyzer, FIFO N with warp W and primitive group P
+ (`batch:N,W,P`; parameters {N, W, P}).
+ */
+#define GPUSVC_VCACHE_FAMILY_BATCH 6u
+
+/*
+ Model family: NVIDIA's batches after Kerbl et al. 2018 (`nvidia:I,V,R`; parameters
+ {I, V, R}).
+ */
+#define GPUSVC_VCACHE_FAMILY_NVIDIA 7u
+
+/*
+ Model family: AMD's LRU with resets after Kerbl et al. 2018 (`amd:I,N`; parameters {I, N}).
+ */
+#define GPUSVC_VCACHE_FAMILY_AMD 8u
+
+/*
+ The most vertices a mesh passed to `gpusvc_vcache_*` may have (`vertex_count`); more is
+ `GPUSVC_INVALID_ARGUMENT` (the simulation keeps state per vertex).
+ */
+#define GPUSVC_VCACHE_MAX_VERTICES (1u << 27)
+
+/*
+ The most indices a mesh passed to `gpusvc_vcache_*` may have; more is
+ `GPUSVC_INVALID_ARGUMENT`.
+ */
+#define GPUSVC_VCACHE_MAX_INDICES (1u << 28)
+
+/*
  The result of every fallible gpusvc call. The numbers are part of the ABI: they are explicit,
  never change and are never reused for another meaning. Codes arrive back into the library
  (e.g. in `gpusvc_result_message`) as `uint32_t`, so unknown values are handled, not UB.
@@ -202,7 +310,7 @@
  | 300-399 | sync points (`gpusvc_sync_*`) |
  | 400-499 | scheduler (`gpusvc_scheduler_*`) |
  | 500-599 | bo-cache (`gpusvc_bo_cache_*`, `gpusvc_bo_*`) |
- | 600-699 | vertex-cache (reserved; nothing defined yet) |
+ | 600-699 | vertex-cache (`gpusvc_vcache_*`) |
  */
 enum gpusvc_result
 #if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
@@ -391,6 +499,46 @@ enum gpusvc_result
    file, a FIFO, a primary `card*` node, ...).
    */
   GPUSVC_BO_CACHE_NOT_A_DRM_DEVICE = 509,
+  /*
+   Vertex-cache: the model is not a valid cache model: text that does not parse (unknown
+   kind, malformed or out-of-range parameters) or a `gpusvc_vcache_model` struct with an
+   unknown family or parameters out of range; the detail says which part.
+   */
+  GPUSVC_VCACHE_BAD_MODEL = 600,
+  /*
+   Vertex-cache: the mesh has no indices or no vertices.
+   */
+  GPUSVC_VCACHE_EMPTY_MESH = 601,
+  /*
+   Vertex-cache: the index count is not a multiple of 3 (not whole triangles).
+   */
+  GPUSVC_VCACHE_NOT_TRIANGLES = 602,
+  /*
+   Vertex-cache: an index names a vertex at or past the vertex count (position and index in
+   the detail).
+   */
+  GPUSVC_VCACHE_INDEX_OUT_OF_RANGE = 603,
+  /*
+   Vertex-cache: the driver allows no shader storage block in vertex shaders
+   (`GL_MAX_VERTEX_SHADER_STORAGE_BLOCKS` is 0), so invocations cannot be counted on it.
+   */
+  GPUSVC_VCACHE_NO_VERTEX_STORAGE_BLOCKS = 604,
+  /*
+   Vertex-cache: the context's GL version cannot measure (vertex storage buffers need
+   desktop GL 4.3 or OpenGL ES 3.2).
+   */
+  GPUSVC_VCACHE_DRIVER_TOO_OLD = 605,
+  /*
+   Vertex-cache: the draw does not fit the index type (an index above 65535 with 16-bit
+   indices) or the driver's limits (counters past `GL_MAX_SHADER_STORAGE_BLOCK_SIZE`, more
+   indices than one draw takes).
+   */
+  GPUSVC_VCACHE_DRAW_TOO_LARGE = 606,
+  /*
+   Vertex-cache: the measurement failed on the driver (a GL error, the counting program did
+   not build, counts where none can be); the detail has the driver's words.
+   */
+  GPUSVC_VCACHE_MEASURE_FAILED = 607,
 };
 #ifndef __cplusplus
 #if __STDC_VERSION__ >= 202311L
@@ -555,6 +703,12 @@ typedef struct gpusvc_scheduler gpusvc_scheduler;
  is still calling with it (a call in flight finishes on a live manager either way).
  */
 typedef struct gpusvc_sync_manager gpusvc_sync_manager;
+
+/*
+ An opaque fit result: the exact fits and near misses of `gpusvc_vcache_fit`. Thread-safe
+ (read-only); freed with `gpusvc_vcache_fit_result_free`.
+ */
+typedef struct gpusvc_vcache_fit_result gpusvc_vcache_fit_result;
 
 /*
  How a cache is set up; `gpusvc_bo_cache_config_defaults` fills the defaults.
@@ -1511,6 +1665,195 @@ typedef struct gpusvc_scheduler_task {
  Called once when a wait ends, with the `user_data` given to `gpusvc_sync_token_wait`.
  */
 typedef void (*gpusvc_sync_callback)(void *user_data);
+
+/*
+ A cache model as plain data: its family and parameters in the order of its text form
+ (`gpusvc_vcache_model_parse` fills one from text, `gpusvc_vcache_model_text` writes its
+ text). Parameters a family does not have must be 0. The ranges are those of the text forms
+ (e.g. `fifo:N` with N in 1..=65536); anything else is `GPUSVC_VCACHE_BAD_MODEL` wherever the
+ struct is passed in. A zeroed struct is not a model (family 0).
+ */
+typedef struct gpusvc_vcache_model {
+  /*
+   A `GPUSVC_VCACHE_FAMILY_*` value.
+   */
+  uint32_t family;
+  /*
+   The family's parameters in text-form order (`fifo:N` {N}, `sa:SxW` {S, W},
+   `batch:N,W,P` {N, W, P}, `seg:L/CACHE` {L}); the rest 0.
+   */
+  uint32_t params[3];
+  /*
+   For `GPUSVC_VCACHE_FAMILY_SEGMENTED`, the cache inside each segment: FIFO, LRU, DIRECT
+   or SET_ASSOC; otherwise 0.
+   */
+  uint32_t segment_family;
+  /*
+   That cache's parameters in text-form order; the rest 0.
+   */
+  uint32_t segment_params[2];
+} gpusvc_vcache_model;
+
+/*
+ What one draw of a mesh costs in vertex-shader invocations.
+ */
+typedef struct gpusvc_vcache_analysis {
+  /*
+   Vertex-shader invocations in total.
+   */
+  uint64_t invocations;
+  /*
+   Triangles drawn (index count / 3).
+   */
+  uint64_t triangles;
+  /*
+   Distinct vertices the indices name.
+   */
+  uint64_t vertices_referenced;
+  /*
+   Average cache miss ratio: invocations per triangle.
+   */
+  double acmr;
+  /*
+   Average transform to vertex ratio: invocations per referenced vertex.
+   */
+  double atvr;
+  /*
+   Warps (batches) the draw takes under models that have them (`batch`); 0 for the others
+   and for measured counts.
+   */
+  uint64_t warps;
+} gpusvc_vcache_analysis;
+
+/*
+ How `gpusvc_vcache_measure` draws the mesh. A zeroed struct is the default: 32-bit indices,
+ plain `glDrawElements`, rasterized.
+ */
+typedef struct gpusvc_vcache_draw_options {
+  /*
+   A `GPUSVC_VCACHE_INDEX_TYPE_*` value.
+   */
+  uint32_t index_type;
+  /*
+   `basevertex` of `glDrawElementsBaseVertex` (0: plain `glDrawElements`); the counts are
+   still reported per index value (entry v is the count of index v).
+   */
+  uint32_t base_vertex;
+  /*
+   A `GPUSVC_VCACHE_RASTER_*` value.
+   */
+  uint32_t raster;
+} gpusvc_vcache_draw_options;
+
+/*
+ What `gpusvc_vcache_measure` found: the mesh is drawn twice, and the analysis is that of the
+ first draw's counts.
+ */
+typedef struct gpusvc_vcache_measurement {
+  /*
+   Statistics of the first draw's per-vertex counts (`warps` is 0).
+   */
+  struct gpusvc_vcache_analysis analysis;
+  /*
+   Whether the driver has the `GL_VERTEX_SHADER_INVOCATIONS` pipeline-statistics query.
+   */
+  bool has_query;
+  /*
+   The query's result for the first draw (0 without the query).
+   */
+  uint64_t query_invocations;
+  /*
+   Whether the query equals the sum of the counts (false without the query).
+   */
+  bool query_agrees;
+  /*
+   Vertices whose counts differ between the two draws (0: repeatable).
+   */
+  uint64_t differing_vertices;
+} gpusvc_vcache_measurement;
+
+/*
+ How `gpusvc_vcache_fit` runs. A zeroed struct: the standard battery, at least 1 near miss.
+ */
+typedef struct gpusvc_vcache_fit_options {
+  /*
+   A `GPUSVC_VCACHE_BATTERY_*` value.
+   */
+  uint32_t battery;
+  /*
+   How many near misses to keep at least (0 counts as 1); models tied with the last are
+   kept too.
+   */
+  uint32_t near_misses;
+} gpusvc_vcache_fit_options;
+
+/*
+ Fit progress: `phase` is a `GPUSVC_VCACHE_FIT_PHASE_*` value, `done` of `total` steps of
+ that phase. Called on the thread that called `gpusvc_vcache_fit`, during the call only; it
+ must not unwind.
+ */
+typedef void (*gpusvc_vcache_fit_progress_fn)(uint32_t phase,
+                                              uint64_t done,
+                                              uint64_t total,
+                                              void *user_data);
+
+/*
+ The totals of a fit result.
+ */
+typedef struct gpusvc_vcache_fit_summary {
+  /*
+   Entries in the exact list (`GPUSVC_VCACHE_FIT_EXACT`).
+   */
+  size_t exact;
+  /*
+   Entries in the near-miss list (`GPUSVC_VCACHE_FIT_NEAR`).
+   */
+  size_t near;
+  /*
+   Candidate models searched.
+   */
+  uint64_t candidates;
+  /*
+   Probe simulations run.
+   */
+  uint64_t simulations;
+  /*
+   Draws measured (probes of the battery).
+   */
+  uint64_t probes;
+  /*
+   Indices over all probes.
+   */
+  uint64_t indices;
+} gpusvc_vcache_fit_summary;
+
+/*
+ One entry of a fit result: a model and its score over the whole battery.
+ */
+typedef struct gpusvc_vcache_fit_entry {
+  /*
+   The model (for a group of segmented models, the one with the shortest segment).
+   */
+  struct gpusvc_vcache_model model;
+  /*
+   Vertices, over all probes, whose simulated count differs from the measured one (0 for
+   an exact fit).
+   */
+  uint64_t mismatched_vertices;
+  /*
+   Sum over all vertices of the absolute difference of the counts.
+   */
+  uint64_t total_difference;
+  /*
+   For a group: every segment length in `same_for_lengths_min..=same_for_lengths_max` with
+   the same cache scores the same (indistinguishable on this battery); both 0 otherwise.
+   */
+  uint32_t same_for_lengths_min;
+  /*
+   See `same_for_lengths_min`.
+   */
+  uint32_t same_for_lengths_max;
+} gpusvc_vcache_fit_entry;
 
 #ifdef __cplusplus
 extern "C" {
@@ -2994,6 +3337,176 @@ gpusvc_result gpusvc_sync_token_reduce(const struct gpusvc_sync_token *tokens,
                                        struct gpusvc_sync_token *out,
                                        size_t len,
                                        size_t *out_count);
+
+/*
+ Parses a model's text form (`fifo:16`, `lru:32`, `dm:64`, `sa:4x8`, `seg:96/fifo:32`,
+ `batch:16,32,0`, `nvidia:96,32,0`, `amd:384,16`; plain decimal, no spaces) into `*out`.
+ Unknown kinds, malformed text and parameters out of range are `GPUSVC_VCACHE_BAD_MODEL` (the
+ detail says why); text that is not UTF-8 is `GPUSVC_INVALID_UTF8`.
+
+ # Safety
+ `text` is NULL or a NUL-terminated string; `out` is NULL or valid for one write.
+ */
+gpusvc_result gpusvc_vcache_model_parse(const char *text, struct gpusvc_vcache_model *out);
+
+/*
+ Writes the text form of `*model` into `buf` with the size-query pattern: `*out_len` gets its
+ length in bytes (NUL excluded); with `buf` NULL and `len` 0 nothing else is written;
+ otherwise `len` must exceed the length (`GPUSVC_INSUFFICIENT_SIZE`, nothing written) and the
+ text is copied NUL-terminated. An invalid struct is `GPUSVC_VCACHE_BAD_MODEL`.
+
+ # Safety
+ `model` is NULL or valid for one read; `buf` is NULL or valid for `len` bytes of writes;
+ `out_len` is NULL or valid for one write.
+ */
+gpusvc_result gpusvc_vcache_model_text(const struct gpusvc_vcache_model *model,
+                                       char *buf,
+                                       size_t len,
+                                       size_t *out_len);
+
+/*
+ Simulates one draw of the mesh (`index_count` indices, whole triangles, each below
+ `vertex_count`) under `*model` and writes its analysis into `*out`; when `per_vertex` is not
+ NULL it also gets the invocations of each vertex (`vertex_count` entries; `per_vertex_len`
+ must be at least that, else `GPUSVC_INSUFFICIENT_SIZE`). Every index is fed as the hardware
+ sees it, degenerate triangles included.
+
+ Errors (nothing written): `GPUSVC_NULL_ARGUMENT` (`model`, `out`, or `indices` with a
+ count), `GPUSVC_VCACHE_BAD_MODEL`, `GPUSVC_VCACHE_EMPTY_MESH`, `GPUSVC_VCACHE_NOT_TRIANGLES`,
+ `GPUSVC_VCACHE_INDEX_OUT_OF_RANGE`, `GPUSVC_INVALID_ARGUMENT` (more than
+ `GPUSVC_VCACHE_MAX_INDICES` indices or `GPUSVC_VCACHE_MAX_VERTICES` vertices).
+
+ # Safety
+ `model` is NULL or valid for one read; `indices` is NULL or valid for `index_count` reads;
+ `out` is NULL or valid for one write; `per_vertex` is NULL or valid for `per_vertex_len`
+ writes.
+ */
+gpusvc_result gpusvc_vcache_analyze(const struct gpusvc_vcache_model *model,
+                                    const uint32_t *indices,
+                                    size_t index_count,
+                                    uint32_t vertex_count,
+                                    struct gpusvc_vcache_analysis *out,
+                                    uint32_t *per_vertex,
+                                    size_t per_vertex_len);
+
+/*
+ The analysis of a draw of the mesh whose vertex `v` ran `counts[v]` times (counts measured
+ on a driver, e.g. by `gpusvc_vcache_measure`, or from anywhere else) into `*out`.
+ `counts_len` must equal `vertex_count` (`GPUSVC_INVALID_ARGUMENT` otherwise). Mesh errors as
+ `gpusvc_vcache_analyze`.
+
+ # Safety
+ `indices` is NULL or valid for `index_count` reads; `counts` is NULL or valid for
+ `counts_len` reads; `out` is NULL or valid for one write.
+ */
+gpusvc_result gpusvc_vcache_analyze_counts(const uint32_t *indices,
+                                           size_t index_count,
+                                           uint32_t vertex_count,
+                                           const uint32_t *counts,
+                                           size_t counts_len,
+                                           struct gpusvc_vcache_analysis *out);
+
+/*
+ Reorders the mesh's triangles to minimize the vertex-shader invocations `*model` simulates,
+ and writes the new index list into `out_indices` (`out_len` must be at least `index_count`,
+ else `GPUSVC_INSUFFICIENT_SIZE`). Each triangle keeps its corners in their order; the result
+ is a permutation of the input's triangles, never worse under the model than the input order
+ (nor than meshoptimizer's two orders for the model's cache size). Deterministic.
+ `out_indices` may be `indices` itself (in place), or overlap it: the input is read whole
+ before anything is written.
+
+ Errors (nothing written): those of `gpusvc_vcache_analyze`, and `GPUSVC_NULL_ARGUMENT` for
+ `out_indices`.
+
+ # Safety
+ `model` is NULL or valid for one read; `indices` is NULL or valid for `index_count` reads;
+ `out_indices` is NULL or valid for `out_len` writes.
+ */
+gpusvc_result gpusvc_vcache_optimize(const struct gpusvc_vcache_model *model,
+                                     const uint32_t *indices,
+                                     size_t index_count,
+                                     uint32_t vertex_count,
+                                     uint32_t *out_indices,
+                                     size_t out_len);
+
+/*
+ Draws the mesh (`index_count` indices, whole triangles, each below `vertex_count`) twice on
+ the driver of `ctx` as `*options` say (NULL: the defaults) with a vertex shader that counts
+ its own invocations per vertex, and writes what it found into `*out`; when `counts` is not
+ NULL it gets the first draw's invocations of each vertex (`vertex_count` entries;
+ `counts_len` must be at least that, else `GPUSVC_INSUFFICIENT_SIZE`). Must be called on the
+ context's thread (`GPUSVC_WRONG_THREAD`). The context's GL state is restored afterwards.
+
+ Errors (nothing written): the mesh errors of `gpusvc_vcache_analyze`,
+ `GPUSVC_INVALID_ARGUMENT` (an unknown index type or raster value),
+ `GPUSVC_VCACHE_NO_VERTEX_STORAGE_BLOCKS`, `GPUSVC_VCACHE_DRIVER_TOO_OLD`,
+ `GPUSVC_VCACHE_DRAW_TOO_LARGE`, `GPUSVC_VCACHE_MEASURE_FAILED`.
+
+ # Safety
+ `ctx` is NULL or a handle value; `indices` is NULL or valid for `index_count` reads;
+ `options` is NULL or valid for one read; `out` is NULL or valid for one write; `counts` is
+ NULL or valid for `counts_len` writes.
+ */
+gpusvc_result gpusvc_vcache_measure(const struct gpusvc_gl_context *ctx,
+                                    const uint32_t *indices,
+                                    size_t index_count,
+                                    uint32_t vertex_count,
+                                    const struct gpusvc_vcache_draw_options *options,
+                                    struct gpusvc_vcache_measurement *out,
+                                    uint32_t *counts,
+                                    size_t counts_len);
+
+/*
+ Measures the probe battery of `*options` (NULL: the defaults) once on the driver of `ctx`,
+ then scores every candidate model of the standard search space (FIFO, LRU, direct-mapped,
+ set-associative, segmented over each, batch) by the vertices whose simulated count differs
+ from the measured one, then by the total difference; a new result handle into `*out`.
+ Deterministic. `progress` (may be NULL) is called with `user_data` now and then, on this
+ thread, during the call only. Must be called on the context's thread.
+
+ Errors (nothing written): `GPUSVC_INVALID_ARGUMENT` (an unknown battery), the measurement
+ errors of `gpusvc_vcache_measure`.
+
+ # Safety
+ `ctx` is NULL or a handle value; `options` is NULL or valid for one read; `progress` is NULL
+ or a function that may be called with `user_data` on this thread during the call; `out` is
+ NULL or valid for one write.
+ */
+gpusvc_result gpusvc_vcache_fit(const struct gpusvc_gl_context *ctx,
+                                const struct gpusvc_vcache_fit_options *options,
+                                gpusvc_vcache_fit_progress_fn progress,
+                                void *user_data,
+                                struct gpusvc_vcache_fit_result **out);
+
+/*
+ Frees a fit result; NULL is a no-op.
+
+ # Safety
+ `result` is NULL or a handle value (a freed or foreign one is `GPUSVC_INVALID_HANDLE`).
+ */
+gpusvc_result gpusvc_vcache_fit_result_free(struct gpusvc_vcache_fit_result *result);
+
+/*
+ The totals of a fit result into `*out`.
+
+ # Safety
+ `out` is NULL or valid for one write.
+ */
+gpusvc_result gpusvc_vcache_fit_result_summary(const struct gpusvc_vcache_fit_result *result,
+                                               struct gpusvc_vcache_fit_summary *out);
+
+/*
+ Entry `index` of list `list` (a `GPUSVC_VCACHE_FIT_*` value: exact fits ordered by text
+ form, near misses best first) into `*out`; its model's text with `gpusvc_vcache_model_text`.
+ An index past the list (see `gpusvc_vcache_fit_result_summary`) is `GPUSVC_INVALID_ARGUMENT`.
+
+ # Safety
+ `out` is NULL or valid for one write.
+ */
+gpusvc_result gpusvc_vcache_fit_result_entry(const struct gpusvc_vcache_fit_result *result,
+                                             uint32_t list,
+                                             size_t index,
+                                             struct gpusvc_vcache_fit_entry *out);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -1035,6 +1035,133 @@ inline gpusvc_result RefBo(const gpusvc_bo* bo, Bo* out) {
   return r;
 }
 
+// ---- vertex-cache ----
+
+// Parses a model's text form ("fifo:16", "seg:96/lru:32", "batch:16,32,0", ...) into *out;
+// GPUSVC_VCACHE_BAD_MODEL for unknown or malformed text (*out left alone).
+inline gpusvc_result ParseVcacheModel(const std::string& text, gpusvc_vcache_model* out) {
+  if (text.find('\0') != std::string::npos) return GPUSVC_VCACHE_BAD_MODEL;
+  return gpusvc_vcache_model_parse(text.c_str(), out);
+}
+
+// The text form of `model` into *out (left alone on error).
+inline gpusvc_result VcacheModelText(const gpusvc_vcache_model& model, std::string* out) {
+  if (out == nullptr) return GPUSVC_NULL_ARGUMENT;
+  size_t len = 0;
+  gpusvc_result r = gpusvc_vcache_model_text(&model, nullptr, 0, &len);
+  if (r != GPUSVC_OK) return r;
+  std::vector<char> buf(len + 1);
+  r = gpusvc_vcache_model_text(&model, buf.data(), buf.size(), &len);
+  if (r == GPUSVC_OK) out->assign(buf.data(), len);
+  return r;
+}
+
+// Simulates a draw of `indices` (whole triangles over `vertex_count` vertices) under `model`:
+// the analysis into *out and, when `per_vertex` is not null, each vertex's invocations into
+// *per_vertex (vertex_count entries). Nothing is written on error.
+inline gpusvc_result VcacheAnalyze(const gpusvc_vcache_model& model,
+                                   const std::vector<uint32_t>& indices, uint32_t vertex_count,
+                                   gpusvc_vcache_analysis* out,
+                                   std::vector<uint32_t>* per_vertex = nullptr) {
+  if (out == nullptr) return GPUSVC_NULL_ARGUMENT;
+  std::vector<uint32_t> counts(per_vertex != nullptr ? vertex_count : 0);
+  gpusvc_vcache_analysis a{};
+  gpusvc_result r = gpusvc_vcache_analyze(&model, indices.empty() ? nullptr : indices.data(),
+                                          indices.size(), vertex_count, &a,
+                                          per_vertex != nullptr ? counts.data() : nullptr,
+                                          counts.size());
+  if (r != GPUSVC_OK) return r;
+  *out = a;
+  if (per_vertex != nullptr) *per_vertex = std::move(counts);
+  return GPUSVC_OK;
+}
+
+// Reorders the triangles of `indices` for `model` (never worse under it than the input) into
+// *out; nothing is written on error.
+inline gpusvc_result VcacheOptimize(const gpusvc_vcache_model& model,
+                                    const std::vector<uint32_t>& indices, uint32_t vertex_count,
+                                    std::vector<uint32_t>* out) {
+  if (out == nullptr) return GPUSVC_NULL_ARGUMENT;
+  std::vector<uint32_t> ordered(indices.size());
+  gpusvc_result r = gpusvc_vcache_optimize(
+      &model, indices.empty() ? nullptr : indices.data(), indices.size(), vertex_count,
+      ordered.empty() ? nullptr : ordered.data(), ordered.size());
+  if (r == GPUSVC_OK) *out = std::move(ordered);
+  return r;
+}
+
+// Draws `indices` twice on the driver of `ctx` (on the context's thread) with `options` (null:
+// the defaults) and counts each vertex's invocations: the measurement into *out and, when
+// `counts` is not null, the first draw's counts into *counts. Nothing is written on error.
+inline gpusvc_result VcacheMeasure(const gpusvc_gl_context* ctx,
+                                   const std::vector<uint32_t>& indices, uint32_t vertex_count,
+                                   const gpusvc_vcache_draw_options* options,
+                                   gpusvc_vcache_measurement* out,
+                                   std::vector<uint32_t>* counts = nullptr) {
+  if (out == nullptr) return GPUSVC_NULL_ARGUMENT;
+  std::vector<uint32_t> c(counts != nullptr ? vertex_count : 0);
+  gpusvc_vcache_measurement m{};
+  gpusvc_result r = gpusvc_vcache_measure(ctx, indices.empty() ? nullptr : indices.data(),
+                                          indices.size(), vertex_count, options, &m,
+                                          counts != nullptr ? c.data() : nullptr, c.size());
+  if (r != GPUSVC_OK) return r;
+  *out = m;
+  if (counts != nullptr) *counts = std::move(c);
+  return GPUSVC_OK;
+}
+
+// Deleter for gpusvc_vcache_fit_result.
+struct VcacheFitResultDeleter {
+  void operator()(gpusvc_vcache_fit_result* p) const noexcept {
+    (void)gpusvc_vcache_fit_result_free(p);
+  }
+};
+// A fit's result; any thread (read-only).
+using VcacheFitResultPtr = std::unique_ptr<gpusvc_vcache_fit_result, VcacheFitResultDeleter>;
+
+// Measures the probe battery on the driver of `ctx` (on its thread) and fits the cache models to
+// it into *out (left alone on error). `progress` (may be null) is called with `user_data` on this
+// thread during the call.
+inline gpusvc_result VcacheFit(const gpusvc_gl_context* ctx,
+                               const gpusvc_vcache_fit_options* options,
+                               gpusvc_vcache_fit_progress_fn progress, void* user_data,
+                               VcacheFitResultPtr* out) {
+  if (out == nullptr) return GPUSVC_NULL_ARGUMENT;
+  gpusvc_vcache_fit_result* raw = nullptr;
+  gpusvc_result r = gpusvc_vcache_fit(ctx, options, progress, user_data, &raw);
+  if (r == GPUSVC_OK) out->reset(raw);
+  return r;
+}
+
+// One entry of a fit result with its model's text.
+struct VcacheFitEntry {
+  gpusvc_vcache_fit_entry entry;
+  std::string model_text;
+};
+
+// Every entry of list `list` (GPUSVC_VCACHE_FIT_EXACT or GPUSVC_VCACHE_FIT_NEAR) into *out, in
+// the result's order; *out is left alone on error.
+inline gpusvc_result VcacheFitEntries(const gpusvc_vcache_fit_result* result, uint32_t list,
+                                      std::vector<VcacheFitEntry>* out) {
+  if (out == nullptr) return GPUSVC_NULL_ARGUMENT;
+  gpusvc_vcache_fit_summary s{};
+  gpusvc_result r = gpusvc_vcache_fit_result_summary(result, &s);
+  if (r != GPUSVC_OK) return r;
+  if (list != GPUSVC_VCACHE_FIT_EXACT && list != GPUSVC_VCACHE_FIT_NEAR) {
+    return GPUSVC_INVALID_ARGUMENT;
+  }
+  const size_t n = list == GPUSVC_VCACHE_FIT_EXACT ? s.exact : s.near;
+  std::vector<VcacheFitEntry> entries(n);
+  for (size_t i = 0; i < n; ++i) {
+    r = gpusvc_vcache_fit_result_entry(result, list, i, &entries[i].entry);
+    if (r != GPUSVC_OK) return r;
+    r = VcacheModelText(entries[i].entry.model, &entries[i].model_text);
+    if (r != GPUSVC_OK) return r;
+  }
+  *out = std::move(entries);
+  return GPUSVC_OK;
+}
+
 }  // namespace gpusvc
 
 // Digest equality (for tests and maps keyed by digest).

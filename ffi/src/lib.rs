@@ -7,10 +7,11 @@
 //!   it — `gpusvc_program_cache_*` (the cache, its disk store, its entries, its key and
 //!   variable types, `GPUSVC_PROGRAM_CACHE_*`), `gpusvc_program_manager_*` (the compile/link
 //!   flow over the cache: the manager, its shaders and linked programs, the host-GL backend,
-//!   `GPUSVC_PROGRAM_MANAGER_*`), `gpusvc_sync_*`, `gpusvc_scheduler_*`. Names without a service
-//!   are deliberately process-wide: `gpusvc_result*` and the general codes, `gpusvc_version`,
-//!   `gpusvc_last_error_detail`, `gpusvc_debug_panic`, and the GL driver (`gpusvc_gl_*`, with
-//!   `gpusvc_driver_identity`, which a GL context produces and the program cache takes).
+//!   `GPUSVC_PROGRAM_MANAGER_*`), `gpusvc_sync_*`, `gpusvc_scheduler_*`, `gpusvc_vcache_*`
+//!   (`GPUSVC_VCACHE_*`). Names without a service are deliberately process-wide:
+//!   `gpusvc_result*` and the general codes, `gpusvc_version`, `gpusvc_last_error_detail`,
+//!   `gpusvc_debug_panic`, and the GL driver (`gpusvc_gl_*`, with `gpusvc_driver_identity`,
+//!   which a GL context produces and the program cache takes).
 //! * Verbs: `_new` makes an in-memory object, `_open` acquires an outside resource (a driver, a
 //!   folder), `_free` releases either, and `_free(NULL)` is a no-op; `_create`/`_destroy` add
 //!   and remove an object named by an id inside a service (sync sequences and clients). Getters
@@ -27,8 +28,8 @@
 //!   an error (`GPUSVC_INVALID_ARGUMENT`) instead of undefined behaviour.
 //!
 //! * Result codes come in blocks of 100 per service (see [`gpusvc_result`]): general 0-99, GL
-//!   100-199, program cache 200-299, sync 300-399, scheduler 400-499, bo-cache 500-599, then
-//!   vertex-cache 600-699 (reserved).
+//!   100-199, program cache 200-299, sync 300-399, scheduler 400-499, bo-cache 500-599,
+//!   vertex-cache 600-699.
 //!
 //! # Thread safety
 //! Functions without a handle may be called from any thread. Handles are either shared (any
@@ -40,8 +41,8 @@
 //! # Layout
 //! `kit/` holds the plumbing every service uses (errors and codes, arguments in, results out,
 //! handles, host callbacks, `c_enum!`); each service has one module (`gl`, `program_cache/`,
-//! `program_manager/`, `sync/`, `scheduler/`, `bo_cache/`), and `result` the process-wide result
-//! exports.
+//! `program_manager/`, `sync/`, `scheduler/`, `bo_cache/`, `vcache/`), and `result` the
+//! process-wide result exports.
 
 #![allow(non_camel_case_types)]
 
@@ -53,6 +54,7 @@ mod program_manager;
 mod result;
 mod scheduler;
 mod sync;
+mod vcache;
 
 pub use bo_cache::*;
 pub use gl::*;
@@ -62,6 +64,7 @@ pub use program_manager::*;
 pub use result::*;
 pub use scheduler::*;
 pub use sync::*;
+pub use vcache::*;
 
 use std::ffi::c_char;
 

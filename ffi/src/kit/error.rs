@@ -26,7 +26,7 @@ use crate::kit::c_enum;
 /// | 300-399 | sync points (`gpusvc_sync_*`) |
 /// | 400-499 | scheduler (`gpusvc_scheduler_*`) |
 /// | 500-599 | bo-cache (`gpusvc_bo_cache_*`, `gpusvc_bo_*`) |
-/// | 600-699 | vertex-cache (reserved; nothing defined yet) |
+/// | 600-699 | vertex-cache (`gpusvc_vcache_*`) |
 #[repr(u32)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum gpusvc_result {
@@ -128,6 +128,30 @@ pub enum gpusvc_result {
     /// Bo-cache: the path given to `gpusvc_bo_cache_open` is not a DRM render node (a regular
     /// file, a FIFO, a primary `card*` node, ...).
     GPUSVC_BO_CACHE_NOT_A_DRM_DEVICE = 509,
+    /// Vertex-cache: the model is not a valid cache model: text that does not parse (unknown
+    /// kind, malformed or out-of-range parameters) or a `gpusvc_vcache_model` struct with an
+    /// unknown family or parameters out of range; the detail says which part.
+    GPUSVC_VCACHE_BAD_MODEL = 600,
+    /// Vertex-cache: the mesh has no indices or no vertices.
+    GPUSVC_VCACHE_EMPTY_MESH = 601,
+    /// Vertex-cache: the index count is not a multiple of 3 (not whole triangles).
+    GPUSVC_VCACHE_NOT_TRIANGLES = 602,
+    /// Vertex-cache: an index names a vertex at or past the vertex count (position and index in
+    /// the detail).
+    GPUSVC_VCACHE_INDEX_OUT_OF_RANGE = 603,
+    /// Vertex-cache: the driver allows no shader storage block in vertex shaders
+    /// (`GL_MAX_VERTEX_SHADER_STORAGE_BLOCKS` is 0), so invocations cannot be counted on it.
+    GPUSVC_VCACHE_NO_VERTEX_STORAGE_BLOCKS = 604,
+    /// Vertex-cache: the context's GL version cannot measure (vertex storage buffers need
+    /// desktop GL 4.3 or OpenGL ES 3.2).
+    GPUSVC_VCACHE_DRIVER_TOO_OLD = 605,
+    /// Vertex-cache: the draw does not fit the index type (an index above 65535 with 16-bit
+    /// indices) or the driver's limits (counters past `GL_MAX_SHADER_STORAGE_BLOCK_SIZE`, more
+    /// indices than one draw takes).
+    GPUSVC_VCACHE_DRAW_TOO_LARGE = 606,
+    /// Vertex-cache: the measurement failed on the driver (a GL error, the counting program did
+    /// not build, counts where none can be); the detail has the driver's words.
+    GPUSVC_VCACHE_MEASURE_FAILED = 607,
 }
 
 c_enum!(impl gpusvc_result {
@@ -183,6 +207,17 @@ c_enum!(impl gpusvc_result {
     GPUSVC_BO_CACHE_TABLE_FULL => "bo-cache: the handle table is at its memory cap",
     GPUSVC_BO_CACHE_TOO_MANY_REFERENCES => "bo-cache: the object has the most references the cache allows",
     GPUSVC_BO_CACHE_NOT_A_DRM_DEVICE => "bo-cache: the path is not a DRM render node",
+    GPUSVC_VCACHE_BAD_MODEL => "vertex-cache: not a valid cache model (unknown or malformed)",
+    GPUSVC_VCACHE_EMPTY_MESH => "vertex-cache: the mesh has no indices or no vertices",
+    GPUSVC_VCACHE_NOT_TRIANGLES => "vertex-cache: the index count is not a multiple of 3",
+    GPUSVC_VCACHE_INDEX_OUT_OF_RANGE => "vertex-cache: an index is past the vertex count",
+    GPUSVC_VCACHE_NO_VERTEX_STORAGE_BLOCKS =>
+        "vertex-cache: the driver allows no storage buffer in vertex shaders",
+    GPUSVC_VCACHE_DRIVER_TOO_OLD =>
+        "vertex-cache: measuring needs desktop GL 4.3 or OpenGL ES 3.2",
+    GPUSVC_VCACHE_DRAW_TOO_LARGE =>
+        "vertex-cache: the draw does not fit the index type or the driver's limits",
+    GPUSVC_VCACHE_MEASURE_FAILED => "vertex-cache: the measurement failed on the driver",
 });
 
 /// A failed call: the code returned to C and the detail kept for `gpusvc_last_error_detail`.

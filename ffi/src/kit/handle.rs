@@ -43,6 +43,7 @@ pub(crate) enum Kind {
     Scheduler,
     BoCache,
     Bo,
+    VcacheFitResult,
 }
 
 impl Kind {
@@ -62,7 +63,8 @@ impl Kind {
             | Kind::SyncManager
             | Kind::Scheduler
             | Kind::BoCache
-            | Kind::Bo => false,
+            | Kind::Bo
+            | Kind::VcacheFitResult => false,
         }
     }
 
@@ -79,6 +81,7 @@ impl Kind {
             Kind::Scheduler => "gpusvc_scheduler",
             Kind::BoCache => "gpusvc_bo_cache",
             Kind::Bo => "gpusvc_bo",
+            Kind::VcacheFitResult => "gpusvc_vcache_fit_result",
         }
     }
 }
