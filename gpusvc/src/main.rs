@@ -21,6 +21,12 @@
 //! kernel's counters; it exits 1 when they show a double close, a failed operation, or an object
 //! or handle left after every reference was released.
 //!
+//! `gpusvc vcache measure|fit|analyze|optimize|plot` measures the post-transform vertex cache of
+//! the machine's driver on meshes (OBJ, PLY, OFF, raw indices, gzipped too), fits the driver's
+//! cache model from a probe battery, analyzes and reorders meshes for a model, and plots the
+//! staircase and the optimizers' ACMR (see `commands::vcache`; it also exits 4 when `measure`
+//! finds counts that do not repeat or `fit` finds no exact model).
+//!
 //! Commands are grouped by service, one module per service under `commands/` owning its
 //! arguments: `gpusvc program-cache demo|list|verify|stats|clear`. `gpusvc demo` is an alias of
 //! `gpusvc program-cache demo`, and `gpusvc cache list|verify|stats|clear` (hidden) of the folder
@@ -58,6 +64,7 @@ use clap::{Parser, Subcommand};
 
 use commands::bo_cache::{self, BoCacheArgs};
 use commands::program_cache::{self, ProgramCacheArgs, demo::DemoArgs, folder::CacheArgs};
+use commands::vcache::{self, VcacheArgs};
 
 /// gpusvc: GPU-process services (program binary cache, ...) on the machine's real GL driver.
 #[derive(Debug, Parser)]
@@ -87,6 +94,15 @@ enum Command {
     /// The dma-buf buffer-object cache: stress (a multi-threaded import/release load on the
     /// memfd backend, or on a DRM render node with --device).
     BoCache(BoCacheArgs),
+    /// The post-transform vertex cache: measure (per-vertex vertex-shader invocations of a
+    /// mesh on this driver), fit (find the driver's cache model), analyze (a mesh under a
+    /// model), optimize (reorder a mesh for a model), plot.
+    ///
+    /// Exit status: 0 when it ran; 1 for errors (unreadable or invalid mesh, model file or
+    /// output); 2 for command-line errors and unknown model texts; 3 when no GL context can be
+    /// made; 4 when measure's counts do not repeat or disagree with the query, or fit finds no
+    /// exact model.
+    Vcache(VcacheArgs),
 }
 
 fn main() -> ExitCode {
@@ -96,6 +112,7 @@ fn main() -> ExitCode {
         Command::Demo(args) => program_cache::exec_demo(&args, started),
         Command::Cache(args) => program_cache::exec_cache_alias(args),
         Command::BoCache(args) => bo_cache::exec(args),
+        Command::Vcache(args) => vcache::exec(args),
     }
 }
 

@@ -4,3 +4,4 @@
 
 pub(crate) mod bo_cache;
 pub(crate) mod program_cache;
+pub(crate) mod vcache;
