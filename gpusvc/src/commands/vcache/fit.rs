@@ -19,10 +19,10 @@ use super::{VcacheError, open_context, print};
 /// Which probe battery to measure.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub(crate) enum BatteryArg {
-    /// About 0.3 M indices in 470 draws (staircase to 1400 triangles, grids, shuffles, random
+    /// About 400 K indices in 442 draws (staircase to 1400 triangles, grids, shuffles, random
     /// streams, a fan).
     Standard,
-    /// About 60 K indices (for quick runs and debug builds).
+    /// About 120 K indices in 100 draws (for quick runs and debug builds).
     Reduced,
 }
 

@@ -4,13 +4,12 @@
 //!
 //! ```text
 //! # gpusvc vcache model file (written by `gpusvc vcache fit`)
-//! model fifo:16
+//! model seg:1023/dm:256
 //! exact yes
-//! driver Mesa | llvmpipe (LLVM 19.1.7, 256 bits) | 4.5 (Core Profile) Mesa 25.0.7 | ...
+//! driver Mesa/X.org | llvmpipe (LLVM 15.0.6, 256 bits) | 4.5 (Core Profile) Mesa 22.3.6 | ...
 //! date 2026-11-23
-//! battery standard: 470 probes, 311316 indices
-//! also-exact lru:16
-//! runner-up fifo:15 12 12
+//! battery standard: 442 probes, 395664 indices; standard search space
+//! runner-up seg:1022/dm:256 240 240
 //! ```
 //!
 //! * `model`: the model's text form (what `--model` takes); required.
@@ -18,6 +17,7 @@
 //!   near miss was saved).
 //! * `driver`, `date` (UTC, `YYYY-MM-DD`), `battery`: where, when and on what it was fitted.
 //! * `also-exact TEXT`: other exact models (the fit lists them all; `model` is the first).
+//!   (none on llvmpipe)
 //! * `runner-up TEXT MISMATCHING TOTAL`: the best near misses, with their mismatching vertices
 //!   and total count difference over the battery (`gpusvc vcache plot` draws them).
 //!

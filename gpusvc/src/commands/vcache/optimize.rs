@@ -23,7 +23,9 @@ pub(crate) struct OptimizeArgs {
     pub(crate) model: ModelArg,
     /// Where to write the reordered mesh; the format follows the extension: .obj (positions
     /// kept, or 0 0 0 when the input has none), .idx (index text), .u16 or .u32 (raw
-    /// little-endian indices). Replaced atomically; a symbolic link is refused.
+    /// little-endian indices). Replaced atomically; a symbolic link is refused. OBJ readers
+    /// (this one too) number vertices by first use, which changes what models that look at
+    /// vertex numbers (dm, sa) predict for the file read back; raw index files keep them.
     #[arg(short, long, value_name = "OUT")]
     pub(crate) out: PathBuf,
 }
