@@ -367,6 +367,19 @@ fn bad_input_is_one_line_on_stderr_with_its_exit_status() {
             "{argv:?}: {err:?} should name {message:?}"
         );
     }
+    // plot without --model reads fit's default model file; there is none in an empty cache.
+    let empty = tempfile::tempdir().unwrap();
+    let run = vcache_env(
+        &["plot", "--out", p(empty.path())],
+        &[("XDG_CACHE_HOME", p(empty.path()))],
+    );
+    assert_eq!(run.code, Some(1), "{}", run.err);
+    assert!(
+        run.err
+            .starts_with("gpusvc vcache plot: no fitted model: run `gpusvc vcache fit`"),
+        "{}",
+        run.err
+    );
     // clap's own usage errors: status 2.
     for argv in [
         &["analyze", ok.as_str()][..],
@@ -475,9 +488,13 @@ fn measure_prints_counts_that_repeat_and_match_the_query() {
 #[test]
 fn fit_over_the_reduced_battery_saves_an_exact_model() {
     const TEST: &str = "fit_over_the_reduced_battery_saves_an_exact_model";
+    // No --out: the model goes to $XDG_CACHE_HOME/gpusvc/vcache/model.txt.
     let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("sub/model.txt");
-    let run = vcache(&["fit", "--battery", "reduced", "--out", p(&file)]);
+    let file = dir.path().join("gpusvc/vcache/model.txt");
+    let run = vcache_env(
+        &["fit", "--battery", "reduced"],
+        &[("XDG_CACHE_HOME", p(dir.path()))],
+    );
     if skipped_without_gl(TEST, &run) {
         return;
     }
