@@ -594,3 +594,22 @@ fn plot_writes_svg_and_png_files() {
     let svg = std::fs::read_to_string(bare.join("vcache-staircase.svg")).unwrap();
     assert!(!svg.contains("<text"), "no text without a font");
 }
+
+#[test]
+fn a_reader_that_closed_stdout_is_not_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let mesh = dir.path().join("t.idx");
+    std::fs::write(&mesh, "0 1 2\n2 1 3\n").unwrap();
+    // The read end is closed before the program starts: its first write fails with EPIPE.
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let status = std::process::Command::new(BIN)
+        .args(["vcache", "analyze", p(&mesh), "--model", "fifo:4"])
+        .stdout(writer)
+        .stderr(std::process::Stdio::piped())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&status.stderr);
+    assert_eq!(status.status.code(), Some(0), "{err}");
+    assert!(err.is_empty(), "{err}");
+}
