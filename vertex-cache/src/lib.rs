@@ -61,9 +61,9 @@
 
 pub mod battery;
 pub mod fit;
-mod mesh;
 #[cfg(feature = "gl")]
 pub mod measure;
+mod mesh;
 mod model;
 mod optimize;
 mod sim;
