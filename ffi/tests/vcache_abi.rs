@@ -1060,3 +1060,31 @@ fn fit_refuses_bad_input_and_writes_nothing() {
     assert_eq!(out, unwritten);
     free_context(ctx);
 }
+
+#[test]
+fn misaligned_output_buffers_are_invalid_arguments_and_untouched() {
+    let m = model("fifo:16");
+    let indices = [0u32, 1, 2, 2, 1, 3];
+    // A u32 view one byte into a u32 buffer: misaligned for u32.
+    let mut storage = [0xAAAA_AAAAu32; 8];
+    let misaligned = storage
+        .as_mut_ptr()
+        .cast::<u8>()
+        .wrapping_add(1)
+        .cast::<u32>();
+    let mut out = gpusvc_vcache_analysis::default();
+    // SAFETY: live model and indices; the misaligned buffer points into `storage` with room
+    // for 6 u32s, and must be refused before any write.
+    unsafe {
+        assert_eq!(
+            gpusvc_vcache_optimize(&m, indices.as_ptr(), 6, 4, misaligned, 6),
+            GPUSVC_INVALID_ARGUMENT
+        );
+        assert_eq!(
+            gpusvc_vcache_analyze(&m, indices.as_ptr(), 6, 4, &mut out, misaligned, 6),
+            GPUSVC_INVALID_ARGUMENT
+        );
+    }
+    assert!(storage.iter().all(|&w| w == 0xAAAA_AAAA), "nothing written");
+    assert_eq!(out.invocations, 0);
+}

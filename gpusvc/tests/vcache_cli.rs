@@ -613,3 +613,35 @@ fn a_reader_that_closed_stdout_is_not_an_error() {
     assert_eq!(status.status.code(), Some(0), "{err}");
     assert!(err.is_empty(), "{err}");
 }
+
+#[test]
+fn fifos_as_mesh_or_model_file_and_unwritable_outputs_fail_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("mesh.obj");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let mesh = dir.path().join("m.idx");
+    write_idx(&mesh, &[0, 1, 2, 2, 1, 3], 4);
+    let model_at_fifo = format!("@{}", p(&fifo));
+    // Nobody ever writes to the FIFO: a blocking open would hang these runs.
+    for args in [
+        vec!["analyze", p(&fifo), "--model", "fifo:16"],
+        vec!["analyze", p(&mesh), "--model", model_at_fifo.as_str()],
+    ] {
+        let run = vcache(&args);
+        assert_eq!(run.code, Some(1), "{args:?}: {}", run.err);
+        assert!(run.err.contains("not a regular file"), "{}", run.err);
+        assert_eq!(run.err.trim_end().lines().count(), 1, "{}", run.err);
+    }
+    // An output name the writer would refuse is refused before any work.
+    for out in ["out.obj.gz", ".obj"] {
+        let out = dir.path().join(out);
+        let run = vcache(&["optimize", p(&mesh), "--model", "fifo:16", "-o", p(&out)]);
+        assert_eq!(run.code, Some(1), "{}", run.err);
+        assert!(run.err.contains("writes .obj"), "{}", run.err);
+        assert!(run.out.is_empty(), "no work was done: {}", run.out);
+    }
+}

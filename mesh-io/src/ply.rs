@@ -197,7 +197,11 @@ fn read_element<E: PropertyAccess>(
     let error = |line: Option<usize>, e: ply_rs_bw::parser::ParseError| MeshIoError::Ply {
         path: ctx.path.to_owned(),
         line,
-        message: format!("element '{}': {e}", def.name),
+        // ply-rs's messages may span lines: errors are one line.
+        message: format!("element '{}': {e}", def.name)
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" "),
     };
     match encoding {
         Encoding::Ascii => {

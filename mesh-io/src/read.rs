@@ -1,12 +1,15 @@
 //! Bounded reads: a file, or a gzip stream, never takes more than the limit in memory.
 
-use std::fs::File;
 use std::io::{ErrorKind, Read};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
 use flate2::read::MultiGzDecoder;
 
 use crate::MeshIoError;
+
+/// `O_NONBLOCK` on Linux.
+const O_NONBLOCK: i32 = 0o4000;
 
 /// True when `bytes` start with the gzip magic (1f 8b).
 pub(crate) fn is_gzip(bytes: &[u8]) -> bool {
@@ -15,16 +18,34 @@ pub(crate) fn is_gzip(bytes: &[u8]) -> bool {
 
 /// Reads `path` whole, decompressed when it is gzip, refusing more than `limit` bytes either way.
 pub(crate) fn read_bounded(path: &Path, limit: u64) -> Result<Vec<u8>, MeshIoError> {
-    let file = File::open(path).map_err(|e| match e.kind() {
-        ErrorKind::NotFound => MeshIoError::NotFound {
-            path: path.to_owned(),
-        },
-        _ => MeshIoError::Io {
-            path: path.to_owned(),
-            what: "cannot open",
-            source: e,
-        },
+    // Non-blocking open: a FIFO (or a device) must not hang the open; only a regular file is
+    // read, checked on the opened file itself.
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(O_NONBLOCK)
+        .open(path)
+        .map_err(|e| match e.kind() {
+            ErrorKind::NotFound => MeshIoError::NotFound {
+                path: path.to_owned(),
+            },
+            _ => MeshIoError::Io {
+                path: path.to_owned(),
+                what: "cannot open",
+                source: e,
+            },
+        })?;
+    let meta = file.metadata().map_err(|e| MeshIoError::Io {
+        path: path.to_owned(),
+        what: "cannot stat",
+        source: e,
     })?;
+    if !meta.is_file() {
+        return Err(MeshIoError::Io {
+            path: path.to_owned(),
+            what: "not a regular file",
+            source: std::io::Error::from(ErrorKind::InvalidInput),
+        });
+    }
     let mut bytes = Vec::new();
     read_limited(path, file, limit, &mut bytes)?;
     if is_gzip(&bytes) {

@@ -687,3 +687,20 @@ fn errors_name_the_file() {
     let e = load(p).unwrap_err();
     assert!(e.to_string().contains("named.off"), "{e}");
 }
+
+#[test]
+fn a_fifo_or_a_directory_is_refused_without_blocking() {
+    let dir = TempDir::new().unwrap();
+    let fifo = dir.path().join("mesh.obj");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    // No writer ever comes: a blocking open would hang here forever.
+    for path in [fifo.as_path(), dir.path()] {
+        let err = mesh_io::load(path).unwrap_err().to_string();
+        assert!(err.contains("not a regular file"), "{err}");
+        assert!(!err.contains('\n'), "one line: {err}");
+    }
+}

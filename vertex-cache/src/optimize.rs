@@ -278,6 +278,9 @@ pub fn greedy(mesh: &Mesh<'_>, model: &Model) -> Vec<u32> {
 /// it is; `local` is the same triangles with vertices renumbered densely below `local_count`
 /// (the adjacency's ids; `real` itself when there is no renumbering). Returns the reordered
 /// `real` indices, every one of them fed to `sim`.
+/// The most live triangles of one vertex the greedy considers per step.
+const MAX_CANDIDATES_PER_VERTEX: usize = 32;
+
 fn greedy_core(real: &[u32], local: &[u32], local_count: u32, sim: &mut Simulator) -> Vec<u32> {
     let triangles = real.len() / 3;
     let mut adjacency = Adjacency::new(real, local, local_count);
@@ -290,15 +293,19 @@ fn greedy_core(real: &[u32], local: &[u32], local_count: u32, sim: &mut Simulato
     let mut stack: Vec<u32> = Vec::new();
     let mut cursor = 0usize;
     let mut candidates: Vec<Entry> = Vec::with_capacity(64);
-    for _ in 0..triangles {
+    // The step at which each triangle last became a candidate: de-duplication in O(1).
+    let mut listed = vec![usize::MAX; triangles];
+    for step in 0..triangles {
         candidates.clear();
         for t in recent.iter().flatten() {
             for (j, &v) in t.iter().enumerate() {
                 if t[..j].contains(&v) {
                     continue;
                 }
-                for e in adjacency.live_of(v) {
-                    if !candidates.iter().any(|c| c.n == e.n) {
+                // At most MAX_CANDIDATES_PER_VERTEX of a vertex's live triangles: a fan's hub
+                // would otherwise make every step cost all of its triangles.
+                for e in adjacency.live_of(v).iter().take(MAX_CANDIDATES_PER_VERTEX) {
+                    if std::mem::replace(&mut listed[e.n as usize], step) != step {
                         candidates.push(*e);
                     }
                 }
@@ -309,7 +316,8 @@ fn greedy_core(real: &[u32], local: &[u32], local_count: u32, sim: &mut Simulato
             if adjacency.live[v as usize] == 0 {
                 stack.pop();
             } else {
-                candidates.extend_from_slice(adjacency.live_of(v));
+                let live = adjacency.live_of(v);
+                candidates.extend_from_slice(&live[..live.len().min(MAX_CANDIDATES_PER_VERTEX)]);
             }
         }
         let next = if candidates.is_empty() {

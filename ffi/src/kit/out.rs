@@ -26,8 +26,9 @@ impl<T> Out<T> {
 
     /// Writes the result (the old value, if any, is not dropped: C memory holds plain data).
     pub(crate) fn write(self, value: T) {
-        // SAFETY: non-null, and valid for one write while `self` lives (`Out::new`'s contract).
-        unsafe { self.0.as_ptr().write(value) }
+        // SAFETY: non-null, and valid for one write while `self` lives (`Out::new`'s contract);
+        // written unaligned, so a misaligned pointer from C is not undefined behaviour here.
+        unsafe { self.0.as_ptr().write_unaligned(value) }
     }
 }
 

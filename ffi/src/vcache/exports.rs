@@ -57,7 +57,16 @@ pub unsafe extern "C" fn gpusvc_vcache_model_text(
 
 /// The optional per-vertex output of an analysis: NULL (with any `len`) is none; otherwise it
 /// needs room for `vertex_count` counts.
-fn per_vertex_room(ptr: *mut u32, len: usize, vertex_count: u32) -> Result<(), FfiError> {
+pub(crate) fn per_vertex_room(
+    ptr: *mut u32,
+    len: usize,
+    vertex_count: u32,
+) -> Result<(), FfiError> {
+    if !ptr.is_aligned() {
+        return Err(crate::kit::invalid_argument(
+            "the per-vertex count buffer is misaligned".to_string(),
+        ));
+    }
     if !ptr.is_null() && len < vertex_count as usize {
         return Err(insufficient_size(format!(
             "{vertex_count} per-vertex counts, room for {len}"
@@ -182,6 +191,11 @@ pub unsafe extern "C" fn gpusvc_vcache_optimize(
         let mesh = unsafe { mesh_in(indices, index_count, vertex_count) }?;
         if out_indices.is_null() {
             return Err(crate::kit::null_argument("out_indices"));
+        }
+        if !out_indices.is_aligned() {
+            return Err(crate::kit::invalid_argument(
+                "`out_indices` is misaligned".to_string(),
+            ));
         }
         if out_len < index_count {
             return Err(insufficient_size(format!(

@@ -134,6 +134,11 @@ pub unsafe extern "C" fn gpusvc_vcache_measure(
         };
         // SAFETY: an output argument (this function's contract).
         let out = unsafe { Out::new(out, "out") }?;
+        if !counts.is_aligned() {
+            return Err(crate::kit::invalid_argument(
+                "`counts` is misaligned".to_string(),
+            ));
+        }
         if !counts.is_null() && counts_len < vertex_count as usize {
             return Err(insufficient_size(format!(
                 "{vertex_count} per-vertex counts, room for {counts_len}"

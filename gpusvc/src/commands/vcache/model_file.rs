@@ -188,10 +188,31 @@ impl ModelFile {
     }
 
     /// Reads a model file.
+    /// Only a regular file of at most 1 MiB is read; the open does not block (a FIFO is
+    /// refused, not waited on).
     pub(crate) fn read(path: &Path) -> Result<Self, VcacheError> {
-        let text = std::fs::read_to_string(path).map_err(|e| {
+        use std::io::Read;
+        use std::os::unix::fs::OpenOptionsExt;
+        const LIMIT: u64 = 1 << 20;
+        let fail = |e: String| {
             VcacheError::Other(format!("cannot read model file {}: {e}", path.display()))
-        })?;
+        };
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(0o4000) // O_NONBLOCK
+            .open(path)
+            .map_err(|e| fail(e.to_string()))?;
+        let meta = file.metadata().map_err(|e| fail(e.to_string()))?;
+        if !meta.is_file() {
+            return Err(fail("not a regular file".into()));
+        }
+        let mut text = String::new();
+        file.take(LIMIT + 1)
+            .read_to_string(&mut text)
+            .map_err(|e| fail(e.to_string()))?;
+        if text.len() as u64 > LIMIT {
+            return Err(fail(format!("larger than {LIMIT} bytes")));
+        }
         Self::parse(&text, path)
     }
 

@@ -41,8 +41,11 @@ fn label(c: Choice) -> &'static str {
 
 pub(crate) fn run(args: &OptimizeArgs) -> Result<(), VcacheError> {
     let model = args.model.resolve()?;
-    match Format::from_path(&args.out) {
-        Some(Format::Obj | Format::IndicesText | Format::IndicesU16 | Format::IndicesU32) => {}
+    // The same rule as mesh_io::save: the file name's own extension (no .gz).
+    let extension = args.out.extension().and_then(|e| e.to_str()).unwrap_or("");
+    match Format::from_extension(extension) {
+        Some(Format::Obj | Format::IndicesText | Format::IndicesU16 | Format::IndicesU32)
+            if args.out.file_stem().is_some_and(|s| !s.is_empty()) => {}
         _ => {
             return Err(VcacheError::Other(format!(
                 "-o {}: writes .obj, .idx, .u16 or .u32 (chosen by the extension)",
