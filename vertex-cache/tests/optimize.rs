@@ -47,16 +47,10 @@ impl Rng {
     }
 }
 
+/// A grid of `w` x `h` quads, two triangles each, in row order (the battery's own grid).
 fn grid(w: u32, h: u32) -> (Vec<u32>, u32) {
-    let row = w + 1;
-    let mut out = Vec::new();
-    for y in 0..h {
-        for x in 0..w {
-            let a = y * row + x;
-            out.extend_from_slice(&[a, a + row, a + 1, a + 1, a + row, a + row + 1]);
-        }
-    }
-    (out, row * (h + 1))
+    let probe = vertex_cache::battery::Probe::grid(w, h);
+    (probe.indices().to_vec(), probe.vertex_count())
 }
 
 fn shuffled(indices: &[u32], seed: u64) -> Vec<u32> {
