@@ -4,7 +4,10 @@ use std::num::NonZeroUsize;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use crate::disk::{DiskConfig, DiskCounters, DiskLayer, DropReason, LoadReport, LoadSink};
+use crate::disk::{
+    DiskConfig, DiskCounters, DiskLayer, DropReason, InsertError, LoadReport, LoadSink,
+    PersistConfig, PersistCounters, PersistLayer,
+};
 
 use crate::key::{ProgramKey, ShaderHash};
 use crate::memory_store::{BinaryStore, Evicted, EvictionPolicy, PageId};
@@ -218,6 +221,7 @@ pub struct ProgramCache {
     state: Mutex<State>,
     callback: Option<HistogramCallback>,
     disk: Option<DiskLayer>,
+    persist: Option<PersistLayer>,
 }
 
 impl std::fmt::Debug for ProgramCache {
@@ -247,6 +251,7 @@ pub struct ProgramCacheBuilder {
     config: CacheConfig,
     callback: Option<HistogramCallback>,
     disk: Option<DiskConfig>,
+    persist: Option<PersistConfig>,
 }
 
 impl std::fmt::Debug for ProgramCacheBuilder {
@@ -255,6 +260,7 @@ impl std::fmt::Debug for ProgramCacheBuilder {
             .field("config", &self.config)
             .field("callback", &self.callback.is_some())
             .field("disk", &self.disk)
+            .field("persist", &self.persist)
             .finish()
     }
 }
@@ -275,6 +281,15 @@ impl ProgramCacheBuilder {
         self
     }
 
+    /// Hands every saved program to a host's [`crate::disk::PersistSink`] instead of (or as
+    /// well as) a disk store, for a GPU process that cannot open files: the sink receives each
+    /// saved entry in FORMAT.md's encoding on the cache's persistence thread, and
+    /// [`ProgramCache::insert_entry`] takes entries back. See [`crate::disk::PersistConfig`].
+    pub fn persist(mut self, persist: PersistConfig) -> Self {
+        self.persist = Some(persist);
+        self
+    }
+
     /// The cache, empty (a disk-backed one fills in the background). Shared: the disk layer's
     /// loader holds it weakly, so it is made in an [`Arc`]. No file-system work happens here (the
     /// host's GPU thread): the disk writer thread opens the store.
@@ -283,12 +298,19 @@ impl ProgramCacheBuilder {
             config,
             callback,
             disk,
+            persist,
         } = self;
+        let persist = persist.map(PersistLayer::new);
         let Some(disk) = disk else {
-            return Arc::new(ProgramCache::from_parts(config, callback, None));
+            return Arc::new(ProgramCache::from_parts(config, callback, None, persist));
         };
         let layer = DiskLayer::new(&disk, config.budget_bytes);
-        let cache = Arc::new(ProgramCache::from_parts(config, callback, Some(layer)));
+        let cache = Arc::new(ProgramCache::from_parts(
+            config,
+            callback,
+            Some(layer),
+            persist,
+        ));
         if let Some(layer) = &cache.disk {
             let sink = Arc::downgrade(&cache);
             layer.start(sink as std::sync::Weak<dyn LoadSink>);
@@ -305,6 +327,7 @@ impl ProgramCache {
             config,
             callback: None,
             disk: None,
+            persist: None,
         }
     }
 
@@ -312,6 +335,7 @@ impl ProgramCache {
         config: CacheConfig,
         callback: Option<HistogramCallback>,
         disk: Option<DiskLayer>,
+        persist: Option<PersistLayer>,
     ) -> Self {
         ProgramCache {
             state: Mutex::new(State {
@@ -324,6 +348,7 @@ impl ProgramCache {
             }),
             callback,
             disk,
+            persist,
         }
     }
 
@@ -447,6 +472,9 @@ impl ProgramCache {
             replaced: replaced.is_some(),
             evicted: evicted.len(),
         };
+        if let Some(persist) = &self.persist {
+            persist.save(key, program.clone());
+        }
         if let Some(disk) = &self.disk {
             disk.save(key, program);
         }
@@ -486,8 +514,13 @@ impl ProgramCache {
             state.recorder.counters.misses += 1;
         }
         drop(state);
-        if let (Some(disk), Some(_)) = (&self.disk, &found) {
-            disk.used(*key);
+        if found.is_some() {
+            if let Some(disk) = &self.disk {
+                disk.used(*key);
+            }
+            if let Some(persist) = &self.persist {
+                persist.used(*key);
+            }
         }
         found
     }
@@ -507,26 +540,102 @@ impl ProgramCache {
     }
 
     /// Removes a program whose binary the driver refused, counting the rejection. When the
-    /// driver has refused `max_consecutive_rejections` binaries from disk in a row, the disk
-    /// store is dropped (and every other disk-loaded entry with it): the driver changed in a
-    /// way the stamp did not capture.
+    /// binary came from outside this process — the disk store, or
+    /// [`ProgramCache::insert_entry`] (then the persistence sink hears
+    /// [`crate::disk::PersistSink::entry_rejected`]) — and the driver has refused
+    /// `max_consecutive_rejections` such binaries in a row (the smaller of the disk's and the
+    /// persistence's settings when both are configured), every such entry leaves memory, the
+    /// disk store is dropped and the sink hears [`crate::disk::PersistSink::store_rejected`]:
+    /// the driver changed in a way the stamp did not capture.
     pub fn evict_rejected(&self, key: &ProgramKey) -> bool {
         let mut state = self.lock();
         state.recorder.counters.driver_rejections += 1;
         let from_disk = state.store.is_from_disk(key);
         let removed = Self::evict_locked(&mut state, key);
-        let Some(disk) = self.disk.as_ref().filter(|_| from_disk) else {
+        let limit = [
+            self.disk.as_ref().map(|d| d.max_consecutive_rejections),
+            self.persist.as_ref().map(|p| p.max_consecutive_rejections),
+        ]
+        .into_iter()
+        .flatten()
+        .min();
+        let Some(limit) = limit.filter(|_| from_disk) else {
             return removed;
         };
+        if let Some(persist) = &self.persist {
+            persist.rejected(*key);
+        }
         state.disk_rejections_in_a_row += 1;
-        if state.disk_rejections_in_a_row >= disk.max_consecutive_rejections {
+        if state.disk_rejections_in_a_row >= limit {
             state.disk_rejections_in_a_row = 0;
             let evicted = state.store.remove_from_disk();
             state.forget(&evicted);
             drop(state);
-            disk.drop_all(DropReason::DriverRefusals);
+            if let Some(disk) = &self.disk {
+                disk.drop_all(DropReason::DriverRefusals);
+            }
+            if let Some(persist) = &self.persist {
+                persist.store_rejected();
+            }
         }
         removed
+    }
+
+    /// Validates an entry the host streamed back (the bytes a
+    /// [`crate::disk::PersistSink::entry_saved`] received, kept by a [`crate::disk::Store`])
+    /// and inserts its program into memory exactly as the disk loader does: only when it fits
+    /// in the budget in force without evicting anything, marked as coming from outside so the
+    /// driver-refusal rule applies ([`ProgramCache::evict_rejected`]). The checks, before
+    /// anything is allocated beyond the bytes given: the size bound, then every check of
+    /// FORMAT.md (header CRC, magic, version, header length, flags, this cache's stamp hash,
+    /// payload length, payload CRC, the decompression bound, LZ4, postcard with no trailing
+    /// bytes). Returns the key from the entry's header (an entry for a key already in memory
+    /// is accepted and changes nothing). Runs on the caller's thread (decompression included);
+    /// never panics on any input.
+    pub fn insert_entry(&self, entry: &[u8]) -> Result<ProgramKey, InsertError> {
+        let Some(persist) = &self.persist else {
+            return Err(InsertError::NotConfigured);
+        };
+        let counters = persist.atomic_counters();
+        let result = self.insert_entry_checked(entry, &persist.stamp_hash);
+        let c = if result.is_ok() {
+            &counters.inserted
+        } else {
+            &counters.insert_refused
+        };
+        c.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        result
+    }
+
+    fn insert_entry_checked(
+        &self,
+        entry: &[u8],
+        stamp_hash: &[u8; 20],
+    ) -> Result<ProgramKey, InsertError> {
+        if entry.len() as u64 > crate::disk::HEADER_LEN as u64 + crate::disk::MAX_PAYLOAD {
+            return Err(InsertError::Invalid(crate::disk::EntryError::TooLarge(
+                entry.len() as u64,
+            )));
+        }
+        let (header, program) = crate::disk::decode(entry, stamp_hash, None)?;
+        if program.binary.bytes.is_empty() {
+            return Err(InsertError::EmptyBinary);
+        }
+        let key = header.key;
+        let mut state = self.lock();
+        if state.store.contains(&key) {
+            return Ok(key);
+        }
+        let size = program.stored_size();
+        let budget = state.effective_budget();
+        let used = state.store.used();
+        if state.pressure == MemoryPressure::Critical || used + size > budget {
+            return Err(InsertError::NoRoom { size, used, budget });
+        }
+        state.statuses.add_ref(program.vertex_shader);
+        state.statuses.add_ref(program.fragment_shader);
+        state.store.insert(key, Arc::new(program), size, None, true);
+        Ok(key)
     }
 
     /// Removes one program; returns whether it was there.
@@ -619,6 +728,7 @@ impl ProgramCache {
             entries: state.store.len(),
             disk: self.disk_counters(),
             disk_condition: self.disk_condition(),
+            persist: self.persist_counters(),
         }
     }
 
@@ -651,6 +761,20 @@ impl ProgramCache {
     pub fn flush_disk(&self) {
         if let Some(disk) = &self.disk {
             disk.flush();
+        }
+    }
+
+    /// Persistence counters, when a [`PersistConfig`] is configured.
+    pub fn persist_counters(&self) -> Option<PersistCounters> {
+        self.persist.as_ref().map(PersistLayer::counters)
+    }
+
+    /// Waits until the persistence thread has handed everything queued so far to the sink
+    /// (as long as the host's sink takes: call it where the host can afford that, e.g. at
+    /// shutdown or in tests). Returns at once without persistence.
+    pub fn flush_persist(&self) {
+        if let Some(persist) = &self.persist {
+            persist.flush();
         }
     }
 

@@ -79,7 +79,10 @@ pub use cache::{
     CacheConfig, DESKTOP_BUDGET, LOW_MEMORY_BUDGET, MOBILE_BUDGET, MemoryPressure, ProgramCache,
     ProgramCacheBuilder, SaveError, SaveReport,
 };
-pub use disk::{CompatibilityStamp, DiskConfig, DiskCounters, DriverIdentity, LoadReport};
+pub use disk::{
+    CompatibilityStamp, DiskConfig, DiskCounters, DriverIdentity, InsertError, LoadReport,
+    PersistConfig, PersistCounters, PersistSink,
+};
 pub use dyn_backend::{DynBackend, DynObject};
 pub use gl_types::{
     ActiveVariable, AttributeBinding, LinkOptions, ShaderStage, TransformFeedbackMode,

@@ -151,6 +151,9 @@ pub struct Stats {
     pub disk: Option<crate::disk::DiskCounters>,
     /// The first disk condition reported (unusable folder, failed write, dropped store).
     pub disk_condition: Option<String>,
+    /// Persistence counters (saved, sent, dropped, used, inserted, rejected), when a
+    /// [`crate::disk::PersistConfig`] is configured.
+    pub persist: Option<crate::disk::PersistCounters>,
 }
 
 #[derive(Default)]

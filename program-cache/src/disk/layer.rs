@@ -34,6 +34,17 @@ pub(super) struct Shared {
 }
 
 impl Shared {
+    /// Fresh state: enabled, no clear yet, the load not finished.
+    pub(super) fn new(log: Option<super::config::LogCallback>) -> Self {
+        Shared {
+            counters: AtomicCounters::default(),
+            conditions: Conditions::new(log),
+            loaded: (Mutex::new(None), Condvar::new()),
+            enabled: AtomicBool::new(true),
+            drop_epoch: AtomicU64::new(0),
+            closing: AtomicBool::new(false),
+        }
+    }
     pub(super) fn finish_load(&self, report: LoadReport, on_loaded: Option<&LoadedCallback>) {
         *self.loaded.0.lock().unwrap_or_else(|e| e.into_inner()) = Some(report);
         self.loaded.1.notify_all();
@@ -95,14 +106,7 @@ impl std::fmt::Debug for DiskLayer {
 impl DiskLayer {
     /// Makes the layer without touching the disk; [`DiskLayer::start`] starts its threads.
     pub(crate) fn new(config: &DiskConfig, memory_budget: usize) -> Self {
-        let shared = Arc::new(Shared {
-            counters: AtomicCounters::default(),
-            conditions: Conditions::new(config.log.clone()),
-            loaded: (Mutex::new(None), Condvar::new()),
-            enabled: AtomicBool::new(true),
-            drop_epoch: AtomicU64::new(0),
-            closing: AtomicBool::new(false),
-        });
+        let shared = Arc::new(Shared::new(config.log.clone()));
         let (tx, rx) = crossbeam_channel::bounded(config.write_queue.max(1));
         let (uses, uses_rx) = crossbeam_channel::bounded(USE_QUEUE);
         DiskLayer {

@@ -36,7 +36,9 @@ mod format;
 mod fsx;
 mod layer;
 mod loader;
+mod persist;
 mod stamp;
+mod store;
 mod store_dir;
 mod writer;
 
@@ -51,5 +53,8 @@ pub use format::{
 pub(crate) use layer::{DiskLayer, DropReason};
 pub use loader::LoadReport;
 pub(crate) use loader::LoadSink;
+pub(crate) use persist::PersistLayer;
+pub use persist::{InsertError, PersistConfig, PersistCounters, PersistSink, USE_QUEUE};
 pub use stamp::{CompatibilityStamp, DriverIdentity};
+pub use store::{PutOutcome, Store, StoreConfig, StoreEntries, StoreError, StoreStats};
 pub use store_dir::{EVICT_LOCK_WAIT, OPEN_LOCK_WAIT};

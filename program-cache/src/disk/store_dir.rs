@@ -568,9 +568,7 @@ impl StampDir {
         key: &ProgramKey,
         program: &CachedProgram,
     ) -> io::Result<Published> {
-        let h = self.h();
-        let name = key_hex(key);
-        if fsx::lstat(b(&h.entries), &name).is_ok() {
+        if fsx::lstat(b(&self.h().entries), &key_hex(key)).is_ok() {
             return Ok(Published::Present);
         }
         let Some(bytes) =
@@ -578,12 +576,27 @@ impl StampDir {
         else {
             return Ok(Published::TooLarge);
         };
+        self.publish_bytes(key, &bytes)
+    }
+
+    /// Publishes the bytes of an encoded entry for `key` (the caller checked them: this store's
+    /// stamp, `key` in the header, within FORMAT.md's bounds) the way [`Self::publish`] does:
+    /// a temporary file, then a hard link that never replaces an entry already there.
+    pub(crate) fn publish_bytes(&self, key: &ProgramKey, bytes: &[u8]) -> io::Result<Published> {
+        let h = self.h();
+        let name = key_hex(key);
+        if fsx::lstat(b(&h.entries), &name).is_ok() {
+            return Ok(Published::Present);
+        }
+        if bytes.len() as u64 > MAX_ENTRY_FILE {
+            return Ok(Published::TooLarge);
+        }
         let t = tmp_name(&name);
         let mut created = false;
         let result = (|| {
             let fd = fsx::create_new(b(&h.tmp), &t)?;
             created = true;
-            fsx::write_all(&fd, &bytes)?;
+            fsx::write_all(&fd, bytes)?;
             let allocated = fsx::allocated(&rustix::fs::fstat(&fd)?);
             drop(fd);
             // A hard link publishes atomically and never replaces: when another process
@@ -608,6 +621,16 @@ impl StampDir {
     /// that was read (same inode), never one another process published meanwhile. The length
     /// is checked from metadata and the header before the payload is read.
     pub(crate) fn read(&self, key: &ProgramKey) -> Result<CachedProgram, ReadError> {
+        self.read_checked(key).map(|(_, program)| program)
+    }
+
+    /// [`Self::read`], also returning the entry's bytes (every check passed: they are what an
+    /// IPC peer may insert as they are).
+    pub(crate) fn read_bytes(&self, key: &ProgramKey) -> Result<Vec<u8>, ReadError> {
+        self.read_checked(key).map(|(bytes, _)| bytes)
+    }
+
+    fn read_checked(&self, key: &ProgramKey) -> Result<(Vec<u8>, CachedProgram), ReadError> {
         let h = self.h();
         let name = key_hex(key);
         let (fd, st) = match fsx::open_read(b(&h.entries), &name) {
@@ -635,10 +658,10 @@ impl StampDir {
         let result = checked.and_then(|()| {
             let mut bytes = vec![0u8; len as usize];
             fsx::read_exact_at(&fd, &mut bytes, 0).map_err(|_| EntryError::TruncatedHeader(0))?;
-            format::decode(&bytes, &self.stamp_hash, Some(key)).map(|(_, p)| p)
+            format::decode(&bytes, &self.stamp_hash, Some(key)).map(|(_, p)| (bytes, p))
         });
         match result {
-            Ok(program) => Ok(program),
+            Ok(x) => Ok(x),
             Err(e) => {
                 tracing::warn!(key = %name, error = %e, "rejected a damaged cache entry");
                 let same =
@@ -648,6 +671,22 @@ impl StampDir {
                 }
                 Err(ReadError::Rejected(e))
             }
+        }
+    }
+
+    /// Deletes the entry of `key` (the driver refused its binary): only a regular file at the
+    /// name. Returns whether one was deleted.
+    pub(crate) fn remove_entry(&self, key: &ProgramKey) -> io::Result<bool> {
+        let h = self.h();
+        let name = key_hex(key);
+        match fsx::lstat(b(&h.entries), &name) {
+            Ok(st) if fsx::file_type(&st) == FileType::RegularFile => {
+                fsx::unlink(b(&h.entries), &name)?;
+                Ok(true)
+            }
+            Ok(_) => Ok(false),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
+            Err(e) => Err(e),
         }
     }
 

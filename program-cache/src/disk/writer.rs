@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, Sender};
 
 use crate::key::ProgramKey;
-use crate::program::{CachedProgram, SharedProgram};
+use crate::program::SharedProgram;
 
 use super::config::DiskConfig;
 use super::counters::{AtomicCounters, bump};
@@ -121,23 +121,13 @@ pub(super) fn disk_thread(pending: Pending, shared: &Arc<Shared>, sink: Weak<dyn
     if !shared.closing.load(Ordering::Acquire) {
         dir.remove_stale_tmp();
     }
-    let low_water = (budget as f64 * config.low_water.clamp(0.0, 1.0)) as u64;
-    let mut w = Writer {
-        dir: &dir,
-        shared,
+    let mut w = Writer::new(
+        dir,
+        shared.clone(),
         budget,
-        low_water,
-        interval_ms: config.use_record_interval.as_millis() as u64,
-        size: 0,
-        entries: 0,
-        log_bytes: 0,
-        pending_uses: HashMap::new(),
-        recorded: HashMap::new(),
-        last_use_write: Instant::now(),
-        done_epoch: 0,
-        evict_backoff_until: None,
-        space_backoff: None,
-    };
+        config.low_water,
+        config.use_record_interval,
+    );
     let closing = shared.closing.load(Ordering::Acquire);
     w.rescan(!closing);
     w.run(&rx, &uses_rx);
@@ -149,21 +139,23 @@ pub(super) const USE_QUEUE: usize = 4096;
 const MAX_PENDING_USES: usize = 1 << 16;
 const MAX_RECORDED: usize = 1 << 18;
 /// Pending last-use records are appended at most this often (and at flush and exit).
-const USE_WRITE_PERIOD: Duration = Duration::from_secs(1);
+pub(super) const USE_WRITE_PERIOD: Duration = Duration::from_secs(1);
 /// `lru.log` is compacted when it exceeds this many records per entry ...
 const LOG_RECORDS_PER_ENTRY: u64 = 4;
 /// ... and this many bytes.
 const LOG_COMPACT_MIN: u64 = 64 * 1024;
 
-struct Writer<'a> {
-    dir: &'a StampDir,
-    shared: &'a Shared,
+/// The store-keeping state of one process's store: what the writer thread runs, and what a
+/// standalone [`super::store::Store`] runs on its caller's thread.
+pub(super) struct Writer {
+    pub(super) dir: Arc<StampDir>,
+    pub(super) shared: Arc<Shared>,
     budget: u64,
     low_water: u64,
     interval_ms: u64,
     /// Bytes the store takes on disk (allocated blocks of entries, side files and folders).
-    size: u64,
-    entries: u64,
+    pub(super) size: u64,
+    pub(super) entries: u64,
     log_bytes: u64,
     pending_uses: HashMap<ProgramKey, u64>,
     /// When each key's last record was written (bounded: cleared when too large).
@@ -176,14 +168,62 @@ struct Writer<'a> {
     space_backoff: Option<(Instant, Duration)>,
 }
 
-impl Writer<'_> {
+impl Writer {
+    pub(super) fn new(
+        dir: Arc<StampDir>,
+        shared: Arc<Shared>,
+        budget: u64,
+        low_water: f64,
+        use_record_interval: Duration,
+    ) -> Self {
+        Writer {
+            dir,
+            shared,
+            budget,
+            low_water: (budget as f64 * low_water.clamp(0.0, 1.0)) as u64,
+            interval_ms: use_record_interval.as_millis() as u64,
+            size: 0,
+            entries: 0,
+            log_bytes: 0,
+            pending_uses: HashMap::new(),
+            recorded: HashMap::new(),
+            last_use_write: Instant::now(),
+            done_epoch: 0,
+            evict_backoff_until: None,
+            space_backoff: None,
+        }
+    }
+
     fn counters(&self) -> &AtomicCounters {
         &self.shared.counters
     }
 
+    /// Evicts down to the low-water mark when the store is over its budget.
+    pub(super) fn trim(&mut self) {
+        if self.size > self.budget {
+            self.evict(self.low_water);
+        }
+    }
+
+    /// Records a last use (coalesced: appended at most once per key per interval, pending uses
+    /// every [`USE_WRITE_PERIOD`], see [`Self::write_uses_if_due`]).
+    pub(super) fn add_use(&mut self, key: ProgramKey, ms: u64) {
+        if self.pending_uses.len() < MAX_PENDING_USES || self.pending_uses.contains_key(&key) {
+            let e = self.pending_uses.entry(key).or_insert(0);
+            *e = (*e).max(ms);
+        }
+    }
+
+    /// Appends the pending last uses when the last append is [`USE_WRITE_PERIOD`] old.
+    pub(super) fn write_uses_if_due(&mut self) {
+        if !self.pending_uses.is_empty() && self.last_use_write.elapsed() >= USE_WRITE_PERIOD {
+            self.write_uses();
+        }
+    }
+
     /// Re-measures the store; with `clean`, removes the names in `entries/` that are not
     /// entries (folders, FIFOs, links, oversized files), once, reported once.
-    fn rescan(&mut self, clean: bool) {
+    pub(super) fn rescan(&mut self, clean: bool) {
         let scan = self.dir.scan();
         if clean && !scan.odd.is_empty() {
             let mut removed = 0;
@@ -231,9 +271,7 @@ impl Writer<'_> {
             }
             self.check_drop();
             self.take_uses(uses);
-            if !self.pending_uses.is_empty() && self.last_use_write.elapsed() >= USE_WRITE_PERIOD {
-                self.write_uses();
-            }
+            self.write_uses_if_due();
             let job = match rx.recv_timeout(Duration::from_millis(100)) {
                 Ok(job) => job,
                 Err(crossbeam_channel::RecvTimeoutError::Timeout) => continue,
@@ -243,7 +281,7 @@ impl Writer<'_> {
             match job {
                 Job::Save(key, program, epoch) => {
                     if epoch >= self.done_epoch {
-                        self.save(&key, &program, pending_trim);
+                        let _ = self.save(pending_trim, |d| d.publish(&key, &program));
                     }
                 }
                 Job::MarkHot(keys) => {
@@ -270,10 +308,7 @@ impl Writer<'_> {
     /// Coalesces the queued last uses into `pending_uses` (bounded).
     fn take_uses(&mut self, uses: &Receiver<(ProgramKey, u64)>) {
         for (key, ms) in uses.try_iter() {
-            if self.pending_uses.len() < MAX_PENDING_USES || self.pending_uses.contains_key(&key) {
-                let e = self.pending_uses.entry(key).or_insert(0);
-                *e = (*e).max(ms);
-            }
+            self.add_use(key, ms);
         }
     }
 
@@ -283,7 +318,7 @@ impl Writer<'_> {
         &mut self,
         mut op: impl FnMut(&StampDir) -> std::io::Result<T>,
     ) -> std::io::Result<T> {
-        match op(self.dir) {
+        match op(&self.dir) {
             Err(e) if !self.shared.enabled.load(Ordering::Acquire) => Err(e),
             Err(e) if self.dir.vanished() => {
                 if let Err(e2) = self.dir.reopen() {
@@ -314,14 +349,20 @@ impl Writer<'_> {
                 );
                 self.recorded.clear();
                 self.rescan(false);
-                op(self.dir)
+                op(&self.dir)
             }
             other => other,
         }
     }
 
-    fn save(&mut self, key: &ProgramKey, program: &CachedProgram, pending_trim: bool) {
-        let mut result = self.with_recovery(|d| d.publish(key, program));
+    /// Publishes an entry through `publish` (a program to encode, or bytes already encoded),
+    /// with the full-disk and vanished-folder recovery; counts and reports the outcome.
+    pub(super) fn save(
+        &mut self,
+        pending_trim: bool,
+        mut publish: impl FnMut(&StampDir) -> std::io::Result<Published>,
+    ) -> std::io::Result<Published> {
+        let mut result = self.with_recovery(&mut publish);
         let paused = self
             .space_backoff
             .is_some_and(|(until, _)| Instant::now() < until);
@@ -334,7 +375,7 @@ impl Writer<'_> {
             // doubling to 10 min) instead of emptying the store one save at a time.
             bump(&self.counters().space_retries, 1);
             self.evict(self.low_water.min(self.size / 2));
-            result = self.with_recovery(|d| d.publish(key, program));
+            result = self.with_recovery(&mut publish);
             if result.as_ref().is_err_and(is_no_space) {
                 let pause = self
                     .space_backoff
@@ -346,7 +387,7 @@ impl Writer<'_> {
                 self.space_backoff = None;
             }
         }
-        match result {
+        match &result {
             Ok(Published::Present) => bump(&self.counters().already_present, 1),
             Ok(Published::TooLarge) => {
                 bump(&self.counters().oversized, 1);
@@ -360,7 +401,7 @@ impl Writer<'_> {
             }
             Ok(Published::Written { bytes, allocated }) => {
                 bump(&self.counters().writes, 1);
-                bump(&self.counters().bytes_written, bytes);
+                bump(&self.counters().bytes_written, *bytes);
                 self.size += allocated;
                 self.entries += 1;
                 if self.size > self.budget && !pending_trim {
@@ -378,6 +419,7 @@ impl Writer<'_> {
                 );
             }
         }
+        result
     }
 
     fn evict(&mut self, limit: u64) {
@@ -436,20 +478,29 @@ impl Writer<'_> {
             return;
         }
         self.done_epoch = epoch;
-        self.pending_uses.clear();
-        self.recorded.clear();
-        match self.with_recovery(StampDir::drop_all) {
-            Ok(n) => bump(&self.counters().evictions, n as u64),
-            Err(e) => self.shared.conditions.report(
+        if let Err(e) = self.drop_all() {
+            self.shared.conditions.report(
                 "drop",
                 format!("program cache: emptying the disk store failed: {e}"),
-            ),
+            );
+        }
+    }
+
+    /// Empties the store now (every entry, both logs) and forgets the pending uses; returns
+    /// the entries deleted (counted as evictions).
+    pub(super) fn drop_all(&mut self) -> std::io::Result<usize> {
+        self.pending_uses.clear();
+        self.recorded.clear();
+        let result = self.with_recovery(StampDir::drop_all);
+        if let Ok(n) = &result {
+            bump(&self.counters().evictions, *n as u64);
         }
         self.rescan(false);
+        result
     }
 
     /// Appends the pending last uses, at most one record per key per interval.
-    fn write_uses(&mut self) {
+    pub(super) fn write_uses(&mut self) {
         self.last_use_write = Instant::now();
         if self.pending_uses.is_empty() {
             return;
