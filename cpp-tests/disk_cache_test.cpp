@@ -44,6 +44,7 @@ class TempDir {
 
 gpusvc_program_cache_config Config(size_t budget) {
   gpusvc_program_cache_config config{};
+  config.struct_size = sizeof(config);
   EXPECT_EQ(gpusvc::ProgramCacheDefaults(GPUSVC_PROGRAM_CACHE_PROFILE_DESKTOP, &config), GPUSVC_OK);
   config.budget_bytes = budget;
   return config;
@@ -84,6 +85,7 @@ gpusvc_program_cache_disk_stats_snapshot DiskStats(const gpusvc::ProgramCachePtr
 
 gpusvc_program_cache_stats_snapshot Stats(const gpusvc::ProgramCachePtr& cache) {
   gpusvc_program_cache_stats_snapshot stats{};
+  stats.struct_size = sizeof(stats);
   EXPECT_EQ(gpusvc_program_cache_stats(cache.get(), &stats), GPUSVC_OK);
   return stats;
 }

@@ -44,6 +44,7 @@ gpusvc_program_cache_sha1 Key(const gpusvc_program_cache_sha1& vs, const gpusvc_
 // A cache of `budget` bytes with the desktop profile's policy (W-TinyLFU), or `policy`.
 gpusvc::ProgramCachePtr MakeCache(size_t budget, uint32_t policy = UINT32_MAX) {
   gpusvc_program_cache_config config{};
+  config.struct_size = sizeof(config);
   EXPECT_EQ(gpusvc::ProgramCacheDefaults(GPUSVC_PROGRAM_CACHE_PROFILE_DESKTOP, &config), GPUSVC_OK);
   config.budget_bytes = budget;
   if (policy != UINT32_MAX) config.policy = policy;
@@ -72,6 +73,7 @@ uint32_t Refcount(const gpusvc::ProgramCachePtr& cache, const gpusvc_program_cac
 
 gpusvc_program_cache_stats_snapshot Stats(const gpusvc::ProgramCachePtr& cache) {
   gpusvc_program_cache_stats_snapshot stats{};
+  stats.struct_size = sizeof(stats);
   EXPECT_EQ(gpusvc_program_cache_stats(cache.get(), &stats), GPUSVC_OK);
   return stats;
 }
@@ -347,6 +349,7 @@ TEST(ProgramCacheLruHelper, LruEvictionOrderWithoutReuse) {
   const gpusvc_program_cache_sha1 vs = Hash(kVertex, "vertex 3"), fs = Hash(kFragment, "fragment 3");
   const gpusvc_program_cache_sha1 d = Key(vs, fs);
   gpusvc_program_cache_save_report report{};
+  report.struct_size = sizeof(report);
   ASSERT_EQ(gpusvc::SaveProgram(cache.get(), d, Program(vs, fs, 3), &report), GPUSVC_OK);
   EXPECT_EQ(report.evicted, 1u);
   EXPECT_EQ(Order(cache), (std::vector<gpusvc_program_cache_sha1>{p.key[1], p.key[2], d}));
@@ -920,6 +923,7 @@ void RecordSample(const char* name, double value, void* user_data) {
 TEST(ProgramCacheAbi, HistogramCallbackGetsEverySampleAndSummariesAgree) {
   Samples samples;
   gpusvc_program_cache_config config{};
+  config.struct_size = sizeof(config);
   ASSERT_EQ(gpusvc::ProgramCacheDefaults(GPUSVC_PROGRAM_CACHE_PROFILE_MOBILE, &config), GPUSVC_OK);
   EXPECT_EQ(config.budget_bytes, 2u * 1024 * 1024);
   gpusvc::ProgramCachePtr cache;
@@ -935,6 +939,7 @@ TEST(ProgramCacheAbi, HistogramCallbackGetsEverySampleAndSummariesAgree) {
   while (gpusvc_program_cache_histogram_name(names, &name) == GPUSVC_OK) ++names;
   EXPECT_EQ(names, 7u);
   gpusvc_program_cache_histogram_summary summary{};
+  summary.struct_size = sizeof(summary);
   ASSERT_EQ(gpusvc_program_cache_histogram(cache.get(), "GPU.ProgramCache.ProgramBinarySizeBytes",
                                            &summary),
             GPUSVC_OK);
@@ -953,6 +958,7 @@ TEST(ProgramCacheAbi, NoHistogramCallbackAfterTheCacheIsFreedWhileAManagerKeepsI
   // The flow's manager over a cache with the histogram callback instead.
   flow.manager.reset();
   gpusvc_program_cache_config config{};
+  config.struct_size = sizeof(config);
   ASSERT_EQ(gpusvc::ProgramCacheDefaults(GPUSVC_PROGRAM_CACHE_PROFILE_DESKTOP, &config), GPUSVC_OK);
   ASSERT_EQ(gpusvc::NewProgramCache(config, &flow.cache, &RecordSample, &samples), GPUSVC_OK);
   ASSERT_EQ(gpusvc::NewHostProgramManager(flow.gl.Gl(), flow.cache.get(), "fake gl 1.0",
@@ -999,6 +1005,7 @@ TEST(ProgramCachePolicies, EveryPolicyIsAcceptedAndProfilesDefaultToWTinyLfu) {
   for (uint32_t profile : {GPUSVC_PROGRAM_CACHE_PROFILE_DESKTOP, GPUSVC_PROGRAM_CACHE_PROFILE_MOBILE,
                            GPUSVC_PROGRAM_CACHE_PROFILE_LOW_MEMORY}) {
     gpusvc_program_cache_config config{};
+    config.struct_size = sizeof(config);
     ASSERT_EQ(gpusvc::ProgramCacheDefaults(profile, &config), GPUSVC_OK);
     EXPECT_EQ(config.policy, GPUSVC_PROGRAM_CACHE_EVICTION_POLICY_W_TINYLFU) << profile;
   }
@@ -1008,6 +1015,7 @@ TEST(ProgramCachePolicies, EveryPolicyIsAcceptedAndProfilesDefaultToWTinyLfu) {
     gpusvc::ProgramCachePtr cache = MakeCache(1 << 20, policy);
     ASSERT_NE(cache, nullptr) << policy;
     gpusvc_program_cache_config back{};
+    back.struct_size = sizeof(back);
     ASSERT_EQ(gpusvc_program_cache_current_config(cache.get(), &back), GPUSVC_OK);
     EXPECT_EQ(back.policy, policy);
   }
@@ -1137,11 +1145,13 @@ TEST(ProgramCacheBadInput, AbsurdSize) {
   const gpusvc_program_cache_sha1 vs = Hash(kVertex, kVs), fs = Hash(kFragment, kFs);
   const gpusvc_program_cache_sha1 key = Key(vs, fs);
   gpusvc_program_cache_entry_desc desc{};
+  desc.struct_size = sizeof(desc);
   desc.vertex_shader = vs;
   desc.fragment_shader = fs;
   desc.binary = reinterpret_cast<const uint8_t*>(text);
   desc.binary_len = absurd;
   gpusvc_program_cache_save_report report{};
+  report.struct_size = sizeof(report);
   EXPECT_EQ(gpusvc_program_cache_save(flow.cache.get(), &key, &desc, &report),
             GPUSVC_INVALID_ARGUMENT);
   desc.vertex.attribute_count = absurd / 2;
@@ -1157,6 +1167,7 @@ TEST(ProgramCacheBadInput, AbsurdSize) {
   EXPECT_EQ(Stats(flow.cache).entries, 0u);
   // An absurd budget.
   gpusvc_program_cache_config config{};
+  config.struct_size = sizeof(config);
   ASSERT_EQ(gpusvc::ProgramCacheDefaults(GPUSVC_PROGRAM_CACHE_PROFILE_DESKTOP, &config), GPUSVC_OK);
   config.budget_bytes = SIZE_MAX;
   gpusvc::ProgramCachePtr cache;
@@ -1218,6 +1229,7 @@ TEST(ProgramCacheBadInput, DestroyedHandle) {
 TEST(ProgramCacheBadInput, UnknownEnumValue) {
   HostFlow flow;
   gpusvc_program_cache_config config{};
+  config.struct_size = sizeof(config);
   EXPECT_EQ(gpusvc::ProgramCacheDefaults(3, &config), GPUSVC_INVALID_ARGUMENT);
   ASSERT_EQ(gpusvc::ProgramCacheDefaults(GPUSVC_PROGRAM_CACHE_PROFILE_LOW_MEMORY, &config), GPUSVC_OK);
   config.policy = 99;

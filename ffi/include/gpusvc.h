@@ -18,6 +18,12 @@
 #include <stdint.h>
 
 /*
+ The longest message handed to the callback, in bytes, NUL excluded: a longer one is cut on
+ a character boundary and ends with "…".
+ */
+#define GPUSVC_LOG_MAX_MESSAGE 4096
+
+/*
  `gpusvc_program_cache_config_defaults` profile: desktop (6 MiB, W-TinyLFU).
  */
 #define GPUSVC_PROGRAM_CACHE_PROFILE_DESKTOP 0u
@@ -357,6 +363,18 @@ enum gpusvc_result
    */
   GPUSVC_HANDLE_BUSY = 8,
   /*
+   A struct's `struct_size` is not one this library takes: 0 or below the struct's first
+   published size, above 4096, or larger than this library's struct with a nonzero byte past
+   it (a field this version does not know is set). The detail names the struct and sizes.
+   */
+  GPUSVC_UNSUPPORTED_STRUCT_SIZE = 9,
+  /*
+   Logging: another process-wide `tracing` subscriber (the Rust host's own) was installed
+   before gpusvc's, so `gpusvc_set_log_callback` cannot forward events; they go to that
+   subscriber.
+   */
+  GPUSVC_LOG_SUBSCRIBER_TAKEN = 11,
+  /*
    libEGL.so.1 could not be loaded.
    */
   GPUSVC_GL_NO_LIBEGL = 100,
@@ -422,6 +440,57 @@ enum gpusvc_result
    set to an absolute path); pass a folder, or run memory-only.
    */
   GPUSVC_PROGRAM_CACHE_NO_DEFAULT_DIR = 208,
+  /*
+   Program cache: `gpusvc_program_cache_insert_entry` on a cache made without a
+   persistence sink (it knows no stamp to check entries against).
+   */
+  GPUSVC_PROGRAM_CACHE_PERSIST_NOT_CONFIGURED = 209,
+  /*
+   Program cache: the bytes are not a whole entry (truncated, bad magic, header length,
+   unknown flags, payload length, LZ4 or decoding failed); the detail says which check.
+   */
+  GPUSVC_PROGRAM_CACHE_ENTRY_MALFORMED = 210,
+  /*
+   Program cache: an entry's header or payload checksum does not match (damaged).
+   */
+  GPUSVC_PROGRAM_CACHE_ENTRY_DAMAGED = 211,
+  /*
+   Program cache: the entry was written under another stamp (driver, device, host or
+   version): never offered to this driver.
+   */
+  GPUSVC_PROGRAM_CACHE_ENTRY_FOREIGN_STAMP = 212,
+  /*
+   Program cache: the entry has another entry format version.
+   */
+  GPUSVC_PROGRAM_CACHE_ENTRY_VERSION = 213,
+  /*
+   Program cache: the entry is larger than FORMAT.md's bound (it was not read).
+   */
+  GPUSVC_PROGRAM_CACHE_ENTRY_TOO_LARGE = 214,
+  /*
+   Program cache: an inserted entry does not fit the memory budget in force without
+   evicting (inserted entries never push out programs), or memory pressure is critical.
+   */
+  GPUSVC_PROGRAM_CACHE_NO_ROOM = 215,
+  /*
+   Program cache: a stamp text does not parse (not from `gpusvc_program_cache_stamp_text`,
+   or edited: a field is missing or malformed, or a hash line does not match).
+   */
+  GPUSVC_PROGRAM_CACHE_BAD_STAMP = 216,
+  /*
+   Program cache store: the folder is not an absolute path.
+   */
+  GPUSVC_PROGRAM_CACHE_STORE_DIR_NOT_ABSOLUTE = 217,
+  /*
+   Program cache store: the folder cannot be used (not creatable, not a folder, read-only,
+   locked by another process past the bounded wait); the detail says why.
+   */
+  GPUSVC_PROGRAM_CACHE_STORE_UNUSABLE = 218,
+  /*
+   Program cache store: writing or deleting failed (disk full even after evicting,
+   read-only); the detail has the error.
+   */
+  GPUSVC_PROGRAM_CACHE_STORE_IO = 219,
   /*
    Sync: an order-number transition that is not allowed (begin, pause or finish out of
    order, or order number 0); nothing changed.
@@ -578,6 +647,46 @@ typedef uint32_t gpusvc_gl_api;
 #endif // __cplusplus
 
 /*
+ The severity of a logged event, passed as `uint32_t` (to the callback, and as the least
+ severe level a host wants). Lower numbers are more severe.
+ */
+enum gpusvc_log_level
+#if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+  : uint32_t
+#endif // defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+ {
+  /*
+   Something failed and was given up (a context leaked, ...).
+   */
+  GPUSVC_LOG_LEVEL_ERROR = 1,
+  /*
+   Something went wrong and the library carried on (a damaged entry rejected, a folder
+   unusable, ...).
+   */
+  GPUSVC_LOG_LEVEL_WARN = 2,
+  /*
+   Something a host may want to know (a stale store removed, a binary the driver refused,
+   tasks dropped with their stream, ...).
+   */
+  GPUSVC_LOG_LEVEL_INFO = 3,
+  /*
+   Detail for debugging (an entry skipped at load, a program not cached, ...).
+   */
+  GPUSVC_LOG_LEVEL_DEBUG = 4,
+  /*
+   Everything.
+   */
+  GPUSVC_LOG_LEVEL_TRACE = 5,
+};
+#ifndef __cplusplus
+#if __STDC_VERSION__ >= 202311L
+typedef enum gpusvc_log_level gpusvc_log_level;
+#else
+typedef uint32_t gpusvc_log_level;
+#endif // __STDC_VERSION__ >= 202311L
+#endif // __cplusplus
+
+/*
  A stream priority (passed as `uint32_t`), lowest first.
  */
 enum gpusvc_scheduler_priority
@@ -667,6 +776,13 @@ typedef struct gpusvc_program_cache gpusvc_program_cache;
  and usable from any thread.
  */
 typedef struct gpusvc_program_cache_entry gpusvc_program_cache_entry;
+
+/*
+ An opaque disk store of one stamp (`gpusvc_program_cache_store_open`). Thread-safe: any
+ thread may use it, and free it once no other thread is still calling with it (a call in
+ flight finishes on a live store either way).
+ */
+typedef struct gpusvc_program_cache_store gpusvc_program_cache_store;
 
 /*
  An opaque program manager (the compile/link flow through a program cache), bound to the
@@ -839,6 +955,19 @@ typedef struct gpusvc_driver_identity {
 } gpusvc_driver_identity;
 
 /*
+ The host's log callback: `level` is a `gpusvc_log_level` value, `target` the part of the
+ library that logged (a stable name such as `gpusvc::scheduler`, or the Rust module path,
+ e.g. `program_cache::disk::store_dir`), `message` the event's text followed by its
+ fields as ` name=value` (at most `GPUSVC_LOG_MAX_MESSAGE` bytes). Both strings are UTF-8,
+ NUL-terminated and valid only during the call. Called on the thread that raised the event
+ (any thread, gpusvc's own included), one call at a time.
+ */
+typedef void (*gpusvc_log_fn)(uint32_t level,
+                              const char *target,
+                              const char *message,
+                              void *user_data);
+
+/*
  Receives each disk condition (folder unusable, a write failed, the store was dropped) once,
  as one line of UTF-8 text, with the `log_user_data` of the config. It may be called from any
  thread (the cache's background threads included), one call at a time, and must not unwind.
@@ -922,9 +1051,17 @@ typedef struct gpusvc_program_cache_disk_config {
 } gpusvc_program_cache_disk_config;
 
 /*
- Configuration of a program cache.
+ Configuration of a program cache. The host sets `struct_size = sizeof(struct
+ gpusvc_program_cache_config)` and zeroes the rest before calling
+ `gpusvc_program_cache_config_defaults` (which keeps `struct_size`); a field past a host's
+ `struct_size` takes the desktop profile's value.
  */
 typedef struct gpusvc_program_cache_config {
+  /*
+   `sizeof(struct gpusvc_program_cache_config)`, set by the host (or kept from the `_defaults` function): the
+   library reads only that many bytes, the fields past it take their defaults.
+   */
+  size_t struct_size;
   /*
    Byte budget of the binary store (at most `PTRDIFF_MAX`).
    */
@@ -1082,6 +1219,9 @@ typedef struct gpusvc_program_cache_disk_stats_snapshot {
 
  In arguments both names must be non-NULL UTF-8; in results they point into the handle that
  returned them and stay valid until that handle is freed (or, for a shader, changed).
+
+ No `struct_size`: it is an element of arrays passed with a count (and of
+ `gpusvc_program_cache_shader_variables`), whose stride cannot change.
  */
 typedef struct gpusvc_program_cache_variable_info {
   /*
@@ -1111,7 +1251,8 @@ typedef struct gpusvc_program_cache_variable_info {
 } gpusvc_program_cache_variable_info;
 
 /*
- `glBindAttribLocation(name, location)` before linking.
+ `glBindAttribLocation(name, location)` before linking. No `struct_size`: an element of an
+ array passed with a count.
  */
 typedef struct gpusvc_program_cache_attribute_binding {
   /*
@@ -1125,7 +1266,9 @@ typedef struct gpusvc_program_cache_attribute_binding {
 } gpusvc_program_cache_attribute_binding;
 
 /*
- What goes into a link besides the shaders (all of it is part of the program key).
+ What goes into a link besides the shaders (all of it is part of the program key). No
+ `struct_size`: it is embedded in `gpusvc_program_cache_program_key_input` and
+ `gpusvc_program_manager_program_options`, which carry it.
  */
 typedef struct gpusvc_program_cache_link_options {
   /*
@@ -1151,9 +1294,15 @@ typedef struct gpusvc_program_cache_link_options {
 } gpusvc_program_cache_link_options;
 
 /*
- Everything a program key covers.
+ Everything a program key covers. The host sets `struct_size = sizeof(struct
+ gpusvc_program_cache_program_key_input)`.
  */
 typedef struct gpusvc_program_cache_program_key_input {
+  /*
+   `sizeof(struct gpusvc_program_cache_program_key_input)`, set by the host (or kept from the `_defaults` function): the
+   library reads only that many bytes, the fields past it take their defaults.
+   */
+  size_t struct_size;
   /*
    Hash of the vertex shader as compiled.
    */
@@ -1173,7 +1322,8 @@ typedef struct gpusvc_program_cache_program_key_input {
 } gpusvc_program_cache_program_key_input;
 
 /*
- A shader's variable maps, as a translator reports them.
+ A shader's variable maps, as a translator reports them. No `struct_size`: it is embedded in
+ `gpusvc_program_cache_entry_desc`, whose layout it fixes.
  */
 typedef struct gpusvc_program_cache_shader_variables {
   /*
@@ -1195,9 +1345,15 @@ typedef struct gpusvc_program_cache_shader_variables {
 } gpusvc_program_cache_shader_variables;
 
 /*
- A linked program as the cache stores it, described for `gpusvc_program_cache_save`.
+ A linked program as the cache stores it, described for `gpusvc_program_cache_save`. The host
+ sets `struct_size = sizeof(struct gpusvc_program_cache_entry_desc)`.
  */
 typedef struct gpusvc_program_cache_entry_desc {
+  /*
+   `sizeof(struct gpusvc_program_cache_entry_desc)`, set by the host (or kept from the `_defaults` function): the
+   library reads only that many bytes, the fields past it take their defaults.
+   */
+  size_t struct_size;
   /*
    Hash of the vertex shader (its compile status becomes referenced by this entry).
    */
@@ -1237,9 +1393,15 @@ typedef struct gpusvc_program_cache_entry_desc {
 } gpusvc_program_cache_entry_desc;
 
 /*
- What a successful save did.
+ What a successful save did. The host sets `struct_size = sizeof(struct
+ gpusvc_program_cache_save_report)` before the call.
  */
 typedef struct gpusvc_program_cache_save_report {
+  /*
+   Set by the host to `sizeof(struct gpusvc_program_cache_save_report)` before the call: the library writes only
+   that many bytes (fewer when its own struct is smaller) and sets this to the bytes written.
+   */
+  size_t struct_size;
   /*
    An entry with the same key was replaced.
    */
@@ -1251,7 +1413,8 @@ typedef struct gpusvc_program_cache_save_report {
 } gpusvc_program_cache_save_report;
 
 /*
- The cache's counters.
+ The cache's counters (inside `gpusvc_program_cache_stats_snapshot`, which carries the
+ `struct_size`).
  */
 typedef struct gpusvc_program_cache_counters {
   /*
@@ -1289,9 +1452,15 @@ typedef struct gpusvc_program_cache_counters {
 } gpusvc_program_cache_counters;
 
 /*
- A snapshot of the cache's statistics.
+ A snapshot of the cache's statistics. The host sets `struct_size = sizeof(struct
+ gpusvc_program_cache_stats_snapshot)` before the call.
  */
 typedef struct gpusvc_program_cache_stats_snapshot {
+  /*
+   Set by the host to `sizeof(struct gpusvc_program_cache_stats_snapshot)` before the call: the library writes only
+   that many bytes (fewer when its own struct is smaller) and sets this to the bytes written.
+   */
+  size_t struct_size;
   /*
    Counters.
    */
@@ -1307,9 +1476,15 @@ typedef struct gpusvc_program_cache_stats_snapshot {
 } gpusvc_program_cache_stats_snapshot;
 
 /*
- A summary of one histogram (all zeros when it has no samples).
+ A summary of one histogram (all zeros when it has no samples). The host sets `struct_size =
+ sizeof(struct gpusvc_program_cache_histogram_summary)` before the call.
  */
 typedef struct gpusvc_program_cache_histogram_summary {
+  /*
+   Set by the host to `sizeof(struct gpusvc_program_cache_histogram_summary)` before the call: the library writes only
+   that many bytes (fewer when its own struct is smaller) and sets this to the bytes written.
+   */
+  size_t struct_size;
   /*
    Samples recorded.
    */
@@ -1339,6 +1514,350 @@ typedef struct gpusvc_program_cache_histogram_summary {
    */
   double p95;
 } gpusvc_program_cache_histogram_summary;
+
+/*
+ A persistence callback that receives a whole entry: `key` and `len` bytes of `entry` in
+ `program-cache/FORMAT.md`'s encoding (self-validating: this cache's stamp hash, the key,
+ checksums), to hand to `gpusvc_program_cache_store_put` on the other side. Both pointers are
+ valid only during the call (copy what you keep).
+ */
+typedef void (*gpusvc_program_cache_persist_entry_fn)(void *user_data,
+                                                      const struct gpusvc_program_cache_sha1 *key,
+                                                      const uint8_t *entry,
+                                                      size_t len);
+
+/*
+ A persistence callback about one key (valid only during the call).
+ */
+typedef void (*gpusvc_program_cache_persist_key_fn)(void *user_data,
+                                                    const struct gpusvc_program_cache_sha1 *key);
+
+/*
+ A persistence callback about the whole store.
+ */
+typedef void (*gpusvc_program_cache_persist_store_fn)(void *user_data);
+
+/*
+ Where a sandboxed GPU process's cache sends what it would otherwise write to disk
+ (`gpusvc_program_cache_config.persist_sink`). Start from
+ `gpusvc_program_cache_persist_sink_defaults` and set `stamp` and the callbacks.
+
+ Every callback (each may be NULL) is called with `user_data` on the cache's persistence
+ thread (one library thread per cache, never the thread that saved or loaded, never with a
+ cache lock held), one call at a time, and must not unwind. A callback should post its
+ message and return: the cache never waits for it, except in
+ `gpusvc_program_cache_flush_persist` and the final free, which wait until what was queued has
+ been handed over. A job that finds the cache's queue full is dropped and counted (`dropped`
+ in `gpusvc_program_cache_persist_stats`). No call starts once `gpusvc_program_cache_free` of
+ the cache has returned, even while program managers keep the cache alive; the callbacks and
+ `user_data` must stay valid until then. A callback may call gpusvc (the cache included),
+ except `gpusvc_program_cache_flush_persist` (`GPUSVC_HANDLE_BUSY`: it would wait for the
+ callback itself); a sink call that such a nested call causes is made later, on the
+ persistence thread, as usual.
+ */
+typedef struct gpusvc_program_cache_persist_sink {
+  /*
+   `sizeof(struct gpusvc_program_cache_persist_sink)`, set by the host (kept by the
+   `_defaults` function): the library reads only that many bytes.
+   */
+  size_t struct_size;
+  /*
+   Passed to every callback.
+   */
+  void *user_data;
+  /*
+   A program was saved: its key and whole entry, for `gpusvc_program_cache_store_put`.
+   */
+  gpusvc_program_cache_persist_entry_fn entry_saved;
+  /*
+   The cache answered a load of `key` from memory (at most once per key per minute): for
+   `gpusvc_program_cache_store_touch`, which keeps the store's most recently used order.
+   */
+  gpusvc_program_cache_persist_key_fn entry_used;
+  /*
+   The driver refused the binary of an entry inserted with
+   `gpusvc_program_cache_insert_entry`: the store should delete it
+   (`gpusvc_program_cache_store_remove`).
+   */
+  gpusvc_program_cache_persist_key_fn entry_rejected;
+  /*
+   The driver refused `max_consecutive_rejections` inserted binaries in a row: it changed in
+   a way the stamp did not capture; every inserted entry has left memory, and the store
+   should be emptied (`gpusvc_program_cache_store_clear`).
+   */
+  gpusvc_program_cache_persist_store_fn store_rejected;
+  /*
+   The stamp text (`gpusvc_program_cache_stamp_text`), `stamp_len` bytes of UTF-8 (no NUL
+   needed): entries are encoded with its hash, and `gpusvc_program_cache_insert_entry`
+   accepts only entries of it. Required.
+   */
+  const char *stamp;
+  /*
+   Length of `stamp` in bytes.
+   */
+  size_t stamp_len;
+  /*
+   LZ4-compress entries (default on, as for the disk store).
+   */
+  bool compress;
+  /*
+   After this many inserted binaries refused by the driver in a row, every inserted entry
+   leaves memory and `store_rejected` is called (> 0; default 3).
+   */
+  uint32_t max_consecutive_rejections;
+} gpusvc_program_cache_persist_sink;
+
+/*
+ What the stamp takes besides the driver identity (`gpusvc_program_cache_stamp_text`): the
+ same fields as `gpusvc_program_cache_disk_config`'s, so a GPU process that persists through a
+ sink names the same store its own disk store would. Zero it and set `struct_size`,
+ `host_product` and `host_version`.
+ */
+typedef struct gpusvc_program_cache_stamp_desc {
+  /*
+   `sizeof(struct gpusvc_program_cache_stamp_desc)`, set by the host.
+   */
+  size_t struct_size;
+  /*
+   The host product (UTF-8, NUL-terminated, may be empty): which embedder or browser channel
+   this is. Required.
+   */
+  const char *host_product;
+  /*
+   The host's version (UTF-8, NUL-terminated, may be empty). Required.
+   */
+  const char *host_version;
+  /*
+   The driver's build id (UTF-8, NUL-terminated), or NULL when unknown.
+   */
+  const char *driver_build_id;
+  /*
+   Whether `vendor_id` is known.
+   */
+  bool has_vendor_id;
+  /*
+   Whether `device_id` is known.
+   */
+  bool has_device_id;
+  /*
+   PCI vendor id of the GPU.
+   */
+  uint32_t vendor_id;
+  /*
+   PCI device id of the GPU.
+   */
+  uint32_t device_id;
+  /*
+   Reserved, zero.
+   */
+  uint32_t reserved;
+} gpusvc_program_cache_stamp_desc;
+
+/*
+ The persistence counters of a cache (a snapshot; all zero and `configured` false for a cache
+ without a sink).
+ */
+typedef struct gpusvc_program_cache_persist_stats_snapshot {
+  /*
+   `sizeof(struct gpusvc_program_cache_persist_stats_snapshot)`, set by the host before the
+   call; the library writes only that many bytes and sets it to the bytes written.
+   */
+  size_t struct_size;
+  /*
+   The cache was made with a `persist_sink`.
+   */
+  bool configured;
+  /*
+   Saves queued for the sink.
+   */
+  uint64_t saved;
+  /*
+   `entry_saved` calls made.
+   */
+  uint64_t sent;
+  /*
+   Jobs dropped because their queue was full (saves, uses, refusals).
+   */
+  uint64_t dropped;
+  /*
+   Saves not sent because the entry would exceed FORMAT.md's payload bound.
+   */
+  uint64_t oversized;
+  /*
+   `entry_used` calls made.
+   */
+  uint64_t used;
+  /*
+   Entries inserted by `gpusvc_program_cache_insert_entry` (or already there).
+   */
+  uint64_t inserted;
+  /*
+   `gpusvc_program_cache_insert_entry` calls refused.
+   */
+  uint64_t insert_refused;
+  /*
+   `entry_rejected` calls made (the driver refused an inserted binary).
+   */
+  uint64_t rejected;
+  /*
+   `store_rejected` calls made.
+   */
+  uint64_t store_rejections;
+} gpusvc_program_cache_persist_stats_snapshot;
+
+/*
+ Configuration of a store (`gpusvc_program_cache_store_open`). Set `struct_size`, call
+ `gpusvc_program_cache_store_config_defaults`, then set `dir` and `stamp`.
+ */
+typedef struct gpusvc_program_cache_store_config {
+  /*
+   `sizeof(struct gpusvc_program_cache_store_config)`, set by the host (kept by the
+   `_defaults` function): the library reads only that many bytes.
+   */
+  size_t struct_size;
+  /*
+   The cache folder, `dir_len` bytes of UTF-8 (no NUL needed), an absolute path (a relative
+   one would depend on the process's working directory). One sub-folder per stamp is made
+   in it, as `gpusvc_program_cache_open` does.
+   */
+  const char *dir;
+  /*
+   Length of `dir` in bytes (> 0).
+   */
+  size_t dir_len;
+  /*
+   The stamp text the GPU process computed (`gpusvc_program_cache_stamp_text`) and sent,
+   `stamp_len` bytes of UTF-8 (no NUL needed).
+   */
+  const char *stamp;
+  /*
+   Length of `stamp` in bytes.
+   */
+  size_t stamp_len;
+  /*
+   Byte budget of the store on disk (allocated blocks, logs included; > 0; default 64 MiB).
+   */
+  uint64_t budget_bytes;
+  /*
+   Conditions (folder unusable, a write failed, a repaired `STAMP`, ...), once each, and
+   removals, as one line of UTF-8 text with `log_user_data` (may be NULL). It is called on
+   the thread of the store call that noticed it, one call at a time, and must not unwind; a
+   call that another gpusvc host callback on the same thread would cause is skipped. It is
+   never called once `gpusvc_program_cache_store_free` has returned, and must stay valid
+   until then.
+   */
+  gpusvc_program_cache_disk_log_callback log;
+  /*
+   Passed to `log`.
+   */
+  void *log_user_data;
+} gpusvc_program_cache_store_config;
+
+/*
+ Called by `gpusvc_program_cache_store_for_each` with each entry: its key and `len` bytes, for
+ `gpusvc_program_cache_insert_entry` on the GPU side (both pointers valid only during the
+ call). Return 0 to go on, anything else to stop.
+ */
+typedef int32_t (*gpusvc_program_cache_store_entry_fn)(void *user_data,
+                                                       const struct gpusvc_program_cache_sha1 *key,
+                                                       const uint8_t *entry,
+                                                       size_t len);
+
+/*
+ A store's statistics (a snapshot; counters since the store was opened, sizes as this
+ process last measured them).
+ */
+typedef struct gpusvc_program_cache_store_stats_snapshot {
+  /*
+   `sizeof(struct gpusvc_program_cache_store_stats_snapshot)`, set by the host before the
+   call; the library writes only that many bytes and sets it to the bytes written.
+   */
+  size_t struct_size;
+  /*
+   Entries in the store.
+   */
+  uint64_t entries;
+  /*
+   Bytes the store takes on disk (allocated blocks, logs and folders included).
+   */
+  uint64_t bytes;
+  /*
+   `_put` calls.
+   */
+  uint64_t puts;
+  /*
+   `_put` calls refused for invalid bytes (another stamp, damaged, too large).
+   */
+  uint64_t refused;
+  /*
+   `_touch` calls.
+   */
+  uint64_t touches;
+  /*
+   Entries passed to `_for_each` callbacks.
+   */
+  uint64_t streamed;
+  /*
+   Entries deleted by `_remove`.
+   */
+  uint64_t removed;
+  /*
+   Entries published.
+   */
+  uint64_t writes;
+  /*
+   Bytes published.
+   */
+  uint64_t bytes_written;
+  /*
+   `_put` calls whose key had an entry already.
+   */
+  uint64_t already_present;
+  /*
+   Writes that failed (disk full even after evicting, read-only).
+   */
+  uint64_t write_errors;
+  /*
+   Damaged or foreign entries found while streaming, deleted.
+   */
+  uint64_t rejected_entries;
+  /*
+   Entries deleted by eviction or by emptying the store.
+   */
+  uint64_t evictions;
+  /*
+   Times the whole store was emptied (`_clear`).
+   */
+  uint64_t store_drops;
+  /*
+   Times work was skipped because another process held a lock past the bounded wait.
+   */
+  uint64_t lock_busy;
+  /*
+   Writes that failed for lack of space and were retried after evicting.
+   */
+  uint64_t space_retries;
+  /*
+   Other stores of the folder removed as stale.
+   */
+  uint64_t stores_removed;
+  /*
+   Names in `entries/` that were not entries removed.
+   */
+  uint64_t odd_removed;
+  /*
+   Times the store's folder vanished and was recreated.
+   */
+  uint64_t recreated;
+  /*
+   Last-use records appended to the store's LRU log.
+   */
+  uint64_t use_records;
+  /*
+   Times the LRU log and hot list were compacted.
+   */
+  uint64_t compactions;
+} gpusvc_program_cache_store_stats_snapshot;
 
 /*
  One active attribute or uniform of a linked program, as the driver reports it. In results
@@ -2152,6 +2671,39 @@ gpusvc_result gpusvc_gl_context_program_binary_formats(const struct gpusvc_gl_co
                                                        size_t *out_count);
 
 /*
+ Sets the host's log callback: from now on every event the library logs at `min_level` or a
+ more severe level (a `gpusvc_log_level` value: `GPUSVC_LOG_LEVEL_WARN` forwards errors and
+ warnings) is passed to `log` with `user_data`. A NULL `log` unsets the callback (`min_level`
+ is then not looked at). Replaces the callback set before, if any: once this call has
+ returned, the previous callback is never called again (a call in flight on another thread
+ is waited for; a call in flight on this thread, when `log` itself calls this, simply
+ finishes).
+
+ Events raised on a thread while it is inside the log callback or another gpusvc host
+ callback are dropped (counted by `gpusvc_log_dropped_events`), never passed recursively; so
+ the callback may call any gpusvc function, this one included.
+
+ The first call with a callback installs gpusvc's subscriber as the process-wide `tracing`
+ subscriber. In a process whose Rust code installed its own first, nothing changes and the
+ call is `GPUSVC_LOG_SUBSCRIBER_TAKEN`: the events go to that subscriber. Unsetting always
+ succeeds.
+
+ # Safety
+ `log`, when not NULL, must be safe to call from any thread with `user_data` until this
+ function has been called again (to replace or unset it) and has returned.
+ */
+gpusvc_result gpusvc_set_log_callback(uint32_t min_level, gpusvc_log_fn log, void *user_data);
+
+/*
+ How many events were dropped because they were raised on a thread that was inside the log
+ callback (or another gpusvc host callback) at the time, since the process started.
+
+ # Safety
+ `out` must be NULL or valid for one write.
+ */
+gpusvc_result gpusvc_log_dropped_events(uint64_t *out);
+
+/*
  Writes the defaults into `*out`: enabled, LZ4 on, the memory budget, the store dropped after
  3 refused binaries in a row, no ids, no log. `dir`, `host_product` and `host_version` are
  NULL: set them.
@@ -2320,10 +2872,11 @@ gpusvc_result gpusvc_program_cache_entry_variable(const struct gpusvc_program_ca
                                                   struct gpusvc_program_cache_variable_info *out);
 
 /*
- Writes the defaults of a profile (`GPUSVC_PROGRAM_CACHE_PROFILE_*`) into `*out`.
+ Writes the defaults of a profile (`GPUSVC_PROGRAM_CACHE_PROFILE_*`) into `*out`, whose
+ `struct_size` the host has set (it is kept; only that many bytes are written).
 
  # Safety
- `out` is NULL or valid for one write.
+ `out` is NULL or valid for reading and writing `out->struct_size` bytes.
  */
 gpusvc_result gpusvc_program_cache_config_defaults(uint32_t profile,
                                                    struct gpusvc_program_cache_config *out);
@@ -2341,7 +2894,8 @@ gpusvc_result gpusvc_program_cache_config_defaults(uint32_t profile,
  `max_unreferenced_shader_statuses` 0.
 
  # Safety
- `config` is NULL or valid for one read; `out` is NULL or valid for one write.
+ `config` is NULL or valid for reading `config->struct_size` bytes; `out` is NULL or valid
+ for one write.
  */
 gpusvc_result gpusvc_program_cache_new(const struct gpusvc_program_cache_config *config,
                                        gpusvc_program_cache_histogram_callback histogram,
@@ -2368,10 +2922,11 @@ gpusvc_result gpusvc_program_cache_new(const struct gpusvc_program_cache_config 
 gpusvc_result gpusvc_program_cache_free(struct gpusvc_program_cache *cache);
 
 /*
- The configuration the cache was made with.
+ The configuration the cache was made with, into `*out` (the host sets its `struct_size`;
+ only that many bytes are written, and `struct_size` becomes the bytes written).
 
  # Safety
- `out` is NULL or valid for one write.
+ `out` is NULL or valid for reading and writing `out->struct_size` bytes.
  */
 gpusvc_result gpusvc_program_cache_current_config(const struct gpusvc_program_cache *cache,
                                                   struct gpusvc_program_cache_config *out);
@@ -2397,8 +2952,8 @@ gpusvc_result gpusvc_program_cache_shader_hash(uint32_t stage,
  order does not matter; varying order does).
 
  # Safety
- `input` is NULL or valid for one read, its pointers as documented on its fields; `out` is
- NULL or valid for one write.
+ `input` is NULL or valid for reading `input->struct_size` bytes, its pointers as documented
+ on its fields; `out` is NULL or valid for one write.
  */
 gpusvc_result gpusvc_program_cache_program_key(const struct gpusvc_program_cache_program_key_input *input,
                                                struct gpusvc_program_cache_sha1 *out);
@@ -2454,8 +3009,9 @@ gpusvc_result gpusvc_program_cache_link_status(const struct gpusvc_program_cache
  `GPUSVC_INVALID_ARGUMENT`, a non-UTF-8 name `GPUSVC_INVALID_UTF8`.
 
  # Safety
- `key` and `program` are NULL or valid for one read, with `program`'s pointers as documented
- on its fields; `out_report` is NULL or valid for one write.
+ `key` is NULL or valid for one read, `program` NULL or valid for reading
+ `program->struct_size` bytes, with its pointers as documented on its fields; `out_report`
+ is NULL or valid for reading and writing `out_report->struct_size` bytes.
  */
 gpusvc_result gpusvc_program_cache_save(const struct gpusvc_program_cache *cache,
                                         const struct gpusvc_program_cache_sha1 *key,
@@ -2510,10 +3066,12 @@ gpusvc_result gpusvc_program_cache_eviction_order(const struct gpusvc_program_ca
                                                   size_t *out_count);
 
 /*
- A snapshot of the counters, the bytes and the number of programs stored.
+ A snapshot of the counters, the bytes and the number of programs stored, into `*out` (the
+ host sets its `struct_size`; only that many bytes are written, and `struct_size` becomes the
+ bytes written).
 
  # Safety
- `out` is NULL or valid for one write.
+ `out` is NULL or valid for reading and writing `out->struct_size` bytes.
  */
 gpusvc_result gpusvc_program_cache_stats(const struct gpusvc_program_cache *cache,
                                          struct gpusvc_program_cache_stats_snapshot *out);
@@ -2566,12 +3124,255 @@ gpusvc_result gpusvc_program_cache_histogram_name(size_t index, const char **out
  A summary of the histogram called `name` (see `gpusvc_program_cache_histogram_name`); all
  zeros while it has no samples. An unknown name is `GPUSVC_INVALID_ARGUMENT`.
 
+ The host sets `out->struct_size`; only that many bytes are written, and `struct_size`
+ becomes the bytes written.
+
  # Safety
- `name` is NULL or a NUL-terminated string; `out` is NULL or valid for one write.
+ `name` is NULL or a NUL-terminated string; `out` is NULL or valid for reading and writing
+ `out->struct_size` bytes.
  */
 gpusvc_result gpusvc_program_cache_histogram(const struct gpusvc_program_cache *cache,
                                              const char *name,
                                              struct gpusvc_program_cache_histogram_summary *out);
+
+/*
+ Writes the defaults into `*out`, whose `struct_size` the host has set (it is kept; only that
+ many bytes are written): no callbacks, no user data, no stamp (set it), LZ4 on, 3 refusals in
+ a row reject the store.
+
+ # Safety
+ `out` is NULL or valid for reading and writing `out->struct_size` bytes.
+ */
+gpusvc_result gpusvc_program_cache_persist_sink_defaults(struct gpusvc_program_cache_persist_sink *out);
+
+/*
+ The stamp for a driver and a host, as the text both sides of the persistence split use: the
+ GPU process passes it in its `gpusvc_program_cache_persist_sink` and sends it to the process
+ that owns the disk, which opens the matching store with it
+ (`gpusvc_program_cache_store_config.stamp`). It is the `STAMP` file's text (UTF-8, one
+ `field: value` line per field, hash lines that prove it unedited); the store folder it names
+ is the one `gpusvc_program_cache_open` with the same identity and fields would use.
+
+ `*out_len` gets its length in bytes; with `buf` NULL and `len` 0 nothing else happens (a
+ size query); otherwise `len` must exceed the length (else `GPUSVC_INSUFFICIENT_SIZE`,
+ nothing written) and the text is copied NUL-terminated.
+
+ Errors: `GPUSVC_NULL_ARGUMENT` for a NULL string the stamp needs (only `context` and
+ `driver_build_id` may be NULL); `GPUSVC_INVALID_UTF8` for a string that is not UTF-8;
+ `GPUSVC_INVALID_ARGUMENT` for `reserved` not zero; `GPUSVC_UNSUPPORTED_STRUCT_SIZE` for a bad
+ `desc->struct_size`.
+
+ # Safety
+ `driver` is NULL or valid for one read, `desc` NULL or valid for reading
+ `desc->struct_size` bytes, their strings NULL or NUL-terminated; `buf` is NULL or valid for
+ `len` bytes of writes; `out_len` is NULL or valid for one write.
+ */
+gpusvc_result gpusvc_program_cache_stamp_text(const struct gpusvc_driver_identity *driver,
+                                              const struct gpusvc_program_cache_stamp_desc *desc,
+                                              char *buf,
+                                              size_t len,
+                                              size_t *out_len);
+
+/*
+ Validates an entry streamed back from the store (the bytes an `entry_saved` callback
+ received) and inserts its program into memory, as the disk store's startup load does: only
+ when it fits the budget in force without evicting anything, and marked as coming from
+ outside, so a binary the driver refuses is evicted, reported through the sink's
+ `entry_rejected`, and counts toward its `max_consecutive_rejections`. The bytes are copied;
+ the work (checks, decompression) runs on the calling thread. `*out_key` gets the key from the
+ entry's header (an entry for a key already in memory is accepted and changes nothing).
+
+ Refusals leave the cache unchanged: `GPUSVC_PROGRAM_CACHE_PERSIST_NOT_CONFIGURED` (the cache
+ has no `persist_sink`, so no stamp to check against), `GPUSVC_PROGRAM_CACHE_ENTRY_MALFORMED`
+ (not a whole entry: truncated, bad magic, header length, unknown flags, payload length,
+ LZ4 or decoding), `GPUSVC_PROGRAM_CACHE_ENTRY_DAMAGED` (a checksum),
+ `GPUSVC_PROGRAM_CACHE_ENTRY_FOREIGN_STAMP` (written under another stamp),
+ `GPUSVC_PROGRAM_CACHE_ENTRY_VERSION` (another entry format),
+ `GPUSVC_PROGRAM_CACHE_ENTRY_TOO_LARGE` (past FORMAT.md's bound; not read),
+ `GPUSVC_PROGRAM_CACHE_EMPTY_BINARY`, `GPUSVC_PROGRAM_CACHE_NO_ROOM` (does not fit without
+ evicting, or memory pressure is critical). The detail says which check failed. A `len` over
+ `PTRDIFF_MAX` is `GPUSVC_INVALID_ARGUMENT`.
+
+ # Safety
+ `entry` is NULL or valid for `len` bytes of reads (NULL is refused even when `len` is 0);
+ `out_key` is NULL or valid for one write.
+ */
+gpusvc_result gpusvc_program_cache_insert_entry(const struct gpusvc_program_cache *cache,
+                                                const uint8_t *entry,
+                                                size_t len,
+                                                struct gpusvc_program_cache_sha1 *out_key);
+
+/*
+ Waits until the persistence thread has handed everything queued so far to the sink (as long
+ as the host's callbacks take: for shutdown paths and tests). A no-op for a cache without a
+ sink. From inside a persistence sink callback (of any cache: the flush of its own cache would
+ wait for that very callback) it is `GPUSVC_HANDLE_BUSY`, nothing waited for.
+
+ # Safety
+ None beyond passing a value that came from gpusvc (or NULL).
+ */
+gpusvc_result gpusvc_program_cache_flush_persist(const struct gpusvc_program_cache *cache);
+
+/*
+ A snapshot of the persistence counters into `*out` (the host sets its `struct_size`; only
+ that many bytes are written, and `struct_size` becomes the bytes written).
+
+ # Safety
+ `out` is NULL or valid for reading and writing `out->struct_size` bytes.
+ */
+gpusvc_result gpusvc_program_cache_persist_stats(const struct gpusvc_program_cache *cache,
+                                                 struct gpusvc_program_cache_persist_stats_snapshot *out);
+
+/*
+ Writes the defaults into `*out`, whose `struct_size` the host has set (it is kept; only that
+ many bytes are written): a 64 MiB budget, no log; `dir` and `stamp` NULL (set them).
+
+ # Safety
+ `out` is NULL or valid for reading and writing `out->struct_size` bytes.
+ */
+gpusvc_result gpusvc_program_cache_store_config_defaults(struct gpusvc_program_cache_store_config *out);
+
+/*
+ Opens (creating as needed) the store of `config->stamp` in `config->dir`, on the calling
+ thread: waits a bounded time for another process's lock, checks or repairs the store's
+ `STAMP`, removes stale stores of the folder and anything in the store that is not an entry,
+ and trims the store to its budget. Everything is copied.
+
+ Errors: `GPUSVC_PROGRAM_CACHE_STORE_UNUSABLE` when the folder cannot be used (not creatable,
+ not a folder, read-only, locked by another process past the bounded wait; the detail says
+ why); `GPUSVC_PROGRAM_CACHE_BAD_STAMP` for a stamp text that does not parse;
+ `GPUSVC_PROGRAM_CACHE_STORE_DIR_NOT_ABSOLUTE` for a relative `dir`; `GPUSVC_INVALID_UTF8` for
+ a `dir` or stamp that is not UTF-8; `GPUSVC_INVALID_ARGUMENT` for an empty `dir`, one with a
+ NUL byte, or `budget_bytes` 0; `GPUSVC_NULL_ARGUMENT` for a NULL `dir` or `stamp`;
+ `GPUSVC_UNSUPPORTED_STRUCT_SIZE` for a bad `struct_size`.
+
+ # Safety
+ `config` is NULL or valid for reading `config->struct_size` bytes, its pointers as
+ documented on its fields; `out` is NULL or valid for one write.
+ */
+gpusvc_result gpusvc_program_cache_store_open(const struct gpusvc_program_cache_store_config *config,
+                                              struct gpusvc_program_cache_store **out);
+
+/*
+ Frees a store (pending last-use records are written first). NULL is a no-op; a freed or
+ unknown handle is `GPUSVC_INVALID_HANDLE`. Its log callback is never called once this has
+ returned (a call in progress on another thread is waited for).
+
+ # Safety
+ None beyond passing a value that came from gpusvc (or NULL).
+ */
+gpusvc_result gpusvc_program_cache_store_free(struct gpusvc_program_cache_store *store);
+
+/*
+ Checks `len` bytes of `entry` (what a persistence sink's `entry_saved` received) as a reader
+ would — size bound, header checksum, magic, version, this store's stamp, payload checksum,
+ decompression bound, decoding — and publishes it atomically (an entry already there for its
+ key is kept), then evicts least recently used entries when over budget. `*out_key` gets the
+ entry's key and `*out_written` whether it was written (false: one was there already).
+
+ Errors (nothing written to disk): the `GPUSVC_PROGRAM_CACHE_ENTRY_*` code of the failed
+ check, as for `gpusvc_program_cache_insert_entry`; `GPUSVC_PROGRAM_CACHE_STORE_IO` when
+ writing failed (disk full even after evicting, read-only; reported once through the log).
+ A `len` over `PTRDIFF_MAX` is `GPUSVC_INVALID_ARGUMENT`.
+
+ # Safety
+ `entry` is NULL or valid for `len` bytes of reads (NULL is refused even when `len` is 0);
+ `out_key` and `out_written` are NULL or valid for one write each.
+ */
+gpusvc_result gpusvc_program_cache_store_put(const struct gpusvc_program_cache_store *store,
+                                             const uint8_t *entry,
+                                             size_t len,
+                                             struct gpusvc_program_cache_sha1 *out_key,
+                                             bool *out_written);
+
+/*
+ Records a use of `key` (what a persistence sink's `entry_used` received): its last-use time,
+ for eviction and for the order of `gpusvc_program_cache_store_for_each`. Coalesced: at most
+ one record per key per minute reaches the disk, pending ones within a second (and at
+ `gpusvc_program_cache_store_flush` and free). A key with no entry is harmless.
+
+ # Safety
+ `key` is NULL or valid for one read.
+ */
+gpusvc_result gpusvc_program_cache_store_touch(const struct gpusvc_program_cache_store *store,
+                                               const struct gpusvc_program_cache_sha1 *key);
+
+/*
+ Writes the pending last-use records now.
+
+ # Safety
+ None beyond passing a value that came from gpusvc (or NULL).
+ */
+gpusvc_result gpusvc_program_cache_store_flush(const struct gpusvc_program_cache_store *store);
+
+/*
+ Deletes the entry of `key` (what a persistence sink's `entry_rejected` received: the GPU
+ process's driver refused it); `*out_removed` says whether there was one.
+ `GPUSVC_PROGRAM_CACHE_STORE_IO` when the deletion failed.
+
+ # Safety
+ `key` is NULL or valid for one read; `out_removed` is NULL or valid for one write.
+ */
+gpusvc_result gpusvc_program_cache_store_remove(const struct gpusvc_program_cache_store *store,
+                                                const struct gpusvc_program_cache_sha1 *key,
+                                                bool *out_removed);
+
+/*
+ Deletes every entry of the store and empties its logs (a persistence sink's
+ `store_rejected`, or the user clearing the cache); `*out_removed` gets the entries deleted.
+ `GPUSVC_PROGRAM_CACHE_STORE_IO` when it failed.
+
+ # Safety
+ `out_removed` is NULL or valid for one write.
+ */
+gpusvc_result gpusvc_program_cache_store_clear(const struct gpusvc_program_cache_store *store,
+                                               size_t *out_removed);
+
+/*
+ Calls `callback` with `user_data` for each entry of the store, in the order a disk-backed cache
+ loads them — hot ones first, then most recently used first — on this thread, until `callback`
+ returns nonzero; `*out_count` gets the number of calls made. Each entry is read with a
+ bounded read and passed only when every check of FORMAT.md holds (a damaged or foreign
+ entry is deleted and counted in `rejected_entries`; a name that is not a regular file is
+ skipped, never opened). The listing is taken when the call starts (pending last uses
+ written first); entries deleted meanwhile are skipped.
+
+ No lock is held while `callback` runs: it may call any function on this store (put, touch,
+ remove, clear, stats, another `_for_each`) or on other handles. If it frees the store, the
+ iteration stops after that call (`GPUSVC_OK`).
+
+ # Safety
+ `callback` must be safe to call with `user_data` on this thread during the call; `out_count` is
+ NULL or valid for one write.
+ */
+gpusvc_result gpusvc_program_cache_store_for_each(const struct gpusvc_program_cache_store *store,
+                                                  gpusvc_program_cache_store_entry_fn callback,
+                                                  void *user_data,
+                                                  size_t *out_count);
+
+/*
+ A snapshot of the store's statistics into `*out` (the host sets its `struct_size`; only that
+ many bytes are written, and `struct_size` becomes the bytes written).
+
+ # Safety
+ `out` is NULL or valid for reading and writing `out->struct_size` bytes.
+ */
+gpusvc_result gpusvc_program_cache_store_stats(const struct gpusvc_program_cache_store *store,
+                                               struct gpusvc_program_cache_store_stats_snapshot *out);
+
+/*
+ The first condition the store reported (a write failed, a repaired `STAMP`, a busy lock,
+ ...), as text; empty when there is none. `*out_len` gets its length; with `buf` NULL and
+ `len` 0 nothing else happens (a size query); otherwise `len` must exceed the length (else
+ `GPUSVC_INSUFFICIENT_SIZE`, nothing written) and the text is copied NUL-terminated.
+
+ # Safety
+ `buf` is NULL or valid for `len` bytes of writes; `out_len` is NULL or valid for one write.
+ */
+gpusvc_result gpusvc_program_cache_store_condition(const struct gpusvc_program_cache_store *store,
+                                                   char *buf,
+                                                   size_t len,
+                                                   size_t *out_len);
 
 /*
  Frees a linked program and deletes its driver object (GL form; host form when

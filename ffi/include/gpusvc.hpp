@@ -59,6 +59,16 @@ inline std::string Version() { return gpusvc_version(); }
 
 // The message for a result code (any uint32_t; unknown codes get a message too).
 inline std::string ResultMessage(uint32_t code) {
+// A zeroed struct with its struct_size set to sizeof(T), as every config, descriptor, report and
+// snapshot struct must be before it is passed to gpusvc (the library reads or writes only
+// struct_size bytes; see GPUSVC_UNSUPPORTED_STRUCT_SIZE).
+template <typename T>
+inline T Sized() {
+  T v{};
+  v.struct_size = sizeof(T);
+  return v;
+}
+
   char buf[256];
   size_t len = 0;
   if (gpusvc_result_message(code, buf, sizeof buf, &len) != GPUSVC_OK) return std::string();
@@ -124,10 +134,13 @@ inline gpusvc_result ReadDriverIdentity(const gpusvc_gl_context* ctx, DriverIden
 
 // ---- program cache ----
 
-// The defaults of a GPUSVC_PROGRAM_CACHE_PROFILE_* value into *out.
+// The defaults of a GPUSVC_PROGRAM_CACHE_PROFILE_* value into *out (made whole: zeroed, with
+// struct_size set).
 inline gpusvc_result ProgramCacheDefaults(uint32_t profile, gpusvc_program_cache_config* out) {
   return gpusvc_program_cache_config_defaults(profile, out);
 }
+  if (out == nullptr) return GPUSVC_NULL_ARGUMENT;
+  *out = Sized<gpusvc_program_cache_config>();
 
 // Creates a program cache into *out; `histogram` (may be null) gets the samples, one call at a
 // time and none once *out is reset (see gpusvc_program_cache_histogram_callback).
@@ -192,6 +205,7 @@ inline gpusvc_result ProgramKey(const gpusvc_program_cache_sha1& vertex, const g
   gpusvc_program_cache_program_key_input input{};
   input.vertex = vertex;
   input.fragment = fragment;
+  input.struct_size = sizeof(input);
   input.backend_identity = backend_identity.c_str();
   input.link = *view.link();
   return gpusvc_program_cache_program_key(&input, out);
@@ -289,6 +303,7 @@ inline gpusvc_result SaveProgram(const gpusvc_program_cache* cache, const gpusvc
   gpusvc_program_cache_entry_desc desc{};
   desc.vertex_shader = program.vertex_shader;
   desc.fragment_shader = program.fragment_shader;
+  desc.struct_size = sizeof(desc);
   desc.vertex = vertex.get();
   desc.fragment = fragment.get();
   desc.binary_format = program.binary_format;
@@ -296,7 +311,8 @@ inline gpusvc_result SaveProgram(const gpusvc_program_cache* cache, const gpusvc
   desc.binary_len = program.binary.size();
   desc.has_page = program.has_page;
   desc.page = program.page;
-  gpusvc_program_cache_save_report ignored{};
+  gpusvc_program_cache_save_report ignored = Sized<gpusvc_program_cache_save_report>();
+  if (report != nullptr) report->struct_size = sizeof(*report);
   return gpusvc_program_cache_save(cache, &key, &desc, report != nullptr ? report : &ignored);
 }
 

@@ -30,9 +30,9 @@ fn result_codes_have_stable_numbers_and_messages() {
     assert_eq!(
         numbers,
         [
-            0, 1, 2, 3, 4, 5, 6, 7, 8, 100, 101, 102, 103, 104, 105, 106, 200, 201, 202, 203, 204,
-            205, 206, 207, 208, 300, 301, 302, 303, 304, 400, 401, 500, 501, 502, 503, 504, 505,
-            506, 507, 508, 509, 600, 601, 602, 603, 604, 605, 606, 607
+            0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 100, 101, 102, 103, 104, 105, 106, 200, 201, 202, 203,
+            204, 205, 206, 207, 208, 300, 301, 302, 303, 304, 400, 401, 500, 501, 502, 503, 504,
+            505, 506, 507, 508, 509, 600, 601, 602, 603, 604, 605, 606, 607
         ]
     );
     for &code in gpusvc_result::all() {
@@ -278,6 +278,7 @@ fn list_and_text_outputs_name_their_own_parameters_when_null() {
             uniform_count: 0,
         };
         let desc = gpusvc_program_cache_entry_desc {
+            struct_size: size_of::<gpusvc_program_cache_entry_desc>(),
             vertex_shader: shader(1),
             fragment_shader: shader(2),
             vertex: no_variables,

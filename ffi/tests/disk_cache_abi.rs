@@ -189,6 +189,7 @@ fn save(cache: *mut gpusvc_program_cache, n: u8) {
         uniform_count: 0,
     };
     let desc = gpusvc_program_cache_entry_desc {
+        struct_size: size_of::<gpusvc_program_cache_entry_desc>(),
         vertex_shader: gpusvc_program_cache_sha1 { bytes: [n; 20] },
         fragment_shader: gpusvc_program_cache_sha1 {
             bytes: [n.wrapping_add(50); 20],
@@ -532,6 +533,7 @@ fn bad_arguments_are_codes_and_write_nothing() {
     );
     assert_eq!(attempt(&config, &good, ptr::null()), GPUSVC_NULL_ARGUMENT);
     let bad_config = gpusvc_program_cache_config {
+        struct_size: size_of::<gpusvc_program_cache_config>(),
         policy: 77,
         ..config
     };

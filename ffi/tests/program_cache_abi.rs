@@ -74,6 +74,7 @@ fn key(
         })
         .collect();
     let input = gpusvc_program_cache_program_key_input {
+        struct_size: size_of::<gpusvc_program_cache_program_key_input>(),
         vertex: vs,
         fragment: fs,
         backend_identity: c"rust abi test".as_ptr(),
@@ -105,6 +106,7 @@ fn desc(
     binary: &[u8],
 ) -> gpusvc_program_cache_entry_desc {
     gpusvc_program_cache_entry_desc {
+        struct_size: size_of::<gpusvc_program_cache_entry_desc>(),
         vertex_shader: vs,
         fragment_shader: fs,
         vertex: no_variables(),
@@ -190,10 +192,12 @@ fn config_defaults_and_creation_validate_their_input() {
         for bad in [
             gpusvc_program_cache_config { policy: 99, ..c },
             gpusvc_program_cache_config {
+                struct_size: size_of::<gpusvc_program_cache_config>(),
                 max_unreferenced_shader_statuses: 0,
                 ..c
             },
             gpusvc_program_cache_config {
+                struct_size: size_of::<gpusvc_program_cache_config>(),
                 budget_bytes: usize::MAX,
                 ..c
             },
@@ -210,6 +214,7 @@ fn config_defaults_and_creation_validate_their_input() {
         );
 
         let page_policy = gpusvc_program_cache_config {
+            struct_size: size_of::<gpusvc_program_cache_config>(),
             policy: GPUSVC_PROGRAM_CACHE_EVICTION_POLICY_PAGE_LRU_MRU,
             ..c
         };
@@ -596,6 +601,7 @@ fn eviction_order_trim_pressure_and_clear() {
 
 fn cache_with(policy: u32, budget: usize) -> *mut gpusvc_program_cache {
     let c = gpusvc_program_cache_config {
+        struct_size: size_of::<gpusvc_program_cache_config>(),
         policy,
         ..cache_config(budget)
     };
@@ -913,6 +919,7 @@ fn bad_sources_names_and_sizes_return_codes() {
         assert_eq!(out.bytes, [7; 20], "nothing written on failure");
 
         let input = gpusvc_program_cache_program_key_input {
+            struct_size: size_of::<gpusvc_program_cache_program_key_input>(),
             vertex: out,
             fragment: out,
             backend_identity: bad.as_ptr().cast(),
@@ -921,6 +928,7 @@ fn bad_sources_names_and_sizes_return_codes() {
         // `bad` is not NUL-terminated by itself; give it a terminator.
         let bad_c = [b'x', 0xFF, 0];
         let input = gpusvc_program_cache_program_key_input {
+            struct_size: size_of::<gpusvc_program_cache_program_key_input>(),
             backend_identity: bad_c.as_ptr().cast(),
             ..input
         };
@@ -929,6 +937,7 @@ fn bad_sources_names_and_sizes_return_codes() {
             gpusvc_result::GPUSVC_INVALID_UTF8
         );
         let input = gpusvc_program_cache_program_key_input {
+            struct_size: size_of::<gpusvc_program_cache_program_key_input>(),
             backend_identity: c"id".as_ptr(),
             link: gpusvc_program_cache_link_options {
                 transform_feedback_mode: 5,

@@ -51,6 +51,10 @@ pub enum gpusvc_result {
     /// The handle is in use by an outer gpusvc call on this thread (a host callback re-entered
     /// the library with it).
     GPUSVC_HANDLE_BUSY = 8,
+    /// A struct's `struct_size` is not one this library takes: 0 or below the struct's first
+    /// published size, above 4096, or larger than this library's struct with a nonzero byte past
+    /// it (a field this version does not know is set). The detail names the struct and sizes.
+    GPUSVC_UNSUPPORTED_STRUCT_SIZE = 9,
     /// libEGL.so.1 could not be loaded.
     GPUSVC_GL_NO_LIBEGL = 100,
     /// EGL lists no usable device.
@@ -165,6 +169,8 @@ c_enum!(impl gpusvc_result {
     GPUSVC_INVALID_HANDLE =>
         "the handle is not a live gpusvc object of the expected kind (freed or never made)",
     GPUSVC_HANDLE_BUSY => "the handle is in use by an outer gpusvc call on this thread",
+    GPUSVC_UNSUPPORTED_STRUCT_SIZE =>
+        "a struct's struct_size is unsupported (below its first size, or unknown fields set)",
     GPUSVC_GL_NO_LIBEGL => "no libEGL: libEGL.so.1 could not be loaded",
     GPUSVC_GL_NO_DEVICE => "no usable EGL device",
     GPUSVC_GL_DISPLAY_INIT_FAILED => "the EGL display could not be initialized",

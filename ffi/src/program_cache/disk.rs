@@ -120,8 +120,8 @@ pub unsafe extern "C" fn gpusvc_program_cache_open(
     out: *mut *mut gpusvc_program_cache,
 ) -> gpusvc_result {
     ffi_guard(|| {
-        // SAFETY: NULL or valid for one read (contract); plain integers.
-        let config = unsafe { struct_in(config, "config") }?;
+        // SAFETY: NULL or valid for `struct_size` bytes (contract); plain integers.
+        let config = unsafe { crate::kit::sized_in(config, "config") }?;
         // SAFETY: NULL or valid for one read (contract).
         let disk = unsafe { struct_in(disk, "disk") }?;
         // SAFETY: an output argument (this function's contract).

@@ -11,25 +11,30 @@ use program_cache::{
 
 use crate::kit::handle::{self, Kind};
 use crate::kit::{
-    FfiError, Gate, Out, answer_into, cstr_in, ffi_guard, gpusvc_result, list_out, slice_in,
-    source_in, struct_in,
+    FfiError, Gate, Out, SizedOut, answer_into, answer_sized_into, cstr_in, ffi_guard,
+    gpusvc_result, list_out, sized_in, slice_in, source_in,
 };
 use crate::program_cache::entry::{found, gpusvc_program_cache_entry};
 use crate::program_cache::histogram::{gpusvc_program_cache_histogram_callback, host_histogram};
 use crate::program_cache::types::*;
 use crate::program_cache::{cache, cache_query, gpusvc_program_cache};
 
-/// Writes the defaults of a profile (`GPUSVC_PROGRAM_CACHE_PROFILE_*`) into `*out`.
+/// Writes the defaults of a profile (`GPUSVC_PROGRAM_CACHE_PROFILE_*`) into `*out`, whose
+/// `struct_size` the host has set (it is kept; only that many bytes are written).
 ///
 /// # Safety
-/// `out` is NULL or valid for one write.
+/// `out` is NULL or valid for reading and writing `out->struct_size` bytes.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn gpusvc_program_cache_config_defaults(
     profile: u32,
     out: *mut gpusvc_program_cache_config,
 ) -> gpusvc_result {
-    // SAFETY: forwarded from this function's contract.
-    unsafe { answer_into(|| Ok(()), out, "out", |()| Ok(profile_in(profile)?.into())) }
+    ffi_guard(|| {
+        // SAFETY: forwarded from this function's contract.
+        let out = unsafe { SizedOut::new(out, "out") }?;
+        out.write_keeping_size(profile_in(profile)?.into());
+        Ok(())
+    })
 }
 
 /// Creates an empty program cache.
@@ -44,7 +49,8 @@ pub unsafe extern "C" fn gpusvc_program_cache_config_defaults(
 /// `max_unreferenced_shader_statuses` 0.
 ///
 /// # Safety
-/// `config` is NULL or valid for one read; `out` is NULL or valid for one write.
+/// `config` is NULL or valid for reading `config->struct_size` bytes; `out` is NULL or valid
+/// for one write.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn gpusvc_program_cache_new(
     config: *const gpusvc_program_cache_config,
@@ -53,8 +59,8 @@ pub unsafe extern "C" fn gpusvc_program_cache_new(
     out: *mut *mut gpusvc_program_cache,
 ) -> gpusvc_result {
     ffi_guard(|| {
-        // SAFETY: NULL or valid for one read (contract); plain integers.
-        let config = unsafe { struct_in(config, "config") }?;
+        // SAFETY: NULL or valid for `struct_size` bytes (contract); plain integers.
+        let config = unsafe { sized_in(config, "config") }?;
         // SAFETY: an output argument (this function's contract).
         let out = unsafe { Out::new(out, "out") }?;
         let (builder, gates) = builder(&config, histogram, user_data)?;
@@ -103,17 +109,18 @@ pub unsafe extern "C" fn gpusvc_program_cache_free(
     ffi_guard(|| handle::free(cache, Kind::ProgramCache))
 }
 
-/// The configuration the cache was made with.
+/// The configuration the cache was made with, into `*out` (the host sets its `struct_size`;
+/// only that many bytes are written, and `struct_size` becomes the bytes written).
 ///
 /// # Safety
-/// `out` is NULL or valid for one write.
+/// `out` is NULL or valid for reading and writing `out->struct_size` bytes.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn gpusvc_program_cache_current_config(
     cache: *const gpusvc_program_cache,
     out: *mut gpusvc_program_cache_config,
 ) -> gpusvc_result {
     // SAFETY: forwarded from this function's contract.
-    unsafe { cache_query(cache, out, "out", |c| Ok(c.config().into())) }
+    unsafe { answer_sized_into(|| self::cache(cache), out, "out", |c| Ok(c.config().into())) }
 }
 
 /// Hash of one shader as compiled: its stage (`GPUSVC_PROGRAM_CACHE_SHADER_STAGE_*`), the source
@@ -151,15 +158,15 @@ pub unsafe extern "C" fn gpusvc_program_cache_shader_hash(
 /// order does not matter; varying order does).
 ///
 /// # Safety
-/// `input` is NULL or valid for one read, its pointers as documented on its fields; `out` is
-/// NULL or valid for one write.
+/// `input` is NULL or valid for reading `input->struct_size` bytes, its pointers as documented
+/// on its fields; `out` is NULL or valid for one write.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn gpusvc_program_cache_program_key(
     input: *const gpusvc_program_cache_program_key_input,
     out: *mut gpusvc_program_cache_sha1,
 ) -> gpusvc_result {
     // SAFETY: forwarded from this function's contract.
-    unsafe { answer_into(|| struct_in(input, "input"), out, "out", |i| key_of(&i)) }
+    unsafe { answer_into(|| sized_in(input, "input"), out, "out", |i| key_of(&i)) }
 }
 
 /// The key of a program key input, read after the output pointer was checked.
@@ -331,8 +338,9 @@ fn save_error(e: &SaveError) -> FfiError {
 /// `GPUSVC_INVALID_ARGUMENT`, a non-UTF-8 name `GPUSVC_INVALID_UTF8`.
 ///
 /// # Safety
-/// `key` and `program` are NULL or valid for one read, with `program`'s pointers as documented
-/// on its fields; `out_report` is NULL or valid for one write.
+/// `key` is NULL or valid for one read, `program` NULL or valid for reading
+/// `program->struct_size` bytes, with its pointers as documented on its fields; `out_report`
+/// is NULL or valid for reading and writing `out_report->struct_size` bytes.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn gpusvc_program_cache_save(
     cache: *const gpusvc_program_cache,
@@ -344,10 +352,10 @@ pub unsafe extern "C" fn gpusvc_program_cache_save(
         let cache = self::cache(cache)?;
         // SAFETY: forwarded from this function's contract.
         let key = ProgramKey(unsafe { sha1_in(key, "key") }?);
-        // SAFETY: NULL or valid for one read (contract).
-        let desc = unsafe { struct_in(program, "program") }?;
+        // SAFETY: NULL or valid for `struct_size` bytes (contract).
+        let desc = unsafe { sized_in(program, "program") }?;
         // SAFETY: an output argument (this function's contract).
-        let out_report = unsafe { Out::new(out_report, "out_report") }?;
+        let out_report = unsafe { SizedOut::new(out_report, "out_report") }?;
         // SAFETY: forwarded from this function's contract.
         let bytes = unsafe { slice_in(desc.binary, desc.binary_len, "binary") }?;
         let value = CachedProgram {
@@ -365,6 +373,7 @@ pub unsafe extern "C" fn gpusvc_program_cache_save(
         let page = desc.has_page.then_some(desc.page);
         let report = cache.save(key, value, page).map_err(|e| save_error(&e))?;
         let report = gpusvc_program_cache_save_report {
+            struct_size: 0,
             replaced: report.replaced,
             evicted: report.evicted,
         };
@@ -457,10 +466,12 @@ pub unsafe extern "C" fn gpusvc_program_cache_eviction_order(
     })
 }
 
-/// A snapshot of the counters, the bytes and the number of programs stored.
+/// A snapshot of the counters, the bytes and the number of programs stored, into `*out` (the
+/// host sets its `struct_size`; only that many bytes are written, and `struct_size` becomes the
+/// bytes written).
 ///
 /// # Safety
-/// `out` is NULL or valid for one write.
+/// `out` is NULL or valid for reading and writing `out->struct_size` bytes.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn gpusvc_program_cache_stats(
     cache: *const gpusvc_program_cache,
@@ -468,23 +479,29 @@ pub unsafe extern "C" fn gpusvc_program_cache_stats(
 ) -> gpusvc_result {
     // SAFETY: forwarded from this function's contract.
     unsafe {
-        cache_query(cache, out, "out", |cache| {
-            let c = cache.counters();
-            Ok(gpusvc_program_cache_stats_snapshot {
-                counters: gpusvc_program_cache_counters {
-                    hits: c.hits,
-                    misses: c.misses,
-                    evictions: c.evictions,
-                    driver_rejections: c.driver_rejections,
-                    saves: c.saves,
-                    rejected_saves: c.rejected_saves,
-                    status_hits: c.status_hits,
-                    status_misses: c.status_misses,
-                },
-                size_bytes: cache.size_bytes(),
-                entries: cache.len(),
-            })
-        })
+        answer_sized_into(
+            || self::cache(cache),
+            out,
+            "out",
+            |cache| {
+                let c = cache.counters();
+                Ok(gpusvc_program_cache_stats_snapshot {
+                    struct_size: 0,
+                    counters: gpusvc_program_cache_counters {
+                        hits: c.hits,
+                        misses: c.misses,
+                        evictions: c.evictions,
+                        driver_rejections: c.driver_rejections,
+                        saves: c.saves,
+                        rejected_saves: c.rejected_saves,
+                        status_hits: c.status_hits,
+                        status_misses: c.status_misses,
+                    },
+                    size_bytes: cache.size_bytes(),
+                    entries: cache.len(),
+                })
+            },
+        )
     }
 }
 

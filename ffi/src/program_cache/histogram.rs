@@ -8,8 +8,8 @@ use program_cache::stats::names;
 use program_cache::{HistogramCallback, ProgramCache};
 
 use crate::kit::{
-    FfiError, Gate, GatedFn, HostFn, Out, answer_into, c_string, cstr_in, ffi_guard, gpusvc_result,
-    invalid_argument,
+    FfiError, Gate, GatedFn, HostFn, Out, answer_sized_into, c_string, cstr_in, ffi_guard,
+    gpusvc_result, invalid_argument,
 };
 use crate::program_cache::types::{gpusvc_program_cache_histogram_summary, item_at};
 use crate::program_cache::{cache, gpusvc_program_cache};
@@ -86,8 +86,12 @@ pub unsafe extern "C" fn gpusvc_program_cache_histogram_name(
 /// A summary of the histogram called `name` (see `gpusvc_program_cache_histogram_name`); all
 /// zeros while it has no samples. An unknown name is `GPUSVC_INVALID_ARGUMENT`.
 ///
+/// The host sets `out->struct_size`; only that many bytes are written, and `struct_size`
+/// becomes the bytes written.
+///
 /// # Safety
-/// `name` is NULL or a NUL-terminated string; `out` is NULL or valid for one write.
+/// `name` is NULL or a NUL-terminated string; `out` is NULL or valid for reading and writing
+/// `out->struct_size` bytes.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn gpusvc_program_cache_histogram(
     cache: *const gpusvc_program_cache,
@@ -96,7 +100,7 @@ pub unsafe extern "C" fn gpusvc_program_cache_histogram(
 ) -> gpusvc_result {
     // SAFETY: forwarded from this function's contract (the name is read in the closure).
     unsafe {
-        answer_into(
+        answer_sized_into(
             || Ok((self::cache(cache)?, cstr_in(name, "name")?)),
             out,
             "out",
@@ -117,6 +121,7 @@ fn histogram_summary(
         .histograms
         .get(name)
         .map(|h| gpusvc_program_cache_histogram_summary {
+            struct_size: 0,
             count: h.count,
             sum: h.sum,
             min: h.min,

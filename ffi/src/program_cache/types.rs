@@ -11,7 +11,8 @@ use program_cache::{
 };
 
 use crate::kit::{
-    FfiError, Out, c_enum, c_string, cstr_in, invalid_argument, null_argument, slice_in,
+    FfiError, Out, c_enum, c_string, cstr_in, growable, invalid_argument, null_argument,
+    sized_default, slice_in,
 };
 
 // ---- enumerations (passed as uint32_t) ----
@@ -166,10 +167,16 @@ pub(crate) unsafe fn sha1_in(
     Ok(unsafe { ptr.read_unaligned() }.bytes)
 }
 
-/// Configuration of a program cache.
+/// Configuration of a program cache. The host sets `struct_size = sizeof(struct
+/// gpusvc_program_cache_config)` and zeroes the rest before calling
+/// `gpusvc_program_cache_config_defaults` (which keeps `struct_size`); a field past a host's
+/// `struct_size` takes the desktop profile's value.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct gpusvc_program_cache_config {
+    /// `sizeof(struct gpusvc_program_cache_config)`, set by the host (or kept from the `_defaults` function): the
+    /// library reads only that many bytes, the fields past it take their defaults.
+    pub struct_size: usize,
     /// Byte budget of the binary store (at most `PTRDIFF_MAX`).
     pub budget_bytes: usize,
     /// A `GPUSVC_PROGRAM_CACHE_EVICTION_POLICY_*` value.
@@ -181,12 +188,19 @@ pub struct gpusvc_program_cache_config {
 impl From<CacheConfig> for gpusvc_program_cache_config {
     fn from(c: CacheConfig) -> Self {
         gpusvc_program_cache_config {
+            struct_size: size_of::<Self>(),
             budget_bytes: c.budget_bytes,
             policy: policy_out(c.policy),
             max_unreferenced_shader_statuses: c.max_unreferenced_shader_statuses.get(),
         }
     }
 }
+
+growable!(gpusvc_program_cache_config {
+    first: max_unreferenced_shader_statuses,
+    last: max_unreferenced_shader_statuses,
+    defaults: CacheConfig::desktop().into(),
+});
 
 pub(crate) fn config_in(c: &gpusvc_program_cache_config) -> Result<CacheConfig, FfiError> {
     if c.budget_bytes > isize::MAX as usize {
@@ -204,17 +218,28 @@ pub(crate) fn config_in(c: &gpusvc_program_cache_config) -> Result<CacheConfig, 
         max_unreferenced_shader_statuses: max,
     })
 }
-/// What a successful save did.
+/// What a successful save did. The host sets `struct_size = sizeof(struct
+/// gpusvc_program_cache_save_report)` before the call.
 #[repr(C)]
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct gpusvc_program_cache_save_report {
+    /// Set by the host to `sizeof(struct gpusvc_program_cache_save_report)` before the call: the library writes only
+    /// that many bytes (fewer when its own struct is smaller) and sets this to the bytes written.
+    pub struct_size: usize,
     /// An entry with the same key was replaced.
     pub replaced: bool,
     /// Entries evicted to make room.
     pub evicted: usize,
 }
 
-/// The cache's counters.
+growable!(gpusvc_program_cache_save_report {
+    first: evicted,
+    last: evicted
+});
+sized_default!(gpusvc_program_cache_save_report);
+
+/// The cache's counters (inside `gpusvc_program_cache_stats_snapshot`, which carries the
+/// `struct_size`).
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct gpusvc_program_cache_counters {
@@ -236,10 +261,14 @@ pub struct gpusvc_program_cache_counters {
     pub status_misses: u64,
 }
 
-/// A snapshot of the cache's statistics.
+/// A snapshot of the cache's statistics. The host sets `struct_size = sizeof(struct
+/// gpusvc_program_cache_stats_snapshot)` before the call.
 #[repr(C)]
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct gpusvc_program_cache_stats_snapshot {
+    /// Set by the host to `sizeof(struct gpusvc_program_cache_stats_snapshot)` before the call: the library writes only
+    /// that many bytes (fewer when its own struct is smaller) and sets this to the bytes written.
+    pub struct_size: usize,
     /// Counters.
     pub counters: gpusvc_program_cache_counters,
     /// Bytes stored now.
@@ -248,10 +277,20 @@ pub struct gpusvc_program_cache_stats_snapshot {
     pub entries: usize,
 }
 
-/// A summary of one histogram (all zeros when it has no samples).
+growable!(gpusvc_program_cache_stats_snapshot {
+    first: entries,
+    last: entries
+});
+sized_default!(gpusvc_program_cache_stats_snapshot);
+
+/// A summary of one histogram (all zeros when it has no samples). The host sets `struct_size =
+/// sizeof(struct gpusvc_program_cache_histogram_summary)` before the call.
 #[repr(C)]
-#[derive(Debug, Clone, Copy, PartialEq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct gpusvc_program_cache_histogram_summary {
+    /// Set by the host to `sizeof(struct gpusvc_program_cache_histogram_summary)` before the call: the library writes only
+    /// that many bytes (fewer when its own struct is smaller) and sets this to the bytes written.
+    pub struct_size: usize,
     /// Samples recorded.
     pub count: u64,
     /// Sum of the samples.
@@ -268,11 +307,20 @@ pub struct gpusvc_program_cache_histogram_summary {
     pub p95: f64,
 }
 
+growable!(gpusvc_program_cache_histogram_summary {
+    first: p95,
+    last: p95
+});
+sized_default!(gpusvc_program_cache_histogram_summary);
+
 /// One attribute or uniform of a shader's variable map: the name in the application's source,
 /// the name in the translated source, GL type, array size and location.
 ///
 /// In arguments both names must be non-NULL UTF-8; in results they point into the handle that
 /// returned them and stay valid until that handle is freed (or, for a shader, changed).
+///
+/// No `struct_size`: it is an element of arrays passed with a count (and of
+/// `gpusvc_program_cache_shader_variables`), whose stride cannot change.
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
 pub struct gpusvc_program_cache_variable_info {
@@ -290,7 +338,8 @@ pub struct gpusvc_program_cache_variable_info {
     pub location: i32,
 }
 
-/// A shader's variable maps, as a translator reports them.
+/// A shader's variable maps, as a translator reports them. No `struct_size`: it is embedded in
+/// `gpusvc_program_cache_entry_desc`, whose layout it fixes.
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
 pub struct gpusvc_program_cache_shader_variables {
@@ -304,10 +353,14 @@ pub struct gpusvc_program_cache_shader_variables {
     pub uniform_count: usize,
 }
 
-/// A linked program as the cache stores it, described for `gpusvc_program_cache_save`.
+/// A linked program as the cache stores it, described for `gpusvc_program_cache_save`. The host
+/// sets `struct_size = sizeof(struct gpusvc_program_cache_entry_desc)`.
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
 pub struct gpusvc_program_cache_entry_desc {
+    /// `sizeof(struct gpusvc_program_cache_entry_desc)`, set by the host (or kept from the `_defaults` function): the
+    /// library reads only that many bytes, the fields past it take their defaults.
+    pub struct_size: usize,
     /// Hash of the vertex shader (its compile status becomes referenced by this entry).
     pub vertex_shader: gpusvc_program_cache_sha1,
     /// Hash of the fragment shader.
@@ -328,7 +381,32 @@ pub struct gpusvc_program_cache_entry_desc {
     pub page: u64,
 }
 
-/// `glBindAttribLocation(name, location)` before linking.
+growable!(gpusvc_program_cache_entry_desc {
+    first: page,
+    last: page,
+    defaults: gpusvc_program_cache_entry_desc {
+        struct_size: 0,
+        vertex_shader: gpusvc_program_cache_sha1::default(),
+        fragment_shader: gpusvc_program_cache_sha1::default(),
+        vertex: NO_VARIABLES,
+        fragment: NO_VARIABLES,
+        binary_format: 0,
+        binary: std::ptr::null(),
+        binary_len: 0,
+        has_page: false,
+        page: 0,
+    },
+});
+
+const NO_VARIABLES: gpusvc_program_cache_shader_variables = gpusvc_program_cache_shader_variables {
+    attributes: std::ptr::null(),
+    attribute_count: 0,
+    uniforms: std::ptr::null(),
+    uniform_count: 0,
+};
+
+/// `glBindAttribLocation(name, location)` before linking. No `struct_size`: an element of an
+/// array passed with a count.
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
 pub struct gpusvc_program_cache_attribute_binding {
@@ -338,7 +416,9 @@ pub struct gpusvc_program_cache_attribute_binding {
     pub location: u32,
 }
 
-/// What goes into a link besides the shaders (all of it is part of the program key).
+/// What goes into a link besides the shaders (all of it is part of the program key). No
+/// `struct_size`: it is embedded in `gpusvc_program_cache_program_key_input` and
+/// `gpusvc_program_manager_program_options`, which carry it.
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
 pub struct gpusvc_program_cache_link_options {
@@ -354,10 +434,14 @@ pub struct gpusvc_program_cache_link_options {
     pub transform_feedback_mode: u32,
 }
 
-/// Everything a program key covers.
+/// Everything a program key covers. The host sets `struct_size = sizeof(struct
+/// gpusvc_program_cache_program_key_input)`.
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
 pub struct gpusvc_program_cache_program_key_input {
+    /// `sizeof(struct gpusvc_program_cache_program_key_input)`, set by the host (or kept from the `_defaults` function): the
+    /// library reads only that many bytes, the fields past it take their defaults.
+    pub struct_size: usize,
     /// Hash of the vertex shader as compiled.
     pub vertex: gpusvc_program_cache_sha1,
     /// Hash of the fragment shader as compiled.
@@ -367,6 +451,28 @@ pub struct gpusvc_program_cache_program_key_input {
     /// Attribute bindings and transform feedback.
     pub link: gpusvc_program_cache_link_options,
 }
+
+growable!(gpusvc_program_cache_program_key_input {
+    first: link,
+    last: link,
+    defaults: gpusvc_program_cache_program_key_input {
+        struct_size: 0,
+        vertex: gpusvc_program_cache_sha1::default(),
+        fragment: gpusvc_program_cache_sha1::default(),
+        backend_identity: std::ptr::null(),
+        link: NO_LINK_OPTIONS,
+    },
+});
+
+/// No bindings, no transform feedback.
+pub(crate) const NO_LINK_OPTIONS: gpusvc_program_cache_link_options =
+    gpusvc_program_cache_link_options {
+        attribute_bindings: std::ptr::null(),
+        attribute_binding_count: 0,
+        transform_feedback_varyings: std::ptr::null(),
+        transform_feedback_varying_count: 0,
+        transform_feedback_mode: GPUSVC_PROGRAM_CACHE_TRANSFORM_FEEDBACK_INTERLEAVED,
+    };
 
 /// Copies link options in.
 ///

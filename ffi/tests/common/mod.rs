@@ -65,6 +65,7 @@ pub(crate) fn add_stream(sched: *const gpusvc_scheduler, p: u32) -> u64 {
 /// The desktop profile's cache configuration with another budget.
 pub(crate) fn cache_config(budget: usize) -> gpusvc_program_cache_config {
     let mut c = gpusvc_program_cache_config {
+        struct_size: size_of::<gpusvc_program_cache_config>(),
         budget_bytes: 0,
         policy: 0,
         max_unreferenced_shader_statuses: 0,
