@@ -53,13 +53,45 @@
 //! * A process killed at any moment never leaves a wrong or torn entry; a damaged `STAMP` is
 //!   repaired and a folder deleted under it is recreated.
 //!
+//! The persistence split for a sandboxed GPU process that cannot open files
+//! ([`ProgramCacheBuilder::persist`] with a [`PersistSink`] on the GPU side,
+//! [`ProgramCache::insert_entry`], and [`disk::Store`] in the process that owns the disk):
+//! * A GPU process that cannot see the cache folder at all gets every program it linked back
+//!   as a cache hit at its next start, from entries the browser process persisted and streamed
+//!   back (`tests/persist_sandbox.rs`,
+//!   `gpu_process_without_the_folder_gets_every_program_back_from_the_browser`: two real
+//!   processes over a socketpair, the GPU one in a private mount namespace with an empty tmpfs
+//!   over the folder's parent).
+//! * `insert_entry` inserts only an entry that passes every check of `FORMAT.md` for this
+//!   cache's stamp, and nothing otherwise, never panicking: each check, and every bit flip and
+//!   truncation of real entries (`tests/persist.rs`,
+//!   `insert_entry_refuses_each_check_and_inserts_nothing`,
+//!   `every_bit_flip_and_truncation_is_refused_or_harmless`). The driver-refusal rule applies
+//!   to inserted entries, and the sink hears each refusal and the store's rejection
+//!   (`a_binary_the_driver_refuses_reaches_entry_rejected`, on the real driver).
+//! * The sink is called on the cache's persistence thread, never on the caller's, never after
+//!   the cache's drop has returned, and the GPU thread never waits for it: a full queue drops
+//!   and counts (`the_sink_gets_each_save_as_a_valid_entry_off_the_callers_thread`,
+//!   `the_sink_is_never_called_after_the_cache_is_dropped`,
+//!   `a_full_queue_drops_and_counts_and_never_waits_for_the_host`).
+//! * The standalone [`disk::Store`] is the disk layer's store-keeping on the caller's thread,
+//!   so every disk bullet above holds for it; its own behaviour — entries of another stamp or
+//!   damaged bytes refused with nothing written, most-recent-first streaming that survives the
+//!   process, budget and LRU eviction, links and FIFOs never followed or opened, damaged entries
+//!   never streamed — is tested in `tests/persist.rs` (`store_*`,
+//!   `a_damaged_entry_on_disk_is_never_streamed_and_is_deleted`).
+//!
 //! # Errors
-//! Saves return [`SaveError`]; links return [`LinkFailure`] with the driver's info log. Nothing
-//! here panics on driver output.
+//! Saves return [`SaveError`]; links return [`LinkFailure`] with the driver's info log;
+//! [`ProgramCache::insert_entry`] returns [`InsertError`] and [`disk::Store`] calls
+//! [`disk::StoreError`]. Nothing here panics on driver output or on entry bytes.
 //!
 //! # Thread safety
 //! [`ProgramCache`] is `Send + Sync`: one mutex guards its state, and the host callback runs with
-//! it released. A [`ProgramManager`] owns its backend and lives on the thread of its GL context.
+//! it released. A [`PersistSink`] is called on the cache's own persistence thread
+//! (`gpusvc-cache-persist`, see [`disk::PersistConfig`]). A [`disk::Store`] works synchronously
+//! on its caller's thread with bounded waits. A [`ProgramManager`] owns its backend and lives
+//! on the thread of its GL context.
 
 mod backend;
 mod cache;

@@ -132,13 +132,16 @@ fn crc32c(data: &[u8]) -> u32 {
 // ---------------------------------------------------------------------------------------------
 // insert_entry
 
+/// What a case's refusal must be.
+type Expect = fn(&InsertError) -> bool;
+
 #[test]
 fn insert_entry_refuses_each_check_and_inserts_nothing() {
     let sink = Arc::new(Sink::default());
     let cache = cache_with(sink.clone(), 1 << 20, |_| {});
     let (k, p, good) = entry(1, 300, false);
     let hash = stamp("tests").hash();
-    let mut cases: Vec<(&str, Vec<u8>, fn(&InsertError) -> bool)> = Vec::new();
+    let mut cases: Vec<(&str, Vec<u8>, Expect)> = Vec::new();
 
     let too_large = vec![0u8; HEADER_LEN + MAX_PAYLOAD as usize + 1];
     cases.push(("too large", too_large, |e| {
@@ -297,7 +300,10 @@ fn every_bit_flip_and_truncation_is_refused_or_harmless() {
     eprintln!("mutations: {refused} refused, {harmless} harmless");
     // Both CRCs cover every byte: nothing is harmless in this format.
     assert_eq!(harmless, 0);
-    assert!(refused > 4_000, "every flip and truncation of two entries: {refused}");
+    assert!(
+        refused > 4_000,
+        "every flip and truncation of two entries: {refused}"
+    );
 }
 
 // ---------------------------------------------------------------------------------------------

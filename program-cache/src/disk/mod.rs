@@ -22,9 +22,18 @@
 //! once) when another process holds it. `clear` is an epoch bump that never waits on the queue.
 //! So `flush` and `Drop` wait only for the writer's own bounded work.
 //!
+//! # The persistence split
+//! A GPU process that cannot open files persists through its host instead: [`PersistSink`]
+//! (module `persist`: one library thread, bounded queues, entries encoded there) hands every
+//! save to the host as an entry in this format, [`crate::ProgramCache::insert_entry`] takes
+//! them back, and [`Store`] (module `store`) is this layer's store-keeping — the same
+//! `store_dir` and writer logic — run synchronously on the caller's thread of the
+//! process that owns the disk.
+//!
 //! # Layout
 //! `config` (what a host sets), `layer` (the cache's handle: queues jobs, never touches the
-//! disk), `writer` (the writer thread), `loader` (the startup load into a `LoadSink`),
+//! disk), `writer` (the writer thread, and the store-keeping a [`Store`] runs), `persist`
+//! (the sink and its thread), `store` (the standalone store), `loader` (the startup load into a `LoadSink`),
 //! `counters` and `condition` (what is counted and reported), `store_dir` (one store folder and the
 //! folder's other stores), `format` (entry files), `stamp` (`STAMP`), `fsx` (descriptor-relative
 //! file operations), [`inspect`] (the CLI's read-only view and `clear`).
