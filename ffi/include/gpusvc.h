@@ -1051,6 +1051,108 @@ typedef struct gpusvc_program_cache_disk_config {
 } gpusvc_program_cache_disk_config;
 
 /*
+ A SHA-1 digest: a shader hash or a program key.
+ */
+typedef struct gpusvc_program_cache_sha1 {
+  /*
+   The digest.
+   */
+  uint8_t bytes[20];
+} gpusvc_program_cache_sha1;
+
+/*
+ A persistence callback that receives a whole entry: `key` and `len` bytes of `entry` in
+ `program-cache/FORMAT.md`'s encoding (self-validating: this cache's stamp hash, the key,
+ checksums), to hand to `gpusvc_program_cache_store_put` on the other side. Both pointers are
+ valid only during the call (copy what you keep).
+ */
+typedef void (*gpusvc_program_cache_persist_entry_fn)(void *user_data,
+                                                      const struct gpusvc_program_cache_sha1 *key,
+                                                      const uint8_t *entry,
+                                                      size_t len);
+
+/*
+ A persistence callback about one key (valid only during the call).
+ */
+typedef void (*gpusvc_program_cache_persist_key_fn)(void *user_data,
+                                                    const struct gpusvc_program_cache_sha1 *key);
+
+/*
+ A persistence callback about the whole store.
+ */
+typedef void (*gpusvc_program_cache_persist_store_fn)(void *user_data);
+
+/*
+ Where a sandboxed GPU process's cache sends what it would otherwise write to disk
+ (`gpusvc_program_cache_config.persist_sink`). Start from
+ `gpusvc_program_cache_persist_sink_defaults` and set `stamp` and the callbacks.
+
+ Every callback (each may be NULL) is called with `user_data` on the cache's persistence
+ thread (one library thread per cache, never the thread that saved or loaded, never with a
+ cache lock held), one call at a time, and must not unwind. A callback should post its
+ message and return: the cache never waits for it, except in
+ `gpusvc_program_cache_flush_persist` and the final free, which wait until what was queued has
+ been handed over. A job that finds the cache's queue full is dropped and counted (`dropped`
+ in `gpusvc_program_cache_persist_stats`). No call starts once `gpusvc_program_cache_free` of
+ the cache has returned, even while program managers keep the cache alive; the callbacks and
+ `user_data` must stay valid until then. A callback may call gpusvc (the cache included),
+ except `gpusvc_program_cache_flush_persist` (`GPUSVC_HANDLE_BUSY`: it would wait for the
+ callback itself); a sink call that such a nested call causes is made later, on the
+ persistence thread, as usual.
+ */
+typedef struct gpusvc_program_cache_persist_sink {
+  /*
+   `sizeof(struct gpusvc_program_cache_persist_sink)`, set by the host (kept by the
+   `_defaults` function): the library reads only that many bytes.
+   */
+  size_t struct_size;
+  /*
+   Passed to every callback.
+   */
+  void *user_data;
+  /*
+   A program was saved: its key and whole entry, for `gpusvc_program_cache_store_put`.
+   */
+  gpusvc_program_cache_persist_entry_fn entry_saved;
+  /*
+   The cache answered a load of `key` from memory (at most once per key per minute): for
+   `gpusvc_program_cache_store_touch`, which keeps the store's most recently used order.
+   */
+  gpusvc_program_cache_persist_key_fn entry_used;
+  /*
+   The driver refused the binary of an entry inserted with
+   `gpusvc_program_cache_insert_entry`: the store should delete it
+   (`gpusvc_program_cache_store_remove`).
+   */
+  gpusvc_program_cache_persist_key_fn entry_rejected;
+  /*
+   The driver refused `max_consecutive_rejections` inserted binaries in a row: it changed in
+   a way the stamp did not capture; every inserted entry has left memory, and the store
+   should be emptied (`gpusvc_program_cache_store_clear`).
+   */
+  gpusvc_program_cache_persist_store_fn store_rejected;
+  /*
+   The stamp text (`gpusvc_program_cache_stamp_text`), `stamp_len` bytes of UTF-8 (no NUL
+   needed): entries are encoded with its hash, and `gpusvc_program_cache_insert_entry`
+   accepts only entries of it. Required.
+   */
+  const char *stamp;
+  /*
+   Length of `stamp` in bytes.
+   */
+  size_t stamp_len;
+  /*
+   LZ4-compress entries (default on, as for the disk store).
+   */
+  bool compress;
+  /*
+   After this many inserted binaries refused by the driver in a row, every inserted entry
+   leaves memory and `store_rejected` is called (> 0; default 3).
+   */
+  uint32_t max_consecutive_rejections;
+} gpusvc_program_cache_persist_sink;
+
+/*
  Configuration of a program cache. The host sets `struct_size = sizeof(struct
  gpusvc_program_cache_config)` and zeroes the rest before calling
  `gpusvc_program_cache_config_defaults` (which keeps `struct_size`); a field past a host's
@@ -1074,6 +1176,14 @@ typedef struct gpusvc_program_cache_config {
    How many compile statuses of shaders that no cached program uses are remembered (> 0).
    */
   size_t max_unreferenced_shader_statuses;
+  /*
+   The persistence sink of a sandboxed GPU process (see
+   `gpusvc_program_cache_persist_sink`), or NULL (the default) for none. The sink struct is
+   copied when the cache is made; its callbacks and user data must stay valid until
+   `gpusvc_program_cache_free` has returned. `gpusvc_program_cache_current_config` and the
+   `_defaults` function write NULL here.
+   */
+  const struct gpusvc_program_cache_persist_sink *persist_sink;
 } gpusvc_program_cache_config;
 
 /*
@@ -1115,16 +1225,6 @@ typedef struct gpusvc_program_cache_disk_load_report {
    */
   uint64_t elapsed_us;
 } gpusvc_program_cache_disk_load_report;
-
-/*
- A SHA-1 digest: a shader hash or a program key.
- */
-typedef struct gpusvc_program_cache_sha1 {
-  /*
-   The digest.
-   */
-  uint8_t bytes[20];
-} gpusvc_program_cache_sha1;
 
 /*
  The disk store's statistics (a snapshot; counters since the cache was made).
@@ -1516,98 +1616,6 @@ typedef struct gpusvc_program_cache_histogram_summary {
 } gpusvc_program_cache_histogram_summary;
 
 /*
- A persistence callback that receives a whole entry: `key` and `len` bytes of `entry` in
- `program-cache/FORMAT.md`'s encoding (self-validating: this cache's stamp hash, the key,
- checksums), to hand to `gpusvc_program_cache_store_put` on the other side. Both pointers are
- valid only during the call (copy what you keep).
- */
-typedef void (*gpusvc_program_cache_persist_entry_fn)(void *user_data,
-                                                      const struct gpusvc_program_cache_sha1 *key,
-                                                      const uint8_t *entry,
-                                                      size_t len);
-
-/*
- A persistence callback about one key (valid only during the call).
- */
-typedef void (*gpusvc_program_cache_persist_key_fn)(void *user_data,
-                                                    const struct gpusvc_program_cache_sha1 *key);
-
-/*
- A persistence callback about the whole store.
- */
-typedef void (*gpusvc_program_cache_persist_store_fn)(void *user_data);
-
-/*
- Where a sandboxed GPU process's cache sends what it would otherwise write to disk
- (`gpusvc_program_cache_config.persist_sink`). Start from
- `gpusvc_program_cache_persist_sink_defaults` and set `stamp` and the callbacks.
-
- Every callback (each may be NULL) is called with `user_data` on the cache's persistence
- thread (one library thread per cache, never the thread that saved or loaded, never with a
- cache lock held), one call at a time, and must not unwind. A callback should post its
- message and return: the cache never waits for it, except in
- `gpusvc_program_cache_flush_persist` and the final free, which wait until what was queued has
- been handed over. A job that finds the cache's queue full is dropped and counted (`dropped`
- in `gpusvc_program_cache_persist_stats`). No call starts once `gpusvc_program_cache_free` of
- the cache has returned, even while program managers keep the cache alive; the callbacks and
- `user_data` must stay valid until then. A callback may call gpusvc (the cache included),
- except `gpusvc_program_cache_flush_persist` (`GPUSVC_HANDLE_BUSY`: it would wait for the
- callback itself); a sink call that such a nested call causes is made later, on the
- persistence thread, as usual.
- */
-typedef struct gpusvc_program_cache_persist_sink {
-  /*
-   `sizeof(struct gpusvc_program_cache_persist_sink)`, set by the host (kept by the
-   `_defaults` function): the library reads only that many bytes.
-   */
-  size_t struct_size;
-  /*
-   Passed to every callback.
-   */
-  void *user_data;
-  /*
-   A program was saved: its key and whole entry, for `gpusvc_program_cache_store_put`.
-   */
-  gpusvc_program_cache_persist_entry_fn entry_saved;
-  /*
-   The cache answered a load of `key` from memory (at most once per key per minute): for
-   `gpusvc_program_cache_store_touch`, which keeps the store's most recently used order.
-   */
-  gpusvc_program_cache_persist_key_fn entry_used;
-  /*
-   The driver refused the binary of an entry inserted with
-   `gpusvc_program_cache_insert_entry`: the store should delete it
-   (`gpusvc_program_cache_store_remove`).
-   */
-  gpusvc_program_cache_persist_key_fn entry_rejected;
-  /*
-   The driver refused `max_consecutive_rejections` inserted binaries in a row: it changed in
-   a way the stamp did not capture; every inserted entry has left memory, and the store
-   should be emptied (`gpusvc_program_cache_store_clear`).
-   */
-  gpusvc_program_cache_persist_store_fn store_rejected;
-  /*
-   The stamp text (`gpusvc_program_cache_stamp_text`), `stamp_len` bytes of UTF-8 (no NUL
-   needed): entries are encoded with its hash, and `gpusvc_program_cache_insert_entry`
-   accepts only entries of it. Required.
-   */
-  const char *stamp;
-  /*
-   Length of `stamp` in bytes.
-   */
-  size_t stamp_len;
-  /*
-   LZ4-compress entries (default on, as for the disk store).
-   */
-  bool compress;
-  /*
-   After this many inserted binaries refused by the driver in a row, every inserted entry
-   leaves memory and `store_rejected` is called (> 0; default 3).
-   */
-  uint32_t max_consecutive_rejections;
-} gpusvc_program_cache_persist_sink;
-
-/*
  What the stamp takes besides the driver identity (`gpusvc_program_cache_stamp_text`): the
  same fields as `gpusvc_program_cache_disk_config`'s, so a GPU process that persists through a
  sink names the same store its own disk store would. Zero it and set `struct_size`,
@@ -1994,13 +2002,23 @@ typedef struct gpusvc_program_manager_program_options {
 typedef uint64_t (*gpusvc_scheduler_clock_fn)(void *user_data);
 
 /*
- One task run, as given to a `gpusvc_scheduler_task_sample_fn`.
+ One task run, as given to a `gpusvc_scheduler_task_sample_fn`. The library sets
+ `struct_size`: a host reads a field only when it lies within `struct_size` (a field it knows
+ that lies past it is one an older library does not fill).
  */
 typedef struct gpusvc_scheduler_task_sample {
+  /*
+   `sizeof(struct gpusvc_scheduler_task_sample)` as the library knows it, set by the library.
+   */
+  size_t struct_size;
   /*
    The stream's scheduled priority when the task ran (a `gpusvc_scheduler_priority` value).
    */
   uint32_t priority;
+  /*
+   Whether this run continued a task that returned `GPUSVC_SCHEDULER_TASK_CONTINUE_LATER`.
+   */
+  bool continuation;
   /*
    Enqueue to first start, in nanoseconds (0 for a continuation).
    */
@@ -2009,10 +2027,6 @@ typedef struct gpusvc_scheduler_task_sample {
    Time the task callback ran, in nanoseconds.
    */
   uint64_t run_ns;
-  /*
-   Whether this run continued a task that returned `GPUSVC_SCHEDULER_TASK_CONTINUE_LATER`.
-   */
-  bool continuation;
 } gpusvc_scheduler_task_sample;
 
 /*
@@ -2023,10 +2037,17 @@ typedef void (*gpusvc_scheduler_task_sample_fn)(const struct gpusvc_scheduler_ta
                                                 void *user_data);
 
 /*
- Settings of `gpusvc_scheduler_new_with_config`. Zero-initialized, it gives the defaults (5 ms
- slices, 1 ms granularity, the system monotonic clock, no metrics callback).
+ Settings of `gpusvc_scheduler_new_with_config`. Zero-initialized with `struct_size =
+ sizeof(struct gpusvc_scheduler_config)`, it gives the defaults (5 ms slices, 1 ms
+ granularity, the system monotonic clock, no metrics callback); so does every field past a
+ host's `struct_size`.
  */
 typedef struct gpusvc_scheduler_config {
+  /*
+   `sizeof(struct gpusvc_scheduler_config)`, set by the host: the library reads only that
+   many bytes, the fields past it take their defaults (0, NULL).
+   */
+  size_t struct_size;
   /*
    A stream's time slice in nanoseconds; 0: the default (5 ms).
    */
@@ -2057,9 +2078,15 @@ typedef struct gpusvc_scheduler_config {
 } gpusvc_scheduler_config;
 
 /*
- What `gpusvc_scheduler_remove_stream` did.
+ What `gpusvc_scheduler_remove_stream` did. The host sets `struct_size = sizeof(struct
+ gpusvc_scheduler_removed_stream)` before the call.
  */
 typedef struct gpusvc_scheduler_removed_stream {
+  /*
+   Set by the host to `sizeof(struct gpusvc_scheduler_removed_stream)` before the call: the
+   library writes only that many bytes and sets this to the bytes written.
+   */
+  size_t struct_size;
   /*
    Pending tasks dropped without running.
    */
@@ -2076,9 +2103,15 @@ typedef struct gpusvc_scheduler_removed_stream {
 } gpusvc_scheduler_removed_stream;
 
 /*
- Metrics of one priority level (`gpusvc_scheduler_metrics`).
+ Metrics of one priority level (`gpusvc_scheduler_metrics`). The host sets `struct_size =
+ sizeof(struct gpusvc_scheduler_priority_metrics)` before the call.
  */
 typedef struct gpusvc_scheduler_priority_metrics {
+  /*
+   Set by the host to `sizeof(struct gpusvc_scheduler_priority_metrics)` before the call:
+   the library writes only that many bytes and sets this to the bytes written.
+   */
+  size_t struct_size;
   /*
    Tasks started (continuations not counted).
    */
@@ -2147,9 +2180,14 @@ typedef struct gpusvc_sync_token {
 
 /*
  A task for `gpusvc_scheduler_enqueue`. The struct is read during the call; `user_data` is
- passed to each callback.
+ passed to each callback. The host sets `struct_size = sizeof(struct gpusvc_scheduler_task)`.
  */
 typedef struct gpusvc_scheduler_task {
+  /*
+   `sizeof(struct gpusvc_scheduler_task)`, set by the host: the library reads only that many
+   bytes, the fields past it take their defaults (NULL, 0).
+   */
+  size_t struct_size;
   /*
    The body (required); runs on the driving thread, again after each
    `GPUSVC_SCHEDULER_TASK_CONTINUE_LATER`.
@@ -2890,12 +2928,19 @@ gpusvc_result gpusvc_program_cache_config_defaults(uint32_t profile,
  stay valid until `gpusvc_program_cache_free` of this cache has returned: no call starts
  after that.
 
+ With `config->persist_sink` set, every saved program is also handed to the host's sink and
+ `gpusvc_program_cache_insert_entry` takes entries back (see
+ `gpusvc_program_cache_persist_sink`).
+
  Errors: `GPUSVC_INVALID_ARGUMENT` for an unknown policy, a budget over `PTRDIFF_MAX` or
- `max_unreferenced_shader_statuses` 0.
+ `max_unreferenced_shader_statuses` 0; for a sink, `GPUSVC_PROGRAM_CACHE_BAD_STAMP`,
+ `GPUSVC_NULL_ARGUMENT` (no stamp), `GPUSVC_INVALID_UTF8` or `GPUSVC_INVALID_ARGUMENT`
+ (`max_consecutive_rejections` 0).
 
  # Safety
- `config` is NULL or valid for reading `config->struct_size` bytes; `out` is NULL or valid
- for one write.
+ `config` is NULL or valid for reading `config->struct_size` bytes, its `persist_sink` NULL
+ or valid as documented on `gpusvc_program_cache_persist_sink`; `out` is NULL or valid for
+ one write.
  */
 gpusvc_result gpusvc_program_cache_new(const struct gpusvc_program_cache_config *config,
                                        gpusvc_program_cache_histogram_callback histogram,
@@ -3713,7 +3758,8 @@ gpusvc_result gpusvc_scheduler_new(const struct gpusvc_sync_manager *manager,
  defaults) is `GPUSVC_INVALID_ARGUMENT`.
 
  # Safety
- `config` is NULL or valid for one read; `out` is NULL or valid for one write; `manager` is
+ `config` is NULL or valid for reading `config->struct_size` bytes; `out` is NULL or valid
+ for one write; `manager` is
  NULL or a handle value. `config->now_ns` (when non-NULL) may be called with
  `config->clock_user_data` from any thread that uses the scheduler, concurrently, until it is
  freed; `config->on_task` (when non-NULL) with `config->on_task_user_data` from the driving
@@ -3749,10 +3795,11 @@ gpusvc_result gpusvc_scheduler_add_stream(const struct gpusvc_scheduler *schedul
  Removes a stream: its pending tasks are dropped without running, its sequence and the clients
  made on it with `gpusvc_scheduler_create_client` destroyed (waits on their tokens end; the
  tokens read as released) and the priority it lent through its waits taken back; what it did
- into `*out_removed`.
+ into `*out_removed` (the host sets its `struct_size`; only that many bytes are written, and
+ `struct_size` becomes the bytes written).
 
  # Safety
- `out_removed` is NULL or valid for one write.
+ `out_removed` is NULL or valid for reading and writing `out_removed->struct_size` bytes.
  */
 gpusvc_result gpusvc_scheduler_remove_stream(const struct gpusvc_scheduler *scheduler,
                                              uint64_t stream,
@@ -3803,10 +3850,11 @@ gpusvc_result gpusvc_scheduler_pending_tasks(const struct gpusvc_scheduler *sche
 
 /*
  The metrics of `priority` (a `gpusvc_scheduler_priority` value) since the scheduler was made
- into `*out_metrics`.
+ into `*out_metrics` (the host sets its `struct_size`; only that many bytes are written, and
+ `struct_size` becomes the bytes written).
 
  # Safety
- `out_metrics` is NULL or valid for one write.
+ `out_metrics` is NULL or valid for reading and writing `out_metrics->struct_size` bytes.
  */
 gpusvc_result gpusvc_scheduler_metrics(const struct gpusvc_scheduler *scheduler,
                                        uint32_t priority,
@@ -3830,7 +3878,7 @@ gpusvc_result gpusvc_scheduler_scheduled_priority(const struct gpusvc_scheduler 
  `destroy`; on failure nothing is kept and nothing is called.
 
  # Safety
- `task` is NULL or valid for one read; its `waits` is NULL or valid for `wait_count` reads;
+ `task` is NULL or valid for reading `task->struct_size` bytes; its `waits` is NULL or valid for `wait_count` reads;
  `out_order_num` is NULL or valid for one write; the callbacks and user data may be used from
  the driving thread (and `destroy` from the thread that drops the task) until `destroy`.
  */

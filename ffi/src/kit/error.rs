@@ -89,6 +89,35 @@ pub enum gpusvc_result {
     /// Program cache: there is no default cache folder (neither `XDG_CACHE_HOME` nor `HOME` is
     /// set to an absolute path); pass a folder, or run memory-only.
     GPUSVC_PROGRAM_CACHE_NO_DEFAULT_DIR = 208,
+    /// Program cache: `gpusvc_program_cache_insert_entry` on a cache made without a
+    /// persistence sink (it knows no stamp to check entries against).
+    GPUSVC_PROGRAM_CACHE_PERSIST_NOT_CONFIGURED = 209,
+    /// Program cache: the bytes are not a whole entry (truncated, bad magic, header length,
+    /// unknown flags, payload length, LZ4 or decoding failed); the detail says which check.
+    GPUSVC_PROGRAM_CACHE_ENTRY_MALFORMED = 210,
+    /// Program cache: an entry's header or payload checksum does not match (damaged).
+    GPUSVC_PROGRAM_CACHE_ENTRY_DAMAGED = 211,
+    /// Program cache: the entry was written under another stamp (driver, device, host or
+    /// version): never offered to this driver.
+    GPUSVC_PROGRAM_CACHE_ENTRY_FOREIGN_STAMP = 212,
+    /// Program cache: the entry has another entry format version.
+    GPUSVC_PROGRAM_CACHE_ENTRY_VERSION = 213,
+    /// Program cache: the entry is larger than FORMAT.md's bound (it was not read).
+    GPUSVC_PROGRAM_CACHE_ENTRY_TOO_LARGE = 214,
+    /// Program cache: an inserted entry does not fit the memory budget in force without
+    /// evicting (inserted entries never push out programs), or memory pressure is critical.
+    GPUSVC_PROGRAM_CACHE_NO_ROOM = 215,
+    /// Program cache: a stamp text does not parse (not from `gpusvc_program_cache_stamp_text`,
+    /// or edited: a field is missing or malformed, or a hash line does not match).
+    GPUSVC_PROGRAM_CACHE_BAD_STAMP = 216,
+    /// Program cache store: the folder is not an absolute path.
+    GPUSVC_PROGRAM_CACHE_STORE_DIR_NOT_ABSOLUTE = 217,
+    /// Program cache store: the folder cannot be used (not creatable, not a folder, read-only,
+    /// locked by another process past the bounded wait); the detail says why.
+    GPUSVC_PROGRAM_CACHE_STORE_UNUSABLE = 218,
+    /// Program cache store: writing or deleting failed (disk full even after evicting,
+    /// read-only); the detail has the error.
+    GPUSVC_PROGRAM_CACHE_STORE_IO = 219,
     /// Sync: an order-number transition that is not allowed (begin, pause or finish out of
     /// order, or order number 0); nothing changed.
     GPUSVC_SYNC_ORDER_VIOLATION = 300,
@@ -193,6 +222,22 @@ c_enum!(impl gpusvc_result {
         "program cache: the startup load from disk did not finish within the timeout",
     GPUSVC_PROGRAM_CACHE_NO_DEFAULT_DIR =>
         "program cache: no default cache folder (neither XDG_CACHE_HOME nor HOME is set)",
+    GPUSVC_PROGRAM_CACHE_PERSIST_NOT_CONFIGURED =>
+        "program cache: no persistence sink configured (no stamp to check entries against)",
+    GPUSVC_PROGRAM_CACHE_ENTRY_MALFORMED => "program cache: the bytes are not a whole entry",
+    GPUSVC_PROGRAM_CACHE_ENTRY_DAMAGED => "program cache: an entry checksum does not match",
+    GPUSVC_PROGRAM_CACHE_ENTRY_FOREIGN_STAMP =>
+        "program cache: the entry was written under another stamp",
+    GPUSVC_PROGRAM_CACHE_ENTRY_VERSION => "program cache: the entry has another format version",
+    GPUSVC_PROGRAM_CACHE_ENTRY_TOO_LARGE =>
+        "program cache: the entry is larger than the format allows",
+    GPUSVC_PROGRAM_CACHE_NO_ROOM =>
+        "program cache: no room for the entry without evicting (or critical memory pressure)",
+    GPUSVC_PROGRAM_CACHE_BAD_STAMP => "program cache: the stamp text does not parse",
+    GPUSVC_PROGRAM_CACHE_STORE_DIR_NOT_ABSOLUTE =>
+        "program cache store: the folder is not an absolute path",
+    GPUSVC_PROGRAM_CACHE_STORE_UNUSABLE => "program cache store: the folder cannot be used",
+    GPUSVC_PROGRAM_CACHE_STORE_IO => "program cache store: writing or deleting failed",
     GPUSVC_SYNC_ORDER_VIOLATION => "sync: the order-number transition is not allowed",
     GPUSVC_SYNC_RELEASE_OUTSIDE_PROCESSING =>
         "sync: release outside processing (the client's sequence is not processing)",

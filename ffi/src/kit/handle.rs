@@ -34,6 +34,7 @@ use crate::kit::host::Gate;
 pub(crate) enum Kind {
     GlContext,
     ProgramCache,
+    ProgramCacheStore,
     CachedProgram,
     ProgramManager,
     Shader,
@@ -59,6 +60,7 @@ impl Kind {
             | Kind::LinkedProgram
             | Kind::HostSink => true,
             Kind::ProgramCache
+            | Kind::ProgramCacheStore
             | Kind::CachedProgram
             | Kind::SyncManager
             | Kind::Scheduler
@@ -72,6 +74,7 @@ impl Kind {
         match self {
             Kind::GlContext => "gpusvc_gl_context",
             Kind::ProgramCache => "gpusvc_program_cache",
+            Kind::ProgramCacheStore => "gpusvc_program_cache_store",
             Kind::CachedProgram => "gpusvc_program_cache_entry",
             Kind::ProgramManager => "gpusvc_program_manager",
             Kind::Shader => "gpusvc_program_manager_shader",

@@ -126,7 +126,8 @@ pub unsafe extern "C" fn gpusvc_program_cache_open(
         let disk = unsafe { struct_in(disk, "disk") }?;
         // SAFETY: an output argument (this function's contract).
         let out = unsafe { Out::new(out, "out") }?;
-        let (mut builder, mut gates) = builder(&config, histogram, user_data)?;
+        // SAFETY: the config's sink pointer follows this function's contract.
+        let (mut builder, mut gates) = unsafe { builder(&config, histogram, user_data) }?;
         if disk.enabled {
             // SAFETY: NULL or valid for one read (contract).
             let driver = unsafe { struct_in(driver, "driver") }?;

@@ -16,6 +16,7 @@ use crate::kit::{
 };
 use crate::program_cache::entry::{found, gpusvc_program_cache_entry};
 use crate::program_cache::histogram::{gpusvc_program_cache_histogram_callback, host_histogram};
+use crate::program_cache::persist::persist_in;
 use crate::program_cache::types::*;
 use crate::program_cache::{cache, cache_query, gpusvc_program_cache};
 
@@ -45,12 +46,19 @@ pub unsafe extern "C" fn gpusvc_program_cache_config_defaults(
 /// stay valid until `gpusvc_program_cache_free` of this cache has returned: no call starts
 /// after that.
 ///
+/// With `config->persist_sink` set, every saved program is also handed to the host's sink and
+/// `gpusvc_program_cache_insert_entry` takes entries back (see
+/// `gpusvc_program_cache_persist_sink`).
+///
 /// Errors: `GPUSVC_INVALID_ARGUMENT` for an unknown policy, a budget over `PTRDIFF_MAX` or
-/// `max_unreferenced_shader_statuses` 0.
+/// `max_unreferenced_shader_statuses` 0; for a sink, `GPUSVC_PROGRAM_CACHE_BAD_STAMP`,
+/// `GPUSVC_NULL_ARGUMENT` (no stamp), `GPUSVC_INVALID_UTF8` or `GPUSVC_INVALID_ARGUMENT`
+/// (`max_consecutive_rejections` 0).
 ///
 /// # Safety
-/// `config` is NULL or valid for reading `config->struct_size` bytes; `out` is NULL or valid
-/// for one write.
+/// `config` is NULL or valid for reading `config->struct_size` bytes, its `persist_sink` NULL
+/// or valid as documented on `gpusvc_program_cache_persist_sink`; `out` is NULL or valid for
+/// one write.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn gpusvc_program_cache_new(
     config: *const gpusvc_program_cache_config,
@@ -63,7 +71,8 @@ pub unsafe extern "C" fn gpusvc_program_cache_new(
         let config = unsafe { sized_in(config, "config") }?;
         // SAFETY: an output argument (this function's contract).
         let out = unsafe { Out::new(out, "out") }?;
-        let (builder, gates) = builder(&config, histogram, user_data)?;
+        // SAFETY: the config's sink pointer follows this function's contract.
+        let (builder, gates) = unsafe { builder(&config, histogram, user_data) }?;
         out.write(handle::new_shared_gated(
             Kind::ProgramCache,
             builder.build(),
@@ -75,16 +84,27 @@ pub unsafe extern "C" fn gpusvc_program_cache_new(
 
 /// A builder for a cache with `config` and the host's `histogram` callback (may be NULL), and
 /// the callback's free-time gate, for the cache handle to close (none for a NULL callback).
-pub(crate) fn builder(
+///
+/// # Safety
+/// `config.persist_sink` is NULL or valid for reading its `struct_size` bytes, its pointers as
+/// documented on `gpusvc_program_cache_persist_sink`.
+pub(crate) unsafe fn builder(
     config: &gpusvc_program_cache_config,
     histogram: gpusvc_program_cache_histogram_callback,
     user_data: *mut c_void,
 ) -> Result<(ProgramCacheBuilder, Vec<Arc<Gate>>), FfiError> {
-    let builder = ProgramCache::builder(config_in(config)?);
-    Ok(match host_histogram(histogram, user_data) {
-        Some((callback, gate)) => (builder.callback(callback), vec![gate]),
-        None => (builder, Vec::new()),
-    })
+    let mut builder = ProgramCache::builder(config_in(config)?);
+    let mut gates = Vec::new();
+    // SAFETY: forwarded from this function's contract.
+    if let Some((persist, gate)) = unsafe { persist_in(config.persist_sink) }? {
+        builder = builder.persist(persist);
+        gates.push(gate);
+    }
+    if let Some((callback, gate)) = host_histogram(histogram, user_data) {
+        builder = builder.callback(callback);
+        gates.push(gate);
+    }
+    Ok((builder, gates))
 }
 
 /// Frees a cache. NULL is a no-op (`GPUSVC_OK`); a freed or unknown handle is

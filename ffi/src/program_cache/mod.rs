@@ -10,7 +10,10 @@
 //! * [`exports`]: the cache's functions; [`entry`]: the cached-program copies it hands out;
 //! * [`histogram`]: the host's histogram callback and the histogram queries;
 //! * [`disk_types`] and [`disk`]: the persistent disk store's configuration, statistics and
-//!   functions.
+//!   functions;
+//! * [`persist`]: the GPU side of the persistence split (the host's persistence sink, the stamp
+//!   text, entries inserted back); [`store`]: the other side, the disk store on its own
+//!   (`gpusvc_program_cache_store_*`) for the process that owns the disk.
 
 use std::sync::Arc;
 
@@ -24,6 +27,8 @@ pub(crate) mod disk_types;
 pub(crate) mod entry;
 pub(crate) mod exports;
 pub(crate) mod histogram;
+pub(crate) mod persist;
+pub(crate) mod store;
 pub(crate) mod types;
 
 pub use disk::*;
@@ -31,6 +36,8 @@ pub use disk_types::*;
 pub use entry::*;
 pub use exports::*;
 pub use histogram::*;
+pub use persist::*;
+pub use store::*;
 pub use types::*;
 
 /// An opaque program cache. Thread-safe: any thread may use it, and free it once no other

@@ -10,6 +10,8 @@ use program_cache::{
     VariableInfo,
 };
 
+use crate::program_cache::persist::gpusvc_program_cache_persist_sink;
+
 use crate::kit::{
     FfiError, Out, c_enum, c_string, cstr_in, growable, invalid_argument, null_argument,
     sized_default, slice_in,
@@ -183,6 +185,12 @@ pub struct gpusvc_program_cache_config {
     pub policy: u32,
     /// How many compile statuses of shaders that no cached program uses are remembered (> 0).
     pub max_unreferenced_shader_statuses: usize,
+    /// The persistence sink of a sandboxed GPU process (see
+    /// `gpusvc_program_cache_persist_sink`), or NULL (the default) for none. The sink struct is
+    /// copied when the cache is made; its callbacks and user data must stay valid until
+    /// `gpusvc_program_cache_free` has returned. `gpusvc_program_cache_current_config` and the
+    /// `_defaults` function write NULL here.
+    pub persist_sink: *const gpusvc_program_cache_persist_sink,
 }
 
 impl From<CacheConfig> for gpusvc_program_cache_config {
@@ -192,13 +200,14 @@ impl From<CacheConfig> for gpusvc_program_cache_config {
             budget_bytes: c.budget_bytes,
             policy: policy_out(c.policy),
             max_unreferenced_shader_statuses: c.max_unreferenced_shader_statuses.get(),
+            persist_sink: std::ptr::null(),
         }
     }
 }
 
 growable!(gpusvc_program_cache_config {
     first: max_unreferenced_shader_statuses,
-    last: max_unreferenced_shader_statuses,
+    last: persist_sink,
     defaults: CacheConfig::desktop().into(),
 });
 

@@ -69,6 +69,7 @@ pub(crate) fn cache_config(budget: usize) -> gpusvc_program_cache_config {
         budget_bytes: 0,
         policy: 0,
         max_unreferenced_shader_statuses: 0,
+        persist_sink: ptr::null(),
     };
     // SAFETY: `c` is a live local.
     let r = unsafe {
