@@ -10,7 +10,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -1177,6 +1179,68 @@ inline gpusvc_result VcacheFitEntries(const gpusvc_vcache_fit_result* result, ui
   *out = std::move(entries);
   return GPUSVC_OK;
 }
+
+// ---- logging ----
+
+// Receives the library's log events while it lives (gpusvc_set_log_callback): set on
+// construction (check result(): GPUSVC_LOG_SUBSCRIBER_TAKEN in a process whose Rust code
+// installed its own tracing subscriber first), unset on destruction. Once the destructor has
+// returned the function is never called again (a call in flight on another thread is waited
+// for). The function is called on any thread, one call at a time; it may call gpusvc (events it
+// raises are dropped, not passed back to it) but must not construct or destroy a LogCallback.
+// One is current per process: a newer LogCallback replaces an older one, whose destructor then
+// leaves the newer one in place.
+class LogCallback {
+ public:
+  // level: a gpusvc_log_level value; target: the part of the library that logged; message:
+  // the event's text and its fields (at most GPUSVC_LOG_MAX_MESSAGE bytes). Both strings are
+  // valid only during the call.
+  using Fn = std::function<void(uint32_t level, const char* target, const char* message)>;
+
+  LogCallback(uint32_t min_level, Fn fn) : fn_(std::move(fn)) {
+    std::lock_guard<std::mutex> lock(Lock());
+    result_ = gpusvc_set_log_callback(min_level, &LogCallback::Call, this);
+    if (result_ == GPUSVC_OK) Current() = this;
+  }
+  ~LogCallback() {
+    std::lock_guard<std::mutex> lock(Lock());
+    if (Current() == this) {
+      (void)gpusvc_set_log_callback(0, nullptr, nullptr);
+      Current() = nullptr;
+    }
+  }
+  LogCallback(const LogCallback&) = delete;
+  LogCallback& operator=(const LogCallback&) = delete;
+
+  gpusvc_result result() const { return result_; }
+
+  // Events dropped so far because they were raised inside a host callback (process-wide).
+  static uint64_t DroppedEvents() {
+    uint64_t n = 0;
+    (void)gpusvc_log_dropped_events(&n);
+    return n;
+  }
+
+ private:
+  static void Call(uint32_t level, const char* target, const char* message, void* user_data) {
+    try {
+      static_cast<LogCallback*>(user_data)->fn_(level, target, message);
+    } catch (...) {
+      // An exception must not unwind into the library.
+    }
+  }
+  static std::mutex& Lock() {
+    static std::mutex m;
+    return m;
+  }
+  static LogCallback*& Current() {
+    static LogCallback* current = nullptr;
+    return current;
+  }
+
+  Fn fn_;
+  gpusvc_result result_ = GPUSVC_OK;
+};
 
 }  // namespace gpusvc
 

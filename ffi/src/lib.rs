@@ -38,6 +38,35 @@
 //! be read from any thread, but it must be used and freed on its own thread; so are program
 //! managers and their shaders and linked programs. Anything else returns `GPUSVC_WRONG_THREAD`.
 //!
+//! # Logging
+//! Every crate logs through `tracing`. A C host receives those events with
+//! `gpusvc_set_log_callback(min_level, fn, user_data)` (module `log`): the first callback installs
+//! gpusvc's subscriber process-wide; a Rust host that installed its own `tracing` subscriber
+//! first keeps receiving them there (`GPUSVC_LOG_SUBSCRIBER_TAKEN`). Once a replacing or
+//! unsetting call has returned the old callback is never called again; events raised inside a
+//! host callback on its thread are dropped and counted (`gpusvc_log_dropped_events`). Tests:
+//! `ffi/tests/log_abi.rs`.
+//!
+//! Events the library logs (target, level, when):
+//!
+//! | target | level | when |
+//! |--------|-------|------|
+//! | `program_cache::disk::condition` | warn | the disk store is unusable (folder, lock, writer thread), its STAMP was repaired, or it was dropped (once per kind) |
+//! | `program_cache::disk::condition` | info | a stale or foreign store, or a file that is not ours, was removed/replaced |
+//! | `program_cache::disk::store_dir` | warn | a damaged entry was rejected (checksum, header, key) |
+//! | `program_cache::disk::loader` | debug | an entry was rejected, not a file, or gone at the startup load |
+//! | `program_cache::manager` | info | the driver refused a cached binary; the program is relinked |
+//! | `program_cache::manager` | debug | a linked program was not cached (no binary, save refused) |
+//! | `gpusvc::gl` | error | `gpusvc_gl_context_free` off its thread: the context is leaked |
+//! | `gpusvc::kit::handle` | error | a thread-bound handle vanished from its thread's table |
+//! | `headless_gl::context` | warn/debug | releasing a context failed; a device or API gave no context |
+//! | `headless_gl::program` | warn | a shader or program leaked: its context could not be made current |
+//! | `gpusvc::scheduler` | info | a stream was removed (or the scheduler shut down) with pending tasks, dropped unrun |
+//! | `gpusvc::sync` | debug | waits ended without their release (the releaser passed the order number or was destroyed) |
+//!
+//! Not events: the program cache's statistics and histogram (read them with their getters), the
+//! scheduler's metrics, and errors a call returns (they are its result code and detail).
+//!
 //! # Layout
 //! `kit/` holds the plumbing every service uses (errors and codes, arguments in, results out,
 //! handles, host callbacks, `c_enum!`); each service has one module (`gl`, `program_cache/`,
@@ -49,6 +78,7 @@
 mod bo_cache;
 mod gl;
 mod kit;
+mod log;
 mod program_cache;
 mod program_manager;
 mod result;
@@ -59,6 +89,7 @@ mod vcache;
 pub use bo_cache::*;
 pub use gl::*;
 pub use kit::error::gpusvc_result;
+pub use log::*;
 pub use program_cache::*;
 pub use program_manager::*;
 pub use result::*;

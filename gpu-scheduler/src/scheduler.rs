@@ -1015,6 +1015,14 @@ impl Scheduler {
         self.sync.destroy_sequence(stream.sequence.id());
         stream.clients.destroy(&self.sync);
         drop(stream);
+        if dropped_tasks > 0 {
+            tracing::info!(
+                target: "gpusvc::scheduler",
+                stream = id.0,
+                dropped_tasks,
+                "stream removed with pending tasks; they were dropped without running"
+            );
+        }
         Ok(RemovedStream {
             dropped_tasks,
             lent_priority: lent,

@@ -158,11 +158,22 @@ pub(crate) fn retire(fences: Vec<Fence>) {
         // The common case (no waits on this sequence): not even an iterator to drop.
         return;
     }
+    // Waiters a release did not run already: these waits end without their release.
+    let retired = std::cell::Cell::new(0usize);
     crate::callbacks::run(
         fences
             .into_iter()
-            .filter_map(|fence| fence.client.take_waiter(fence.waiter)),
+            .filter_map(|fence| fence.client.take_waiter(fence.waiter))
+            .inspect(|_| retired.set(retired.get() + 1)),
     );
+    if retired.get() > 0 {
+        tracing::debug!(
+            target: "gpusvc::sync",
+            waits = retired.get(),
+            "waits retired without their release (the releaser passed the order number or was \
+             destroyed)"
+        );
+    }
 }
 
 impl OrderData {

@@ -55,6 +55,10 @@ pub enum gpusvc_result {
     /// published size, above 4096, or larger than this library's struct with a nonzero byte past
     /// it (a field this version does not know is set). The detail names the struct and sizes.
     GPUSVC_UNSUPPORTED_STRUCT_SIZE = 9,
+    /// Logging: another process-wide `tracing` subscriber (the Rust host's own) was installed
+    /// before gpusvc's, so `gpusvc_set_log_callback` cannot forward events; they go to that
+    /// subscriber.
+    GPUSVC_LOG_SUBSCRIBER_TAKEN = 11,
     /// libEGL.so.1 could not be loaded.
     GPUSVC_GL_NO_LIBEGL = 100,
     /// EGL lists no usable device.
@@ -200,6 +204,8 @@ c_enum!(impl gpusvc_result {
     GPUSVC_HANDLE_BUSY => "the handle is in use by an outer gpusvc call on this thread",
     GPUSVC_UNSUPPORTED_STRUCT_SIZE =>
         "a struct's struct_size is unsupported (below its first size, or unknown fields set)",
+    GPUSVC_LOG_SUBSCRIBER_TAKEN =>
+        "another process-wide tracing subscriber is installed; gpusvc's events go to it",
     GPUSVC_GL_NO_LIBEGL => "no libEGL: libEGL.so.1 could not be loaded",
     GPUSVC_GL_NO_DEVICE => "no usable EGL device",
     GPUSVC_GL_DISPLAY_INIT_FAILED => "the EGL display could not be initialized",
