@@ -602,3 +602,97 @@ pub unsafe extern "C" fn gpusvc_program_cache_persist_stats(
         )
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_refusal_of_an_entry_has_its_code() {
+        use gpusvc_result::*;
+        let cases = [
+            (
+                EntryError::TruncatedHeader(3),
+                GPUSVC_PROGRAM_CACHE_ENTRY_MALFORMED,
+            ),
+            (EntryError::BadMagic, GPUSVC_PROGRAM_CACHE_ENTRY_MALFORMED),
+            (EntryError::Version(9), GPUSVC_PROGRAM_CACHE_ENTRY_VERSION),
+            (
+                EntryError::HeaderLen(1),
+                GPUSVC_PROGRAM_CACHE_ENTRY_MALFORMED,
+            ),
+            (
+                EntryError::HeaderChecksum,
+                GPUSVC_PROGRAM_CACHE_ENTRY_DAMAGED,
+            ),
+            (EntryError::Flags(4), GPUSVC_PROGRAM_CACHE_ENTRY_MALFORMED),
+            (
+                EntryError::ForeignStamp,
+                GPUSVC_PROGRAM_CACHE_ENTRY_FOREIGN_STAMP,
+            ),
+            (
+                EntryError::KeyMismatch,
+                GPUSVC_PROGRAM_CACHE_ENTRY_MALFORMED,
+            ),
+            (
+                EntryError::PayloadLength {
+                    declared: 1,
+                    actual: 2,
+                },
+                GPUSVC_PROGRAM_CACHE_ENTRY_MALFORMED,
+            ),
+            (
+                EntryError::PayloadChecksum,
+                GPUSVC_PROGRAM_CACHE_ENTRY_DAMAGED,
+            ),
+            (
+                EntryError::Decompress("x".into()),
+                GPUSVC_PROGRAM_CACHE_ENTRY_MALFORMED,
+            ),
+            (
+                EntryError::Decode("x".into()),
+                GPUSVC_PROGRAM_CACHE_ENTRY_MALFORMED,
+            ),
+            (
+                EntryError::TooLarge(1 << 40),
+                GPUSVC_PROGRAM_CACHE_ENTRY_TOO_LARGE,
+            ),
+        ];
+        for (e, code) in cases {
+            let f = entry_error(&e);
+            assert_eq!(f.code(), code, "{e:?}");
+            assert!(format!("{f:?}").contains(&e.to_string()), "{f:?}");
+        }
+        assert_eq!(
+            insert_error(&InsertError::NotConfigured).code(),
+            GPUSVC_PROGRAM_CACHE_PERSIST_NOT_CONFIGURED
+        );
+        let no_room = InsertError::NoRoom {
+            size: 10,
+            used: 5,
+            budget: 12,
+        };
+        assert_eq!(insert_error(&no_room).code(), GPUSVC_PROGRAM_CACHE_NO_ROOM);
+        assert_eq!(
+            insert_error(&InsertError::EmptyBinary).code(),
+            GPUSVC_PROGRAM_CACHE_EMPTY_BINARY
+        );
+        // Each code of the block has its own number and message.
+        for (code, n) in [
+            (GPUSVC_PROGRAM_CACHE_PERSIST_NOT_CONFIGURED, 209),
+            (GPUSVC_PROGRAM_CACHE_ENTRY_MALFORMED, 210),
+            (GPUSVC_PROGRAM_CACHE_ENTRY_DAMAGED, 211),
+            (GPUSVC_PROGRAM_CACHE_ENTRY_FOREIGN_STAMP, 212),
+            (GPUSVC_PROGRAM_CACHE_ENTRY_VERSION, 213),
+            (GPUSVC_PROGRAM_CACHE_ENTRY_TOO_LARGE, 214),
+            (GPUSVC_PROGRAM_CACHE_NO_ROOM, 215),
+            (GPUSVC_PROGRAM_CACHE_BAD_STAMP, 216),
+            (GPUSVC_PROGRAM_CACHE_STORE_DIR_NOT_ABSOLUTE, 217),
+            (GPUSVC_PROGRAM_CACHE_STORE_UNUSABLE, 218),
+            (GPUSVC_PROGRAM_CACHE_STORE_IO, 219),
+        ] {
+            assert_eq!(code as u32, n);
+            assert!(code.message().starts_with("program cache"), "{code:?}");
+        }
+    }
+}

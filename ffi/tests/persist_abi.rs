@@ -1,0 +1,1332 @@
+//! The persistence split through the C ABI, from Rust: a GPU-side cache hands each saved program
+//! to its persistence sink, a store keeps the entries, and a fresh cache gets them back as cache
+//! hits on the real driver; the stamp text; bad entries and bad store configurations each with
+//! their code; every NULL and dead handle; the sink's free-time gate; calls back into the library
+//! from the sink and from a store iteration.
+
+mod common;
+
+use std::ffi::{CStr, c_char, c_void};
+use std::path::Path;
+use std::ptr;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use common::*;
+use gpusvc::gpusvc_result::*;
+use gpusvc::*;
+
+// ---- the sink ----
+
+/// What a persistence sink received (its callbacks run on the cache's persistence thread).
+#[derive(Default)]
+struct Received {
+    calls: AtomicUsize,
+    saved: Mutex<Vec<(gpusvc_program_cache_sha1, Vec<u8>)>>,
+    used: Mutex<Vec<gpusvc_program_cache_sha1>>,
+    rejected: Mutex<Vec<gpusvc_program_cache_sha1>>,
+    store_rejected: AtomicUsize,
+    /// A cache the `entry_saved` callback calls back into (0: none), and what those calls
+    /// returned.
+    reenter: AtomicUsize,
+    reentered: Mutex<Vec<gpusvc_result>>,
+}
+
+/// # Safety
+/// `user_data` is a live `Received`.
+unsafe fn received<'a>(user_data: *mut c_void) -> &'a Received {
+    // SAFETY: the tests pass a `Received` that outlives the cache (contract).
+    unsafe { &*user_data.cast::<Received>() }
+}
+
+unsafe extern "C" fn on_saved(
+    user_data: *mut c_void,
+    key: *const gpusvc_program_cache_sha1,
+    entry: *const u8,
+    len: usize,
+) {
+    // SAFETY: the sink's contract: a live `Received`, a key and `len` bytes valid for the call.
+    let (r, key, bytes) = unsafe {
+        (
+            received(user_data),
+            *key,
+            std::slice::from_raw_parts(entry, len).to_vec(),
+        )
+    };
+    r.calls.fetch_add(1, Ordering::SeqCst);
+    r.saved.lock().unwrap().push((key, bytes));
+    let cache = r.reenter.load(Ordering::SeqCst);
+    if cache != 0 {
+        let cache = cache as *const gpusvc_program_cache;
+        let mut stats = gpusvc_program_cache_persist_stats_snapshot::default();
+        // SAFETY: the cache this sink belongs to, alive while its sink runs.
+        let (flush, stats) = unsafe {
+            (
+                gpusvc_program_cache_flush_persist(cache),
+                gpusvc_program_cache_persist_stats(cache, &mut stats),
+            )
+        };
+        r.reentered.lock().unwrap().extend([flush, stats]);
+    }
+}
+
+unsafe extern "C" fn on_used(user_data: *mut c_void, key: *const gpusvc_program_cache_sha1) {
+    // SAFETY: as in `on_saved`.
+    let (r, key) = unsafe { (received(user_data), *key) };
+    r.calls.fetch_add(1, Ordering::SeqCst);
+    r.used.lock().unwrap().push(key);
+}
+
+unsafe extern "C" fn on_rejected(user_data: *mut c_void, key: *const gpusvc_program_cache_sha1) {
+    // SAFETY: as in `on_saved`.
+    let (r, key) = unsafe { (received(user_data), *key) };
+    r.calls.fetch_add(1, Ordering::SeqCst);
+    r.rejected.lock().unwrap().push(key);
+}
+
+unsafe extern "C" fn on_store_rejected(user_data: *mut c_void) {
+    // SAFETY: as in `on_saved`.
+    let r = unsafe { received(user_data) };
+    r.calls.fetch_add(1, Ordering::SeqCst);
+    r.store_rejected.fetch_add(1, Ordering::SeqCst);
+}
+
+fn sink(r: &Received, stamp: &[u8]) -> gpusvc_program_cache_persist_sink {
+    let mut s = std::mem::MaybeUninit::<gpusvc_program_cache_persist_sink>::zeroed();
+    // SAFETY: a zeroed slot whose struct_size is set before the call.
+    let mut s = unsafe {
+        (*s.as_mut_ptr()).struct_size = size_of::<gpusvc_program_cache_persist_sink>();
+        assert_eq!(
+            gpusvc_program_cache_persist_sink_defaults(s.as_mut_ptr()),
+            OK
+        );
+        s.assume_init()
+    };
+    assert!(s.compress);
+    assert_eq!(s.max_consecutive_rejections, 3);
+    s.user_data = ptr::from_ref(r).cast_mut().cast();
+    s.entry_saved = Some(on_saved);
+    s.entry_used = Some(on_used);
+    s.entry_rejected = Some(on_rejected);
+    s.store_rejected = Some(on_store_rejected);
+    s.stamp = stamp.as_ptr().cast();
+    s.stamp_len = stamp.len();
+    s
+}
+
+fn new_cache(
+    budget: usize,
+    sink: Option<&gpusvc_program_cache_persist_sink>,
+) -> Result<*mut gpusvc_program_cache, gpusvc_result> {
+    let mut c = cache_config(budget);
+    c.persist_sink = sink.map_or(ptr::null(), ptr::from_ref);
+    let mut cache = ptr::null_mut();
+    // SAFETY: live config, sink and out slot.
+    let r = unsafe { gpusvc_program_cache_new(&c, None, ptr::null_mut(), &mut cache) };
+    if r == OK {
+        Ok(cache)
+    } else {
+        assert!(cache.is_null(), "output written on failure");
+        Err(r)
+    }
+}
+
+fn free_cache(cache: *mut gpusvc_program_cache) {
+    // SAFETY: a live handle.
+    assert_eq!(unsafe { gpusvc_program_cache_free(cache) }, OK);
+}
+
+fn flush_persist(cache: *mut gpusvc_program_cache) {
+    // SAFETY: a live handle.
+    assert_eq!(unsafe { gpusvc_program_cache_flush_persist(cache) }, OK);
+}
+
+fn persist_stats(cache: *mut gpusvc_program_cache) -> gpusvc_program_cache_persist_stats_snapshot {
+    let mut s = gpusvc_program_cache_persist_stats_snapshot::default();
+    // SAFETY: live handle and out slot.
+    let r = unsafe { gpusvc_program_cache_persist_stats(cache, &mut s) };
+    assert_eq!(r, OK);
+    s
+}
+
+fn insert(
+    cache: *mut gpusvc_program_cache,
+    entry: &[u8],
+) -> Result<gpusvc_program_cache_sha1, gpusvc_result> {
+    let mut key = gpusvc_program_cache_sha1 { bytes: [0xEE; 20] };
+    // SAFETY: live handle, buffer and out slot.
+    let r =
+        unsafe { gpusvc_program_cache_insert_entry(cache, entry.as_ptr(), entry.len(), &mut key) };
+    if r == OK {
+        Ok(key)
+    } else {
+        assert_eq!(key.bytes, [0xEE; 20], "out_key written on failure");
+        Err(r)
+    }
+}
+
+// ---- the stamp ----
+
+fn desc(product: &CStr, version: &CStr) -> gpusvc_program_cache_stamp_desc {
+    gpusvc_program_cache_stamp_desc {
+        struct_size: size_of::<gpusvc_program_cache_stamp_desc>(),
+        host_product: product.as_ptr(),
+        host_version: version.as_ptr(),
+        driver_build_id: ptr::null(),
+        has_vendor_id: false,
+        has_device_id: false,
+        vendor_id: 0,
+        device_id: 0,
+        reserved: 0,
+    }
+}
+
+fn fake_driver() -> gpusvc_driver_identity {
+    gpusvc_driver_identity {
+        gl_vendor: c"Test vendor".as_ptr(),
+        gl_renderer: c"test renderer".as_ptr(),
+        gl_version: c"1.0".as_ptr(),
+        context: ptr::null(),
+    }
+}
+
+fn stamp_text(driver: &gpusvc_driver_identity, desc: &gpusvc_program_cache_stamp_desc) -> Vec<u8> {
+    let mut n = 0;
+    // SAFETY: size query with live structs and out slot.
+    let r = unsafe { gpusvc_program_cache_stamp_text(driver, desc, ptr::null_mut(), 0, &mut n) };
+    assert_eq!(r, OK, "{}", last_detail());
+    let mut buf = vec![0 as c_char; n + 1];
+    // SAFETY: a buffer of n + 1 bytes.
+    let r =
+        unsafe { gpusvc_program_cache_stamp_text(driver, desc, buf.as_mut_ptr(), n + 1, &mut n) };
+    assert_eq!(r, OK);
+    assert_eq!(buf[n], 0, "NUL-terminated");
+    buf[..n].iter().map(|&c| c as u8).collect()
+}
+
+fn test_stamp(version: &CStr) -> Vec<u8> {
+    stamp_text(&fake_driver(), &desc(c"persist abi tests", version))
+}
+
+// ---- the store ----
+
+fn store_config(dir: &[u8], stamp: &[u8]) -> gpusvc_program_cache_store_config {
+    let mut c = std::mem::MaybeUninit::<gpusvc_program_cache_store_config>::zeroed();
+    // SAFETY: a zeroed slot whose struct_size is set before the call.
+    let mut c = unsafe {
+        (*c.as_mut_ptr()).struct_size = size_of::<gpusvc_program_cache_store_config>();
+        assert_eq!(
+            gpusvc_program_cache_store_config_defaults(c.as_mut_ptr()),
+            OK
+        );
+        c.assume_init()
+    };
+    assert_eq!(c.budget_bytes, 64 << 20);
+    c.dir = dir.as_ptr().cast();
+    c.dir_len = dir.len();
+    c.stamp = stamp.as_ptr().cast();
+    c.stamp_len = stamp.len();
+    c
+}
+
+fn try_open_store(
+    c: &gpusvc_program_cache_store_config,
+) -> Result<*mut gpusvc_program_cache_store, gpusvc_result> {
+    let mut s = ptr::null_mut();
+    // SAFETY: a live config (its pointers live) and out slot.
+    let r = unsafe { gpusvc_program_cache_store_open(c, &mut s) };
+    if r == OK {
+        Ok(s)
+    } else {
+        assert!(s.is_null(), "output written on failure");
+        Err(r)
+    }
+}
+
+fn path_bytes(p: &Path) -> Vec<u8> {
+    p.to_str().unwrap().as_bytes().to_vec()
+}
+
+fn open_store(dir: &Path, stamp: &[u8]) -> *mut gpusvc_program_cache_store {
+    let bytes = path_bytes(dir);
+    try_open_store(&store_config(&bytes, stamp))
+        .unwrap_or_else(|r| panic!("{r:?}: {}", last_detail()))
+}
+
+fn free_store(s: *mut gpusvc_program_cache_store) {
+    // SAFETY: a live handle.
+    assert_eq!(unsafe { gpusvc_program_cache_store_free(s) }, OK);
+}
+
+fn put(
+    s: *mut gpusvc_program_cache_store,
+    entry: &[u8],
+) -> Result<(gpusvc_program_cache_sha1, bool), gpusvc_result> {
+    let mut key = gpusvc_program_cache_sha1 { bytes: [0xEE; 20] };
+    let mut written = false;
+    // SAFETY: live handle, buffer and out slots.
+    let r = unsafe {
+        gpusvc_program_cache_store_put(s, entry.as_ptr(), entry.len(), &mut key, &mut written)
+    };
+    if r == OK {
+        Ok((key, written))
+    } else {
+        assert_eq!(key.bytes, [0xEE; 20], "out_key written on failure");
+        Err(r)
+    }
+}
+
+fn store_stats(s: *mut gpusvc_program_cache_store) -> gpusvc_program_cache_store_stats_snapshot {
+    let mut st = gpusvc_program_cache_store_stats_snapshot::default();
+    // SAFETY: live handle and out slot.
+    assert_eq!(unsafe { gpusvc_program_cache_store_stats(s, &mut st) }, OK);
+    st
+}
+
+unsafe extern "C" fn collect(
+    user_data: *mut c_void,
+    key: *const gpusvc_program_cache_sha1,
+    entry: *const u8,
+    len: usize,
+) -> i32 {
+    // SAFETY: `user_data` is the live Vec `entries` passes; key and bytes are valid for the call.
+    unsafe {
+        let out = &mut *user_data.cast::<Vec<(gpusvc_program_cache_sha1, Vec<u8>)>>();
+        out.push((*key, std::slice::from_raw_parts(entry, len).to_vec()));
+    }
+    0
+}
+
+/// Every entry of a store, in the order `_for_each` gives them.
+fn entries(s: *mut gpusvc_program_cache_store) -> Vec<(gpusvc_program_cache_sha1, Vec<u8>)> {
+    let mut out: Vec<(gpusvc_program_cache_sha1, Vec<u8>)> = Vec::new();
+    let mut n = 99;
+    // SAFETY: a live handle; `collect` gets the live Vec during the call.
+    let r = unsafe {
+        gpusvc_program_cache_store_for_each(
+            s,
+            Some(collect),
+            ptr::from_mut(&mut out).cast(),
+            &mut n,
+        )
+    };
+    assert_eq!(r, OK, "{}", last_detail());
+    assert_eq!(n, out.len());
+    out
+}
+
+// ---- programs without GL ----
+
+/// Saves a made-up program `n` (a 300-byte binary) under key `[n; 20]`.
+fn save(cache: *mut gpusvc_program_cache, n: u8) {
+    let bytes: Vec<u8> = (0..300u32).map(|i| (i as u8).wrapping_mul(n)).collect();
+    let none = gpusvc_program_cache_shader_variables {
+        attributes: ptr::null(),
+        attribute_count: 0,
+        uniforms: ptr::null(),
+        uniform_count: 0,
+    };
+    let desc = gpusvc_program_cache_entry_desc {
+        struct_size: size_of::<gpusvc_program_cache_entry_desc>(),
+        vertex_shader: gpusvc_program_cache_sha1 { bytes: [n; 20] },
+        fragment_shader: gpusvc_program_cache_sha1 {
+            bytes: [n.wrapping_add(50); 20],
+        },
+        vertex: none,
+        fragment: none,
+        binary_format: 0xB1,
+        binary: bytes.as_ptr(),
+        binary_len: bytes.len(),
+        has_page: false,
+        page: 0,
+    };
+    let mut report = gpusvc_program_cache_save_report::default();
+    // SAFETY: live locals.
+    let r = unsafe {
+        gpusvc_program_cache_save(
+            cache,
+            &gpusvc_program_cache_sha1 { bytes: [n; 20] },
+            &desc,
+            &mut report,
+        )
+    };
+    assert_eq!(r, OK, "{}", last_detail());
+}
+
+/// The entries a sink receives for made-up programs 1..=count, under `stamp`.
+fn made_up_entries(stamp: &[u8], count: u8) -> Vec<(gpusvc_program_cache_sha1, Vec<u8>)> {
+    let r = Received::default();
+    let s = sink(&r, stamp);
+    let cache = new_cache(1 << 20, Some(&s)).unwrap();
+    for n in 1..=count {
+        save(cache, n);
+    }
+    flush_persist(cache);
+    free_cache(cache);
+    let saved = std::mem::take(&mut *r.saved.lock().unwrap());
+    assert_eq!(saved.len(), usize::from(count));
+    saved
+}
+
+#[test]
+fn saved_entries_go_through_a_store_and_back_into_a_fresh_cache_without_gl() {
+    let stamp = test_stamp(c"1");
+    let saved = made_up_entries(&stamp, 3);
+    for (n, (key, _)) in (1u8..).zip(&saved) {
+        assert_eq!(key.bytes, [n; 20]);
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let store = open_store(dir.path(), &stamp);
+    for (key, entry) in &saved {
+        assert_eq!(put(store, entry), Ok((*key, true)));
+        assert_eq!(
+            put(store, entry),
+            Ok((*key, false)),
+            "an entry is never rewritten"
+        );
+    }
+    let st = store_stats(store);
+    assert_eq!(
+        (st.puts, st.writes, st.already_present, st.entries),
+        (6, 3, 3, 3),
+        "{st:?}"
+    );
+    free_store(store);
+
+    let store = open_store(dir.path(), &stamp);
+    let back = entries(store);
+    assert_eq!(back.len(), 3);
+    let r = Received::default();
+    let s = sink(&r, &stamp);
+    let cache = new_cache(1 << 20, Some(&s)).unwrap();
+    for (key, entry) in &back {
+        assert!(
+            saved.iter().any(|(k, e)| k == key && e == entry),
+            "streamed back as sent"
+        );
+        assert_eq!(insert(cache, entry), Ok(*key));
+    }
+    assert_eq!(
+        insert(cache, &back[0].1),
+        Ok(back[0].0),
+        "a key already in memory: accepted"
+    );
+    let ps = persist_stats(cache);
+    assert!(ps.configured);
+    assert_eq!(
+        (ps.inserted, ps.insert_refused, ps.sent),
+        (4, 0, 0),
+        "{ps:?}"
+    );
+    // Loads are hits, reported to the sink as uses, which the store records.
+    for n in 1..=3u8 {
+        let mut e = ptr::null_mut();
+        // SAFETY: live handle, key and out slot.
+        let r = unsafe {
+            gpusvc_program_cache_load(
+                cache,
+                &gpusvc_program_cache_sha1 { bytes: [n; 20] },
+                false,
+                0,
+                &mut e,
+            )
+        };
+        assert_eq!(r, OK);
+        // SAFETY: the entry just made.
+        assert_eq!(unsafe { gpusvc_program_cache_entry_free(e) }, OK);
+    }
+    flush_persist(cache);
+    let used = r.used.lock().unwrap().clone();
+    assert_eq!(used.len(), 3);
+    // The most recently used first: touch program 2 last.
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    for key in used.iter().filter(|k| k.bytes[0] == 2) {
+        // SAFETY: live handle and key.
+        assert_eq!(unsafe { gpusvc_program_cache_store_touch(store, key) }, OK);
+    }
+    // SAFETY: a live handle.
+    assert_eq!(unsafe { gpusvc_program_cache_store_flush(store) }, OK);
+    let order = entries(store);
+    assert_eq!(order[0].0.bytes, [2; 20], "most recently used first");
+    assert_eq!(store_stats(store).touches, 1);
+    free_cache(cache);
+    free_store(store);
+}
+
+#[test]
+fn the_stamp_text_names_the_folder_a_disk_cache_of_the_same_driver_uses() {
+    let d = desc(c"persist abi tests", c"7");
+    let driver = fake_driver();
+    let text = stamp_text(&driver, &d);
+    let s = std::str::from_utf8(&text).unwrap();
+    assert!(
+        s.contains("host_product: persist abi tests") && s.contains("gl_renderer: test renderer"),
+        "{s}"
+    );
+    // Size rules: a short buffer is INSUFFICIENT_SIZE with nothing written.
+    let mut buf = vec![0x55 as c_char; text.len()];
+    let mut n = 77;
+    // SAFETY: a buffer of text.len() bytes (one short of the NUL).
+    let r = unsafe {
+        gpusvc_program_cache_stamp_text(&driver, &d, buf.as_mut_ptr(), buf.len(), &mut n)
+    };
+    assert_eq!(r, GPUSVC_INSUFFICIENT_SIZE);
+    assert_eq!((n, buf[0]), (77, 0x55));
+
+    // A disk cache of the same identity writes its STAMP with exactly this text, and a store
+    // opened with the text is that cache's store.
+    let dir = tempfile::tempdir().unwrap();
+    let bytes = path_bytes(dir.path());
+    let mut disk = std::mem::MaybeUninit::<gpusvc_program_cache_disk_config>::zeroed();
+    // SAFETY: a zeroed slot; struct_size set when the struct has one.
+    let mut disk = unsafe {
+        assert_eq!(
+            gpusvc_program_cache_disk_config_defaults(disk.as_mut_ptr()),
+            OK
+        );
+        disk.assume_init()
+    };
+    disk.dir = bytes.as_ptr().cast();
+    disk.dir_len = bytes.len();
+    disk.host_product = c"persist abi tests".as_ptr();
+    disk.host_version = c"7".as_ptr();
+    let mut cache = ptr::null_mut();
+    // SAFETY: live configs and out slot.
+    let r = unsafe {
+        gpusvc_program_cache_open(
+            &cache_config(1 << 20),
+            None,
+            ptr::null_mut(),
+            &disk,
+            &driver,
+            &mut cache,
+        )
+    };
+    assert_eq!(r, OK, "{}", last_detail());
+    save(cache, 9);
+    // SAFETY: a live handle.
+    assert_eq!(unsafe { gpusvc_program_cache_flush_disk(cache) }, OK);
+    free_cache(cache);
+    let folders: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.join("STAMP").exists())
+        .collect();
+    assert_eq!(folders.len(), 1);
+    assert_eq!(std::fs::read(folders[0].join("STAMP")).unwrap(), text);
+    let store = open_store(dir.path(), &text);
+    let got = entries(store);
+    assert_eq!(got.len(), 1, "the store is the disk cache's");
+    assert_eq!(got[0].0.bytes, [9; 20]);
+    free_store(store);
+}
+
+#[test]
+fn bad_entries_are_refused_with_their_own_codes_by_the_cache_and_the_store() {
+    let stamp = test_stamp(c"1");
+    let saved = made_up_entries(&stamp, 1);
+    let good = &saved[0].1;
+    let r = Received::default();
+    let s = sink(&r, &stamp);
+    let cache = new_cache(1 << 20, Some(&s)).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let store = open_store(dir.path(), &stamp);
+
+    let mut damaged_payload = good.clone();
+    *damaged_payload.last_mut().unwrap() ^= 1;
+    let mut damaged_header = good.clone();
+    damaged_header[40] ^= 1;
+    let mut not_ours = good.clone();
+    not_ours[..8].copy_from_slice(b"NOTOURS!");
+    let foreign = made_up_entries(&test_stamp(c"2"), 1).remove(0).1;
+    let huge = vec![0u8; (64 << 20) + 97];
+    let empty_binary = {
+        let (header, mut program) = program_cache::disk::decode(
+            good,
+            &program_cache::disk::decode_header(good).unwrap().stamp_hash,
+            None,
+        )
+        .unwrap();
+        program.binary.bytes.clear();
+        program_cache::disk::encode(
+            &header.key,
+            &program,
+            &header.stamp_hash,
+            header.created_ms,
+            true,
+        )
+    };
+    let cases: [(&str, &[u8], gpusvc_result); 7] = [
+        (
+            "truncated",
+            &good[..50],
+            GPUSVC_PROGRAM_CACHE_ENTRY_MALFORMED,
+        ),
+        ("bad magic", &not_ours, GPUSVC_PROGRAM_CACHE_ENTRY_MALFORMED),
+        (
+            "payload bit flip",
+            &damaged_payload,
+            GPUSVC_PROGRAM_CACHE_ENTRY_DAMAGED,
+        ),
+        (
+            "header bit flip",
+            &damaged_header,
+            GPUSVC_PROGRAM_CACHE_ENTRY_DAMAGED,
+        ),
+        (
+            "another stamp",
+            &foreign,
+            GPUSVC_PROGRAM_CACHE_ENTRY_FOREIGN_STAMP,
+        ),
+        ("too large", &huge, GPUSVC_PROGRAM_CACHE_ENTRY_TOO_LARGE),
+        (
+            "empty binary",
+            &empty_binary,
+            GPUSVC_PROGRAM_CACHE_EMPTY_BINARY,
+        ),
+    ];
+    for (what, bytes, code) in cases {
+        assert_eq!(
+            insert(cache, bytes),
+            Err(code),
+            "insert: {what}: {}",
+            last_detail()
+        );
+        if code == GPUSVC_PROGRAM_CACHE_EMPTY_BINARY {
+            // The store checks the encoding, not what the program holds.
+            assert!(last_detail().contains("empty"), "{}", last_detail());
+            continue;
+        }
+        assert!(last_detail().contains("invalid entry"), "{}", last_detail());
+        assert_eq!(
+            put(store, bytes).map(|_| ()),
+            Err(code),
+            "put: {what}: {}",
+            last_detail()
+        );
+    }
+    let ps = persist_stats(cache);
+    assert_eq!((ps.inserted, ps.insert_refused), (0, 7), "{ps:?}");
+    let st = store_stats(store);
+    assert_eq!(
+        (st.puts, st.refused, st.writes, st.entries),
+        (6, 6, 0, 0),
+        "{st:?}"
+    );
+    // Nothing was inserted: the good entry still goes in.
+    assert_eq!(insert(cache, good), Ok(saved[0].0));
+
+    // No sink: no stamp to check against.
+    let plain = new_cache(1 << 20, None).unwrap();
+    assert_eq!(
+        insert(plain, good),
+        Err(GPUSVC_PROGRAM_CACHE_PERSIST_NOT_CONFIGURED)
+    );
+    assert!(!persist_stats(plain).configured);
+    // A cache too small: inserted entries never evict.
+    let tiny = new_cache(100, Some(&s)).unwrap();
+    assert_eq!(insert(tiny, good), Err(GPUSVC_PROGRAM_CACHE_NO_ROOM));
+    for c in [cache, plain, tiny] {
+        free_cache(c);
+    }
+    free_store(store);
+    assert_eq!(GPUSVC_PROGRAM_CACHE_PERSIST_NOT_CONFIGURED as u32, 209);
+    assert_eq!(GPUSVC_PROGRAM_CACHE_STORE_IO as u32, 219);
+}
+
+#[test]
+fn bad_store_and_sink_configurations_are_refused_with_their_own_codes() {
+    let stamp = test_stamp(c"1");
+    let dir = tempfile::tempdir().unwrap();
+    let good_dir = path_bytes(dir.path());
+    let attempt =
+        |dir: &[u8], stamp: &[u8], edit: &dyn Fn(&mut gpusvc_program_cache_store_config)| {
+            let mut c = store_config(dir, stamp);
+            edit(&mut c);
+            try_open_store(&c)
+        };
+    let none = |_: &mut gpusvc_program_cache_store_config| {};
+    assert_eq!(
+        attempt(b"relative/folder", &stamp, &none),
+        Err(GPUSVC_PROGRAM_CACHE_STORE_DIR_NOT_ABSOLUTE)
+    );
+    assert!(
+        last_detail().contains("relative/folder"),
+        "{}",
+        last_detail()
+    );
+    assert_eq!(
+        attempt(b"/tmp/\xff\xfe", &stamp, &none),
+        Err(GPUSVC_INVALID_UTF8)
+    );
+    assert_eq!(attempt(b"", &stamp, &none), Err(GPUSVC_INVALID_ARGUMENT));
+    assert_eq!(
+        attempt(b"/tmp/a\0b", &stamp, &none),
+        Err(GPUSVC_INVALID_ARGUMENT)
+    );
+    assert_eq!(
+        attempt(&good_dir, b"stamp_format: 2\n", &none),
+        Err(GPUSVC_PROGRAM_CACHE_BAD_STAMP)
+    );
+    let edited = String::from_utf8(stamp.clone())
+        .unwrap()
+        .replace("persist abi tests", "persist abi tesTs");
+    assert_eq!(
+        attempt(&good_dir, edited.as_bytes(), &none),
+        Err(GPUSVC_PROGRAM_CACHE_BAD_STAMP)
+    );
+    assert_eq!(attempt(&good_dir, b"\xff", &none), Err(GPUSVC_INVALID_UTF8));
+    assert_eq!(
+        attempt(&good_dir, &stamp, &|c| c.budget_bytes = 0),
+        Err(GPUSVC_INVALID_ARGUMENT)
+    );
+    assert_eq!(
+        attempt(&good_dir, &stamp, &|c| c.dir = ptr::null()),
+        Err(GPUSVC_NULL_ARGUMENT)
+    );
+    assert_eq!(
+        attempt(&good_dir, &stamp, &|c| c.stamp = ptr::null()),
+        Err(GPUSVC_NULL_ARGUMENT)
+    );
+    assert_eq!(
+        attempt(&good_dir, &stamp, &|c| c.struct_size = 0),
+        Err(GPUSVC_UNSUPPORTED_STRUCT_SIZE)
+    );
+    assert_eq!(
+        attempt(&good_dir, &stamp, &|c| c.struct_size = 8),
+        Err(GPUSVC_UNSUPPORTED_STRUCT_SIZE)
+    );
+    // A regular file where the folder should be.
+    let file = dir.path().join("a file");
+    std::fs::write(&file, b"x").unwrap();
+    assert_eq!(
+        attempt(&path_bytes(&file), &stamp, &none),
+        Err(GPUSVC_PROGRAM_CACHE_STORE_UNUSABLE)
+    );
+    assert!(!last_detail().is_empty());
+    // SAFETY: NULL config and out slots, which the library must refuse.
+    unsafe {
+        let mut s = ptr::null_mut();
+        assert_eq!(
+            gpusvc_program_cache_store_open(ptr::null(), &mut s),
+            GPUSVC_NULL_ARGUMENT
+        );
+        let c = store_config(&good_dir, &stamp);
+        assert_eq!(
+            gpusvc_program_cache_store_open(&c, ptr::null_mut()),
+            GPUSVC_NULL_ARGUMENT
+        );
+    }
+    assert_eq!(
+        std::fs::read_dir(dir.path()).unwrap().count(),
+        1,
+        "nothing made on failure"
+    );
+
+    // The sink's checks happen when the cache is made.
+    let r = Received::default();
+    let bad = |edit: &dyn Fn(&mut gpusvc_program_cache_persist_sink)| {
+        let mut s = sink(&r, &stamp);
+        edit(&mut s);
+        new_cache(1 << 20, Some(&s))
+    };
+    assert_eq!(
+        bad(&|s| s.stamp_len = 10),
+        Err(GPUSVC_PROGRAM_CACHE_BAD_STAMP)
+    );
+    assert_eq!(bad(&|s| s.stamp = ptr::null()), Err(GPUSVC_NULL_ARGUMENT));
+    assert_eq!(
+        bad(&|s| s.max_consecutive_rejections = 0),
+        Err(GPUSVC_INVALID_ARGUMENT)
+    );
+    assert_eq!(
+        bad(&|s| s.struct_size = 1),
+        Err(GPUSVC_UNSUPPORTED_STRUCT_SIZE)
+    );
+    // An old host's config (without the persist_sink field) makes a cache without a sink.
+    let mut old = cache_config(1 << 20);
+    old.struct_size = std::mem::offset_of!(gpusvc_program_cache_config, persist_sink);
+    old.persist_sink = ptr::dangling();
+    let mut cache = ptr::null_mut();
+    // SAFETY: live config (read only up to its struct_size) and out slot.
+    let r = unsafe { gpusvc_program_cache_new(&old, None, ptr::null_mut(), &mut cache) };
+    assert_eq!(r, OK);
+    assert!(!persist_stats(cache).configured);
+    free_cache(cache);
+}
+
+#[test]
+fn every_null_and_dead_handle_is_a_code_and_nothing_is_written() {
+    let stamp = test_stamp(c"1");
+    let dir = tempfile::tempdir().unwrap();
+    let store = open_store(dir.path(), &stamp);
+    let cache = new_cache(1 << 20, None).unwrap();
+    let key = gpusvc_program_cache_sha1 { bytes: [1; 20] };
+    let bytes = [0u8; 4];
+    let mut out_key = gpusvc_program_cache_sha1 { bytes: [0xEE; 20] };
+    let mut flag = true;
+    let mut n = 77usize;
+    let mut st = gpusvc_program_cache_store_stats_snapshot::default();
+    let mut ps = gpusvc_program_cache_persist_stats_snapshot::default();
+    let d = desc(c"p", c"1");
+    let driver = fake_driver();
+    // SAFETY: NULL pointers and handles of the wrong kind, which the library must refuse.
+    unsafe {
+        let s = store.cast_const();
+        assert_eq!(
+            gpusvc_program_cache_store_put(s, ptr::null(), 0, &mut out_key, &mut flag),
+            GPUSVC_NULL_ARGUMENT
+        );
+        assert_eq!(
+            gpusvc_program_cache_store_put(s, bytes.as_ptr(), 4, ptr::null_mut(), &mut flag),
+            GPUSVC_NULL_ARGUMENT
+        );
+        assert_eq!(
+            gpusvc_program_cache_store_put(s, bytes.as_ptr(), 4, &mut out_key, ptr::null_mut()),
+            GPUSVC_NULL_ARGUMENT
+        );
+        assert_eq!(
+            gpusvc_program_cache_store_put(s, bytes.as_ptr(), usize::MAX, &mut out_key, &mut flag),
+            GPUSVC_INVALID_ARGUMENT
+        );
+        assert_eq!(
+            gpusvc_program_cache_store_put(ptr::null(), bytes.as_ptr(), 4, &mut out_key, &mut flag),
+            GPUSVC_NULL_ARGUMENT
+        );
+        assert_eq!(
+            gpusvc_program_cache_store_touch(s, ptr::null()),
+            GPUSVC_NULL_ARGUMENT
+        );
+        assert_eq!(
+            gpusvc_program_cache_store_remove(s, ptr::null(), &mut flag),
+            GPUSVC_NULL_ARGUMENT
+        );
+        assert_eq!(
+            gpusvc_program_cache_store_remove(s, &key, ptr::null_mut()),
+            GPUSVC_NULL_ARGUMENT
+        );
+        assert_eq!(
+            gpusvc_program_cache_store_clear(s, ptr::null_mut()),
+            GPUSVC_NULL_ARGUMENT
+        );
+        assert_eq!(
+            gpusvc_program_cache_store_for_each(s, None, ptr::null_mut(), &mut n),
+            GPUSVC_NULL_ARGUMENT
+        );
+        assert_eq!(
+            gpusvc_program_cache_store_for_each(s, Some(collect), ptr::null_mut(), ptr::null_mut()),
+            GPUSVC_NULL_ARGUMENT
+        );
+        assert_eq!(
+            gpusvc_program_cache_store_stats(s, ptr::null_mut()),
+            GPUSVC_NULL_ARGUMENT
+        );
+        assert_eq!(
+            gpusvc_program_cache_store_condition(s, ptr::null_mut(), 0, ptr::null_mut()),
+            GPUSVC_NULL_ARGUMENT
+        );
+        assert_eq!(
+            gpusvc_program_cache_store_config_defaults(ptr::null_mut()),
+            GPUSVC_NULL_ARGUMENT
+        );
+        assert_eq!(
+            gpusvc_program_cache_persist_sink_defaults(ptr::null_mut()),
+            GPUSVC_NULL_ARGUMENT
+        );
+        assert_eq!(
+            gpusvc_program_cache_insert_entry(cache, ptr::null(), 0, &mut out_key),
+            GPUSVC_NULL_ARGUMENT
+        );
+        assert_eq!(
+            gpusvc_program_cache_insert_entry(cache, bytes.as_ptr(), 4, ptr::null_mut()),
+            GPUSVC_NULL_ARGUMENT
+        );
+        assert_eq!(
+            gpusvc_program_cache_insert_entry(cache, bytes.as_ptr(), usize::MAX, &mut out_key),
+            GPUSVC_INVALID_ARGUMENT
+        );
+        assert_eq!(
+            gpusvc_program_cache_insert_entry(ptr::null(), bytes.as_ptr(), 4, &mut out_key),
+            GPUSVC_NULL_ARGUMENT
+        );
+        assert_eq!(
+            gpusvc_program_cache_flush_persist(ptr::null()),
+            GPUSVC_NULL_ARGUMENT
+        );
+        assert_eq!(
+            gpusvc_program_cache_persist_stats(cache, ptr::null_mut()),
+            GPUSVC_NULL_ARGUMENT
+        );
+        assert_eq!(
+            gpusvc_program_cache_stamp_text(ptr::null(), &d, ptr::null_mut(), 0, &mut n),
+            GPUSVC_NULL_ARGUMENT
+        );
+        assert_eq!(
+            gpusvc_program_cache_stamp_text(&driver, ptr::null(), ptr::null_mut(), 0, &mut n),
+            GPUSVC_NULL_ARGUMENT
+        );
+        assert_eq!(
+            gpusvc_program_cache_stamp_text(&driver, &d, ptr::null_mut(), 0, ptr::null_mut()),
+            GPUSVC_NULL_ARGUMENT
+        );
+        assert_eq!(
+            gpusvc_program_cache_stamp_text(&driver, &d, ptr::null_mut(), 5, &mut n),
+            GPUSVC_NULL_ARGUMENT
+        );
+        let no_product = gpusvc_program_cache_stamp_desc {
+            host_product: ptr::null(),
+            ..d
+        };
+        assert_eq!(
+            gpusvc_program_cache_stamp_text(&driver, &no_product, ptr::null_mut(), 0, &mut n),
+            GPUSVC_NULL_ARGUMENT
+        );
+        let reserved = gpusvc_program_cache_stamp_desc { reserved: 1, ..d };
+        assert_eq!(
+            gpusvc_program_cache_stamp_text(&driver, &reserved, ptr::null_mut(), 0, &mut n),
+            GPUSVC_INVALID_ARGUMENT
+        );
+        let bad = [0xffu8, 0];
+        let not_utf8 = gpusvc_driver_identity {
+            gl_renderer: bad.as_ptr().cast(),
+            ..driver
+        };
+        assert_eq!(
+            gpusvc_program_cache_stamp_text(&not_utf8, &d, ptr::null_mut(), 0, &mut n),
+            GPUSVC_INVALID_UTF8
+        );
+        // A handle of the other kind.
+        let wrong_store = cache.cast::<gpusvc_program_cache_store>();
+        assert_eq!(
+            gpusvc_program_cache_store_stats(wrong_store, &mut st),
+            GPUSVC_INVALID_HANDLE
+        );
+        assert!(
+            last_detail().contains("is a gpusvc_program_cache, not a gpusvc_program_cache_store"),
+            "{}",
+            last_detail()
+        );
+        assert_eq!(
+            gpusvc_program_cache_persist_stats(store.cast(), &mut ps),
+            GPUSVC_INVALID_HANDLE
+        );
+        assert_eq!(
+            gpusvc_program_cache_store_free(wrong_store),
+            GPUSVC_INVALID_HANDLE
+        );
+        assert_eq!(gpusvc_program_cache_store_free(ptr::null_mut()), OK);
+    }
+    assert_eq!(
+        (out_key.bytes, flag, n),
+        ([0xEE; 20], true, 77),
+        "nothing written on failure"
+    );
+    free_store(store);
+    // SAFETY: a freed handle, which the library must refuse.
+    unsafe {
+        assert_eq!(
+            gpusvc_program_cache_store_touch(store, &key),
+            GPUSVC_INVALID_HANDLE
+        );
+        assert_eq!(
+            gpusvc_program_cache_store_stats(store, &mut st),
+            GPUSVC_INVALID_HANDLE
+        );
+        assert_eq!(
+            gpusvc_program_cache_store_for_each(store, Some(collect), ptr::null_mut(), &mut n),
+            GPUSVC_INVALID_HANDLE
+        );
+        assert_eq!(
+            gpusvc_program_cache_store_free(store),
+            GPUSVC_INVALID_HANDLE
+        );
+    }
+    free_cache(cache);
+    // SAFETY: a freed handle.
+    let r = unsafe { gpusvc_program_cache_insert_entry(cache, bytes.as_ptr(), 4, &mut out_key) };
+    assert_eq!(r, GPUSVC_INVALID_HANDLE);
+}
+
+// ---- re-entrancy ----
+
+/// What the `_for_each` callback of the re-entrancy test does and saw.
+struct Reenter {
+    store: *mut gpusvc_program_cache_store,
+    calls: usize,
+    results: Vec<gpusvc_result>,
+    nested_count: usize,
+    /// Re-entrant puts of the entry being visited that did not say "already present".
+    bad_puts: usize,
+    /// On this call: clear the store (1-based; 0: never).
+    clear_on: usize,
+    /// On this call: free the store.
+    free_on: usize,
+}
+
+unsafe extern "C" fn reenter(
+    user_data: *mut c_void,
+    key: *const gpusvc_program_cache_sha1,
+    entry: *const u8,
+    len: usize,
+) -> i32 {
+    // SAFETY: the live `Reenter` the test passes; key and entry valid for the call.
+    unsafe {
+        let r = &mut *user_data.cast::<Reenter>();
+        r.calls += 1;
+        let s = r.store;
+        let mut st = gpusvc_program_cache_store_stats_snapshot::default();
+        let mut k = gpusvc_program_cache_sha1::default();
+        let mut written = true;
+        let mut n = 0;
+        let mut inner: Vec<(gpusvc_program_cache_sha1, Vec<u8>)> = Vec::new();
+        r.results.push(gpusvc_program_cache_store_stats(s, &mut st));
+        r.results.push(gpusvc_program_cache_store_touch(s, key));
+        r.results.push(gpusvc_program_cache_store_put(
+            s,
+            entry,
+            len,
+            &mut k,
+            &mut written,
+        ));
+        if written || k != *key {
+            r.bad_puts += 1;
+        }
+        r.results.push(gpusvc_program_cache_store_for_each(
+            s,
+            Some(collect),
+            ptr::from_mut(&mut inner).cast(),
+            &mut n,
+        ));
+        r.nested_count += n;
+        if r.calls == r.clear_on {
+            let mut removed = 0;
+            r.results
+                .push(gpusvc_program_cache_store_clear(s, &mut removed));
+        }
+        if r.calls == r.free_on {
+            r.results.push(gpusvc_program_cache_store_free(s));
+        }
+    }
+    0
+}
+
+#[test]
+fn calls_into_the_store_from_its_own_iteration_work_and_a_free_there_ends_it() {
+    let stamp = test_stamp(c"1");
+    let saved = made_up_entries(&stamp, 4);
+    let dir = tempfile::tempdir().unwrap();
+    for (clear_on, free_on, expected_calls) in [(0, 0, 4), (2, 0, 2), (0, 3, 3)] {
+        let store = open_store(dir.path(), &stamp);
+        for (_, e) in &saved {
+            put(store, e).unwrap();
+        }
+        let mut r = Reenter {
+            store,
+            calls: 0,
+            results: Vec::new(),
+            nested_count: 0,
+            bad_puts: 0,
+            clear_on,
+            free_on,
+        };
+        let mut n = 0;
+        // SAFETY: a live handle; `reenter` gets the live `Reenter` during the call.
+        let code = unsafe {
+            gpusvc_program_cache_store_for_each(
+                store,
+                Some(reenter),
+                ptr::from_mut(&mut r).cast(),
+                &mut n,
+            )
+        };
+        assert_eq!(code, OK, "{}", last_detail());
+        assert_eq!(
+            (n, r.calls),
+            (expected_calls, expected_calls),
+            "clear on {clear_on}, free on {free_on}"
+        );
+        assert!(r.results.iter().all(|&c| c == OK), "{:?}", r.results);
+        assert!(r.nested_count >= expected_calls);
+        assert_eq!(r.bad_puts, 0);
+        if free_on == 0 {
+            if clear_on != 0 {
+                assert_eq!(store_stats(store).entries, 0);
+            }
+            free_store(store);
+        } else {
+            let mut st = gpusvc_program_cache_store_stats_snapshot::default();
+            // SAFETY: freed from inside the callback, which the library must now refuse.
+            let r = unsafe { gpusvc_program_cache_store_stats(store, &mut st) };
+            assert_eq!(r, GPUSVC_INVALID_HANDLE);
+        }
+    }
+}
+
+#[test]
+fn a_sink_may_call_the_library_but_a_flush_from_inside_is_busy_not_a_hang() {
+    let stamp = test_stamp(c"1");
+    let r = Received::default();
+    let s = sink(&r, &stamp);
+    let cache = new_cache(1 << 20, Some(&s)).unwrap();
+    r.reenter.store(cache as usize, Ordering::SeqCst);
+    // On another thread, so that a flush waiting for itself fails the test instead of hanging it.
+    let (done, finished) = std::sync::mpsc::channel();
+    let addr = cache as usize;
+    std::thread::spawn(move || {
+        let cache = addr as *mut gpusvc_program_cache;
+        save(cache, 1);
+        flush_persist(cache);
+        done.send(()).unwrap();
+    });
+    finished
+        .recv_timeout(std::time::Duration::from_secs(30))
+        .expect("the save and flush did not finish: a flush from inside the sink waits for itself");
+    assert_eq!(r.saved.lock().unwrap().len(), 1);
+    assert_eq!(*r.reentered.lock().unwrap(), [GPUSVC_HANDLE_BUSY, OK]);
+    free_cache(cache);
+}
+
+// ---- the real driver ----
+
+const VS: &str = "in vec2 a_position;\nuniform float u_scale;\n\
+void main() { gl_Position = vec4(a_position * u_scale, 0.0, 1.0); }\n";
+
+fn fragment(n: usize) -> String {
+    format!(
+        "uniform vec4 u_tint;\nout vec4 o_color;\nvoid main() {{ o_color = u_tint * {n}.0; }}\n"
+    )
+}
+
+fn new_manager(
+    ctx: *mut gpusvc_gl_context,
+    cache: *mut gpusvc_program_cache,
+) -> *mut gpusvc_program_manager {
+    let mut m = ptr::null_mut();
+    // SAFETY: live handles and out slot.
+    let r = unsafe { gpusvc_program_manager_new_gl(ctx, cache, c"persist abi".as_ptr(), &mut m) };
+    assert_eq!(r, OK, "{}", last_detail());
+    m
+}
+
+/// Links VS + fragment(n) through `m`; the link origin.
+fn link(ctx: *mut gpusvc_gl_context, m: *mut gpusvc_program_manager, n: usize) -> u32 {
+    let (vs, fs) = (glsl(ctx, VS), glsl(ctx, &fragment(n)));
+    // SAFETY: live handles and out slots; every handle made here is freed here.
+    unsafe {
+        let mut shaders = [ptr::null_mut(); 2];
+        for (slot, (stage, src)) in shaders.iter_mut().zip([
+            (GPUSVC_PROGRAM_CACHE_SHADER_STAGE_VERTEX, &vs),
+            (GPUSVC_PROGRAM_CACHE_SHADER_STAGE_FRAGMENT, &fs),
+        ]) {
+            assert_eq!(
+                gpusvc_program_manager_shader_new(m, stage, src.as_ptr().cast(), src.len(), slot),
+                OK
+            );
+            let mut outcome = 0;
+            assert_eq!(gpusvc_program_manager_compile(m, *slot, &mut outcome), OK);
+        }
+        let mut p = ptr::null_mut();
+        assert_eq!(
+            gpusvc_program_manager_link(m, shaders[0], shaders[1], ptr::null(), &mut p),
+            OK,
+            "{}",
+            last_detail()
+        );
+        let mut origin = 99;
+        assert_eq!(
+            gpusvc_program_manager_linked_program_origin(p, &mut origin),
+            OK
+        );
+        assert_eq!(gpusvc_program_manager_linked_program_free(p), OK);
+        for s in shaders {
+            assert_eq!(gpusvc_program_manager_shader_free(s), OK);
+        }
+        origin
+    }
+}
+
+fn free_manager(m: *mut gpusvc_program_manager) {
+    // SAFETY: a live manager on its thread.
+    assert_eq!(unsafe { gpusvc_program_manager_free(m) }, OK);
+}
+
+fn context_stamp(ctx: *mut gpusvc_gl_context) -> Vec<u8> {
+    let mut identity = fake_driver();
+    // SAFETY: live context and out slot.
+    let r = unsafe { gpusvc_gl_context_driver_identity(ctx, &mut identity) };
+    assert_eq!(r, OK);
+    stamp_text(&identity, &desc(c"persist abi tests", c"1"))
+}
+
+const PROGRAMS: usize = 4;
+
+#[test]
+fn programs_linked_on_the_driver_come_back_from_the_store_as_cache_hits() {
+    let Some(ctx) = open_gl_context(
+        "programs_linked_on_the_driver_come_back_from_the_store_as_cache_hits",
+        0,
+    ) else {
+        return;
+    };
+    let stamp = context_stamp(ctx);
+    let dir = tempfile::tempdir().unwrap();
+
+    // The GPU process links a corpus; the browser persists what its sink is sent.
+    let sent = Received::default();
+    let s = sink(&sent, &stamp);
+    let a = new_cache(1 << 22, Some(&s)).unwrap();
+    let m = new_manager(ctx, a);
+    for n in 0..PROGRAMS {
+        assert_eq!(link(ctx, m, n), GPUSVC_PROGRAM_MANAGER_LINK_ORIGIN_LINKED);
+    }
+    free_manager(m);
+    flush_persist(a);
+    assert_eq!(persist_stats(a).sent, PROGRAMS as u64);
+    free_cache(a);
+    let store = open_store(dir.path(), &stamp);
+    let saved = std::mem::take(&mut *sent.saved.lock().unwrap());
+    assert_eq!(saved.len(), PROGRAMS);
+    let persisted = saved
+        .iter()
+        .filter(|(_, e)| put(store, e).unwrap().1)
+        .count();
+    assert_eq!(persisted, PROGRAMS);
+    free_store(store);
+
+    // The next start: the store streams every entry into a fresh cache; every link is a hit.
+    let store = open_store(dir.path(), &stamp);
+    let got = Received::default();
+    let s = sink(&got, &stamp);
+    let b = new_cache(1 << 22, Some(&s)).unwrap();
+    let mut streamed = 0;
+    for (key, entry) in entries(store) {
+        assert_eq!(insert(b, &entry), Ok(key), "{}", last_detail());
+        streamed += 1;
+    }
+    assert_eq!(streamed, PROGRAMS);
+    let m = new_manager(ctx, b);
+    for n in 0..PROGRAMS {
+        assert_eq!(
+            link(ctx, m, n),
+            GPUSVC_PROGRAM_MANAGER_LINK_ORIGIN_CACHE_HIT,
+            "program {n}"
+        );
+    }
+    let mut st = gpusvc_program_cache_stats_snapshot::default();
+    // SAFETY: live handle and out slot.
+    assert_eq!(unsafe { gpusvc_program_cache_stats(b, &mut st) }, OK);
+    assert_eq!(
+        (st.counters.hits, st.counters.driver_rejections),
+        (PROGRAMS as u64, 0)
+    );
+    free_manager(m);
+    flush_persist(b);
+    assert_eq!(
+        got.used.lock().unwrap().len(),
+        PROGRAMS,
+        "each hit reported as a use"
+    );
+    assert!(
+        got.saved.lock().unwrap().is_empty(),
+        "hits are not sent again"
+    );
+    free_cache(b);
+    free_store(store);
+    eprintln!(
+        "linked {PROGRAMS}, sent {}, persisted {persisted}, streamed back {streamed}, hits {}",
+        saved.len(),
+        st.counters.hits
+    );
+    // SAFETY: a live context on its thread.
+    unsafe { gpusvc_gl_context_free(ctx) };
+}
+
+#[test]
+fn the_sink_is_never_called_once_the_cache_is_freed_even_while_a_manager_keeps_it() {
+    let Some(ctx) = open_gl_context(
+        "the_sink_is_never_called_once_the_cache_is_freed_even_while_a_manager_keeps_it",
+        0,
+    ) else {
+        return;
+    };
+    let stamp = context_stamp(ctx);
+    let r = Received::default();
+    let s = sink(&r, &stamp);
+    let cache = new_cache(1 << 22, Some(&s)).unwrap();
+    let m = new_manager(ctx, cache);
+    assert_eq!(link(ctx, m, 0), GPUSVC_PROGRAM_MANAGER_LINK_ORIGIN_LINKED);
+    flush_persist(cache);
+    let before = r.calls.load(Ordering::SeqCst);
+    assert_eq!(before, 1, "the sink is called while the cache lives");
+    free_cache(cache);
+    // The manager keeps the cache: a new program is saved, a hit is a use; neither reaches the
+    // host's sink, nor does what the persistence thread delivers when the manager goes.
+    assert_eq!(link(ctx, m, 1), GPUSVC_PROGRAM_MANAGER_LINK_ORIGIN_LINKED);
+    assert_eq!(
+        link(ctx, m, 0),
+        GPUSVC_PROGRAM_MANAGER_LINK_ORIGIN_CACHE_HIT
+    );
+    free_manager(m);
+    assert_eq!(r.calls.load(Ordering::SeqCst), before);
+    // SAFETY: a live context on its thread.
+    unsafe { gpusvc_gl_context_free(ctx) };
+}
+
+#[test]
+fn a_binary_the_driver_refuses_is_reported_to_the_sink_and_removed_from_the_store() {
+    let Some(ctx) = open_gl_context(
+        "a_binary_the_driver_refuses_is_reported_to_the_sink_and_removed_from_the_store",
+        0,
+    ) else {
+        return;
+    };
+    let stamp = context_stamp(ctx);
+    let r = Received::default();
+    let s = sink(&r, &stamp);
+    let a = new_cache(1 << 22, Some(&s)).unwrap();
+    let m = new_manager(ctx, a);
+    assert_eq!(link(ctx, m, 0), GPUSVC_PROGRAM_MANAGER_LINK_ORIGIN_LINKED);
+    free_manager(m);
+    flush_persist(a);
+    free_cache(a);
+    let (key, entry) = r.saved.lock().unwrap().pop().unwrap();
+    // The same entry with a binary the driver cannot take (checksums valid).
+    let stamp_hash = program_cache::disk::decode_header(&entry)
+        .unwrap()
+        .stamp_hash;
+    let (header, mut program) = program_cache::disk::decode(&entry, &stamp_hash, None).unwrap();
+    program.binary.bytes.iter_mut().for_each(|b| *b ^= 0x5A);
+    let garbage =
+        program_cache::disk::encode(&header.key, &program, &stamp_hash, header.created_ms, true);
+    let dir = tempfile::tempdir().unwrap();
+    let store = open_store(dir.path(), &stamp);
+    assert_eq!(put(store, &garbage), Ok((key, true)));
+
+    let got = Received::default();
+    let mut s = sink(&got, &stamp);
+    s.max_consecutive_rejections = 1;
+    let b = new_cache(1 << 22, Some(&s)).unwrap();
+    assert_eq!(insert(b, &garbage), Ok(key));
+    let m = new_manager(ctx, b);
+    assert_eq!(
+        link(ctx, m, 0),
+        GPUSVC_PROGRAM_MANAGER_LINK_ORIGIN_RELINKED_AFTER_REJECTION
+    );
+    free_manager(m);
+    flush_persist(b);
+    assert_eq!(*got.rejected.lock().unwrap(), [key]);
+    assert_eq!(got.store_rejected.load(Ordering::SeqCst), 1);
+    let ps = persist_stats(b);
+    assert_eq!((ps.rejected, ps.store_rejections), (1, 1), "{ps:?}");
+    // The browser deletes it.
+    let mut removed = false;
+    // SAFETY: live handle, key and out slot.
+    let r = unsafe { gpusvc_program_cache_store_remove(store, &key, &mut removed) };
+    assert_eq!(r, OK);
+    assert!(removed);
+    assert_eq!(store_stats(store).entries, 0);
+    free_cache(b);
+    free_store(store);
+    // SAFETY: a live context on its thread.
+    unsafe { gpusvc_gl_context_free(ctx) };
+}
