@@ -14,6 +14,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -513,6 +514,263 @@ inline std::string DefaultDiskDir() {
   if (gpusvc_program_cache_disk_config_default_dir(nullptr, 0, &len) != GPUSVC_OK) return std::string();
   std::vector<char> buf(len + 1);
   if (gpusvc_program_cache_disk_config_default_dir(buf.data(), buf.size(), &len) != GPUSVC_OK)
+    return std::string();
+  return std::string(buf.data(), len);
+}
+
+// ---- the persistence split: a sandboxed GPU process and the process that owns the disk ----
+
+// What the stamp takes besides the driver (see gpusvc_program_cache_stamp_desc).
+struct StampFields {
+  std::string host_product;  // which embedder / browser channel
+  std::string host_version;  // browser version + build, translator version
+  bool has_driver_build_id = false;
+  std::string driver_build_id;
+  bool has_vendor_id = false;
+  uint32_t vendor_id = 0;
+  bool has_device_id = false;
+  uint32_t device_id = 0;
+};
+
+// The stamp text both sides use (gpusvc_program_cache_stamp_text) into *out (left alone on
+// error): the GPU process passes it to its persistence sink and sends it to the process that
+// opens the store.
+inline gpusvc_result StampText(const DriverStrings& driver, const StampFields& fields,
+                               std::string* out) {
+  if (out == nullptr) return GPUSVC_NULL_ARGUMENT;
+  const gpusvc_driver_identity d = driver.View();
+  gpusvc_program_cache_stamp_desc desc = Sized<gpusvc_program_cache_stamp_desc>();
+  desc.host_product = fields.host_product.c_str();
+  desc.host_version = fields.host_version.c_str();
+  desc.driver_build_id = fields.has_driver_build_id ? fields.driver_build_id.c_str() : nullptr;
+  desc.has_vendor_id = fields.has_vendor_id;
+  desc.vendor_id = fields.vendor_id;
+  desc.has_device_id = fields.has_device_id;
+  desc.device_id = fields.device_id;
+  size_t len = 0;
+  gpusvc_result r = gpusvc_program_cache_stamp_text(&d, &desc, nullptr, 0, &len);
+  if (r != GPUSVC_OK) return r;
+  std::vector<char> buf(len + 1);
+  r = gpusvc_program_cache_stamp_text(&d, &desc, buf.data(), buf.size(), &len);
+  if (r == GPUSVC_OK) out->assign(buf.data(), len);
+  return r;
+}
+
+// The GPU side's persistence sink in C++ terms: override what you forward (typically one IPC
+// message each). Every method runs on the cache's persistence thread, one call at a time, and
+// must not throw; none runs once the cache's ProgramCachePtr has been reset (even while program
+// managers keep the cache), so the sink must outlive that reset.
+class PersistSink {
+ public:
+  virtual ~PersistSink() = default;
+  // A saved program: its key and whole entry (valid during the call), for StorePut.
+  virtual void EntrySaved(const gpusvc_program_cache_sha1& key, const uint8_t* entry,
+                          size_t len) = 0;
+  // A cache hit (at most once per key per minute), for StoreTouch.
+  virtual void EntryUsed(const gpusvc_program_cache_sha1& key) { (void)key; }
+  // The driver refused an inserted entry's binary, for StoreRemove.
+  virtual void EntryRejected(const gpusvc_program_cache_sha1& key) { (void)key; }
+  // The driver refused too many inserted binaries in a row, for StoreClear.
+  virtual void StoreRejected() {}
+
+  // The C sink whose callbacks forward to this object; its stamp points into `stamp`, so both
+  // must live until the cache is made.
+  gpusvc_program_cache_persist_sink View(const std::string& stamp, bool compress = true,
+                                         uint32_t max_consecutive_rejections = 3) {
+    gpusvc_program_cache_persist_sink s = Sized<gpusvc_program_cache_persist_sink>();
+    (void)gpusvc_program_cache_persist_sink_defaults(&s);
+    s.user_data = this;
+    s.entry_saved = &Saved;
+    s.entry_used = &Used;
+    s.entry_rejected = &Rejected;
+    s.store_rejected = &AllRejected;
+    s.stamp = stamp.data();
+    s.stamp_len = stamp.size();
+    s.compress = compress;
+    s.max_consecutive_rejections = max_consecutive_rejections;
+    return s;
+  }
+
+ private:
+  static void Saved(void* self, const gpusvc_program_cache_sha1* key, const uint8_t* entry,
+                    size_t len) noexcept {
+    static_cast<PersistSink*>(self)->EntrySaved(*key, entry, len);
+  }
+  static void Used(void* self, const gpusvc_program_cache_sha1* key) noexcept {
+    static_cast<PersistSink*>(self)->EntryUsed(*key);
+  }
+  static void Rejected(void* self, const gpusvc_program_cache_sha1* key) noexcept {
+    static_cast<PersistSink*>(self)->EntryRejected(*key);
+  }
+  static void AllRejected(void* self) noexcept { static_cast<PersistSink*>(self)->StoreRejected(); }
+};
+
+// A program cache whose saves also go to `sink` (config.persist_sink is set here) into *out.
+inline gpusvc_result NewPersistingProgramCache(gpusvc_program_cache_config config,
+                                               const std::string& stamp, PersistSink* sink,
+                                               ProgramCachePtr* out,
+                                               bool compress = true,
+                                               uint32_t max_consecutive_rejections = 3) {
+  if (out == nullptr || sink == nullptr) return GPUSVC_NULL_ARGUMENT;
+  const gpusvc_program_cache_persist_sink s =
+      sink->View(stamp, compress, max_consecutive_rejections);
+  config.struct_size = sizeof(config);
+  config.persist_sink = &s;
+  gpusvc_program_cache* raw = nullptr;
+  gpusvc_result r = gpusvc_program_cache_new(&config, nullptr, nullptr, &raw);
+  if (r == GPUSVC_OK) out->reset(raw);
+  return r;
+}
+
+// Validates an entry streamed back from the store and inserts it; its key into *key (may be
+// null). GPUSVC_PROGRAM_CACHE_ENTRY_* / _NO_ROOM / _EMPTY_BINARY / _PERSIST_NOT_CONFIGURED.
+inline gpusvc_result InsertEntry(const gpusvc_program_cache* cache, const uint8_t* entry,
+                                 size_t len, gpusvc_program_cache_sha1* key = nullptr) {
+  gpusvc_program_cache_sha1 k{};
+  gpusvc_result r = gpusvc_program_cache_insert_entry(cache, entry, len, &k);
+  if (r == GPUSVC_OK && key != nullptr) *key = k;
+  return r;
+}
+inline gpusvc_result InsertEntry(const gpusvc_program_cache* cache,
+                                 const std::vector<uint8_t>& entry,
+                                 gpusvc_program_cache_sha1* key = nullptr) {
+  return InsertEntry(cache, entry.data(), entry.size(), key);
+}
+
+// The persistence counters into *out.
+inline gpusvc_result PersistStats(const gpusvc_program_cache* cache,
+                                  gpusvc_program_cache_persist_stats_snapshot* out) {
+  if (out == nullptr) return GPUSVC_NULL_ARGUMENT;
+  gpusvc_program_cache_persist_stats_snapshot s =
+      Sized<gpusvc_program_cache_persist_stats_snapshot>();
+  gpusvc_result r = gpusvc_program_cache_persist_stats(cache, &s);
+  if (r == GPUSVC_OK) *out = s;
+  return r;
+}
+
+// Deleter for gpusvc_program_cache_store (pending last uses are written first).
+struct ProgramCacheStoreDeleter {
+  void operator()(gpusvc_program_cache_store* s) const noexcept {
+    (void)gpusvc_program_cache_store_free(s);
+  }
+};
+// The disk store on its own (no GL, no cache); any thread.
+using ProgramCacheStorePtr = std::unique_ptr<gpusvc_program_cache_store, ProgramCacheStoreDeleter>;
+
+// A store's configuration in C++ terms; Defaults() matches
+// gpusvc_program_cache_store_config_defaults.
+struct StoreOptions {
+  std::string dir;    // absolute, UTF-8
+  std::string stamp;  // the GPU process's StampText
+  uint64_t budget_bytes = 64u << 20;
+  gpusvc_program_cache_disk_log_callback log = nullptr;  // the calling thread; must not throw
+  void* log_user_data = nullptr;
+
+  static StoreOptions Defaults() {
+    StoreOptions o;
+    gpusvc_program_cache_store_config c = Sized<gpusvc_program_cache_store_config>();
+    if (gpusvc_program_cache_store_config_defaults(&c) == GPUSVC_OK) o.budget_bytes = c.budget_bytes;
+    return o;
+  }
+
+  // The C view; valid while this object lives and is unchanged.
+  gpusvc_program_cache_store_config View() const {
+    gpusvc_program_cache_store_config c = Sized<gpusvc_program_cache_store_config>();
+    c.dir = dir.data();
+    c.dir_len = dir.size();
+    c.stamp = stamp.data();
+    c.stamp_len = stamp.size();
+    c.budget_bytes = budget_bytes;
+    c.log = log;
+    c.log_user_data = log_user_data;
+    return c;
+  }
+};
+
+// Opens the store of options.stamp in options.dir into *out.
+inline gpusvc_result OpenProgramCacheStore(const StoreOptions& options, ProgramCacheStorePtr* out) {
+  if (out == nullptr) return GPUSVC_NULL_ARGUMENT;
+  const gpusvc_program_cache_store_config c = options.View();
+  gpusvc_program_cache_store* raw = nullptr;
+  gpusvc_result r = gpusvc_program_cache_store_open(&c, &raw);
+  if (r == GPUSVC_OK) out->reset(raw);
+  return r;
+}
+
+// Checks and publishes an entry; its key into *key and whether it was written (false: one was
+// there already) into *written (either may be null).
+inline gpusvc_result StorePut(const gpusvc_program_cache_store* store, const uint8_t* entry,
+                              size_t len, gpusvc_program_cache_sha1* key = nullptr,
+                              bool* written = nullptr) {
+  gpusvc_program_cache_sha1 k{};
+  bool w = false;
+  gpusvc_result r = gpusvc_program_cache_store_put(store, entry, len, &k, &w);
+  if (r == GPUSVC_OK) {
+    if (key != nullptr) *key = k;
+    if (written != nullptr) *written = w;
+  }
+  return r;
+}
+
+// Records a use of `key` (coalesced).
+inline gpusvc_result StoreTouch(const gpusvc_program_cache_store* store,
+                                const gpusvc_program_cache_sha1& key) {
+  return gpusvc_program_cache_store_touch(store, &key);
+}
+
+// Deletes the entry of `key`; whether there was one into *removed (may be null).
+inline gpusvc_result StoreRemove(const gpusvc_program_cache_store* store,
+                                 const gpusvc_program_cache_sha1& key, bool* removed = nullptr) {
+  bool r_removed = false;
+  gpusvc_result r = gpusvc_program_cache_store_remove(store, &key, &r_removed);
+  if (r == GPUSVC_OK && removed != nullptr) *removed = r_removed;
+  return r;
+}
+
+// Deletes every entry; how many into *removed (may be null).
+inline gpusvc_result StoreClear(const gpusvc_program_cache_store* store, size_t* removed = nullptr) {
+  size_t n = 0;
+  gpusvc_result r = gpusvc_program_cache_store_clear(store, &n);
+  if (r == GPUSVC_OK && removed != nullptr) *removed = n;
+  return r;
+}
+
+// Calls fn(key, entry, len) for each entry, hot ones first, then the most recently used first,
+// on this thread, while it returns true; the number of calls into *count (may be null). fn must
+// not throw; it may call back into the store (no lock is held while it runs).
+template <typename F>
+inline gpusvc_result ForEachStoreEntry(const gpusvc_program_cache_store* store, F&& fn,
+                                       size_t* count = nullptr) {
+  using Fn = typename std::remove_reference<F>::type;
+  struct Call {
+    static int32_t Run(void* f, const gpusvc_program_cache_sha1* key, const uint8_t* entry,
+                       size_t len) noexcept {
+      return (*static_cast<Fn*>(f))(*key, entry, len) ? 0 : 1;
+    }
+  };
+  size_t n = 0;
+  gpusvc_result r = gpusvc_program_cache_store_for_each(
+      store, &Call::Run, const_cast<void*>(static_cast<const void*>(std::addressof(fn))), &n);
+  if (r == GPUSVC_OK && count != nullptr) *count = n;
+  return r;
+}
+
+// The store's statistics into *out.
+inline gpusvc_result StoreStats(const gpusvc_program_cache_store* store,
+                                gpusvc_program_cache_store_stats_snapshot* out) {
+  if (out == nullptr) return GPUSVC_NULL_ARGUMENT;
+  gpusvc_program_cache_store_stats_snapshot s = Sized<gpusvc_program_cache_store_stats_snapshot>();
+  gpusvc_result r = gpusvc_program_cache_store_stats(store, &s);
+  if (r == GPUSVC_OK) *out = s;
+  return r;
+}
+
+// The store's first reported condition (empty when none or on error).
+inline std::string StoreCondition(const gpusvc_program_cache_store* store) {
+  size_t len = 0;
+  if (gpusvc_program_cache_store_condition(store, nullptr, 0, &len) != GPUSVC_OK) return std::string();
+  std::vector<char> buf(len + 1);
+  if (gpusvc_program_cache_store_condition(store, buf.data(), buf.size(), &len) != GPUSVC_OK)
     return std::string();
   return std::string(buf.data(), len);
 }
