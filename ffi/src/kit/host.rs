@@ -4,10 +4,12 @@
 //! again) and [`GatedFn`] (a host callback behind its gate).
 //!
 //! Which callbacks are gated, and why the others are not:
-//! * gated: the program cache's histogram callback and its disk store's log callback. Both
-//!   outlive the handle they were given to (program managers keep the Rust cache alive after
-//!   `gpusvc_program_cache_free`), so without the gate the host could be called after it freed
-//!   its user data.
+//! * gated: the program cache's histogram callback, its disk store's log callback and its
+//!   persistence sink, and a `gpusvc_program_cache_store`'s log callback. The cache's outlive
+//!   the handle they were given to (program managers keep the Rust cache alive after
+//!   `gpusvc_program_cache_free`), and a store call in flight on another thread may still log
+//!   after `gpusvc_program_cache_store_free`, so without the gate the host could be called after
+//!   it freed its user data.
 //! * not gated, per-call callbacks that run while the call that received them is in progress or
 //!   exactly once by contract: a scheduler task's `run`/`start` (on the driving thread, while
 //!   the scheduler runs it) and `destroy` (exactly once, when the task is dropped: gating it
@@ -33,8 +35,9 @@ pub(crate) struct UserData(*mut c_void);
 // SAFETY: the pointer is opaque to gpusvc (never dereferenced here) and only passed back to the
 // host's callbacks. Every function that takes a callback documents, in the header, the threads
 // it may be called from (any thread for the program cache's histogram and disk log callbacks,
-// the scheduler's clock and the sync wait callbacks; the driving thread for scheduler tasks and
-// metrics, the thread that drops a task for `destroy`); the host promises that the callback and
+// the scheduler's clock and the sync wait callbacks; the cache's persistence thread for its
+// persistence sink; the calling thread for a store's log; the driving thread for scheduler tasks
+// and metrics, the thread that drops a task for `destroy`); the host promises that the callback and
 // its user data are safe to use from those threads. This is the only place gpusvc asserts that
 // for a host pointer.
 unsafe impl Send for UserData {}
