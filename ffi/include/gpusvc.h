@@ -3374,21 +3374,21 @@ gpusvc_result gpusvc_program_cache_store_clear(const struct gpusvc_program_cache
                                                size_t *out_removed);
 
 /*
- Calls `callback` with `user_data` for each entry of the store, in the order a disk-backed cache
- loads them — hot ones first, then most recently used first — on this thread, until `callback`
- returns nonzero; `*out_count` gets the number of calls made. Each entry is read with a
- bounded read and passed only when every check of FORMAT.md holds (a damaged or foreign
- entry is deleted and counted in `rejected_entries`; a name that is not a regular file is
- skipped, never opened). The listing is taken when the call starts (pending last uses
- written first); entries deleted meanwhile are skipped.
+ Calls `callback` with `user_data` for each entry of the store, in the order a disk-backed
+ cache loads them — hot ones first, then most recently used first — on this thread, until
+ `callback` returns nonzero; `*out_count` gets the number of calls made. Each entry is read
+ with a bounded read and passed only when every check of FORMAT.md holds (a damaged or
+ foreign entry is deleted and counted in `rejected_entries`; a name that is not a regular
+ file is skipped, never opened). The listing is taken when the call starts (pending last
+ uses written first); entries deleted meanwhile are skipped.
 
  No lock is held while `callback` runs: it may call any function on this store (put, touch,
  remove, clear, stats, another `_for_each`) or on other handles. If it frees the store, the
  iteration stops after that call (`GPUSVC_OK`).
 
  # Safety
- `callback` must be safe to call with `user_data` on this thread during the call; `out_count` is
- NULL or valid for one write.
+ `callback` must be safe to call with `user_data` on this thread during the call;
+ `out_count` is NULL or valid for one write.
  */
 gpusvc_result gpusvc_program_cache_store_for_each(const struct gpusvc_program_cache_store *store,
                                                   gpusvc_program_cache_store_entry_fn callback,
