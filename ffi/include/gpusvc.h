@@ -2952,14 +2952,18 @@ gpusvc_result gpusvc_program_cache_new(const struct gpusvc_program_cache_config 
  `GPUSVC_INVALID_HANDLE`. Program managers made over the cache keep it alive until they are
  freed.
 
- The cache's histogram callback, and with a disk store its log callback, are never called
- once this has returned, even while program managers keep the cache alive: this waits for a
- call in progress on another thread (called from inside one of them, it does not wait for
- that call itself; nor for a call whose thread is waiting, in a free of its own, for the
- callback this thread is in: two callbacks freeing each other's cache both return).
+ The cache's histogram callback, with a disk store its log callback, and with a
+ `persist_sink` the sink's callbacks, are never called once this has returned, even while
+ program managers keep the cache alive (what they save afterwards is not sent to the sink):
+ this waits for a call in progress on another thread (called from inside one of them, it
+ does not wait for that call itself; nor for a call whose thread is waiting, in a free of its
+ own, for the callback this thread is in: two callbacks freeing each other's cache both
+ return).
 
  A cache with a disk store (`gpusvc_program_cache_open`): when this frees the last
- reference, it waits for the writes already queued.
+ reference, it waits for the writes already queued. With a `persist_sink`, likewise until
+ the persistence thread has handed what was queued to the sink (its callbacks run during
+ this call then).
 
  # Safety
  None beyond passing a value that came from gpusvc (or NULL).

@@ -1086,6 +1086,23 @@ fn a_sink_may_call_the_library_but_a_flush_from_inside_is_busy_not_a_hang() {
     free_cache(cache);
 }
 
+#[test]
+fn freeing_the_last_reference_hands_what_was_queued_to_the_sink_first() {
+    let stamp = test_stamp(c"1");
+    let r = Received::default();
+    let s = sink(&r, &stamp);
+    let cache = new_cache(1 << 20, Some(&s)).unwrap();
+    for n in 1..=5 {
+        save(cache, n);
+    }
+    free_cache(cache);
+    assert_eq!(
+        r.saved.lock().unwrap().len(),
+        5,
+        "no flush: the free delivered them"
+    );
+}
+
 // ---- the real driver ----
 
 const VS: &str = "in vec2 a_position;\nuniform float u_scale;\n\
