@@ -947,6 +947,88 @@ fn every_null_and_dead_handle_is_a_code_and_nothing_is_written() {
     assert_eq!(r, GPUSVC_INVALID_HANDLE);
 }
 
+/// Lines a store's log callback received.
+#[derive(Default)]
+struct Lines(Mutex<Vec<String>>);
+
+unsafe extern "C" fn log_line(message: *const c_char, user_data: *mut c_void) {
+    // SAFETY: `user_data` is the live `Lines` the test passes; the message is NUL-terminated.
+    let (lines, text) = unsafe {
+        (
+            &*user_data.cast::<Lines>(),
+            CStr::from_ptr(message).to_string_lossy().into_owned(),
+        )
+    };
+    lines.0.lock().unwrap().push(text);
+}
+
+#[test]
+fn a_repaired_stamp_file_is_reported_through_the_log_and_the_condition() {
+    let stamp = test_stamp(c"1");
+    let dir = tempfile::tempdir().unwrap();
+    free_store(open_store(dir.path(), &stamp));
+    let folder = std::fs::read_dir(dir.path())
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    std::fs::write(folder.join("STAMP"), b"damaged").unwrap();
+    let lines = Lines::default();
+    let bytes = path_bytes(dir.path());
+    let mut c = store_config(&bytes, &stamp);
+    c.log = Some(log_line);
+    c.log_user_data = ptr::from_ref(&lines).cast_mut().cast();
+    let store = try_open_store(&c).unwrap();
+    let logged = lines.0.lock().unwrap().clone();
+    assert!(logged.iter().any(|l| l.contains("STAMP")), "{logged:?}");
+    let mut n = 0;
+    // SAFETY: size query with a live handle and out slot.
+    let r = unsafe { gpusvc_program_cache_store_condition(store, ptr::null_mut(), 0, &mut n) };
+    assert_eq!(r, OK);
+    let mut buf = vec![0 as c_char; n + 1];
+    // SAFETY: a buffer of n + 1 bytes.
+    let r = unsafe { gpusvc_program_cache_store_condition(store, buf.as_mut_ptr(), n + 1, &mut n) };
+    assert_eq!(r, OK);
+    // SAFETY: NUL-terminated on success.
+    let condition = unsafe { CStr::from_ptr(buf.as_ptr()) }
+        .to_string_lossy()
+        .into_owned();
+    assert!(condition.contains("STAMP"), "{condition}");
+    free_store(store);
+    assert_eq!(
+        std::fs::read(folder.join("STAMP")).unwrap(),
+        stamp,
+        "repaired"
+    );
+}
+
+#[test]
+fn one_store_is_used_from_two_threads_at_once() {
+    let stamp = test_stamp(c"1");
+    let saved = made_up_entries(&stamp, 8);
+    let dir = tempfile::tempdir().unwrap();
+    let store = open_store(dir.path(), &stamp);
+    let addr = store as usize;
+    std::thread::scope(|scope| {
+        for half in saved.chunks(4) {
+            scope.spawn(move || {
+                let store = addr as *mut gpusvc_program_cache_store;
+                for (key, entry) in half {
+                    assert_eq!(put(store, entry), Ok((*key, true)));
+                    // SAFETY: a live handle and key.
+                    assert_eq!(unsafe { gpusvc_program_cache_store_touch(store, key) }, OK);
+                    assert!(!entries(store).is_empty());
+                }
+            });
+        }
+    });
+    let st = store_stats(store);
+    assert_eq!((st.entries, st.writes, st.touches), (8, 8, 8), "{st:?}");
+    assert_eq!(entries(store).len(), 8);
+    free_store(store);
+}
+
 // ---- re-entrancy ----
 
 /// What the `_for_each` callback of the re-entrancy test does and saw.
