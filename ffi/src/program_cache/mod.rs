@@ -14,6 +14,25 @@
 //! * [`persist`]: the GPU side of the persistence split (the host's persistence sink, the stamp
 //!   text, entries inserted back); [`store`]: the other side, the disk store on its own
 //!   (`gpusvc_program_cache_store_*`) for the process that owns the disk.
+//!
+//! # Guarantees of the persistence split (tested in `ffi/tests/persist_abi.rs`, and through
+//! `gpusvc.hpp` in `cpp-tests/persist_test.cpp`)
+//! * Programs linked on the driver and saved through a persistence sink, kept by a store and
+//!   streamed back into a fresh cache are cache hits with no driver rejection
+//!   (`programs_linked_on_the_driver_come_back_from_the_store_as_cache_hits`).
+//! * The sink is never called once `gpusvc_program_cache_free` has returned, even while program
+//!   managers keep the cache
+//!   (`the_sink_is_never_called_once_the_cache_is_freed_even_while_a_manager_keeps_it`); a free
+//!   of the last reference first hands over what was queued
+//!   (`freeing_the_last_reference_hands_what_was_queued_to_the_sink_first`).
+//! * A flush from inside a sink callback is `GPUSVC_HANDLE_BUSY`, never a wait for itself
+//!   (`a_sink_may_call_the_library_but_a_flush_from_inside_is_busy_not_a_hang`).
+//! * Every refusal of an entry, by `gpusvc_program_cache_insert_entry` or
+//!   `gpusvc_program_cache_store_put`, has its own code and leaves cache and store unchanged
+//!   (`bad_entries_are_refused_with_their_own_codes_by_the_cache_and_the_store`).
+//! * A `_for_each` callback may call any function on its store, the free included (which ends
+//!   the iteration); no lock is held while it runs
+//!   (`calls_into_the_store_from_its_own_iteration_work_and_a_free_there_ends_it`).
 
 use std::sync::Arc;
 
