@@ -1185,6 +1185,22 @@ fn freeing_the_last_reference_hands_what_was_queued_to_the_sink_first() {
     );
 }
 
+#[test]
+fn the_current_config_of_a_cache_with_a_sink_has_no_sink_pointer() {
+    let stamp = test_stamp(c"1");
+    let r = Received::default();
+    let s = sink(&r, &stamp);
+    let cache = new_cache(1 << 20, Some(&s)).unwrap();
+    let mut c = cache_config(0);
+    c.persist_sink = ptr::dangling();
+    // SAFETY: live handle and out slot.
+    let r = unsafe { gpusvc_program_cache_current_config(cache, &mut c) };
+    assert_eq!(r, OK);
+    assert!(c.persist_sink.is_null());
+    assert_eq!(c.budget_bytes, 1 << 20);
+    free_cache(cache);
+}
+
 // ---- the real driver ----
 
 const VS: &str = "in vec2 a_position;\nuniform float u_scale;\n\
