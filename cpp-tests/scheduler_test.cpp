@@ -543,7 +543,9 @@ TEST(Scheduler, MetricsPerPriorityAreReadableAndPushed) {
   Log log;
   std::vector<Spec> specs(10);
   gpusvc_scheduler_priority_metrics high{};
+  high.struct_size = sizeof(high);
   gpusvc_scheduler_priority_metrics low{};
+  low.struct_size = sizeof(low);
   size_t ran = 0;
   {
     gpusvc_scheduler_config config = gpusvc::SchedulerConfigDefaults();
@@ -597,6 +599,7 @@ TEST(Scheduler, BadInputIsACode) {
   uint64_t out = 0;
   EXPECT_EQ(gpusvc_scheduler_new(nullptr, nullptr), GPUSVC_NULL_ARGUMENT);
   gpusvc_scheduler_task task{};
+  task.struct_size = sizeof(task);
   EXPECT_EQ(gpusvc_scheduler_enqueue(h, a, nullptr, &n), GPUSVC_NULL_ARGUMENT);
   EXPECT_EQ(gpusvc_scheduler_enqueue(h, a, &task, &n), GPUSVC_NULL_ARGUMENT);  // no run
   task.run = RunSpec;
@@ -608,6 +611,7 @@ TEST(Scheduler, BadInputIsACode) {
   EXPECT_EQ(gpusvc_scheduler_set_base_priority(h, a, 7), GPUSVC_INVALID_ARGUMENT);
 
   gpusvc_scheduler_config config{};
+  config.struct_size = sizeof(config);
   gpusvc_scheduler* made = nullptr;
   EXPECT_EQ(gpusvc_scheduler_new_with_config(nullptr, nullptr, &made), GPUSVC_NULL_ARGUMENT);
   EXPECT_EQ(gpusvc_scheduler_new_with_config(nullptr, &config, nullptr), GPUSVC_NULL_ARGUMENT);
@@ -620,6 +624,7 @@ TEST(Scheduler, BadInputIsACode) {
   EXPECT_EQ(made, nullptr);
 
   gpusvc_scheduler_priority_metrics metrics{};
+  metrics.struct_size = sizeof(metrics);
   metrics.tasks = 5;
   EXPECT_EQ(gpusvc_scheduler_metrics(h, 4, &metrics), GPUSVC_INVALID_ARGUMENT);
   EXPECT_EQ(gpusvc_scheduler_metrics(h, kNormal, nullptr), GPUSVC_NULL_ARGUMENT);
@@ -686,6 +691,7 @@ TEST(Scheduler, AnEnqueuedCallableIsDestroyedOnceWhenTheSchedulerIsDoneWithIt) {
     }
     EXPECT_EQ(alive.use_count(), 3);
     gpusvc_scheduler_removed_stream removed{};
+    removed.struct_size = sizeof(removed);
     ASSERT_EQ(gpusvc::RemoveSchedulerStream(s.get(), b, &removed), GPUSVC_OK);
     EXPECT_EQ(removed.dropped_tasks, 2u);
     EXPECT_EQ(alive.use_count(), 1) << "destroyed unrun by the removal";

@@ -1031,9 +1031,11 @@ struct SchedulerDeleter {
 // Any thread; one thread at a time drives it (RunSchedulerNext / RunSchedulerUntilIdle).
 using SchedulerPtr = std::unique_ptr<gpusvc_scheduler, SchedulerDeleter>;
 
-// The defaults of gpusvc_scheduler_new_with_config (a zeroed config: 5 ms slices, 1 ms
-// granularity, the system clock, no metrics callback).
-inline gpusvc_scheduler_config SchedulerConfigDefaults() { return gpusvc_scheduler_config{}; }
+// The defaults of gpusvc_scheduler_new_with_config (a zeroed config with its struct_size: 5 ms
+// slices, 1 ms granularity, the system clock, no metrics callback).
+inline gpusvc_scheduler_config SchedulerConfigDefaults() {
+  return Sized<gpusvc_scheduler_config>();
+}
 
 // Creates a scheduler into *out; over `manager`'s sync points when non-null, else its own.
 inline gpusvc_result NewScheduler(SchedulerPtr* out,
@@ -1067,7 +1069,7 @@ inline gpusvc_result AddSchedulerStream(const gpusvc_scheduler* s, uint32_t prio
 // what it did.
 inline gpusvc_result RemoveSchedulerStream(const gpusvc_scheduler* s, uint64_t stream,
                                            gpusvc_scheduler_removed_stream* out = nullptr) {
-  gpusvc_scheduler_removed_stream removed{};
+  gpusvc_scheduler_removed_stream removed = Sized<gpusvc_scheduler_removed_stream>();
   gpusvc_result r = gpusvc_scheduler_remove_stream(s, stream, &removed);
   if (r == GPUSVC_OK && out != nullptr) *out = removed;
   return r;
@@ -1124,7 +1126,7 @@ struct SchedulerTask {
 inline gpusvc_result SchedulerEnqueue(const gpusvc_scheduler* s, uint64_t stream,
                                       const SchedulerTask& task,
                                       uint64_t* out_order_num = nullptr) {
-  gpusvc_scheduler_task t{};
+  gpusvc_scheduler_task t = Sized<gpusvc_scheduler_task>();
   t.run = task.run;
   t.start = task.start;
   t.destroy = task.destroy;
@@ -1200,7 +1202,8 @@ inline gpusvc_result SchedulerRelease(const gpusvc_scheduler* s, int8_t namespac
   return gpusvc_scheduler_release(s, namespace_id, command_buffer_id, release_count);
 }
 
-// The metrics of `priority` (a gpusvc_scheduler_priority value) into *out.
+// The metrics of `priority` (a gpusvc_scheduler_priority value) into *out (its struct_size is
+// set here).
 inline gpusvc_result SchedulerMetrics(const gpusvc_scheduler* s, uint32_t priority,
                                       gpusvc_scheduler_priority_metrics* out) {
   return gpusvc_scheduler_metrics(s, priority, out);

@@ -148,6 +148,7 @@ fn task_of(
     wait_count: usize,
 ) -> gpusvc_scheduler_task {
     gpusvc_scheduler_task {
+        struct_size: size_of::<gpusvc_scheduler_task>(),
         run,
         start,
         destroy: None,
@@ -177,6 +178,7 @@ fn token(client: u64, count: u64) -> gpusvc_sync_token {
 /// A config with the defaults (every field 0 or NULL), for struct-update syntax.
 fn default_config() -> gpusvc_scheduler_config {
     gpusvc_scheduler_config {
+        struct_size: size_of::<gpusvc_scheduler_config>(),
         time_slice_ns: 0,
         granularity_ns: 0,
         now_ns: None,
@@ -189,6 +191,7 @@ fn default_config() -> gpusvc_scheduler_config {
 /// A config with the default slices on the manual clock `clock`.
 fn manual_clock_config(clock: &AtomicU64) -> gpusvc_scheduler_config {
     gpusvc_scheduler_config {
+        struct_size: size_of::<gpusvc_scheduler_config>(),
         now_ns: Some(manual_now),
         clock_user_data: ptr::from_ref(clock).cast_mut().cast(),
         ..default_config()
@@ -486,6 +489,7 @@ fn removing_a_stream_drops_its_tasks_and_the_priority_it_lent() {
     assert_eq!(
         removed,
         gpusvc_scheduler_removed_stream {
+            struct_size: size_of::<gpusvc_scheduler_removed_stream>(),
             dropped_tasks: 3,
             lent: true,
             lent_priority: HIGH,
@@ -498,6 +502,7 @@ fn removing_a_stream_drops_its_tasks_and_the_priority_it_lent() {
     assert_eq!(
         s.remove(idle),
         gpusvc_scheduler_removed_stream {
+            struct_size: size_of::<gpusvc_scheduler_removed_stream>(),
             dropped_tasks: 1,
             lent: false,
             lent_priority: 0,
@@ -754,6 +759,7 @@ fn metrics_per_priority_are_readable_and_pushed() {
     let samples: Mutex<Vec<gpusvc_scheduler_task_sample>> = Mutex::new(Vec::new());
     let clock = AtomicU64::new(7 * MS);
     let config = gpusvc_scheduler_config {
+        struct_size: size_of::<gpusvc_scheduler_config>(),
         on_task: Some(count_sample),
         on_task_user_data: ptr::from_ref(&samples).cast_mut().cast(),
         ..manual_clock_config(&clock)
@@ -881,6 +887,7 @@ fn bad_input_is_a_code() {
         // A slice shorter than the granularity, explicit or default (1 ms).
         for (time_slice_ns, granularity_ns) in [(MS, 2 * MS), (MS / 2, 0)] {
             let bad = gpusvc_scheduler_config {
+                struct_size: size_of::<gpusvc_scheduler_config>(),
                 time_slice_ns,
                 granularity_ns,
                 ..config
@@ -892,6 +899,7 @@ fn bad_input_is_a_code() {
         }
         assert!(made.is_null(), "outputs are written only on OK");
         let mut metrics = gpusvc_scheduler_priority_metrics {
+            struct_size: size_of::<gpusvc_scheduler_priority_metrics>(),
             tasks: 5,
             ..Default::default()
         };
@@ -992,6 +1000,7 @@ fn enqueue_owned(
         continues,
     }));
     let task = gpusvc_scheduler_task {
+        struct_size: size_of::<gpusvc_scheduler_task>(),
         run: Some(run_owned),
         start: None,
         destroy: Some(destroy_owned),
@@ -1201,6 +1210,7 @@ unsafe extern "C" fn counting_now(ud: *mut c_void) -> u64 {
 fn a_refused_config_says_why_and_never_reads_the_host_clock() {
     let readings = AtomicU64::new(0);
     let config = gpusvc_scheduler_config {
+        struct_size: size_of::<gpusvc_scheduler_config>(),
         time_slice_ns: MS,
         granularity_ns: 2 * MS,
         now_ns: Some(counting_now),
@@ -1303,6 +1313,7 @@ fn a_refused_enqueue_never_calls_destroy() {
     let s = Sched::new();
     let a = s.stream(NORMAL);
     let task = gpusvc_scheduler_task {
+        struct_size: size_of::<gpusvc_scheduler_task>(),
         run: Some(run_owned),
         start: None,
         destroy: Some(bump),
@@ -1319,6 +1330,7 @@ fn a_refused_enqueue_never_calls_destroy() {
         let unknown = gpusvc_scheduler_enqueue(s.h, a + 1000, &task, &mut n);
         assert_eq!(unknown, gpusvc_result::GPUSVC_SCHEDULER_UNKNOWN_STREAM);
         let no_waits = gpusvc_scheduler_task {
+            struct_size: size_of::<gpusvc_scheduler_task>(),
             wait_count: 1,
             ..task
         };

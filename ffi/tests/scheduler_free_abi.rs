@@ -57,6 +57,7 @@ fn probe(sched: *mut gpusvc_scheduler, frees: &AtomicUsize) -> Box<Probe> {
 
 fn enqueue(sched: *mut gpusvc_scheduler, stream: u64, p: &Probe) {
     let task = gpusvc_scheduler_task {
+        struct_size: size_of::<gpusvc_scheduler_task>(),
         run: Some(run),
         start: None,
         destroy: Some(destroy),

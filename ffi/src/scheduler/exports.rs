@@ -7,7 +7,9 @@ use gpu_scheduler::{Priority, Scheduler, SchedulerConfig, SchedulerError, Stream
 use sync_points::SyncPointManager;
 
 use crate::kit::handle::{self, Kind};
-use crate::kit::{FfiError, Out, answer_into, ffi_guard, gpusvc_result, struct_in};
+use crate::kit::{
+    FfiError, Out, answer_into, answer_sized_into, ffi_guard, gpusvc_result, sized_in,
+};
 use crate::scheduler::host::{HostTask, config_in};
 use crate::scheduler::types::*;
 use crate::scheduler::{gpusvc_scheduler, scheduler};
@@ -107,7 +109,8 @@ pub unsafe extern "C" fn gpusvc_scheduler_new(
 /// defaults) is `GPUSVC_INVALID_ARGUMENT`.
 ///
 /// # Safety
-/// `config` is NULL or valid for one read; `out` is NULL or valid for one write; `manager` is
+/// `config` is NULL or valid for reading `config->struct_size` bytes; `out` is NULL or valid
+/// for one write; `manager` is
 /// NULL or a handle value. `config->now_ns` (when non-NULL) may be called with
 /// `config->clock_user_data` from any thread that uses the scheduler, concurrently, until it is
 /// freed; `config->on_task` (when non-NULL) with `config->on_task_user_data` from the driving
@@ -118,12 +121,13 @@ pub unsafe extern "C" fn gpusvc_scheduler_new_with_config(
     config: *const gpusvc_scheduler_config,
     out: *mut *mut gpusvc_scheduler,
 ) -> gpusvc_result {
-    // SAFETY: `config` is NULL or valid for one read (contract): its integer and pointer fields
-    // accept any bit pattern, and the callbacks are `Option`s of function pointers (NULL is
-    // `None`; what a non-NULL one may do is the host's contract). `out` is forwarded.
+    // SAFETY: `config` is NULL or valid for `struct_size` bytes (contract): its integer and
+    // pointer fields accept any bit pattern, and the callbacks are `Option`s of function
+    // pointers (NULL is `None`; what a non-NULL one may do is the host's contract). `out` is
+    // forwarded.
     unsafe {
         answer_into(
-            || struct_in(config, "config"),
+            || sized_in(config, "config"),
             out,
             "out",
             |c| new_handle(manager, config_in(&c)?),
@@ -172,10 +176,11 @@ pub unsafe extern "C" fn gpusvc_scheduler_add_stream(
 /// Removes a stream: its pending tasks are dropped without running, its sequence and the clients
 /// made on it with `gpusvc_scheduler_create_client` destroyed (waits on their tokens end; the
 /// tokens read as released) and the priority it lent through its waits taken back; what it did
-/// into `*out_removed`.
+/// into `*out_removed` (the host sets its `struct_size`; only that many bytes are written, and
+/// `struct_size` becomes the bytes written).
 ///
 /// # Safety
-/// `out_removed` is NULL or valid for one write.
+/// `out_removed` is NULL or valid for reading and writing `out_removed->struct_size` bytes.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn gpusvc_scheduler_remove_stream(
     scheduler: *const gpusvc_scheduler,
@@ -184,9 +189,16 @@ pub unsafe extern "C" fn gpusvc_scheduler_remove_stream(
 ) -> gpusvc_result {
     // SAFETY: forwarded from this function's contract.
     unsafe {
-        stream_query(scheduler, stream, out_removed, "out_removed", |s, id| {
-            s.remove_stream(id).map(Into::into)
-        })
+        answer_sized_into(
+            || self::scheduler(scheduler),
+            out_removed,
+            "out_removed",
+            |s| {
+                s.remove_stream(StreamId(stream))
+                    .map(Into::into)
+                    .map_err(scheduler_error)
+            },
+        )
     }
 }
 
@@ -264,10 +276,11 @@ pub unsafe extern "C" fn gpusvc_scheduler_pending_tasks(
 }
 
 /// The metrics of `priority` (a `gpusvc_scheduler_priority` value) since the scheduler was made
-/// into `*out_metrics`.
+/// into `*out_metrics` (the host sets its `struct_size`; only that many bytes are written, and
+/// `struct_size` becomes the bytes written).
 ///
 /// # Safety
-/// `out_metrics` is NULL or valid for one write.
+/// `out_metrics` is NULL or valid for reading and writing `out_metrics->struct_size` bytes.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn gpusvc_scheduler_metrics(
     scheduler: *const gpusvc_scheduler,
@@ -276,9 +289,12 @@ pub unsafe extern "C" fn gpusvc_scheduler_metrics(
 ) -> gpusvc_result {
     // SAFETY: forwarded from this function's contract.
     unsafe {
-        query(scheduler, out_metrics, "out_metrics", |s| {
-            Ok(s.metrics().get(priority_in(priority)?).into())
-        })
+        answer_sized_into(
+            || self::scheduler(scheduler),
+            out_metrics,
+            "out_metrics",
+            |s| Ok(s.metrics().get(priority_in(priority)?).into()),
+        )
     }
 }
 
@@ -310,7 +326,7 @@ pub unsafe extern "C" fn gpusvc_scheduler_scheduled_priority(
 /// `destroy`; on failure nothing is kept and nothing is called.
 ///
 /// # Safety
-/// `task` is NULL or valid for one read; its `waits` is NULL or valid for `wait_count` reads;
+/// `task` is NULL or valid for reading `task->struct_size` bytes; its `waits` is NULL or valid for `wait_count` reads;
 /// `out_order_num` is NULL or valid for one write; the callbacks and user data may be used from
 /// the driving thread (and `destroy` from the thread that drops the task) until `destroy`.
 #[unsafe(no_mangle)]
@@ -326,7 +342,7 @@ pub unsafe extern "C" fn gpusvc_scheduler_enqueue(
             || {
                 Ok((
                     self::scheduler(scheduler)?,
-                    HostTask::read(&struct_in(task, "task")?)?,
+                    HostTask::read(&sized_in(task, "task")?)?,
                 ))
             },
             out_order_num,

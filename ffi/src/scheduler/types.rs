@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use gpu_scheduler::{Priority, PriorityMetrics, RemovedStream, SchedulerError, TaskSample};
 
-use crate::kit::{FfiError, c_enum, gpusvc_result};
+use crate::kit::{FfiError, c_enum, gpusvc_result, growable, sized_default};
 use crate::sync::{client_error, gpusvc_sync_token, order_error};
 
 /// A stream priority (passed as `uint32_t`), lowest first.
@@ -81,10 +81,13 @@ pub type gpusvc_scheduler_start_fn = Option<unsafe extern "C" fn(user_data: *mut
 pub type gpusvc_scheduler_destroy_fn = Option<unsafe extern "C" fn(user_data: *mut c_void)>;
 
 /// A task for `gpusvc_scheduler_enqueue`. The struct is read during the call; `user_data` is
-/// passed to each callback.
+/// passed to each callback. The host sets `struct_size = sizeof(struct gpusvc_scheduler_task)`.
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
 pub struct gpusvc_scheduler_task {
+    /// `sizeof(struct gpusvc_scheduler_task)`, set by the host: the library reads only that many
+    /// bytes, the fields past it take their defaults (NULL, 0).
+    pub struct_size: usize,
     /// The body (required); runs on the driving thread, again after each
     /// `GPUSVC_SCHEDULER_TASK_CONTINUE_LATER`.
     pub run: gpusvc_scheduler_task_fn,
@@ -103,27 +106,51 @@ pub struct gpusvc_scheduler_task {
     pub wait_count: usize,
 }
 
+growable!(gpusvc_scheduler_task {
+    first: wait_count,
+    last: wait_count,
+    defaults: gpusvc_scheduler_task {
+        struct_size: 0,
+        run: None,
+        start: None,
+        destroy: None,
+        user_data: std::ptr::null_mut(),
+        waits: std::ptr::null(),
+        wait_count: 0,
+    },
+});
+
 /// A host clock: monotonic nanoseconds from any origin. Called from any thread that uses the
 /// scheduler, possibly with scheduler locks held: it must not call `gpusvc_scheduler_*`.
 pub type gpusvc_scheduler_clock_fn = Option<unsafe extern "C" fn(user_data: *mut c_void) -> u64>;
 
-/// One task run, as given to a `gpusvc_scheduler_task_sample_fn`.
+/// One task run, as given to a `gpusvc_scheduler_task_sample_fn`. The library sets
+/// `struct_size`: a host reads a field only when it lies within `struct_size` (a field it knows
+/// that lies past it is one an older library does not fill).
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct gpusvc_scheduler_task_sample {
+    /// `sizeof(struct gpusvc_scheduler_task_sample)` as the library knows it, set by the library.
+    pub struct_size: usize,
     /// The stream's scheduled priority when the task ran (a `gpusvc_scheduler_priority` value).
     pub priority: u32,
+    /// Whether this run continued a task that returned `GPUSVC_SCHEDULER_TASK_CONTINUE_LATER`.
+    pub continuation: bool,
     /// Enqueue to first start, in nanoseconds (0 for a continuation).
     pub delay_ns: u64,
     /// Time the task callback ran, in nanoseconds.
     pub run_ns: u64,
-    /// Whether this run continued a task that returned `GPUSVC_SCHEDULER_TASK_CONTINUE_LATER`.
-    pub continuation: bool,
 }
+
+growable!(gpusvc_scheduler_task_sample {
+    first: run_ns,
+    last: run_ns
+});
 
 impl From<&TaskSample> for gpusvc_scheduler_task_sample {
     fn from(s: &TaskSample) -> Self {
         gpusvc_scheduler_task_sample {
+            struct_size: size_of::<Self>(),
             priority: priority_out(s.priority),
             delay_ns: nanos(s.delay),
             run_ns: nanos(s.run),
@@ -138,11 +165,16 @@ pub type gpusvc_scheduler_task_sample_fn = Option<
     unsafe extern "C" fn(sample: *const gpusvc_scheduler_task_sample, user_data: *mut c_void),
 >;
 
-/// Settings of `gpusvc_scheduler_new_with_config`. Zero-initialized, it gives the defaults (5 ms
-/// slices, 1 ms granularity, the system monotonic clock, no metrics callback).
+/// Settings of `gpusvc_scheduler_new_with_config`. Zero-initialized with `struct_size =
+/// sizeof(struct gpusvc_scheduler_config)`, it gives the defaults (5 ms slices, 1 ms
+/// granularity, the system monotonic clock, no metrics callback); so does every field past a
+/// host's `struct_size`.
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
 pub struct gpusvc_scheduler_config {
+    /// `sizeof(struct gpusvc_scheduler_config)`, set by the host: the library reads only that
+    /// many bytes, the fields past it take their defaults (0, NULL).
+    pub struct_size: usize,
     /// A stream's time slice in nanoseconds; 0: the default (5 ms).
     pub time_slice_ns: u64,
     /// When higher priority arrives, the running stream still gets this much run time since it
@@ -160,10 +192,28 @@ pub struct gpusvc_scheduler_config {
     pub on_task_user_data: *mut c_void,
 }
 
-/// Metrics of one priority level (`gpusvc_scheduler_metrics`).
+growable!(gpusvc_scheduler_config {
+    first: on_task_user_data,
+    last: on_task_user_data,
+    defaults: gpusvc_scheduler_config {
+        struct_size: 0,
+        time_slice_ns: 0,
+        granularity_ns: 0,
+        now_ns: None,
+        clock_user_data: std::ptr::null_mut(),
+        on_task: None,
+        on_task_user_data: std::ptr::null_mut(),
+    },
+});
+
+/// Metrics of one priority level (`gpusvc_scheduler_metrics`). The host sets `struct_size =
+/// sizeof(struct gpusvc_scheduler_priority_metrics)` before the call.
 #[repr(C)]
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct gpusvc_scheduler_priority_metrics {
+    /// Set by the host to `sizeof(struct gpusvc_scheduler_priority_metrics)` before the call:
+    /// the library writes only that many bytes and sets this to the bytes written.
+    pub struct_size: usize,
     /// Tasks started (continuations not counted).
     pub tasks: u64,
     /// Continuation runs (a task run again after `GPUSVC_SCHEDULER_TASK_CONTINUE_LATER`).
@@ -182,6 +232,7 @@ pub struct gpusvc_scheduler_priority_metrics {
 impl From<&PriorityMetrics> for gpusvc_scheduler_priority_metrics {
     fn from(m: &PriorityMetrics) -> Self {
         gpusvc_scheduler_priority_metrics {
+            struct_size: size_of::<Self>(),
             tasks: m.tasks,
             continuations: m.continuations,
             run_ns: nanos(m.time_run),
@@ -192,10 +243,20 @@ impl From<&PriorityMetrics> for gpusvc_scheduler_priority_metrics {
     }
 }
 
-/// What `gpusvc_scheduler_remove_stream` did.
+growable!(gpusvc_scheduler_priority_metrics {
+    first: delay_p99_ns,
+    last: delay_p99_ns
+});
+sized_default!(gpusvc_scheduler_priority_metrics);
+
+/// What `gpusvc_scheduler_remove_stream` did. The host sets `struct_size = sizeof(struct
+/// gpusvc_scheduler_removed_stream)` before the call.
 #[repr(C)]
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct gpusvc_scheduler_removed_stream {
+    /// Set by the host to `sizeof(struct gpusvc_scheduler_removed_stream)` before the call: the
+    /// library writes only that many bytes and sets this to the bytes written.
+    pub struct_size: usize,
     /// Pending tasks dropped without running.
     pub dropped_tasks: u64,
     /// Whether the stream was lending its priority to a releaser (through pending waits); that
@@ -208,12 +269,19 @@ pub struct gpusvc_scheduler_removed_stream {
 impl From<RemovedStream> for gpusvc_scheduler_removed_stream {
     fn from(r: RemovedStream) -> Self {
         gpusvc_scheduler_removed_stream {
+            struct_size: size_of::<Self>(),
             dropped_tasks: r.dropped_tasks as u64,
             lent: r.lent_priority.is_some(),
             lent_priority: r.lent_priority.map_or(0, priority_out),
         }
     }
 }
+
+growable!(gpusvc_scheduler_removed_stream {
+    first: lent_priority,
+    last: lent_priority
+});
+sized_default!(gpusvc_scheduler_removed_stream);
 
 /// Nanoseconds, saturated at `u64::MAX`.
 fn nanos(d: Duration) -> u64 {
