@@ -5,7 +5,8 @@
 //! * `gpu_process_without_the_folder_gets_every_program_back_from_the_browser`: the parent
 //!   (the browser) writes a marker file next to the cache folder and starts this executable
 //!   again as the GPU child, joined by a `socketpair`. The child enters a private mount
-//!   namespace (`unshare(CLONE_NEWNS)` as root, else a user namespace as well), mounts an empty
+//!   namespace (`unshare(CLONE_NEWNS)`; when the test does not run as root the child is first
+//!   put in a user namespace, between fork and exec, in which it is root), mounts an empty
 //!   tmpfs over the cache folder's parent and checks that neither the marker nor the folder is
 //!   visible; then it opens a real GL context (llvmpipe here), sends its
 //!   [`CompatibilityStamp`] as text, and links the built-in corpus through a [`ProgramCache`]
@@ -48,6 +49,8 @@ const HIDE: &str = "GPUSVC_PERSIST_HIDE";
 const MARKER: &str = "GPUSVC_PERSIST_MARKER";
 const CACHE: &str = "GPUSVC_PERSIST_CACHE";
 const REQUIRE_SANDBOX: &str = "GPUSVC_REQUIRE_SANDBOX";
+/// Set by the parent for a child it put in a user namespace (not root): what happened.
+const USERNS: &str = "GPUSVC_PERSIST_USERNS";
 /// The child's end of the socketpair is this descriptor.
 const CHILD_FD: i32 = 3;
 /// The largest frame: a tag, a key and the largest entry FORMAT.md allows.
@@ -155,25 +158,23 @@ fn enter_sandbox(hide: &Path) -> Result<(), String> {
     use std::ffi::CString;
     use std::os::unix::ffi::OsStrExt;
     let errno = || std::io::Error::last_os_error();
-    // SAFETY: geteuid has no preconditions.
-    let root = unsafe { libc::geteuid() } == 0;
-    if root {
-        // SAFETY: unshare takes no pointers.
-        if unsafe { libc::unshare(libc::CLONE_NEWNS) } != 0 {
-            return Err(format!("unshare(CLONE_NEWNS): {}", errno()));
-        }
-    } else {
-        // SAFETY: getuid/getgid have no preconditions.
-        let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
-        // SAFETY: unshare takes no pointers.
-        if unsafe { libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNS) } != 0 {
-            return Err(format!("unshare(CLONE_NEWUSER | CLONE_NEWNS): {}", errno()));
-        }
-        fs::write("/proc/self/setgroups", "deny").map_err(|e| format!("setgroups: {e}"))?;
-        fs::write("/proc/self/uid_map", format!("0 {uid} 1"))
-            .map_err(|e| format!("uid_map: {e}"))?;
-        fs::write("/proc/self/gid_map", format!("0 {gid} 1"))
-            .map_err(|e| format!("gid_map: {e}"))?;
+    // As root (or as root of the user namespace the parent made for us, see `spawn`) a
+    // private mount namespace of our own.
+    // SAFETY: unshare takes no pointers.
+    if unsafe { libc::unshare(libc::CLONE_NEWNS) } != 0 {
+        let why = match std::fs::read_to_string("/proc/self/status") {
+            Ok(status) => status
+                .lines()
+                .find(|l| l.starts_with("Uid:"))
+                .unwrap_or("")
+                .to_owned(),
+            Err(_) => String::new(),
+        };
+        let userns = std::env::var(USERNS).unwrap_or_default();
+        return Err(format!(
+            "unshare(CLONE_NEWNS): {} ({why}; user namespace: {userns})",
+            errno()
+        ));
     }
     let slash = CString::new("/").unwrap();
     // SAFETY: valid NUL-terminated path; null source, type and data are allowed for a
@@ -398,13 +399,47 @@ fn spawn(role: &str, work: &Path, theirs: &UnixStream, vars: &[(&str, &Path)]) -
         command.env(k, v);
     }
     let fd = theirs.as_raw_fd();
-    // SAFETY: dup2 is async-signal-safe and touches only descriptors; `fd` stays open in the
-    // parent until spawn returns. dup2 clears close-on-exec on the copy, so only this child
-    // inherits the socket (every other descriptor of ours is close-on-exec).
+    // Not root: the child gets a user namespace in which it is root (so it can make its own
+    // mount namespace), entered between fork and exec — CLONE_NEWUSER needs a single-threaded
+    // caller, and the child's test harness has threads. Everything is prepared here; the
+    // closure only makes system calls.
+    // SAFETY: geteuid/getuid/getgid have no preconditions.
+    let (euid, uid, gid) = unsafe { (libc::geteuid(), libc::getuid(), libc::getgid()) };
+    let userns = euid != 0;
+    let maps: Vec<(std::ffi::CString, Vec<u8>)> = [
+        ("/proc/self/setgroups", "deny".to_owned()),
+        ("/proc/self/uid_map", format!("0 {uid} 1")),
+        ("/proc/self/gid_map", format!("0 {gid} 1")),
+    ]
+    .into_iter()
+    .map(|(path, text)| (std::ffi::CString::new(path).unwrap(), text.into_bytes()))
+    .collect();
+    command.env(
+        USERNS,
+        if userns {
+            "made by the parent"
+        } else {
+            "none (root)"
+        },
+    );
+    // SAFETY: between fork and exec the closure calls only async-signal-safe system calls
+    // (dup2, unshare, open, write, close) on memory prepared before the fork; `fd` stays open in
+    // the parent until spawn returns. dup2 clears close-on-exec on the copy, so only this child
+    // inherits the socket (every other descriptor of ours is close-on-exec). A failing user
+    // namespace is not an error here: the child then fails its own unshare and says why.
     unsafe {
         command.pre_exec(move || {
             if libc::dup2(fd, CHILD_FD) < 0 {
                 return Err(std::io::Error::last_os_error());
+            }
+            if userns && libc::unshare(libc::CLONE_NEWUSER) == 0 {
+                for (path, text) in &maps {
+                    let f = libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+                    if f >= 0 {
+                        libc::write(f, text.as_ptr().cast(), text.len());
+                        libc::close(f);
+                    }
+                }
             }
             Ok(())
         });
