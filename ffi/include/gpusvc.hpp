@@ -60,8 +60,6 @@ using LinkedProgramPtr = std::unique_ptr<gpusvc_program_manager_linked_program, 
 // The library version, e.g. "0.1.0".
 inline std::string Version() { return gpusvc_version(); }
 
-// The message for a result code (any uint32_t; unknown codes get a message too).
-inline std::string ResultMessage(uint32_t code) {
 // A zeroed struct with its struct_size set to sizeof(T), as every config, descriptor, report and
 // snapshot struct must be before it is passed to gpusvc (the library reads or writes only
 // struct_size bytes; see GPUSVC_UNSUPPORTED_STRUCT_SIZE).
@@ -72,6 +70,8 @@ inline T Sized() {
   return v;
 }
 
+// The message for a result code (any uint32_t; unknown codes get a message too).
+inline std::string ResultMessage(uint32_t code) {
   char buf[256];
   size_t len = 0;
   if (gpusvc_result_message(code, buf, sizeof buf, &len) != GPUSVC_OK) return std::string();
@@ -140,10 +140,10 @@ inline gpusvc_result ReadDriverIdentity(const gpusvc_gl_context* ctx, DriverIden
 // The defaults of a GPUSVC_PROGRAM_CACHE_PROFILE_* value into *out (made whole: zeroed, with
 // struct_size set).
 inline gpusvc_result ProgramCacheDefaults(uint32_t profile, gpusvc_program_cache_config* out) {
-  return gpusvc_program_cache_config_defaults(profile, out);
-}
   if (out == nullptr) return GPUSVC_NULL_ARGUMENT;
   *out = Sized<gpusvc_program_cache_config>();
+  return gpusvc_program_cache_config_defaults(profile, out);
+}
 
 // Creates a program cache into *out; `histogram` (may be null) gets the samples, one call at a
 // time and none once *out is reset (see gpusvc_program_cache_histogram_callback).
@@ -206,9 +206,9 @@ inline gpusvc_result ProgramKey(const gpusvc_program_cache_sha1& vertex, const g
                                 gpusvc_program_cache_sha1* out) {
   LinkOptionsView view(options);
   gpusvc_program_cache_program_key_input input{};
+  input.struct_size = sizeof(input);
   input.vertex = vertex;
   input.fragment = fragment;
-  input.struct_size = sizeof(input);
   input.backend_identity = backend_identity.c_str();
   input.link = *view.link();
   return gpusvc_program_cache_program_key(&input, out);
@@ -304,9 +304,9 @@ inline gpusvc_result SaveProgram(const gpusvc_program_cache* cache, const gpusvc
   ShaderVariablesView vertex(program.vertex);
   ShaderVariablesView fragment(program.fragment);
   gpusvc_program_cache_entry_desc desc{};
+  desc.struct_size = sizeof(desc);
   desc.vertex_shader = program.vertex_shader;
   desc.fragment_shader = program.fragment_shader;
-  desc.struct_size = sizeof(desc);
   desc.vertex = vertex.get();
   desc.fragment = fragment.get();
   desc.binary_format = program.binary_format;
@@ -1206,6 +1206,7 @@ inline gpusvc_result SchedulerRelease(const gpusvc_scheduler* s, int8_t namespac
 // set here).
 inline gpusvc_result SchedulerMetrics(const gpusvc_scheduler* s, uint32_t priority,
                                       gpusvc_scheduler_priority_metrics* out) {
+  if (out != nullptr) out->struct_size = sizeof(*out);
   return gpusvc_scheduler_metrics(s, priority, out);
 }
 
@@ -1260,6 +1261,7 @@ inline gpusvc_result OpenBoCache(const char* path, const gpusvc_bo_cache_config*
 // The default cache configuration.
 inline gpusvc_bo_cache_config BoCacheConfigDefaults() {
   gpusvc_bo_cache_config c{};
+  c.struct_size = sizeof(c);
   (void)gpusvc_bo_cache_config_defaults(&c);
   return c;
 }
@@ -1268,6 +1270,7 @@ inline gpusvc_bo_cache_config BoCacheConfigDefaults() {
 inline gpusvc_bo_import_desc BoImportDesc(uint64_t min_size, uint64_t exact_size = 0,
                                           uint32_t flags = 0) {
   gpusvc_bo_import_desc d{};
+  d.struct_size = sizeof(d);
   d.min_size = min_size;
   d.exact_size = exact_size;
   d.flags = flags;
