@@ -64,6 +64,7 @@ uint32_t RefCount(const gpusvc::Bo& bo) {
 
 gpusvc_bo_cache_stats_snapshot Stats(const gpusvc::BoCachePtr& cache) {
   gpusvc_bo_cache_stats_snapshot s{};
+  s.struct_size = sizeof(s);
   EXPECT_EQ(gpusvc_bo_cache_stats(cache.get(), &s), GPUSVC_OK);
   return s;
 }
@@ -308,6 +309,7 @@ TEST_F(BoCache, EveryExportRefusesEachNullArgumentAndLeavesItsOutputsAlone) {
   gpusvc_bo_cache* cache_out = Unwritten<gpusvc_bo_cache>();
   gpusvc_bo* bo_out = Unwritten<gpusvc_bo>();
   gpusvc_bo_cache_stats_snapshot stats{};
+  stats.struct_size = sizeof(stats);
   stats.hits = 77;
   uint32_t u32_out = 77;
   uint64_t u64_out = 77;
@@ -609,6 +611,7 @@ TEST_F(BoCache, ObjectsOutliveTheirCacheAndAnswerEverythingButImports) {
   EXPECT_EQ(gpusvc_bo_cache_import_planes(freed, &plane, 1, 0, &raw), GPUSVC_INVALID_HANDLE);
   EXPECT_EQ(raw, Unwritten<gpusvc_bo>());
   gpusvc_bo_cache_stats_snapshot s{};
+  s.struct_size = sizeof(s);
   s.hits = 77;
   EXPECT_EQ(gpusvc_bo_cache_stats(freed, &s), GPUSVC_INVALID_HANDLE);
   EXPECT_EQ(s.hits, 77u);

@@ -827,9 +827,17 @@ typedef struct gpusvc_sync_manager gpusvc_sync_manager;
 typedef struct gpusvc_vcache_fit_result gpusvc_vcache_fit_result;
 
 /*
- How a cache is set up; `gpusvc_bo_cache_config_defaults` fills the defaults.
+ How a cache is set up; `gpusvc_bo_cache_config_defaults` fills the defaults. The host sets
+ `struct_size = sizeof(struct gpusvc_bo_cache_config)` (and zeroes the rest) before calling
+ it, which keeps `struct_size`; a field past a host's `struct_size` takes its default.
  */
 typedef struct gpusvc_bo_cache_config {
+  /*
+   `sizeof(struct gpusvc_bo_cache_config)`, set by the host (or kept from the `_defaults`
+   function): the library reads only that many bytes, the fields past it take their
+   defaults.
+   */
+  size_t struct_size;
   /*
    Cap on the handle table's memory in bytes (default 16 MiB); an import whose handle would
    take the table past it is `GPUSVC_BO_CACHE_TABLE_FULL`.
@@ -849,9 +857,15 @@ typedef struct gpusvc_bo_cache_config {
 } gpusvc_bo_cache_config;
 
 /*
- The counters of a cache (`gpusvc_bo_cache_stats`).
+ The counters of a cache (`gpusvc_bo_cache_stats`). The host sets `struct_size =
+ sizeof(struct gpusvc_bo_cache_stats_snapshot)` before the call.
  */
 typedef struct gpusvc_bo_cache_stats_snapshot {
+  /*
+   Set by the host to `sizeof(struct gpusvc_bo_cache_stats_snapshot)` before the call: the
+   library writes only that many bytes and sets this to the bytes written.
+   */
+  size_t struct_size;
   /*
    Imports that found the buffer cached.
    */
@@ -891,9 +905,20 @@ typedef struct gpusvc_bo_cache_stats_snapshot {
 } gpusvc_bo_cache_stats_snapshot;
 
 /*
- What an import requires of the buffer.
+ What an import requires of the buffer. The host sets `struct_size = sizeof(struct
+ gpusvc_bo_import_desc)`.
  */
 typedef struct gpusvc_bo_import_desc {
+  /*
+   `sizeof(struct gpusvc_bo_import_desc)`, set by the host: the library reads only that
+   many bytes, the fields past it take their defaults (0).
+   */
+  size_t struct_size;
+  /*
+   Import flags; a buffer cached with other flags is `GPUSVC_BO_CACHE_FLAGS_CONFLICT`.
+   (Before `flags` the layout has no padding after its last field.)
+   */
+  uint32_t flags;
   /*
    The buffer must have at least this many bytes (`GPUSVC_BO_CACHE_TOO_SMALL`).
    */
@@ -904,15 +929,11 @@ typedef struct gpusvc_bo_import_desc {
    `GPUSVC_INVALID_ARGUMENT`.
    */
   uint64_t exact_size;
-  /*
-   Import flags; a buffer cached with other flags is `GPUSVC_BO_CACHE_FLAGS_CONFLICT`.
-   */
-  uint32_t flags;
 } gpusvc_bo_import_desc;
 
 /*
  One plane of a multi-plane import: `size` bytes at `offset` of the buffer behind `fd`
- (borrowed).
+ (borrowed). No `struct_size`: an element of an array passed with a count.
  */
 typedef struct gpusvc_bo_plane {
   /*
@@ -2422,10 +2443,11 @@ extern "C" {
 const char *gpusvc_version(void);
 
 /*
- Fills `*out` with the default cache configuration.
+ Fills `*out` with the default cache configuration; the host sets `out->struct_size` first
+ (it is kept; only that many bytes are written).
 
  # Safety
- `out` is NULL or valid for one write.
+ `out` is NULL or valid for reading and writing `out->struct_size` bytes.
  */
 gpusvc_result gpusvc_bo_cache_config_defaults(struct gpusvc_bo_cache_config *out);
 
@@ -2443,7 +2465,8 @@ gpusvc_result gpusvc_bo_cache_new_memfd(struct gpusvc_bo_cache **out);
  `gpusvc_bo_cache_new_memfd` with `*config`.
 
  # Safety
- `config` is NULL or valid for one read; `out` is NULL or valid for one write.
+ `config` is NULL or valid for reading `config->struct_size` bytes; `out` is NULL or valid
+ for one write.
  */
 gpusvc_result gpusvc_bo_cache_new_memfd_with_config(const struct gpusvc_bo_cache_config *config,
                                                     struct gpusvc_bo_cache **out);
@@ -2460,8 +2483,8 @@ gpusvc_result gpusvc_bo_cache_new_memfd_with_config(const struct gpusvc_bo_cache
  `gpusvc_bo_export`, and uses the handles on `gpusvc_bo_cache_device_fd`.
 
  # Safety
- `path` is NULL or a NUL-terminated string; `config` is NULL or valid for one read; `out` is
- NULL or valid for one write.
+ `path` is NULL or a NUL-terminated string; `config` is NULL or valid for reading
+ `config->struct_size` bytes; `out` is NULL or valid for one write.
  */
 gpusvc_result gpusvc_bo_cache_open(const char *path,
                                    const struct gpusvc_bo_cache_config *config,
@@ -2490,10 +2513,11 @@ gpusvc_result gpusvc_bo_cache_free(struct gpusvc_bo_cache *cache);
 gpusvc_result gpusvc_bo_cache_device_fd(const struct gpusvc_bo_cache *cache, int32_t *out_fd);
 
 /*
- The cache's counters into `*out`.
+ The cache's counters into `*out` (the host sets its `struct_size`; only that many bytes are
+ written, and `struct_size` becomes the bytes written).
 
  # Safety
- `out` is NULL or valid for one write.
+ `out` is NULL or valid for reading and writing `out->struct_size` bytes.
  */
 gpusvc_result gpusvc_bo_cache_stats(const struct gpusvc_bo_cache *cache,
                                     struct gpusvc_bo_cache_stats_snapshot *out);
@@ -2512,7 +2536,8 @@ gpusvc_result gpusvc_bo_cache_stats(const struct gpusvc_bo_cache *cache,
  (`exact_size` below `min_size`).
 
  # Safety
- `desc` is NULL or valid for one read; `out` is NULL or valid for one write; `fd` is not
+ `desc` is NULL or valid for reading `desc->struct_size` bytes; `out` is NULL or valid for
+ one write; `fd` is not
  closed by another thread during the call.
  */
 gpusvc_result gpusvc_bo_cache_import(const struct gpusvc_bo_cache *cache,

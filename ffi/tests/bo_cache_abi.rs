@@ -51,6 +51,7 @@ impl Cache {
         self.import(
             fd,
             gpusvc_bo_import_desc {
+                struct_size: size_of::<gpusvc_bo_import_desc>(),
                 min_size,
                 ..Default::default()
             },
@@ -220,6 +221,7 @@ fn size_rules_give_their_codes_and_leave_the_cached_object_alone() {
     let buf = buffer(4096);
     let fd = buf.as_raw_fd();
     let desc = |min_size, exact_size| gpusvc_bo_import_desc {
+        struct_size: size_of::<gpusvc_bo_import_desc>(),
         min_size,
         exact_size,
         flags: 0,
@@ -252,6 +254,7 @@ fn size_rules_give_their_codes_and_leave_the_cached_object_alone() {
         Some(GPUSVC_BO_CACHE_SIZE_MISMATCH)
     );
     let flagged = gpusvc_bo_import_desc {
+        struct_size: size_of::<gpusvc_bo_import_desc>(),
         flags: 1,
         ..desc(0, 0)
     };
@@ -462,6 +465,7 @@ fn planes_share_objects_and_bad_planes_write_nothing() {
 #[test]
 fn a_full_table_is_its_code_and_objects_outlive_the_cache() {
     let mut config = gpusvc_bo_cache_config {
+        struct_size: size_of::<gpusvc_bo_cache_config>(),
         max_table_bytes: 0,
         identity_check: false,
         max_refs: 0,
@@ -517,6 +521,7 @@ fn result_codes_of_the_bo_cache_block_have_their_numbers() {
 /// The default configuration with `edit` applied.
 fn config(edit: impl FnOnce(&mut gpusvc_bo_cache_config)) -> gpusvc_bo_cache_config {
     let mut c = gpusvc_bo_cache_config {
+        struct_size: size_of::<gpusvc_bo_cache_config>(),
         max_table_bytes: 0,
         identity_check: false,
         max_refs: 0,
@@ -595,6 +600,7 @@ fn every_export_refuses_each_null_argument_and_leaves_its_outputs_alone() {
     let mut cache_out = unwritten::<gpusvc_bo_cache>();
     let mut bo_out = unwritten::<gpusvc_bo>();
     let mut stats = gpusvc_bo_cache_stats_snapshot {
+        struct_size: size_of::<gpusvc_bo_cache_stats_snapshot>(),
         hits: 77,
         ..Default::default()
     };
@@ -722,6 +728,7 @@ fn absurd_sizes_and_plane_arithmetic_are_codes_and_write_nothing() {
     let buf = buffer(4096);
     let fd = buf.as_raw_fd();
     let desc = |min_size, exact_size| gpusvc_bo_import_desc {
+        struct_size: size_of::<gpusvc_bo_import_desc>(),
         min_size,
         exact_size,
         flags: 0,
@@ -892,6 +899,7 @@ fn export_flags_follow_the_kernel_and_the_fd_imports_as_the_same_object() {
         .import(
             buf.as_raw_fd(),
             gpusvc_bo_import_desc {
+                struct_size: size_of::<gpusvc_bo_import_desc>(),
                 flags: 5,
                 ..Default::default()
             },
@@ -923,6 +931,7 @@ fn export_flags_follow_the_kernel_and_the_fd_imports_as_the_same_object() {
             .import(
                 fd.as_raw_fd(),
                 gpusvc_bo_import_desc {
+                    struct_size: size_of::<gpusvc_bo_import_desc>(),
                     flags: 5,
                     ..Default::default()
                 },
@@ -957,6 +966,7 @@ fn objects_outlive_their_cache_and_answer_everything_but_imports() {
     // The freed cache takes no imports, stats or second free.
     let mut out = unwritten::<gpusvc_bo>();
     let mut stats = gpusvc_bo_cache_stats_snapshot {
+        struct_size: size_of::<gpusvc_bo_cache_stats_snapshot>(),
         hits: 77,
         ..Default::default()
     };

@@ -41,6 +41,7 @@ fn paths_that_are_not_render_nodes_are_codes_and_write_nothing() {
     )
     .unwrap();
     let mut config = gpusvc_bo_cache_config {
+        struct_size: size_of::<gpusvc_bo_cache_config>(),
         max_table_bytes: 0,
         identity_check: false,
         max_refs: 0,

@@ -9,27 +9,28 @@ use bo_cache::{BoCache, CacheConfig, MemfdKernel, PlaneDesc};
 use crate::bo_cache::types::*;
 use crate::bo_cache::{bo, cache, gpusvc_bo, gpusvc_bo_cache, new_bo};
 use crate::kit::handle::{self, Kind};
-use crate::kit::{FfiError, Out, answer_into, ffi_guard, gpusvc_result, null_argument, slice_in};
+use crate::kit::{
+    FfiError, Out, SizedOut, answer_into, answer_sized_into, ffi_guard, gpusvc_result,
+    null_argument, slice_in,
+};
 
 // ---- cache ----
 
-/// Fills `*out` with the default cache configuration.
+/// Fills `*out` with the default cache configuration; the host sets `out->struct_size` first
+/// (it is kept; only that many bytes are written).
 ///
 /// # Safety
-/// `out` is NULL or valid for one write.
+/// `out` is NULL or valid for reading and writing `out->struct_size` bytes.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn gpusvc_bo_cache_config_defaults(
     out: *mut gpusvc_bo_cache_config,
 ) -> gpusvc_result {
-    // SAFETY: forwarded from this function's contract.
-    unsafe {
-        answer_into(
-            || Ok(()),
-            out,
-            "out",
-            |()| Ok(CacheConfig::default().into()),
-        )
-    }
+    ffi_guard(|| {
+        // SAFETY: forwarded from this function's contract.
+        let out = unsafe { SizedOut::new(out, "out") }?;
+        out.write_keeping_size(CacheConfig::default().into());
+        Ok(())
+    })
 }
 
 /// Makes a cache over a new memfd-backed fake DRM file description (sealed memfds stand in for
@@ -56,22 +57,17 @@ pub unsafe extern "C" fn gpusvc_bo_cache_new_memfd(
 /// `gpusvc_bo_cache_new_memfd` with `*config`.
 ///
 /// # Safety
-/// `config` is NULL or valid for one read; `out` is NULL or valid for one write.
+/// `config` is NULL or valid for reading `config->struct_size` bytes; `out` is NULL or valid
+/// for one write.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn gpusvc_bo_cache_new_memfd_with_config(
     config: *const gpusvc_bo_cache_config,
     out: *mut *mut gpusvc_bo_cache,
 ) -> gpusvc_result {
-    // SAFETY: `config` is checked for NULL before it is read, and valid for one read otherwise
-    // (contract); `out` is forwarded.
+    // SAFETY: `config` is NULL or valid for `struct_size` bytes (contract); `out` is forwarded.
     unsafe {
         answer_into(
-            || {
-                if config.is_null() {
-                    return Err(null_argument("config"));
-                }
-                Ok(config_in(config))
-            },
+            || config_in(config, "config"),
             out,
             "out",
             |c| Ok(new_cache(c)),
@@ -90,8 +86,8 @@ pub unsafe extern "C" fn gpusvc_bo_cache_new_memfd_with_config(
 /// `gpusvc_bo_export`, and uses the handles on `gpusvc_bo_cache_device_fd`.
 ///
 /// # Safety
-/// `path` is NULL or a NUL-terminated string; `config` is NULL or valid for one read; `out` is
-/// NULL or valid for one write.
+/// `path` is NULL or a NUL-terminated string; `config` is NULL or valid for reading
+/// `config->struct_size` bytes; `out` is NULL or valid for one write.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn gpusvc_bo_cache_open(
     path: *const std::ffi::c_char,
@@ -99,7 +95,8 @@ pub unsafe extern "C" fn gpusvc_bo_cache_open(
     out: *mut *mut gpusvc_bo_cache,
 ) -> gpusvc_result {
     // SAFETY: `path` is checked for NULL before it is read; `config` is checked for NULL
-    // before it is read and valid for one read otherwise (contract); `out` is forwarded.
+    // before it is read and valid for `struct_size` bytes otherwise (contract); `out` is
+    // forwarded.
     unsafe {
         answer_into(
             || {
@@ -112,7 +109,7 @@ pub unsafe extern "C" fn gpusvc_bo_cache_open(
                 let config = if config.is_null() {
                     CacheConfig::default()
                 } else {
-                    config_in(config)
+                    config_in(config, "config")?
                 };
                 Ok((path, config))
             },
@@ -176,17 +173,18 @@ pub unsafe extern "C" fn gpusvc_bo_cache_device_fd(
     }
 }
 
-/// The cache's counters into `*out`.
+/// The cache's counters into `*out` (the host sets its `struct_size`; only that many bytes are
+/// written, and `struct_size` becomes the bytes written).
 ///
 /// # Safety
-/// `out` is NULL or valid for one write.
+/// `out` is NULL or valid for reading and writing `out->struct_size` bytes.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn gpusvc_bo_cache_stats(
     cache: *const gpusvc_bo_cache,
     out: *mut gpusvc_bo_cache_stats_snapshot,
 ) -> gpusvc_result {
     // SAFETY: forwarded from this function's contract.
-    unsafe { answer_into(|| self::cache(cache), out, "out", |c| Ok(c.stats().into())) }
+    unsafe { answer_sized_into(|| self::cache(cache), out, "out", |c| Ok(c.stats().into())) }
 }
 
 // ---- imports ----
@@ -204,7 +202,8 @@ pub unsafe extern "C" fn gpusvc_bo_cache_stats(
 /// (`exact_size` below `min_size`).
 ///
 /// # Safety
-/// `desc` is NULL or valid for one read; `out` is NULL or valid for one write; `fd` is not
+/// `desc` is NULL or valid for reading `desc->struct_size` bytes; `out` is NULL or valid for
+/// one write; `fd` is not
 /// closed by another thread during the call.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn gpusvc_bo_cache_import(
@@ -213,13 +212,13 @@ pub unsafe extern "C" fn gpusvc_bo_cache_import(
     desc: *const gpusvc_bo_import_desc,
     out: *mut *mut gpusvc_bo,
 ) -> gpusvc_result {
-    // SAFETY: `desc` is NULL or valid for one read of plain integers (contract); `fd` stays
+    // SAFETY: `desc` is NULL or valid for `struct_size` bytes of plain integers (contract); `fd` stays
     // open for the call if it is open (contract); `out` is forwarded.
     unsafe {
         answer_into(
             || {
                 let c = self::cache(cache)?;
-                let desc = crate::kit::struct_in(desc, "desc")?;
+                let desc = crate::kit::sized_in(desc, "desc")?;
                 Ok((c, fd_in(fd, "fd")?, desc))
             },
             out,

@@ -5,12 +5,18 @@ use std::os::fd::BorrowedFd;
 
 use bo_cache::{BoError, CacheConfig, ImportDesc, Stats};
 
-use crate::kit::{FfiError, gpusvc_result, invalid_argument};
+use crate::kit::{FfiError, gpusvc_result, growable, invalid_argument, sized_default};
 
-/// How a cache is set up; `gpusvc_bo_cache_config_defaults` fills the defaults.
+/// How a cache is set up; `gpusvc_bo_cache_config_defaults` fills the defaults. The host sets
+/// `struct_size = sizeof(struct gpusvc_bo_cache_config)` (and zeroes the rest) before calling
+/// it, which keeps `struct_size`; a field past a host's `struct_size` takes its default.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct gpusvc_bo_cache_config {
+    /// `sizeof(struct gpusvc_bo_cache_config)`, set by the host (or kept from the `_defaults`
+    /// function): the library reads only that many bytes, the fields past it take their
+    /// defaults.
+    pub struct_size: usize,
     /// Cap on the handle table's memory in bytes (default 16 MiB); an import whose handle would
     /// take the table past it is `GPUSVC_BO_CACHE_TABLE_FULL`.
     pub max_table_bytes: usize,
@@ -26,6 +32,7 @@ pub struct gpusvc_bo_cache_config {
 impl From<CacheConfig> for gpusvc_bo_cache_config {
     fn from(c: CacheConfig) -> Self {
         gpusvc_bo_cache_config {
+            struct_size: size_of::<Self>(),
             max_table_bytes: c.max_table_bytes,
             identity_check: c.identity_check,
             max_refs: c.max_refs,
@@ -33,15 +40,28 @@ impl From<CacheConfig> for gpusvc_bo_cache_config {
     }
 }
 
-/// Reads a config field by field; the `identity_check` byte is read as a byte, so a value other
-/// than 0 or 1 from C is true, not undefined behaviour.
+growable!(gpusvc_bo_cache_config {
+    first: max_refs,
+    last: max_refs,
+    defaults: CacheConfig::default().into(),
+});
+
+/// Reads a config (by the `struct_size` rule, `kit::sized`) field by field; the
+/// `identity_check` byte is read as a byte, so a value other than 0 or 1 from C is true, not
+/// undefined behaviour.
 ///
 /// # Safety
-/// `ptr` is non-NULL and valid for reading one `gpusvc_bo_cache_config`.
-pub(crate) unsafe fn config_in(ptr: *const gpusvc_bo_cache_config) -> CacheConfig {
-    // SAFETY: valid for one config (contract); the reads are in bounds and unaligned-safe, and
-    // `usize` and `u8` accept any bit pattern.
-    unsafe {
+/// `ptr` is NULL or valid for reading `struct_size` bytes.
+pub(crate) unsafe fn config_in(
+    ptr: *const gpusvc_bo_cache_config,
+    name: &str,
+) -> Result<CacheConfig, FfiError> {
+    // SAFETY: forwarded from this function's contract.
+    let raw = unsafe { crate::kit::sized::sized_raw_in(ptr, name) }?;
+    let ptr = raw.as_ptr();
+    // SAFETY: `raw` holds a whole config's bytes; the reads are in bounds and unaligned-safe,
+    // and `usize`, `u32` and `u8` accept any bit pattern.
+    Ok(unsafe {
         CacheConfig {
             max_table_bytes: std::ptr::addr_of!((*ptr).max_table_bytes).read_unaligned(),
             identity_check: std::ptr::addr_of!((*ptr).identity_check)
@@ -50,21 +70,47 @@ pub(crate) unsafe fn config_in(ptr: *const gpusvc_bo_cache_config) -> CacheConfi
                 != 0,
             max_refs: std::ptr::addr_of!((*ptr).max_refs).read_unaligned(),
         }
-    }
+    })
 }
 
-/// What an import requires of the buffer.
+/// What an import requires of the buffer. The host sets `struct_size = sizeof(struct
+/// gpusvc_bo_import_desc)`.
 #[repr(C)]
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct gpusvc_bo_import_desc {
+    /// `sizeof(struct gpusvc_bo_import_desc)`, set by the host: the library reads only that
+    /// many bytes, the fields past it take their defaults (0).
+    pub struct_size: usize,
+    /// Import flags; a buffer cached with other flags is `GPUSVC_BO_CACHE_FLAGS_CONFLICT`.
+    /// (Before `flags` the layout has no padding after its last field.)
+    pub flags: u32,
     /// The buffer must have at least this many bytes (`GPUSVC_BO_CACHE_TOO_SMALL`).
     pub min_size: u64,
     /// When non-zero, the buffer must have exactly this many bytes
     /// (`GPUSVC_BO_CACHE_SIZE_MISMATCH`); 0 checks no exact size. Below `min_size` is
     /// `GPUSVC_INVALID_ARGUMENT`.
     pub exact_size: u64,
-    /// Import flags; a buffer cached with other flags is `GPUSVC_BO_CACHE_FLAGS_CONFLICT`.
-    pub flags: u32,
+}
+
+growable!(gpusvc_bo_import_desc {
+    first: exact_size,
+    last: exact_size,
+    defaults: gpusvc_bo_import_desc {
+        struct_size: 0,
+        flags: 0,
+        min_size: 0,
+        exact_size: 0,
+    },
+});
+
+impl Default for gpusvc_bo_import_desc {
+    /// Everything 0, `struct_size` set: import any size with no flags.
+    fn default() -> Self {
+        gpusvc_bo_import_desc {
+            struct_size: size_of::<Self>(),
+            ..<Self as crate::kit::sized::GrowableIn>::defaults()
+        }
+    }
 }
 
 impl From<gpusvc_bo_import_desc> for ImportDesc {
@@ -78,7 +124,7 @@ impl From<gpusvc_bo_import_desc> for ImportDesc {
 }
 
 /// One plane of a multi-plane import: `size` bytes at `offset` of the buffer behind `fd`
-/// (borrowed).
+/// (borrowed). No `struct_size`: an element of an array passed with a count.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct gpusvc_bo_plane {
@@ -90,10 +136,14 @@ pub struct gpusvc_bo_plane {
     pub size: u64,
 }
 
-/// The counters of a cache (`gpusvc_bo_cache_stats`).
+/// The counters of a cache (`gpusvc_bo_cache_stats`). The host sets `struct_size =
+/// sizeof(struct gpusvc_bo_cache_stats_snapshot)` before the call.
 #[repr(C)]
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct gpusvc_bo_cache_stats_snapshot {
+    /// Set by the host to `sizeof(struct gpusvc_bo_cache_stats_snapshot)` before the call: the
+    /// library writes only that many bytes and sets this to the bytes written.
+    pub struct_size: usize,
     /// Imports that found the buffer cached.
     pub hits: u64,
     /// Imports that created an object.
@@ -117,6 +167,7 @@ pub struct gpusvc_bo_cache_stats_snapshot {
 impl From<Stats> for gpusvc_bo_cache_stats_snapshot {
     fn from(s: Stats) -> Self {
         gpusvc_bo_cache_stats_snapshot {
+            struct_size: size_of::<Self>(),
             hits: s.hits,
             misses: s.misses,
             closes: s.closes,
@@ -129,6 +180,12 @@ impl From<Stats> for gpusvc_bo_cache_stats_snapshot {
         }
     }
 }
+
+growable!(gpusvc_bo_cache_stats_snapshot {
+    first: table_bytes,
+    last: table_bytes
+});
+sized_default!(gpusvc_bo_cache_stats_snapshot);
 
 fn bad_fd(name: &str, fd: i32) -> FfiError {
     FfiError::new(

@@ -158,6 +158,22 @@ unsafe fn host_size<T>(ptr: *const T) -> usize {
 /// `ptr` is NULL or valid for reading `struct_size` bytes (the first of which hold
 /// `struct_size` itself), for the duration of the call.
 pub(crate) unsafe fn sized_in<T: GrowableIn>(ptr: *const T, name: &str) -> Result<T, FfiError> {
+    // SAFETY: forwarded from this function's contract.
+    let raw = unsafe { sized_raw_in(ptr, name) }?;
+    // SAFETY: every byte pattern the host may pass is a valid `T` (`GrowableIn`'s contract), and
+    // the bytes past the host's size are the defaults', so `raw` holds a valid `T`.
+    Ok(unsafe { raw.assume_init() })
+}
+
+/// [`sized_in`] for a struct whose fields are then read one by one as plain bytes (a `bool`
+/// that C may set to any byte): the host's bytes over the defaults', not yet a `T`.
+///
+/// # Safety
+/// As [`sized_in`].
+pub(crate) unsafe fn sized_raw_in<T: GrowableIn>(
+    ptr: *const T,
+    name: &str,
+) -> Result<std::mem::MaybeUninit<T>, FfiError> {
     if ptr.is_null() {
         return Err(null_argument(name));
     }
@@ -179,15 +195,16 @@ pub(crate) unsafe fn sized_in<T: GrowableIn>(ptr: *const T, name: &str) -> Resul
             )));
         }
     }
-    let mut value = T::defaults();
+    let mut defaults = T::defaults();
+    set_struct_size(&mut defaults, ours);
+    let mut value = std::mem::MaybeUninit::new(defaults);
     // SAFETY: `min(size, ours)` bytes are readable at `ptr` (contract) and writable in `value`;
-    // the two cannot overlap (`value` is our local). Every byte pattern the host may pass is a
-    // valid `T` (`GrowableIn`'s contract), and the bytes past the host's size keep the
-    // defaults, so `value` stays a valid `T`.
+    // the two cannot overlap (`value` is our local). The first `size_of::<usize>()` bytes are
+    // `struct_size`, which is restored to ours below when the host's copy overwrote it.
     unsafe {
-        std::ptr::copy_nonoverlapping(bytes, (&raw mut value).cast::<u8>(), size.min(ours));
+        std::ptr::copy_nonoverlapping(bytes, value.as_mut_ptr().cast::<u8>(), size.min(ours));
+        value.as_mut_ptr().cast::<usize>().write(ours);
     }
-    set_struct_size(&mut value, ours);
     Ok(value)
 }
 
