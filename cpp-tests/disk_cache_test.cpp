@@ -72,6 +72,7 @@ gpusvc::ProgramCachePtr Open(const gpusvc::DiskOptions& disk, const gpusvc::Driv
 
 gpusvc_program_cache_disk_load_report Wait(const gpusvc::ProgramCachePtr& cache) {
   gpusvc_program_cache_disk_load_report report{};
+  report.struct_size = sizeof(report);
   EXPECT_EQ(gpusvc::WaitUntilLoaded(cache.get(), kWaitMs, &report), GPUSVC_OK)
       << gpusvc::LastErrorDetail();
   return report;
@@ -79,6 +80,7 @@ gpusvc_program_cache_disk_load_report Wait(const gpusvc::ProgramCachePtr& cache)
 
 gpusvc_program_cache_disk_stats_snapshot DiskStats(const gpusvc::ProgramCachePtr& cache) {
   gpusvc_program_cache_disk_stats_snapshot stats{};
+  stats.struct_size = sizeof(stats);
   EXPECT_EQ(gpusvc_program_cache_disk_stats(cache.get(), &stats), GPUSVC_OK);
   return stats;
 }
@@ -295,6 +297,7 @@ TEST(DiskCache, WaitUntilLoadedReportsWhatTheLoadDid) {
   disk.budget_bytes = 1 << 20;
   gpusvc::ProgramCachePtr b = Open(disk, Driver("1.0"), one_entry + one_entry / 2);
   gpusvc_program_cache_disk_load_report report{};
+  report.struct_size = sizeof(report);
   ASSERT_EQ(gpusvc::WaitUntilLoaded(b.get(), kWaitMs, &report), GPUSVC_OK);
   EXPECT_EQ(report.loaded, 1u);
   EXPECT_EQ(report.skipped, 2u);
@@ -303,6 +306,7 @@ TEST(DiskCache, WaitUntilLoadedReportsWhatTheLoadDid) {
   EXPECT_EQ(CachedBinary(b, 2), BinaryOf(2)) << "the hot program loads first";
   // Waiting again returns the same report at once.
   gpusvc_program_cache_disk_load_report again{};
+  again.struct_size = sizeof(again);
   ASSERT_EQ(gpusvc::WaitUntilLoaded(b.get(), 0, &again), GPUSVC_OK);
   EXPECT_EQ(again.loaded, report.loaded);
   EXPECT_EQ(again.elapsed_us, report.elapsed_us);
@@ -413,6 +417,7 @@ TEST(DiskCache, NullAndInvalidArgumentsAreCodesAndWriteNothing) {
 
   gpusvc::ProgramCachePtr cache = Open(options, strings);
   gpusvc_program_cache_disk_load_report report{};
+  report.struct_size = sizeof(report);
   report.loaded = 99;
   EXPECT_EQ(gpusvc_program_cache_wait_until_loaded(cache.get(), kWaitMs, nullptr),
             GPUSVC_NULL_ARGUMENT);
@@ -428,6 +433,7 @@ TEST(DiskCache, NullAndInvalidArgumentsAreCodesAndWriteNothing) {
   EXPECT_EQ(gpusvc_program_cache_disk_condition(cache.get(), nullptr, 4, &len),
             GPUSVC_NULL_ARGUMENT);
   gpusvc_driver_identity identity{};
+  identity.struct_size = sizeof(identity);
   EXPECT_EQ(gpusvc_gl_context_driver_identity(nullptr, &identity), GPUSVC_NULL_ARGUMENT);
   EXPECT_EQ(identity.gl_vendor, nullptr);
   // A handle that is not a cache.

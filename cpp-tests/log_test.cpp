@@ -113,6 +113,7 @@ void OpenAnUnusableFolder(const std::string& name) {
   gpusvc::ProgramCachePtr cache;
   ASSERT_EQ(gpusvc::NewProgramCacheWithDisk(config, disk, driver, &cache), GPUSVC_OK);
   gpusvc_program_cache_disk_load_report report{};
+  report.struct_size = sizeof(report);
   ASSERT_EQ(gpusvc::WaitUntilLoaded(cache.get(), 10000, &report), GPUSVC_OK);
   cache.reset();
   fs::remove(file);

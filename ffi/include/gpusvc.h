@@ -953,9 +953,16 @@ typedef struct gpusvc_bo_plane {
 /*
  The driver identity that goes into the program cache's compatibility stamp: `GL_VENDOR`,
  `GL_RENDERER` and `GL_VERSION` (UTF-8, NUL-terminated). From a `gpusvc_gl_context` with
- `gpusvc_gl_context_driver_identity`, or the host's own strings.
+ `gpusvc_gl_context_driver_identity`, or the host's own strings. The host sets `struct_size =
+ sizeof(struct gpusvc_driver_identity)` whether it fills the struct or has it filled.
  */
 typedef struct gpusvc_driver_identity {
+  /*
+   `sizeof(struct gpusvc_driver_identity)`, set by the host: passed in, the library reads
+   only that many bytes (fields past it: NULL); filled by the library, it writes only that
+   many bytes and sets this to the bytes written.
+   */
+  size_t struct_size;
   /*
    `GL_VENDOR`.
    */
@@ -997,10 +1004,18 @@ typedef void (*gpusvc_log_fn)(uint32_t level,
 typedef void (*gpusvc_program_cache_disk_log_callback)(const char *message, void *user_data);
 
 /*
- Configuration of a cache's disk store (`gpusvc_program_cache_open`). Start from
- `gpusvc_program_cache_disk_config_defaults` and set at least `dir`, `host_product` and `host_version`.
+ Configuration of a cache's disk store (`gpusvc_program_cache_open`). Set `struct_size =
+ sizeof(struct gpusvc_program_cache_disk_config)` (the rest zero), call
+ `gpusvc_program_cache_disk_config_defaults` (which keeps `struct_size`) and set at least
+ `dir`, `host_product` and `host_version`. A field past a host's `struct_size` takes the value
+ the defaults function writes.
  */
 typedef struct gpusvc_program_cache_disk_config {
+  /*
+   `sizeof(struct gpusvc_program_cache_disk_config)`, set by the host (kept by the `_defaults` function): the library reads only that many bytes, the
+   fields past it take their defaults.
+   */
+  size_t struct_size;
   /*
    False: no disk store at all, the cache lives in memory only (a host's kill switch).
    */
@@ -1226,9 +1241,15 @@ typedef void (*gpusvc_program_cache_histogram_callback)(const char *name,
                                                         void *user_data);
 
 /*
- What the startup load did.
+ What the startup load did. The host sets `struct_size = sizeof(struct
+ gpusvc_program_cache_disk_load_report)` before the call.
  */
 typedef struct gpusvc_program_cache_disk_load_report {
+  /*
+   Set by the host to `sizeof(struct gpusvc_program_cache_disk_load_report)` before the call: the library writes only that
+   many bytes and sets this to the bytes written.
+   */
+  size_t struct_size;
   /*
    Entries loaded into memory.
    */
@@ -1248,9 +1269,15 @@ typedef struct gpusvc_program_cache_disk_load_report {
 } gpusvc_program_cache_disk_load_report;
 
 /*
- The disk store's statistics (a snapshot; counters since the cache was made).
+ The disk store's statistics (a snapshot; counters since the cache was made). The host sets
+ `struct_size = sizeof(struct gpusvc_program_cache_disk_stats_snapshot)` before the call.
  */
 typedef struct gpusvc_program_cache_disk_stats_snapshot {
+  /*
+   Set by the host to `sizeof(struct gpusvc_program_cache_disk_stats_snapshot)` before the call: the library writes only that
+   many bytes and sets this to the bytes written.
+   */
+  size_t struct_size;
   /*
    The cache was made with a disk store (`enabled` in its config).
    */
@@ -2631,8 +2658,10 @@ gpusvc_result gpusvc_bo_export(const struct gpusvc_bo *bo, uint32_t flags, int32
 
 /*
  Opens a headless GL context on the machine's EGL driver (a hardware device when there is
- one, else Mesa llvmpipe; `GPUSVC_EGL_DEVICE=software|hardware|N` overrides) and makes it
- current on the calling thread. `api` is a `gpusvc_gl_api` value.
+ one, else Mesa llvmpipe; `GPUSVC_EGL_DEVICE=software|hardware|N` overrides). `api` is a
+ `gpusvc_gl_api` value. The context is current only while a gpusvc call uses it: whatever
+ EGL context (with its surfaces and display) was current on the thread before, or none, is
+ current again when this and every later call returns (see the crate docs, "Host GL state").
 
  On failure the code says what is missing (`GPUSVC_GL_NO_LIBEGL`, `GPUSVC_GL_NO_DEVICE`,
  `GPUSVC_GL_NO_MATCHING_CONFIG`, `GPUSVC_GL_VERSION_TOO_OLD`, ...) and
@@ -2696,7 +2725,7 @@ gpusvc_result gpusvc_gl_context_glsl_version(const struct gpusvc_gl_context *ctx
  context and stay valid until it is freed. May be called from any thread.
 
  # Safety
- `out` is NULL or valid for one write.
+ `out` is NULL or valid for reading and writing `out->struct_size` bytes (the host sets it).
  */
 gpusvc_result gpusvc_gl_context_driver_identity(const struct gpusvc_gl_context *ctx,
                                                 struct gpusvc_driver_identity *out);
@@ -2771,8 +2800,10 @@ gpusvc_result gpusvc_log_dropped_events(uint64_t *out);
  3 refused binaries in a row, no ids, no log. `dir`, `host_product` and `host_version` are
  NULL: set them.
 
+ The host sets `out->struct_size` first; it is kept, and only that many bytes are written.
+
  # Safety
- `out` is NULL or valid for one write.
+ `out` is NULL or valid for reading and writing `out->struct_size` bytes.
  */
 gpusvc_result gpusvc_program_cache_disk_config_defaults(struct gpusvc_program_cache_disk_config *out);
 
@@ -2822,10 +2853,12 @@ gpusvc_result gpusvc_program_cache_open(const struct gpusvc_program_cache_config
  Waits at most `timeout_ms` until the startup load from disk has finished, and writes what it
  did to `*out`. The cache works meanwhile (programs not loaded yet are misses), so waiting is
  optional. A cache without a disk store (or whose folder was unusable) returns at once with
- an empty report. On timeout: `GPUSVC_PROGRAM_CACHE_LOAD_TIMEOUT`, nothing written.
+ an empty report. On timeout: `GPUSVC_PROGRAM_CACHE_LOAD_TIMEOUT`, nothing written. The host
+ sets `out->struct_size`; only that many bytes are written, and `struct_size` becomes the
+ bytes written.
 
  # Safety
- `out` is NULL or valid for one write.
+ `out` is NULL or valid for reading and writing `out->struct_size` bytes.
  */
 gpusvc_result gpusvc_program_cache_wait_until_loaded(const struct gpusvc_program_cache *cache,
                                                      uint32_t timeout_ms,
@@ -2853,10 +2886,11 @@ gpusvc_result gpusvc_program_cache_mark_hot(const struct gpusvc_program_cache *c
 
 /*
  A snapshot of the disk store's statistics (all zero and `configured` false for a cache
- without one).
+ without one). The host sets `out->struct_size`; only that many bytes are written, and
+ `struct_size` becomes the bytes written.
 
  # Safety
- `out` is NULL or valid for one write.
+ `out` is NULL or valid for reading and writing `out->struct_size` bytes.
  */
 gpusvc_result gpusvc_program_cache_disk_stats(const struct gpusvc_program_cache *cache,
                                               struct gpusvc_program_cache_disk_stats_snapshot *out);
@@ -3237,7 +3271,7 @@ gpusvc_result gpusvc_program_cache_persist_sink_defaults(struct gpusvc_program_c
  `desc->struct_size`.
 
  # Safety
- `driver` is NULL or valid for one read, `desc` NULL or valid for reading
+ `driver` is NULL or valid for reading `driver->struct_size` bytes, `desc` NULL or valid for reading
  `desc->struct_size` bytes, their strings NULL or NUL-terminated; `buf` is NULL or valid for
  `len` bytes of writes; `out_len` is NULL or valid for one write.
  */

@@ -422,6 +422,7 @@ struct DiskOptions {
   static DiskOptions Defaults() {
     DiskOptions o;
     gpusvc_program_cache_disk_config c{};
+    c.struct_size = sizeof(c);
     if (gpusvc_program_cache_disk_config_defaults(&c) == GPUSVC_OK) {
       o.enabled = c.enabled;
       o.budget_bytes = c.budget_bytes;
@@ -434,6 +435,7 @@ struct DiskOptions {
   // The C view; valid while this object lives and is unchanged.
   gpusvc_program_cache_disk_config View() const {
     gpusvc_program_cache_disk_config c{};
+    c.struct_size = sizeof(c);
     c.enabled = enabled;
     c.dir = dir.data();
     c.dir_len = dir.size();
@@ -460,8 +462,8 @@ struct DriverStrings {
   std::string version;
   std::string context;
   gpusvc_driver_identity View() const {
-    return gpusvc_driver_identity{vendor.c_str(), renderer.c_str(), version.c_str(),
-                                  context.c_str()};
+    return gpusvc_driver_identity{sizeof(gpusvc_driver_identity), vendor.c_str(),
+                                  renderer.c_str(), version.c_str(), context.c_str()};
   }
 };
 
@@ -469,6 +471,7 @@ struct DriverStrings {
 inline gpusvc_result ContextDriverStrings(const gpusvc_gl_context* ctx, DriverStrings* out) {
   if (out == nullptr) return GPUSVC_NULL_ARGUMENT;
   gpusvc_driver_identity id{};
+  id.struct_size = sizeof(id);
   gpusvc_result r = gpusvc_gl_context_driver_identity(ctx, &id);
   if (r != GPUSVC_OK) return r;
   *out = DriverStrings{id.gl_vendor, id.gl_renderer, id.gl_version,
@@ -494,6 +497,7 @@ inline gpusvc_result NewProgramCacheWithDisk(const gpusvc_program_cache_config& 
 // Waits at most timeout_ms for the startup load; GPUSVC_PROGRAM_CACHE_LOAD_TIMEOUT on timeout.
 inline gpusvc_result WaitUntilLoaded(const gpusvc_program_cache* cache, uint32_t timeout_ms,
                                      gpusvc_program_cache_disk_load_report* out) {
+  if (out != nullptr) out->struct_size = sizeof(*out);
   return gpusvc_program_cache_wait_until_loaded(cache, timeout_ms, out);
 }
 

@@ -8,7 +8,8 @@ use headless_gl::{ApiPreference, ContextError, ContextOptions, GlApi, GlContext}
 
 use crate::kit::handle::{self, Kind};
 use crate::kit::{
-    FfiError, Out, answer_into, c_enum, c_string, ffi_guard, gpusvc_result, list_out,
+    FfiError, Out, answer_into, answer_sized_into, c_enum, c_string, ffi_guard, gpusvc_result,
+    growable, list_out,
 };
 
 /// Which GL API to open (passed as `uint32_t`).
@@ -39,10 +40,15 @@ pub struct gpusvc_gl_context {
 
 /// The driver identity that goes into the program cache's compatibility stamp: `GL_VENDOR`,
 /// `GL_RENDERER` and `GL_VERSION` (UTF-8, NUL-terminated). From a `gpusvc_gl_context` with
-/// `gpusvc_gl_context_driver_identity`, or the host's own strings.
+/// `gpusvc_gl_context_driver_identity`, or the host's own strings. The host sets `struct_size =
+/// sizeof(struct gpusvc_driver_identity)` whether it fills the struct or has it filled.
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
 pub struct gpusvc_driver_identity {
+    /// `sizeof(struct gpusvc_driver_identity)`, set by the host: passed in, the library reads
+    /// only that many bytes (fields past it: NULL); filled by the library, it writes only that
+    /// many bytes and sets this to the bytes written.
+    pub struct_size: usize,
     /// `GL_VENDOR`.
     pub gl_vendor: *const c_char,
     /// `GL_RENDERER`.
@@ -53,6 +59,18 @@ pub struct gpusvc_driver_identity {
     /// different kinds of context on one folder are kept apart and do not replace each other.
     pub context: *const c_char,
 }
+
+growable!(gpusvc_driver_identity {
+    first: context,
+    last: context,
+    defaults: gpusvc_driver_identity {
+        struct_size: 0,
+        gl_vendor: std::ptr::null(),
+        gl_renderer: std::ptr::null(),
+        gl_version: std::ptr::null(),
+        context: std::ptr::null(),
+    },
+});
 
 /// The GL context behind a live handle, for use on its own thread (`GPUSVC_WRONG_THREAD` from
 /// any other). Program managers made over the context share it, so the GL context is destroyed
@@ -253,7 +271,7 @@ pub unsafe extern "C" fn gpusvc_gl_context_glsl_version(
 /// context and stay valid until it is freed. May be called from any thread.
 ///
 /// # Safety
-/// `out` is NULL or valid for one write.
+/// `out` is NULL or valid for reading and writing `out->struct_size` bytes (the host sets it).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn gpusvc_gl_context_driver_identity(
     ctx: *const gpusvc_gl_context,
@@ -262,12 +280,20 @@ pub unsafe extern "C" fn gpusvc_gl_context_driver_identity(
     // The strings live in the context and stay valid until the context is freed.
     // SAFETY: forwarded from this function's contract.
     unsafe {
-        identity_query(ctx, out, |id| gpusvc_driver_identity {
-            gl_vendor: id.vendor.as_ptr(),
-            gl_renderer: id.renderer.as_ptr(),
-            gl_version: id.version.as_ptr(),
-            context: id.context.as_ptr(),
-        })
+        answer_sized_into(
+            || identity(ctx),
+            out,
+            "out",
+            |id| {
+                Ok(gpusvc_driver_identity {
+                    struct_size: 0,
+                    gl_vendor: id.vendor.as_ptr(),
+                    gl_renderer: id.renderer.as_ptr(),
+                    gl_version: id.version.as_ptr(),
+                    context: id.context.as_ptr(),
+                })
+            },
+        )
     }
 }
 

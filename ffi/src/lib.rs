@@ -38,6 +38,16 @@
 //! be read from any thread, but it must be used and freed on its own thread; so are program
 //! managers and their shaders and linked programs. Anything else returns `GPUSVC_WRONG_THREAD`.
 //!
+//! # Host GL state
+//! A call that makes a `gpusvc_gl_context` current (opening it, the program manager's compile,
+//! link and program binaries, `gpusvc_vcache_measure`/`_fit`, the frees that delete GL objects)
+//! makes whatever EGL context, draw and read surfaces, display and client API were current on
+//! the thread before current again when it returns, failed or not; nothing current before
+//! means nothing current after. So a host's own context may stay current on the thread that
+//! calls gpusvc, and its GL state is never touched (tests: `ffi/tests/gl_state_abi.rs`,
+//! `cpp-tests/gl_state_test.cpp`). During a host callback from such a call (the vcache fit's
+//! progress) gpusvc's context is current.
+//!
 //! # Logging
 //! Every crate logs through `tracing`. A C host receives those events with
 //! `gpusvc_set_log_callback(min_level, fn, user_data)` (module `log`): the first callback installs

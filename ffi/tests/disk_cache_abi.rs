@@ -37,7 +37,12 @@ unsafe extern "C" fn log_line(message: *const c_char, user_data: *mut c_void) {
 
 /// A disk config over `dir` (kept alive by the caller) with the given log sink.
 fn disk_config(dir: &[u8], sink: Option<&LogSink>) -> gpusvc_program_cache_disk_config {
-    let mut c = std::mem::MaybeUninit::uninit();
+    let mut c = std::mem::MaybeUninit::<gpusvc_program_cache_disk_config>::zeroed();
+    // SAFETY: a live local; `struct_size` is set before the defaults are written.
+    unsafe {
+        (&raw mut (*c.as_mut_ptr()).struct_size)
+            .write(size_of::<gpusvc_program_cache_disk_config>())
+    };
     // SAFETY: a live out slot.
     let r = unsafe { gpusvc_program_cache_disk_config_defaults(c.as_mut_ptr()) };
     assert_eq!(r, OK);
@@ -71,6 +76,7 @@ impl Driver {
     }
     fn identity(&self) -> gpusvc_driver_identity {
         gpusvc_driver_identity {
+            struct_size: size_of::<gpusvc_driver_identity>(),
             gl_vendor: self.vendor.as_ptr(),
             gl_renderer: self.renderer.as_ptr(),
             gl_version: self.version.as_ptr(),
@@ -260,6 +266,7 @@ fn a_new_cache_on_the_same_folder_loads_what_the_first_saved() {
     assert_eq!(
         report,
         gpusvc_program_cache_disk_load_report {
+            struct_size: size_of::<gpusvc_program_cache_disk_load_report>(),
             elapsed_us: report.elapsed_us,
             ..Default::default()
         }
@@ -380,6 +387,7 @@ fn hot_programs_load_first_when_the_budget_is_short() {
     let bytes = path_bytes(dir.path());
     let driver = Driver::new("1.0");
     let disk = gpusvc_program_cache_disk_config {
+        struct_size: size_of::<gpusvc_program_cache_disk_config>(),
         budget_bytes: 1 << 20,
         ..disk_config(&bytes, None)
     };
@@ -544,27 +552,32 @@ fn bad_arguments_are_codes_and_write_nothing() {
     let empty = gpusvc_program_cache_disk_config { dir_len: 0, ..good };
     assert_eq!(attempt(&config, &empty, &identity), GPUSVC_INVALID_ARGUMENT);
     let null_dir = gpusvc_program_cache_disk_config {
+        struct_size: size_of::<gpusvc_program_cache_disk_config>(),
         dir: ptr::null(),
         ..good
     };
     assert_eq!(attempt(&config, &null_dir, &identity), GPUSVC_NULL_ARGUMENT);
     let zero = gpusvc_program_cache_disk_config {
+        struct_size: size_of::<gpusvc_program_cache_disk_config>(),
         max_consecutive_rejections: 0,
         ..good
     };
     assert_eq!(attempt(&config, &zero, &identity), GPUSVC_INVALID_ARGUMENT);
     let no_host = gpusvc_program_cache_disk_config {
+        struct_size: size_of::<gpusvc_program_cache_disk_config>(),
         host_product: ptr::null(),
         ..good
     };
     assert_eq!(attempt(&config, &no_host, &identity), GPUSVC_NULL_ARGUMENT);
     let not_utf8 = [0xffu8, 0xfe, 0];
     let bad_build = gpusvc_program_cache_disk_config {
+        struct_size: size_of::<gpusvc_program_cache_disk_config>(),
         driver_build_id: not_utf8.as_ptr().cast(),
         ..good
     };
     assert_eq!(attempt(&config, &bad_build, &identity), GPUSVC_INVALID_UTF8);
     let no_vendor = gpusvc_driver_identity {
+        struct_size: size_of::<gpusvc_driver_identity>(),
         gl_vendor: ptr::null(),
         ..identity
     };
@@ -597,6 +610,7 @@ fn bad_arguments_are_codes_and_write_nothing() {
 
     let cache = new_disk_cache(1 << 20, &good, &identity);
     let mut report = gpusvc_program_cache_disk_load_report {
+        struct_size: size_of::<gpusvc_program_cache_disk_load_report>(),
         loaded: 99,
         ..Default::default()
     };
@@ -732,6 +746,7 @@ fn the_stamp_from_a_live_context_and_a_real_binary_round_trip() {
         return;
     };
     let mut identity = gpusvc_driver_identity {
+        struct_size: size_of::<gpusvc_driver_identity>(),
         gl_vendor: ptr::null(),
         gl_renderer: ptr::null(),
         gl_version: ptr::null(),

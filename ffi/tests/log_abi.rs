@@ -203,7 +203,12 @@ fn path_bytes(p: &Path) -> Vec<u8> {
 /// A disk cache over `dir` for driver `version`, loaded and flushed.
 fn open_disk(dir: &Path, version: &str) -> *mut gpusvc_program_cache {
     let bytes = path_bytes(dir);
-    let mut disk = std::mem::MaybeUninit::uninit();
+    let mut disk = std::mem::MaybeUninit::<gpusvc_program_cache_disk_config>::zeroed();
+    // SAFETY: a live local; `struct_size` is set before the defaults are written.
+    unsafe {
+        (&raw mut (*disk.as_mut_ptr()).struct_size)
+            .write(size_of::<gpusvc_program_cache_disk_config>())
+    };
     // SAFETY: a live out slot.
     let r = unsafe { gpusvc_program_cache_disk_config_defaults(disk.as_mut_ptr()) };
     assert_eq!(r, OK);
@@ -215,6 +220,7 @@ fn open_disk(dir: &Path, version: &str) -> *mut gpusvc_program_cache {
     disk.host_version = c"1".as_ptr();
     let version = std::ffi::CString::new(version).unwrap();
     let driver = gpusvc_driver_identity {
+        struct_size: size_of::<gpusvc_driver_identity>(),
         gl_vendor: c"Test vendor".as_ptr(),
         gl_renderer: c"test renderer".as_ptr(),
         gl_version: version.as_ptr(),

@@ -183,6 +183,7 @@ fn desc(product: &CStr, version: &CStr) -> gpusvc_program_cache_stamp_desc {
 
 fn fake_driver() -> gpusvc_driver_identity {
     gpusvc_driver_identity {
+        struct_size: size_of::<gpusvc_driver_identity>(),
         gl_vendor: c"Test vendor".as_ptr(),
         gl_renderer: c"test renderer".as_ptr(),
         gl_version: c"1.0".as_ptr(),
@@ -480,6 +481,8 @@ fn the_stamp_text_names_the_folder_a_disk_cache_of_the_same_driver_uses() {
     let mut disk = std::mem::MaybeUninit::<gpusvc_program_cache_disk_config>::zeroed();
     // SAFETY: a zeroed slot; struct_size set when the struct has one.
     let mut disk = unsafe {
+        (&raw mut (*disk.as_mut_ptr()).struct_size)
+            .write(size_of::<gpusvc_program_cache_disk_config>());
         assert_eq!(
             gpusvc_program_cache_disk_config_defaults(disk.as_mut_ptr()),
             OK
@@ -888,6 +891,7 @@ fn every_null_and_dead_handle_is_a_code_and_nothing_is_written() {
         );
         let bad = [0xffu8, 0];
         let not_utf8 = gpusvc_driver_identity {
+            struct_size: size_of::<gpusvc_driver_identity>(),
             gl_renderer: bad.as_ptr().cast(),
             ..driver
         };

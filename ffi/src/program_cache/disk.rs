@@ -17,47 +17,31 @@ use program_cache::{DiskConfig, ProgramKey};
 use crate::gl::gpusvc_driver_identity;
 use crate::kit::handle::{self, Kind};
 use crate::kit::{
-    FfiError, GatedFn, HostFn, Out, c_string, ffi_guard, gpusvc_result, slice_in, struct_in,
-    text_out,
+    FfiError, GatedFn, HostFn, Out, SizedOut, answer_sized_into, c_string, ffi_guard,
+    gpusvc_result, sized_in, slice_in, text_out,
 };
 use crate::program_cache::disk_types::*;
 use crate::program_cache::exports::builder;
 use crate::program_cache::histogram::gpusvc_program_cache_histogram_callback;
 use crate::program_cache::types::{gpusvc_program_cache_config, gpusvc_program_cache_sha1};
-use crate::program_cache::{cache, cache_query, gpusvc_program_cache};
+use crate::program_cache::{cache, gpusvc_program_cache};
 
 /// Writes the defaults into `*out`: enabled, LZ4 on, the memory budget, the store dropped after
 /// 3 refused binaries in a row, no ids, no log. `dir`, `host_product` and `host_version` are
 /// NULL: set them.
 ///
+/// The host sets `out->struct_size` first; it is kept, and only that many bytes are written.
+///
 /// # Safety
-/// `out` is NULL or valid for one write.
+/// `out` is NULL or valid for reading and writing `out->struct_size` bytes.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn gpusvc_program_cache_disk_config_defaults(
     out: *mut gpusvc_program_cache_disk_config,
 ) -> gpusvc_result {
     ffi_guard(|| {
         // SAFETY: an output argument (this function's contract).
-        let out = unsafe { Out::new(out, "out") }?;
-        // The crate's defaults, so C and Rust hosts agree.
-        let config = gpusvc_program_cache_disk_config {
-            enabled: true,
-            dir: std::ptr::null(),
-            dir_len: 0,
-            host_product: std::ptr::null(),
-            host_version: std::ptr::null(),
-            has_vendor_id: false,
-            vendor_id: 0,
-            has_device_id: false,
-            device_id: 0,
-            driver_build_id: std::ptr::null(),
-            budget_bytes: 0,
-            compress: DiskConfig::DEFAULT_COMPRESS,
-            max_consecutive_rejections: DiskConfig::DEFAULT_MAX_CONSECUTIVE_REJECTIONS,
-            log: None,
-            log_user_data: std::ptr::null_mut(),
-        };
-        out.write(config);
+        let out = unsafe { SizedOut::new(out, "out") }?;
+        out.write_keeping_size(disk_config_defaults());
         Ok(())
     })
 }
@@ -123,14 +107,14 @@ pub unsafe extern "C" fn gpusvc_program_cache_open(
         // SAFETY: NULL or valid for `struct_size` bytes (contract); plain integers.
         let config = unsafe { crate::kit::sized_in(config, "config") }?;
         // SAFETY: NULL or valid for one read (contract).
-        let disk = unsafe { struct_in(disk, "disk") }?;
+        let disk = unsafe { sized_in(disk, "disk") }?;
         // SAFETY: an output argument (this function's contract).
         let out = unsafe { Out::new(out, "out") }?;
         // SAFETY: the config's sink pointer follows this function's contract.
         let (mut builder, mut gates) = unsafe { builder(&config, histogram, user_data) }?;
         if disk.enabled {
             // SAFETY: NULL or valid for one read (contract).
-            let driver = unsafe { struct_in(driver, "driver") }?;
+            let driver = unsafe { sized_in(driver, "driver") }?;
             // SAFETY: forwarded from this function's contract.
             let mut disk_config = unsafe { disk_config_in(&disk, &driver) }?;
             // The log callback behind a gate that `gpusvc_program_cache_free` closes: it is never
@@ -164,10 +148,12 @@ pub unsafe extern "C" fn gpusvc_program_cache_open(
 /// Waits at most `timeout_ms` until the startup load from disk has finished, and writes what it
 /// did to `*out`. The cache works meanwhile (programs not loaded yet are misses), so waiting is
 /// optional. A cache without a disk store (or whose folder was unusable) returns at once with
-/// an empty report. On timeout: `GPUSVC_PROGRAM_CACHE_LOAD_TIMEOUT`, nothing written.
+/// an empty report. On timeout: `GPUSVC_PROGRAM_CACHE_LOAD_TIMEOUT`, nothing written. The host
+/// sets `out->struct_size`; only that many bytes are written, and `struct_size` becomes the
+/// bytes written.
 ///
 /// # Safety
-/// `out` is NULL or valid for one write.
+/// `out` is NULL or valid for reading and writing `out->struct_size` bytes.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn gpusvc_program_cache_wait_until_loaded(
     cache: *const gpusvc_program_cache,
@@ -176,15 +162,20 @@ pub unsafe extern "C" fn gpusvc_program_cache_wait_until_loaded(
 ) -> gpusvc_result {
     // SAFETY: forwarded from this function's contract.
     unsafe {
-        cache_query(cache, out, "out", |cache| {
-            let report = cache.wait_until_loaded(Duration::from_millis(u64::from(timeout_ms)));
-            report.map(Into::into).ok_or_else(|| {
-                FfiError::new(
-                    gpusvc_result::GPUSVC_PROGRAM_CACHE_LOAD_TIMEOUT,
-                    format!("the startup load did not finish within {timeout_ms} ms"),
-                )
-            })
-        })
+        answer_sized_into(
+            || self::cache(cache),
+            out,
+            "out",
+            |cache| {
+                let report = cache.wait_until_loaded(Duration::from_millis(u64::from(timeout_ms)));
+                report.map(Into::into).ok_or_else(|| {
+                    FfiError::new(
+                        gpusvc_result::GPUSVC_PROGRAM_CACHE_LOAD_TIMEOUT,
+                        format!("the startup load did not finish within {timeout_ms} ms"),
+                    )
+                })
+            },
+        )
     }
 }
 
@@ -225,10 +216,11 @@ pub unsafe extern "C" fn gpusvc_program_cache_mark_hot(
 }
 
 /// A snapshot of the disk store's statistics (all zero and `configured` false for a cache
-/// without one).
+/// without one). The host sets `out->struct_size`; only that many bytes are written, and
+/// `struct_size` becomes the bytes written.
 ///
 /// # Safety
-/// `out` is NULL or valid for one write.
+/// `out` is NULL or valid for reading and writing `out->struct_size` bytes.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn gpusvc_program_cache_disk_stats(
     cache: *const gpusvc_program_cache,
@@ -236,33 +228,39 @@ pub unsafe extern "C" fn gpusvc_program_cache_disk_stats(
 ) -> gpusvc_result {
     // SAFETY: forwarded from this function's contract.
     unsafe {
-        cache_query(cache, out, "out", |cache| {
-            Ok(match cache.disk_counters() {
-                None => gpusvc_program_cache_disk_stats_snapshot::default(),
-                Some(c) => gpusvc_program_cache_disk_stats_snapshot {
-                    configured: true,
-                    enabled: cache.disk_enabled(),
-                    load_finished: cache.wait_until_loaded(Duration::ZERO).is_some(),
-                    writes: c.writes,
-                    bytes_written: c.bytes_written,
-                    already_present: c.already_present,
-                    dropped_writes: c.dropped_writes,
-                    write_errors: c.write_errors,
-                    loaded: c.loaded,
-                    rejected_entries: c.rejected_entries,
-                    evictions: c.evictions,
-                    store_drops: c.store_drops,
-                    lock_busy: c.lock_busy,
-                    oversized: c.oversized,
-                    space_retries: c.space_retries,
-                    stores_removed: c.stores_removed,
-                    odd_removed: c.odd_removed,
-                    recreated: c.recreated,
-                    use_records: c.use_records,
-                    compactions: c.compactions,
-                },
-            })
-        })
+        answer_sized_into(
+            || self::cache(cache),
+            out,
+            "out",
+            |cache| {
+                Ok(match cache.disk_counters() {
+                    None => gpusvc_program_cache_disk_stats_snapshot::default(),
+                    Some(c) => gpusvc_program_cache_disk_stats_snapshot {
+                        struct_size: 0,
+                        configured: true,
+                        enabled: cache.disk_enabled(),
+                        load_finished: cache.wait_until_loaded(Duration::ZERO).is_some(),
+                        writes: c.writes,
+                        bytes_written: c.bytes_written,
+                        already_present: c.already_present,
+                        dropped_writes: c.dropped_writes,
+                        write_errors: c.write_errors,
+                        loaded: c.loaded,
+                        rejected_entries: c.rejected_entries,
+                        evictions: c.evictions,
+                        store_drops: c.store_drops,
+                        lock_busy: c.lock_busy,
+                        oversized: c.oversized,
+                        space_retries: c.space_retries,
+                        stores_removed: c.stores_removed,
+                        odd_removed: c.odd_removed,
+                        recreated: c.recreated,
+                        use_records: c.use_records,
+                        compactions: c.compactions,
+                    },
+                })
+            },
+        )
     }
 }
 

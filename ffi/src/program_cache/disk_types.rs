@@ -8,7 +8,9 @@ use std::path::PathBuf;
 use program_cache::{CompatibilityStamp, DiskConfig, DriverIdentity, LoadReport};
 
 use crate::gl::gpusvc_driver_identity;
-use crate::kit::{FfiError, cstr_in, invalid_argument, null_argument, slice_in};
+use crate::kit::{
+    FfiError, cstr_in, growable, invalid_argument, null_argument, sized_default, slice_in,
+};
 
 /// Receives each disk condition (folder unusable, a write failed, the store was dropped) once,
 /// as one line of UTF-8 text, with the `log_user_data` of the config. It may be called from any
@@ -17,11 +19,17 @@ use crate::kit::{FfiError, cstr_in, invalid_argument, null_argument, slice_in};
 pub type gpusvc_program_cache_disk_log_callback =
     Option<unsafe extern "C" fn(message: *const c_char, user_data: *mut c_void)>;
 
-/// Configuration of a cache's disk store (`gpusvc_program_cache_open`). Start from
-/// `gpusvc_program_cache_disk_config_defaults` and set at least `dir`, `host_product` and `host_version`.
+/// Configuration of a cache's disk store (`gpusvc_program_cache_open`). Set `struct_size =
+/// sizeof(struct gpusvc_program_cache_disk_config)` (the rest zero), call
+/// `gpusvc_program_cache_disk_config_defaults` (which keeps `struct_size`) and set at least
+/// `dir`, `host_product` and `host_version`. A field past a host's `struct_size` takes the value
+/// the defaults function writes.
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
 pub struct gpusvc_program_cache_disk_config {
+    /// `sizeof(struct gpusvc_program_cache_disk_config)`, set by the host (kept by the `_defaults` function): the library reads only that many bytes, the
+    /// fields past it take their defaults.
+    pub struct_size: usize,
     /// False: no disk store at all, the cache lives in memory only (a host's kill switch).
     pub enabled: bool,
     /// The cache folder, `dir_len` bytes (no NUL needed; any bytes but NUL on POSIX). One
@@ -62,10 +70,44 @@ pub struct gpusvc_program_cache_disk_config {
     pub log_user_data: *mut c_void,
 }
 
-/// What the startup load did.
+/// The defaults of a disk config (`gpusvc_program_cache_disk_config_defaults`): enabled, LZ4
+/// as the crate's default, the crate's refusal limit, no ids, no strings, no log.
+pub(crate) fn disk_config_defaults() -> gpusvc_program_cache_disk_config {
+    // The crate's defaults, so C and Rust hosts agree.
+    gpusvc_program_cache_disk_config {
+        struct_size: size_of::<gpusvc_program_cache_disk_config>(),
+        enabled: true,
+        dir: std::ptr::null(),
+        dir_len: 0,
+        host_product: std::ptr::null(),
+        host_version: std::ptr::null(),
+        has_vendor_id: false,
+        vendor_id: 0,
+        has_device_id: false,
+        device_id: 0,
+        driver_build_id: std::ptr::null(),
+        budget_bytes: 0,
+        compress: DiskConfig::DEFAULT_COMPRESS,
+        max_consecutive_rejections: DiskConfig::DEFAULT_MAX_CONSECUTIVE_REJECTIONS,
+        log: None,
+        log_user_data: std::ptr::null_mut(),
+    }
+}
+
+growable!(gpusvc_program_cache_disk_config {
+    first: log_user_data,
+    last: log_user_data,
+    defaults: disk_config_defaults(),
+});
+
+/// What the startup load did. The host sets `struct_size = sizeof(struct
+/// gpusvc_program_cache_disk_load_report)` before the call.
 #[repr(C)]
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct gpusvc_program_cache_disk_load_report {
+    /// Set by the host to `sizeof(struct gpusvc_program_cache_disk_load_report)` before the call: the library writes only that
+    /// many bytes and sets this to the bytes written.
+    pub struct_size: usize,
     /// Entries loaded into memory.
     pub loaded: usize,
     /// Damaged or foreign entries rejected (and deleted).
@@ -79,6 +121,7 @@ pub struct gpusvc_program_cache_disk_load_report {
 impl From<LoadReport> for gpusvc_program_cache_disk_load_report {
     fn from(r: LoadReport) -> Self {
         gpusvc_program_cache_disk_load_report {
+            struct_size: size_of::<Self>(),
             loaded: r.loaded,
             rejected: r.rejected,
             skipped: r.skipped,
@@ -87,10 +130,20 @@ impl From<LoadReport> for gpusvc_program_cache_disk_load_report {
     }
 }
 
-/// The disk store's statistics (a snapshot; counters since the cache was made).
+growable!(gpusvc_program_cache_disk_load_report {
+    first: elapsed_us,
+    last: elapsed_us
+});
+sized_default!(gpusvc_program_cache_disk_load_report);
+
+/// The disk store's statistics (a snapshot; counters since the cache was made). The host sets
+/// `struct_size = sizeof(struct gpusvc_program_cache_disk_stats_snapshot)` before the call.
 #[repr(C)]
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct gpusvc_program_cache_disk_stats_snapshot {
+    /// Set by the host to `sizeof(struct gpusvc_program_cache_disk_stats_snapshot)` before the call: the library writes only that
+    /// many bytes and sets this to the bytes written.
+    pub struct_size: usize,
     /// The cache was made with a disk store (`enabled` in its config).
     pub configured: bool,
     /// The store is in use (false: its folder was unusable, memory only; see
@@ -133,6 +186,12 @@ pub struct gpusvc_program_cache_disk_stats_snapshot {
     /// Times the LRU log and hot list were compacted.
     pub compactions: u64,
 }
+
+growable!(gpusvc_program_cache_disk_stats_snapshot {
+    first: compactions,
+    last: compactions
+});
+sized_default!(gpusvc_program_cache_disk_stats_snapshot);
 
 // ---- configuration in ----
 
@@ -221,7 +280,12 @@ mod tests {
     use crate::program_cache::disk::gpusvc_program_cache_disk_config_defaults;
 
     fn disk(dir: &str) -> gpusvc_program_cache_disk_config {
-        let mut c = std::mem::MaybeUninit::uninit();
+        let mut c = std::mem::MaybeUninit::<gpusvc_program_cache_disk_config>::zeroed();
+        // SAFETY: a live local; `struct_size` is set before the defaults are written.
+        unsafe {
+            (&raw mut (*c.as_mut_ptr()).struct_size)
+                .write(size_of::<gpusvc_program_cache_disk_config>())
+        };
         // SAFETY: a live local slot.
         let r = unsafe { gpusvc_program_cache_disk_config_defaults(c.as_mut_ptr()) };
         assert_eq!(r, gpusvc_result::GPUSVC_OK);
@@ -236,6 +300,7 @@ mod tests {
 
     fn driver() -> gpusvc_driver_identity {
         gpusvc_driver_identity {
+            struct_size: size_of::<gpusvc_driver_identity>(),
             gl_vendor: c"V".as_ptr(),
             gl_renderer: c"R".as_ptr(),
             gl_version: c"1.0".as_ptr(),
@@ -289,27 +354,32 @@ mod tests {
         let nul = disk("a\0b");
         assert!(code(nul, driver()).contains("INVALID_ARGUMENT"));
         let null_dir = gpusvc_program_cache_disk_config {
+            struct_size: size_of::<gpusvc_program_cache_disk_config>(),
             dir: std::ptr::null(),
             ..disk("x")
         };
         assert!(code(null_dir, driver()).contains("NULL_ARGUMENT"));
         let zero = gpusvc_program_cache_disk_config {
+            struct_size: size_of::<gpusvc_program_cache_disk_config>(),
             max_consecutive_rejections: 0,
             ..disk("x")
         };
         assert!(code(zero, driver()).contains("INVALID_ARGUMENT"));
         let no_host = gpusvc_program_cache_disk_config {
+            struct_size: size_of::<gpusvc_program_cache_disk_config>(),
             host_product: std::ptr::null(),
             ..disk("x")
         };
         assert!(code(no_host, driver()).contains("NULL_ARGUMENT"));
         let no_version = gpusvc_program_cache_disk_config {
+            struct_size: size_of::<gpusvc_program_cache_disk_config>(),
             host_version: std::ptr::null(),
             ..disk("x")
         };
         assert!(code(no_version, driver()).contains("NULL_ARGUMENT"));
         let bad = [0xffu8, 0];
         let not_utf8 = gpusvc_driver_identity {
+            struct_size: size_of::<gpusvc_driver_identity>(),
             gl_renderer: bad.as_ptr().cast(),
             ..driver()
         };

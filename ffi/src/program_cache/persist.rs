@@ -18,8 +18,7 @@ use program_cache::{CompatibilityStamp, DiskConfig, DriverIdentity, ProgramKey};
 use crate::gl::gpusvc_driver_identity;
 use crate::kit::{
     FfiError, Gate, GatedFn, HostFn, answer_sized_into, cstr_in, ffi_guard, gpusvc_result,
-    growable, invalid_argument, null_argument, sized_default, sized_in, slice_in, struct_in,
-    text_out,
+    growable, invalid_argument, null_argument, sized_default, sized_in, slice_in, text_out,
 };
 use crate::program_cache::types::gpusvc_program_cache_sha1;
 use crate::program_cache::{cache, gpusvc_program_cache};
@@ -380,7 +379,7 @@ pub(crate) unsafe fn stamp_in(
 /// `desc->struct_size`.
 ///
 /// # Safety
-/// `driver` is NULL or valid for one read, `desc` NULL or valid for reading
+/// `driver` is NULL or valid for reading `driver->struct_size` bytes, `desc` NULL or valid for reading
 /// `desc->struct_size` bytes, their strings NULL or NUL-terminated; `buf` is NULL or valid for
 /// `len` bytes of writes; `out_len` is NULL or valid for one write.
 #[unsafe(no_mangle)]
@@ -392,8 +391,8 @@ pub unsafe extern "C" fn gpusvc_program_cache_stamp_text(
     out_len: *mut usize,
 ) -> gpusvc_result {
     ffi_guard(|| {
-        // SAFETY: NULL or valid for one read (contract).
-        let driver = unsafe { struct_in(driver, "driver") }?;
+        // SAFETY: NULL or valid for `struct_size` bytes (contract).
+        let driver = unsafe { sized_in(driver, "driver") }?;
         // SAFETY: NULL or valid for `struct_size` bytes (contract).
         let desc = unsafe { sized_in(desc, "desc") }?;
         // SAFETY: the strings follow the contract.
