@@ -1,9 +1,12 @@
 //! Opening a headless context: EGL device, display, config, context, make-current.
 
-use std::ffi::CStr;
+use std::cell::Cell;
+use std::ffi::{CStr, c_void};
+use std::marker::PhantomData;
 use std::rc::Rc;
 
 use glow::HasContext;
+use glutin::api::egl::Egl;
 use glutin::api::egl::context::PossiblyCurrentContext;
 use glutin::api::egl::device::Device;
 use glutin::api::egl::display::Display;
@@ -270,7 +273,7 @@ pub(crate) struct Inner {
     gl: glow::Context,
     /// Always `Some` until drop takes it.
     context: Option<PossiblyCurrentContext>,
-    _display: Display,
+    display: Display,
 }
 
 impl Inner {
@@ -283,6 +286,8 @@ impl Inner {
     /// Makes the context current on this thread when it is not, and hands out the GL functions.
     pub(crate) fn gl(&self) -> Result<&glow::Context, NotCurrent> {
         let context = self.context();
+        // Before `is_current`, which binds this context's client API on the thread.
+        note_host_current(self.display.egl());
         if !context.is_current() {
             context
                 .make_current_surfaceless()
@@ -297,11 +302,142 @@ impl Drop for Inner {
         // EGL defers destroying a context that is current until it is released; a thread that
         // exits with it still current never releases it and its whole driver state leaks. So
         // release it first when it is current here.
+        note_host_current(self.display.egl());
         if let Some(context) = self.context.take()
             && context.is_current()
             && let Err(e) = context.make_not_current()
         {
             tracing::warn!(error = %e, "releasing the GL context before destroying it failed");
+        }
+    }
+}
+
+const EGL_DRAW: i32 = 0x3059;
+const EGL_READ: i32 = 0x305A;
+
+/// What is current on a thread as far as EGL says: the bound client API, the display, the draw
+/// and read surfaces and the context (null pointers for none).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct EglCurrent {
+    api: u32,
+    display: *const c_void,
+    draw: *const c_void,
+    read: *const c_void,
+    context: *const c_void,
+}
+
+impl EglCurrent {
+    fn read(egl: &Egl) -> Self {
+        // SAFETY: queries of the calling thread's EGL state, valid at any time on an EGL that
+        // glutin loaded (and never unloads).
+        unsafe {
+            EglCurrent {
+                api: egl.QueryAPI(),
+                display: egl.GetCurrentDisplay(),
+                draw: egl.GetCurrentSurface(EGL_DRAW),
+                read: egl.GetCurrentSurface(EGL_READ),
+                context: egl.GetCurrentContext(),
+            }
+        }
+    }
+}
+
+/// The state a [`KeepHostCurrent`] restores: what was current before this crate first made one
+/// of its contexts current inside the scope.
+#[derive(Clone, Copy)]
+struct Saved {
+    egl: &'static Egl,
+    before: EglCurrent,
+}
+
+thread_local! {
+    /// How many [`KeepHostCurrent`] scopes are open on this thread.
+    static KEEP_DEPTH: Cell<usize> = const { Cell::new(0) };
+    /// What to restore when the outermost scope ends.
+    static SAVED: Cell<Option<Saved>> = const { Cell::new(None) };
+}
+
+/// Called before this crate makes one of its contexts current on this thread: inside a
+/// [`KeepHostCurrent`] scope, the first call records what is current now.
+fn note_host_current(egl: &'static Egl) {
+    if KEEP_DEPTH.get() > 0 && SAVED.get().is_none() {
+        SAVED.set(Some(Saved {
+            egl,
+            before: EglCurrent::read(egl),
+        }));
+    }
+}
+
+/// Keeps the calling thread's EGL state for a host that has its own context: while a scope
+/// lives, the first time this crate makes one of its contexts current on the thread (opening
+/// one, [`GlContext::gl`], any object's operation or drop) it records what was current then
+/// (client API, display, draw and read surfaces, context); when the outermost scope on the
+/// thread ends, that is made current again — or nothing, when nothing was current — whether
+/// the work in between succeeded or failed. Scopes nest (only the outermost restores) and
+/// cost nothing when no context of ours was made current. A restore EGL refuses is logged
+/// (`headless_gl::context`, warn) and leaves our context released when nothing was current.
+///
+/// Without a scope a context stays current after an operation, as the crate docs say.
+#[derive(Debug)]
+pub struct KeepHostCurrent {
+    /// Thread-bound: the state is the thread's.
+    _thread: PhantomData<*const ()>,
+}
+
+impl KeepHostCurrent {
+    /// Opens a scope on the calling thread.
+    #[allow(clippy::new_without_default, reason = "a scope is opened explicitly")]
+    pub fn new() -> Self {
+        KEEP_DEPTH.set(KEEP_DEPTH.get() + 1);
+        KeepHostCurrent {
+            _thread: PhantomData,
+        }
+    }
+}
+
+impl Drop for KeepHostCurrent {
+    fn drop(&mut self) {
+        let depth = KEEP_DEPTH.get() - 1;
+        KEEP_DEPTH.set(depth);
+        if depth > 0 {
+            return;
+        }
+        let Some(Saved { egl, before }) = SAVED.take() else {
+            return;
+        };
+        let now = EglCurrent::read(egl);
+        if now == before {
+            return;
+        }
+        // SAFETY: EGL calls on this thread with handles EGL itself reported as current: the
+        // host's (alive while current, and the host's to keep alive until it is made current
+        // again, as it would be had we not run) or ours (`now`, alive while current).
+        let restored = unsafe {
+            if before.context.is_null() {
+                // Nothing was current: release what is (under its own client API), then bind
+                // the API that was bound.
+                (now.context.is_null()
+                    || egl.MakeCurrent(
+                        now.display,
+                        std::ptr::null(),
+                        std::ptr::null(),
+                        std::ptr::null(),
+                    ) != 0)
+                    && (before.api == 0 || egl.BindAPI(before.api) != 0)
+            } else {
+                // The host's API first: a context is made current under the bound API.
+                (before.api == 0 || egl.BindAPI(before.api) != 0)
+                    && egl.MakeCurrent(before.display, before.draw, before.read, before.context)
+                        != 0
+            }
+        };
+        if !restored {
+            // SAFETY: a query of this thread's last EGL error.
+            let error = unsafe { egl.GetError() };
+            tracing::warn!(
+                error = format_args!("{error:#x}"),
+                "restoring the EGL context that was current before failed"
+            );
         }
     }
 }
@@ -370,6 +506,12 @@ impl GlContext {
     /// crate does not wrap; objects made through it are the caller's to delete.
     pub fn gl(&self) -> Result<&glow::Context, NotCurrent> {
         self.inner.gl()
+    }
+
+    /// Whether this context is the one current on the calling thread (`eglGetCurrentContext`;
+    /// like every EGL query of glutin's, it binds this context's client API on the thread).
+    pub fn is_current(&self) -> bool {
+        self.inner.context().is_current()
     }
 
     pub(crate) fn owns(&self, inner: &Rc<Inner>) -> bool {
@@ -518,6 +660,8 @@ fn open_on_device(
             device: index,
             reason: e.to_string(),
         })?;
+    // Everything below may make a context of ours current.
+    note_host_current(display.egl());
     let profiles: &[ContextProfile] = match options.api {
         ApiPreference::Auto => &[ContextProfile::Core, ContextProfile::Es],
         ApiPreference::DesktopCore => &[ContextProfile::Core],
@@ -538,7 +682,7 @@ fn open_on_device(
                     inner: Rc::new(Inner {
                         gl,
                         context: Some(context),
-                        _display: display,
+                        display,
                     }),
                     info,
                 });

@@ -23,6 +23,11 @@
 //!   another context's method is an error ([`ForeignObject`]), not a silent use of a wrong name.
 //! * Before each operation the context makes itself current on the calling thread, so several
 //!   contexts on one thread do not step on each other.
+//! * Inside a [`KeepHostCurrent`] scope, whatever EGL context, surfaces, display and client API
+//!   were current on the thread before this crate first made one of its contexts current there
+//!   are current again when the outermost scope ends, failures included; nothing current before
+//!   means nothing current after (tests `the_host_context_is_current_again_after_a_scope`,
+//!   `with_nothing_current_before_nothing_is_current_after` in `tests/host_current.rs`).
 //! * Nothing here panics on driver output: bad binaries, failing compiles, missing extensions and
 //!   unsupported versions all come back as error values that say what is missing.
 //!
@@ -48,7 +53,7 @@ mod program;
 
 pub use context::{
     ApiPreference, ContextError, ContextOptions, ContextProfile, DEVICE_ENV, DeviceSelection,
-    DeviceSelectionError, GlContext, NotCurrent,
+    DeviceSelectionError, GlContext, KeepHostCurrent, NotCurrent,
 };
 pub use draw::{DrawCall, DrawError, OffscreenTarget, UniformValue, VertexAttribute};
 pub use driver::{DeviceInfo, DriverInfo, GlApi, GlVersion};

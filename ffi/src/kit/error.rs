@@ -345,7 +345,15 @@ fn panic_text(payload: &(dyn Any + Send)) -> &str {
 
 /// Runs `f` inside the panic boundary. `Ok` is `GPUSVC_OK`; an error's code is returned and its
 /// detail stored for this thread; a panic is `GPUSVC_PANIC` with the panic message as detail.
+///
+/// With the `gl` feature the call runs inside a `headless_gl::KeepHostCurrent` scope: when it
+/// makes a `gpusvc_gl_context` current, whatever EGL context, surfaces and display were
+/// current on the thread before are current again when it returns, failed or not (nothing
+/// current stays nothing current). Calls that touch no context of ours pay a thread-local
+/// counter. Tests: `ffi/tests/gl_state_abi.rs`.
 pub(crate) fn ffi_guard(f: impl FnOnce() -> Result<(), FfiError>) -> gpusvc_result {
+    #[cfg(feature = "gl")]
+    let _keep_host_current = headless_gl::KeepHostCurrent::new();
     match catch_unwind(AssertUnwindSafe(f)) {
         Ok(Ok(())) => gpusvc_result::GPUSVC_OK,
         Ok(Err(e)) => {
