@@ -138,6 +138,7 @@ class FakeGl {
 
   gpusvc_program_manager_host_gl Gl() {
     gpusvc_program_manager_host_gl gl{};
+    gl.struct_size = sizeof(gl);
     gl.user_data = this;
     gl.compile = &CompileCb;
     gl.link = &LinkCb;
@@ -222,6 +223,7 @@ class FakeGl {
 
   static void Push(gpusvc_program_manager_host_sink* out, const char* name, uint32_t type, int32_t location) {
     gpusvc_program_manager_active_variable v{};
+    v.struct_size = sizeof(v);
     v.name = name;
     v.gl_type = type;
     v.size = 1;

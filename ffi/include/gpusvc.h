@@ -1918,9 +1918,17 @@ typedef struct gpusvc_program_cache_store_stats_snapshot {
 /*
  One active attribute or uniform of a linked program, as the driver reports it. In results
  `name` belongs to the handle and stays valid until it is freed; from a host callback it is
- copied.
+ copied. The host sets `struct_size = sizeof(struct gpusvc_program_manager_active_variable)`
+ both when it passes one (`gpusvc_program_manager_host_sink_push_variable`) and when one is
+ filled (`gpusvc_program_manager_linked_program_variable`).
  */
 typedef struct gpusvc_program_manager_active_variable {
+  /*
+   `sizeof(struct gpusvc_program_manager_active_variable)`, set by the host: passed in,
+   only that many bytes are read (fields past it take their defaults); filled, only that
+   many bytes are written and this is set to the bytes written.
+   */
+  size_t struct_size;
   /*
    Name (`u_array[0]` for arrays), UTF-8, NUL-terminated.
    */
@@ -1951,9 +1959,15 @@ typedef struct gpusvc_program_manager_active_variable {
  shaders being compiled or linked returns `GPUSVC_HANDLE_BUSY`. They must not unwind.
 
  The struct is copied; the callbacks and `user_data` must stay valid until the manager and
- every shader and linked program made through it are freed.
+ every shader and linked program made through it are freed. The host sets `struct_size =
+ sizeof(struct gpusvc_program_manager_host_gl)`.
  */
 typedef struct gpusvc_program_manager_host_gl {
+  /*
+   `sizeof(struct gpusvc_program_manager_host_gl)`, set by the host: the library reads only
+   that many bytes, the callbacks past it are NULL (callbacks added later are optional).
+   */
+  size_t struct_size;
   /*
    Passed to every callback.
    */
@@ -2026,9 +2040,15 @@ typedef struct gpusvc_program_manager_host_gl {
 
 /*
  Options of a link: attribute bindings and transform feedback (part of the key) and the page
- the program is for.
+ the program is for. The host sets `struct_size = sizeof(struct
+ gpusvc_program_manager_program_options)`.
  */
 typedef struct gpusvc_program_manager_program_options {
+  /*
+   `sizeof(struct gpusvc_program_manager_program_options)`, set by the host: the library
+   reads only that many bytes, the fields past it take their defaults.
+   */
+  size_t struct_size;
   /*
    Bindings and transform feedback.
    */
@@ -2186,6 +2206,49 @@ typedef struct gpusvc_scheduler_priority_metrics {
    */
   uint64_t delay_p99_ns;
 } gpusvc_scheduler_priority_metrics;
+
+/*
+ Metrics of one stream (`gpusvc_scheduler_stream_metrics`): what its tasks did, whatever
+ priority each ran at. A task counts under the priority the stream was scheduled at when it
+ ran (raised by inheritance, lowered by time slices). The host sets `struct_size =
+ sizeof(struct gpusvc_scheduler_stream_metrics_snapshot)` before the call.
+ */
+typedef struct gpusvc_scheduler_stream_metrics_snapshot {
+  /*
+   Set by the host to `sizeof(struct gpusvc_scheduler_stream_metrics_snapshot)` before the
+   call: the library writes only that many bytes and sets this to the bytes written.
+   */
+  size_t struct_size;
+  /*
+   Tasks started (continuations not counted).
+   */
+  uint64_t tasks;
+  /*
+   Continuation runs (a task run again after `GPUSVC_SCHEDULER_TASK_CONTINUE_LATER`).
+   */
+  uint64_t continuations;
+  /*
+   Sum of the tasks' enqueue-to-start delays, in nanoseconds.
+   */
+  uint64_t wait_ns;
+  /*
+   The longest enqueue-to-start delay, in nanoseconds.
+   */
+  uint64_t max_wait_ns;
+  /*
+   Total time run by its task callbacks, continuations included, in nanoseconds.
+   */
+  uint64_t run_ns;
+  /*
+   Tasks started at each scheduled priority, indexed by `gpusvc_scheduler_priority` value.
+   */
+  uint64_t tasks_at[4];
+  /*
+   Time run at each scheduled priority, in nanoseconds, indexed by
+   `gpusvc_scheduler_priority` value.
+   */
+  uint64_t run_ns_at[4];
+} gpusvc_scheduler_stream_metrics_snapshot;
 
 /*
  A task body: returns a `gpusvc_scheduler_task_result` value (any value other than
@@ -3533,8 +3596,11 @@ gpusvc_result gpusvc_program_manager_linked_program_variable_count(const struct 
  Active variable `index` of `kind`, sorted by name. The name in `*out` belongs to the handle
  and stays valid until it is freed. An index past the end is `GPUSVC_INVALID_ARGUMENT`.
 
+ The host sets `out->struct_size`; only that many bytes are written, and `struct_size`
+ becomes the bytes written.
+
  # Safety
- `out` is NULL or valid for one write.
+ `out` is NULL or valid for reading and writing `out->struct_size` bytes.
  */
 gpusvc_result gpusvc_program_manager_linked_program_variable(const struct gpusvc_program_manager_linked_program *program,
                                                              uint32_t kind,
@@ -3768,7 +3834,8 @@ gpusvc_result gpusvc_program_manager_host_sink_write_bytes(struct gpusvc_program
  Adds one active variable to a sink (the name is copied; it must be UTF-8).
 
  # Safety
- `variable` is NULL or valid for one read, its name NULL or NUL-terminated.
+ `variable` is NULL or valid for reading `variable->struct_size` bytes, its name NULL or
+ NUL-terminated.
  */
 gpusvc_result gpusvc_program_manager_host_sink_push_variable(struct gpusvc_program_manager_host_sink *sink,
                                                              const struct gpusvc_program_manager_active_variable *variable);
@@ -3922,6 +3989,20 @@ gpusvc_result gpusvc_scheduler_pending_tasks(const struct gpusvc_scheduler *sche
 gpusvc_result gpusvc_scheduler_metrics(const struct gpusvc_scheduler *scheduler,
                                        uint32_t priority,
                                        struct gpusvc_scheduler_priority_metrics *out_metrics);
+
+/*
+ The metrics of `stream` since it was added into `*out_metrics` (the host sets its
+ `struct_size`; only that many bytes are written, and `struct_size` becomes the bytes
+ written). `GPUSVC_SCHEDULER_UNKNOWN_STREAM` once the stream is removed: its metrics go with
+ it (read them before removing it). A task is counted when the driver has finished its
+ turn.
+
+ # Safety
+ `out_metrics` is NULL or valid for reading and writing `out_metrics->struct_size` bytes.
+ */
+gpusvc_result gpusvc_scheduler_stream_metrics(const struct gpusvc_scheduler *scheduler,
+                                              uint64_t stream,
+                                              struct gpusvc_scheduler_stream_metrics_snapshot *out_metrics);
 
 /*
  The stream's scheduled priority (base, downgraded by time slices, raised by priority

@@ -197,7 +197,7 @@ class LinkOptionsView {
  private:
   std::vector<gpusvc_program_cache_attribute_binding> bindings_;
   std::vector<const char*> varyings_;
-  gpusvc_program_manager_program_options options_{};
+  gpusvc_program_manager_program_options options_ = Sized<gpusvc_program_manager_program_options>();
 };
 
 // The program key of two shader hashes, a backend identity and link options.
@@ -896,6 +896,7 @@ inline gpusvc_result ReadActiveVariables(const gpusvc_program_manager_linked_pro
   std::vector<ActiveVariable> list;
   for (size_t i = 0; i < n; ++i) {
     gpusvc_program_manager_active_variable v{};
+    v.struct_size = sizeof(v);
     if ((r = gpusvc_program_manager_linked_program_variable(p, kind, i, &v)) != GPUSVC_OK) return r;
     list.push_back({v.name != nullptr ? v.name : "", v.gl_type, v.size, v.has_location,
                     v.location});

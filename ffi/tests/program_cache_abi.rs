@@ -1175,6 +1175,7 @@ unsafe extern "C" fn fake_attributes(
     out: *mut gpusvc_program_manager_host_sink,
 ) {
     let v = gpusvc_program_manager_active_variable {
+        struct_size: size_of::<gpusvc_program_manager_active_variable>(),
         name: c"a_position".as_ptr(),
         gl_type: 0x8B50,
         size: 1,
@@ -1192,6 +1193,7 @@ unsafe extern "C" fn fake_uniforms(
 ) {
     let bad = [0xFFu8, 0];
     let v = gpusvc_program_manager_active_variable {
+        struct_size: size_of::<gpusvc_program_manager_active_variable>(),
         name: bad.as_ptr().cast(),
         gl_type: 0x8B52,
         size: 1,
@@ -1202,6 +1204,7 @@ unsafe extern "C" fn fake_uniforms(
     let r = unsafe { gpusvc_program_manager_host_sink_push_variable(out, &v) };
     assert_eq!(r, gpusvc_result::GPUSVC_INVALID_UTF8);
     let v = gpusvc_program_manager_active_variable {
+        struct_size: size_of::<gpusvc_program_manager_active_variable>(),
         name: c"u_tint".as_ptr(),
         ..v
     };
@@ -1219,6 +1222,7 @@ unsafe extern "C" fn fake_delete_program(user_data: *mut c_void, id: u64) {
 
 fn host_gl(state: &RefCell<FakeGl>) -> gpusvc_program_manager_host_gl {
     gpusvc_program_manager_host_gl {
+        struct_size: size_of::<gpusvc_program_manager_host_gl>(),
         user_data: state as *const RefCell<FakeGl> as *mut c_void,
         compile: Some(fake_compile),
         link: Some(fake_link),
@@ -1318,6 +1322,7 @@ fn variables(
         (0..n)
             .map(|i| {
                 let mut v = gpusvc_program_manager_active_variable {
+                    struct_size: size_of::<gpusvc_program_manager_active_variable>(),
                     name: ptr::null(),
                     gl_type: 0,
                     size: 0,

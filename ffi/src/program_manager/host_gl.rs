@@ -9,7 +9,7 @@ use program_cache::{
     ActiveVariable, LinkOptions, ObjectId, ProgramBackend, ProgramBinaryData, ShaderStage,
 };
 
-use crate::kit::{FfiError, UserData, c_string, null_argument};
+use crate::kit::{FfiError, UserData, c_string, growable, null_argument};
 use crate::program_cache::{
     gpusvc_program_cache_attribute_binding, gpusvc_program_cache_link_options, stage_out,
     transform_feedback_out,
@@ -23,10 +23,14 @@ use crate::program_manager::sink::{Sink, gpusvc_program_manager_host_sink};
 /// shaders being compiled or linked returns `GPUSVC_HANDLE_BUSY`. They must not unwind.
 ///
 /// The struct is copied; the callbacks and `user_data` must stay valid until the manager and
-/// every shader and linked program made through it are freed.
+/// every shader and linked program made through it are freed. The host sets `struct_size =
+/// sizeof(struct gpusvc_program_manager_host_gl)`.
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
 pub struct gpusvc_program_manager_host_gl {
+    /// `sizeof(struct gpusvc_program_manager_host_gl)`, set by the host: the library reads only
+    /// that many bytes, the callbacks past it are NULL (callbacks added later are optional).
+    pub struct_size: usize,
     /// Passed to every callback.
     pub user_data: *mut c_void,
     /// Compiles `source_len` bytes of `source` (NUL-terminated as well) for `stage`
@@ -102,6 +106,23 @@ pub struct gpusvc_program_manager_host_gl {
     /// Deletes a program object gpusvc owns (a freed `gpusvc_program_manager_linked_program`). Optional.
     pub delete_program: Option<unsafe extern "C" fn(user_data: *mut c_void, program: u64)>,
 }
+
+growable!(gpusvc_program_manager_host_gl {
+    first: delete_program,
+    last: delete_program,
+    defaults: gpusvc_program_manager_host_gl {
+        struct_size: 0,
+        user_data: std::ptr::null_mut(),
+        compile: None,
+        link: None,
+        program_binary: None,
+        load_binary: None,
+        active_attributes: None,
+        active_uniforms: None,
+        delete_shader: None,
+        delete_program: None,
+    },
+});
 
 type SinkFn = unsafe extern "C" fn(*mut c_void, u64, *mut gpusvc_program_manager_host_sink);
 

@@ -92,8 +92,11 @@ pub unsafe extern "C" fn gpusvc_program_manager_linked_program_variable_count(
 /// Active variable `index` of `kind`, sorted by name. The name in `*out` belongs to the handle
 /// and stays valid until it is freed. An index past the end is `GPUSVC_INVALID_ARGUMENT`.
 ///
+/// The host sets `out->struct_size`; only that many bytes are written, and `struct_size`
+/// becomes the bytes written.
+///
 /// # Safety
-/// `out` is NULL or valid for one write.
+/// `out` is NULL or valid for reading and writing `out->struct_size` bytes.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn gpusvc_program_manager_linked_program_variable(
     program: *const gpusvc_program_manager_linked_program,
@@ -105,7 +108,7 @@ pub unsafe extern "C" fn gpusvc_program_manager_linked_program_variable(
         let p = linked(program)?;
         let kind = variable_kind_in(kind)?;
         // SAFETY: an output argument (this function's contract).
-        let out = unsafe { Out::new(out, "out") }?;
+        let out = unsafe { crate::kit::SizedOut::new(out, "out") }?;
         let p = p.borrow()?;
         out.write(item_at(active_list(&p, kind), index, "variables")?.info());
         Ok(())

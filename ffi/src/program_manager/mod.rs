@@ -18,7 +18,7 @@ use std::ffi::c_char;
 
 use program_cache::{CompileOutcome, LinkOrigin};
 
-use crate::kit::c_enum;
+use crate::kit::{c_enum, growable};
 use crate::program_cache::gpusvc_program_cache_link_options;
 
 pub(crate) mod host_gl;
@@ -95,10 +95,16 @@ pub struct gpusvc_program_manager_linked_program {
 
 /// One active attribute or uniform of a linked program, as the driver reports it. In results
 /// `name` belongs to the handle and stays valid until it is freed; from a host callback it is
-/// copied.
+/// copied. The host sets `struct_size = sizeof(struct gpusvc_program_manager_active_variable)`
+/// both when it passes one (`gpusvc_program_manager_host_sink_push_variable`) and when one is
+/// filled (`gpusvc_program_manager_linked_program_variable`).
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
 pub struct gpusvc_program_manager_active_variable {
+    /// `sizeof(struct gpusvc_program_manager_active_variable)`, set by the host: passed in,
+    /// only that many bytes are read (fields past it take their defaults); filled, only that
+    /// many bytes are written and this is set to the bytes written.
+    pub struct_size: usize,
     /// Name (`u_array[0]` for arrays), UTF-8, NUL-terminated.
     pub name: *const c_char,
     /// GL type enum.
@@ -111,11 +117,28 @@ pub struct gpusvc_program_manager_active_variable {
     pub location: i32,
 }
 
+growable!(gpusvc_program_manager_active_variable {
+    first: location,
+    last: location,
+    defaults: gpusvc_program_manager_active_variable {
+        struct_size: 0,
+        name: std::ptr::null(),
+        gl_type: 0,
+        size: 1,
+        has_location: false,
+        location: -1,
+    },
+});
+
 /// Options of a link: attribute bindings and transform feedback (part of the key) and the page
-/// the program is for.
+/// the program is for. The host sets `struct_size = sizeof(struct
+/// gpusvc_program_manager_program_options)`.
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
 pub struct gpusvc_program_manager_program_options {
+    /// `sizeof(struct gpusvc_program_manager_program_options)`, set by the host: the library
+    /// reads only that many bytes, the fields past it take their defaults.
+    pub struct_size: usize,
     /// Bindings and transform feedback.
     pub link: gpusvc_program_cache_link_options,
     /// Whether `page` is given.
@@ -123,3 +146,14 @@ pub struct gpusvc_program_manager_program_options {
     /// The page / client the program is for (for GPUSVC_PROGRAM_CACHE_EVICTION_POLICY_PAGE_LRU_MRU).
     pub page: u64,
 }
+
+growable!(gpusvc_program_manager_program_options {
+    first: page,
+    last: page,
+    defaults: gpusvc_program_manager_program_options {
+        struct_size: 0,
+        link: crate::program_cache::NO_LINK_OPTIONS,
+        has_page: false,
+        page: 0,
+    },
+});

@@ -62,6 +62,7 @@ impl CActive {
 
     pub(crate) fn info(&self) -> gpusvc_program_manager_active_variable {
         gpusvc_program_manager_active_variable {
+            struct_size: size_of::<gpusvc_program_manager_active_variable>(),
             name: self.name.as_ptr(),
             gl_type: self.gl_type,
             size: self.size,

@@ -6,7 +6,7 @@ use std::ffi::c_char;
 use program_cache::ActiveVariable;
 
 use crate::kit::handle::{self, Kind};
-use crate::kit::{FfiError, cstr_in, ffi_guard, gpusvc_result, null_argument, slice_in, struct_in};
+use crate::kit::{FfiError, cstr_in, ffi_guard, gpusvc_result, null_argument, sized_in, slice_in};
 use crate::program_manager::gpusvc_program_manager_active_variable;
 
 /// Where a host callback writes what it returns (an info log, binary bytes, active variables).
@@ -103,7 +103,8 @@ pub unsafe extern "C" fn gpusvc_program_manager_host_sink_write_bytes(
 /// Adds one active variable to a sink (the name is copied; it must be UTF-8).
 ///
 /// # Safety
-/// `variable` is NULL or valid for one read, its name NULL or NUL-terminated.
+/// `variable` is NULL or valid for reading `variable->struct_size` bytes, its name NULL or
+/// NUL-terminated.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn gpusvc_program_manager_host_sink_push_variable(
     sink: *mut gpusvc_program_manager_host_sink,
@@ -111,8 +112,8 @@ pub unsafe extern "C" fn gpusvc_program_manager_host_sink_push_variable(
 ) -> gpusvc_result {
     ffi_guard(|| {
         let sink = self::sink(sink)?;
-        // SAFETY: NULL or valid for one read (contract).
-        let v = unsafe { struct_in(variable, "variable") }?;
+        // SAFETY: NULL or valid for `struct_size` bytes (contract).
+        let v = unsafe { sized_in(variable, "variable") }?;
         // SAFETY: forwarded from this function's contract.
         let name = unsafe { cstr_in(v.name, "variable->name") }?;
         sink.borrow_mut()?.variables.push(ActiveVariable {
