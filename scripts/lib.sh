@@ -8,8 +8,9 @@
 
 # Build tools every cargo build needs (rustc links with cc).
 gpusvc_build_packages=(build-essential)
-# The C/C++ suite: CMake, Ninja, GoogleTest.
-gpusvc_cpp_packages=(cmake ninja-build libgtest-dev)
+# The C/C++ suite: CMake, Ninja, GoogleTest; the example host's own GL (EGL and GLES 3 headers and
+# libraries); pkg-config for the installed-package test (cmake/tests/package.sh).
+gpusvc_cpp_packages=(cmake ninja-build libgtest-dev libegl-dev libgles-dev pkgconf)
 # EGL + Mesa (llvmpipe) at run time; glutin loads libEGL when a context is opened.
 gpusvc_runtime_packages=(libegl1 libegl-mesa0 libgl1-mesa-dri libgles2 libgl1)
 # scripts/fetch-corpus downloads the npm meshes with curl (over HTTPS).

@@ -1,9 +1,13 @@
 //! `gpusvc_gl_context_*`: a headless GL context on the machine's driver, seen from C.
+// Without the `gl` feature only the types C shares with the program cache stay (the driver
+// identity, the API enum, the opaque context type); the exports need headless-gl.
+#![cfg_attr(not(feature = "gl"), allow(dead_code, unused_imports))]
 
 use std::ffi::{CString, c_char};
 use std::rc::Rc;
 use std::sync::Arc;
 
+#[cfg(feature = "gl")]
 use headless_gl::{ApiPreference, ContextError, ContextOptions, GlApi, GlContext};
 
 use crate::kit::handle::{self, Kind};
@@ -75,6 +79,7 @@ growable!(gpusvc_driver_identity {
 /// The GL context behind a live handle, for use on its own thread (`GPUSVC_WRONG_THREAD` from
 /// any other). Program managers made over the context share it, so the GL context is destroyed
 /// when `_free` has run and the last of them is freed.
+#[cfg(feature = "gl")]
 pub(crate) fn gl_context(ctx: *const gpusvc_gl_context) -> Result<Rc<GlContext>, FfiError> {
     let ctx = handle::local::<_, Rc<GlContext>>(ctx, "ctx", Kind::GlContext)?;
     Ok(ctx.borrow()?.clone())
@@ -82,6 +87,7 @@ pub(crate) fn gl_context(ctx: *const gpusvc_gl_context) -> Result<Rc<GlContext>,
 
 /// The driver identity, copied out of the context at open so that any thread may read it
 /// without touching the thread-bound GL context.
+#[cfg(feature = "gl")]
 #[derive(Debug)]
 struct Identity {
     vendor: CString,
@@ -95,10 +101,12 @@ struct Identity {
 }
 
 /// The identity part of a context, from any thread.
+#[cfg(feature = "gl")]
 fn identity(ctx: *const gpusvc_gl_context) -> Result<Arc<Identity>, FfiError> {
     handle::view(ctx, "ctx", Kind::GlContext)
 }
 
+#[cfg(feature = "gl")]
 fn context_error(e: &ContextError) -> FfiError {
     use gpusvc_result::*;
     let code = match e {
@@ -123,6 +131,7 @@ fn context_error(e: &ContextError) -> FfiError {
 ///
 /// # Safety
 /// `out` must be valid for one pointer write.
+#[cfg(feature = "gl")]
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn gpusvc_gl_context_open(
     api: u32,
@@ -174,6 +183,7 @@ pub unsafe extern "C" fn gpusvc_gl_context_open(
 ///
 /// # Safety
 /// None beyond passing a value that came from gpusvc (or NULL).
+#[cfg(feature = "gl")]
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn gpusvc_gl_context_free(ctx: *mut gpusvc_gl_context) {
     let _ = ffi_guard(|| {
@@ -190,6 +200,7 @@ pub unsafe extern "C" fn gpusvc_gl_context_free(ctx: *mut gpusvc_gl_context) {
 ///
 /// # Safety
 /// `out` is NULL or valid for one write.
+#[cfg(feature = "gl")]
 unsafe fn identity_query<T>(
     ctx: *const gpusvc_gl_context,
     out: *mut T,
@@ -203,6 +214,7 @@ unsafe fn identity_query<T>(
 ///
 /// # Safety
 /// `out` is NULL or valid for one pointer write.
+#[cfg(feature = "gl")]
 unsafe fn string_out(
     ctx: *const gpusvc_gl_context,
     out: *mut *const c_char,
@@ -218,6 +230,7 @@ unsafe fn string_out(
 ///
 /// # Safety
 /// `out` is NULL or valid for one pointer write.
+#[cfg(feature = "gl")]
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn gpusvc_gl_context_vendor(
     ctx: *const gpusvc_gl_context,
@@ -231,6 +244,7 @@ pub unsafe extern "C" fn gpusvc_gl_context_vendor(
 ///
 /// # Safety
 /// `out` is NULL or valid for one pointer write.
+#[cfg(feature = "gl")]
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn gpusvc_gl_context_renderer(
     ctx: *const gpusvc_gl_context,
@@ -244,6 +258,7 @@ pub unsafe extern "C" fn gpusvc_gl_context_renderer(
 ///
 /// # Safety
 /// `out` is NULL or valid for one pointer write.
+#[cfg(feature = "gl")]
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn gpusvc_gl_context_version(
     ctx: *const gpusvc_gl_context,
@@ -257,6 +272,7 @@ pub unsafe extern "C" fn gpusvc_gl_context_version(
 ///
 /// # Safety
 /// `out` is NULL or valid for one pointer write.
+#[cfg(feature = "gl")]
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn gpusvc_gl_context_glsl_version(
     ctx: *const gpusvc_gl_context,
@@ -272,6 +288,7 @@ pub unsafe extern "C" fn gpusvc_gl_context_glsl_version(
 ///
 /// # Safety
 /// `out` is NULL or valid for reading and writing `out->struct_size` bytes (the host sets it).
+#[cfg(feature = "gl")]
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn gpusvc_gl_context_driver_identity(
     ctx: *const gpusvc_gl_context,
@@ -301,6 +318,7 @@ pub unsafe extern "C" fn gpusvc_gl_context_driver_identity(
 ///
 /// # Safety
 /// `out` is NULL or valid for one write.
+#[cfg(feature = "gl")]
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn gpusvc_gl_context_api(
     ctx: *const gpusvc_gl_context,
@@ -314,6 +332,7 @@ pub unsafe extern "C" fn gpusvc_gl_context_api(
 ///
 /// # Safety
 /// `out` is NULL or valid for one write.
+#[cfg(feature = "gl")]
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn gpusvc_gl_context_is_software(
     ctx: *const gpusvc_gl_context,
@@ -332,6 +351,7 @@ pub unsafe extern "C" fn gpusvc_gl_context_is_software(
 /// # Safety
 /// `formats` is NULL or valid for `len` writes; `out_count` is
 /// NULL or valid for one write.
+#[cfg(feature = "gl")]
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn gpusvc_gl_context_program_binary_formats(
     ctx: *const gpusvc_gl_context,

@@ -77,6 +77,18 @@
 //! Not events: the program cache's statistics and histogram (read them with their getters), the
 //! scheduler's metrics, and errors a call returns (they are its result code and detail).
 //!
+//! # Features and linking
+//! * `gl` (default): gpusvc's own GL context over headless-gl (glutin + glow):
+//!   `gpusvc_gl_context_*`, `gpusvc_program_manager_new_gl`, `gpusvc_vcache_measure`,
+//!   `gpusvc_vcache_fit` and `gpusvc_vcache_fit_result_*`. Without it (`--no-default-features`,
+//!   cmake `gpusvc_import(... GL OFF)`) those exports are absent — the one header still declares
+//!   them, and calling one is a link error — and the library contains no glutin or glow; hosts
+//!   that bring their own GL use `gpusvc_program_manager_new_host`. No GL library is linked
+//!   either way (with `gl`, libEGL is loaded at run time).
+//! * The shared library's SONAME is `libgpusvc.so.<major>` (`build.rs`) and it exports only the
+//!   `gpusvc_*` functions. `cmake/tests/package.sh` checks both (`readelf -d`, `nm -D`), and
+//!   that a `GL OFF` build holds no glutin or glow symbol (`nm`).
+//!
 //! # Layout
 //! `kit/` holds the plumbing every service uses (errors and codes, arguments in, results out,
 //! handles, host callbacks, `c_enum!`); each service has one module (`gl`, `program_cache/`,

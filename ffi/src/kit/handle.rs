@@ -32,6 +32,7 @@ use crate::kit::host::Gate;
 /// What a handle is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Kind {
+    #[cfg_attr(not(feature = "gl"), allow(dead_code))]
     GlContext,
     ProgramCache,
     ProgramCacheStore,
@@ -44,6 +45,7 @@ pub(crate) enum Kind {
     Scheduler,
     BoCache,
     Bo,
+    #[cfg_attr(not(feature = "gl"), allow(dead_code))]
     VcacheFitResult,
 }
 
@@ -100,6 +102,7 @@ enum Slot {
         kind: Kind,
         owner: ThreadId,
         /// The part any thread may read.
+        #[cfg_attr(not(feature = "gl"), allow(dead_code))]
         view: Option<Arc<dyn Any + Send + Sync>>,
     },
 }
@@ -259,6 +262,7 @@ pub(crate) fn new_local_with_view<H, T: Any>(
 }
 
 /// The any-thread part of a thread-bound handle (from [`new_local_with_view`]), from any thread.
+#[cfg_attr(not(feature = "gl"), allow(dead_code))]
 pub(crate) fn view<H, V: Any + Send + Sync>(
     handle: *const H,
     name: &str,

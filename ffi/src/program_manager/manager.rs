@@ -3,11 +3,14 @@
 
 use std::ffi::c_char;
 
-use program_cache::{DynBackend, LinkFailure, OwnedGlBackend, ProgramManager, ProgramOptions};
+#[cfg(feature = "gl")]
+use program_cache::OwnedGlBackend;
+use program_cache::{DynBackend, LinkFailure, ProgramManager, ProgramOptions};
 
+#[cfg(feature = "gl")]
 use crate::gl::{gl_context, gpusvc_gl_context};
 use crate::kit::handle::{self, Kind};
-use crate::kit::{FfiError, Out, cstr_in, ffi_guard, gpusvc_result, invalid_argument, struct_in};
+use crate::kit::{FfiError, Out, cstr_in, ffi_guard, gpusvc_result, invalid_argument, sized_in};
 use crate::program_cache::{cache, gpusvc_program_cache, link_options_in};
 use crate::program_manager::host_gl::{HostBackend, HostGl, gpusvc_program_manager_host_gl};
 use crate::program_manager::objects::{LinkedHandle, manager, shader};
@@ -25,6 +28,7 @@ use crate::program_manager::{
 /// # Safety
 /// `ctx` is NULL or a pointer from `gpusvc_gl_context_open`; `backend_identity` is NULL or a
 /// NUL-terminated string; `out` is NULL or valid for one write.
+#[cfg(feature = "gl")]
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn gpusvc_program_manager_new_gl(
     ctx: *const gpusvc_gl_context,
@@ -63,7 +67,7 @@ pub unsafe extern "C" fn gpusvc_program_manager_new_host(
 ) -> gpusvc_result {
     ffi_guard(|| {
         // SAFETY: NULL or valid for one read (contract).
-        let gl = HostGl::new(&unsafe { struct_in(gl, "gl") }?)?;
+        let gl = HostGl::new(&unsafe { sized_in(gl, "gl") }?)?;
         let cache = self::cache(cache)?;
         // SAFETY: forwarded from this function's contract.
         let identity = unsafe { cstr_in(backend_identity, "backend_identity") }?;
@@ -139,15 +143,16 @@ fn link_failure(e: &LinkFailure) -> FfiError {
 /// Reads link options from C (NULL: no bindings, no transform feedback, no page).
 ///
 /// # Safety
-/// `options` is NULL or valid for one read, its pointers as documented.
+/// `options` is NULL or valid for reading `options->struct_size` bytes, its pointers as
+/// documented.
 unsafe fn program_options_in(
     options: *const gpusvc_program_manager_program_options,
 ) -> Result<ProgramOptions, FfiError> {
     if options.is_null() {
         return Ok(ProgramOptions::default());
     }
-    // SAFETY: non-null and valid for one read (contract).
-    let o = unsafe { struct_in(options, "options") }?;
+    // SAFETY: non-null and valid for `struct_size` bytes (contract).
+    let o = unsafe { sized_in(options, "options") }?;
     Ok(ProgramOptions {
         // SAFETY: forwarded from this function's contract.
         link: unsafe { link_options_in(&o.link) }?,

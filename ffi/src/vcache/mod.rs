@@ -12,12 +12,14 @@
 //! * [`types`]: the C structs and families, the checked arguments and the crate's errors as
 //!   codes;
 //! * [`exports`]: models and analyses;
-//! * [`gl`]: measuring on a GL context.
+//! * `gl`: measuring on a GL context (the `gl` feature).
 
 pub(crate) mod exports;
+#[cfg(feature = "gl")]
 pub(crate) mod gl;
 pub(crate) mod types;
 
 pub use exports::*;
+#[cfg(feature = "gl")]
 pub use gl::*;
 pub use types::*;

@@ -1,0 +1,52 @@
+# gpusvc_stage.cmake: run by gpusvc_import's build step after cargo (cmake -P). Copies cargo's
+# libraries into the host's build folder, only when cargo rebuilt them (so nothing relinks
+# otherwise), through `STRIP --strip-debug` when STRIP is set:
+#   FROM/libgpusvc.a  -> TO/libgpusvc.a
+#   FROM/libgpusvc.so -> TO/libgpusvc.so.VERSION, with TO/libgpusvc.so.MAJOR (the SONAME) and
+#                        TO/libgpusvc.so linking to it
+foreach(v FROM TO VERSION MAJOR)
+  if(NOT DEFINED ${v})
+    message(FATAL_ERROR "gpusvc_stage.cmake: -D${v}= is required")
+  endif()
+endforeach()
+file(MAKE_DIRECTORY "${TO}")
+
+# Restaged when cargo's file is newer, or when the way it is staged changed.
+function(stage from to)
+  if(NOT EXISTS "${from}")
+    message(FATAL_ERROR "gpusvc_stage.cmake: cargo made no ${from}")
+  endif()
+  set(how "strip=${STRIP}")
+  set(old_how "")
+  if(EXISTS "${to}.staged")
+    file(READ "${to}.staged" old_how)
+  endif()
+  if(EXISTS "${to}" AND NOT "${from}" IS_NEWER_THAN "${to}" AND old_how STREQUAL how)
+    return()
+  endif()
+  if(STRIP)
+    execute_process(COMMAND "${STRIP}" --strip-debug -o "${to}.tmp" "${from}" RESULT_VARIABLE rc)
+    if(NOT rc EQUAL 0)
+      message(FATAL_ERROR "gpusvc_stage.cmake: ${STRIP} --strip-debug ${from} failed (${rc})")
+    endif()
+  else()
+    file(COPY_FILE "${from}" "${to}.tmp")
+  endif()
+  file(RENAME "${to}.tmp" "${to}")
+  file(WRITE "${to}.staged" "${how}")
+endfunction()
+
+stage("${FROM}/libgpusvc.a" "${TO}/libgpusvc.a")
+stage("${FROM}/libgpusvc.so" "${TO}/libgpusvc.so.${VERSION}")
+foreach(link "libgpusvc.so.${MAJOR}" "libgpusvc.so")
+  if(IS_SYMLINK "${TO}/${link}")
+    file(READ_SYMLINK "${TO}/${link}" target)
+    if(target STREQUAL "libgpusvc.so.${VERSION}")
+      continue()
+    endif()
+    file(REMOVE "${TO}/${link}")
+  elseif(EXISTS "${TO}/${link}")
+    message(FATAL_ERROR "gpusvc_stage.cmake: ${TO}/${link} is not a link; left alone")
+  endif()
+  file(CREATE_LINK "libgpusvc.so.${VERSION}" "${TO}/${link}" SYMBOLIC)
+endforeach()
