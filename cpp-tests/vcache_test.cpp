@@ -252,6 +252,7 @@ TEST(VcacheGl, MeasuredCountsAreRepeatableAndMatchTheQueryAndOptions) {
   const std::vector<uint32_t> mesh = Shuffled(Grid(20, 13), 5);
   const uint32_t vertices = 21 * 14;
   gpusvc_vcache_measurement m{};
+  m.struct_size = sizeof(m);
   std::vector<uint32_t> counts;
   ASSERT_EQ(gpusvc::VcacheMeasure(ctx.get(), mesh, vertices, nullptr, &m, &counts), GPUSVC_OK)
       << gpusvc::LastErrorDetail();
@@ -265,11 +266,14 @@ TEST(VcacheGl, MeasuredCountsAreRepeatableAndMatchTheQueryAndOptions) {
     EXPECT_EQ(m.query_invocations, total);
   }
   gpusvc_vcache_draw_options u16{};
+  u16.struct_size = sizeof(u16);
   u16.index_type = GPUSVC_VCACHE_INDEX_TYPE_U16;
   gpusvc_vcache_draw_options base{};
+  base.struct_size = sizeof(base);
   base.base_vertex = 500;
   for (const auto& options : {u16, base}) {
     gpusvc_vcache_measurement m2{};
+    m2.struct_size = sizeof(m2);
     std::vector<uint32_t> counts2;
     ASSERT_EQ(gpusvc::VcacheMeasure(ctx.get(), mesh, vertices, &options, &m2, &counts2), GPUSVC_OK);
     EXPECT_EQ(counts2, counts);
@@ -281,6 +285,7 @@ TEST(VcacheGl, MeasureBadInputLeavesOutputsAlone) {
   GPUSVC_OPEN_OR_SKIP(GPUSVC_GL_API_AUTO, ctx);
   const std::vector<uint32_t> idx = {0, 1, 2, 2, 1, 3};
   gpusvc_vcache_measurement m{};
+  m.struct_size = sizeof(m);
   m.differing_vertices = 0x5e1;
   std::vector<uint32_t> counts(4, 0xabcd);
   auto measure = [&](const gpusvc_gl_context* c, const uint32_t* indices, size_t n, uint32_t vc,
@@ -294,10 +299,12 @@ TEST(VcacheGl, MeasureBadInputLeavesOutputsAlone) {
   EXPECT_EQ(measure(ctx.get(), idx.data(), SIZE_MAX, 4, nullptr, 4), GPUSVC_INVALID_ARGUMENT);
   EXPECT_EQ(measure(ctx.get(), idx.data(), 6, 4, nullptr, 3), GPUSVC_INSUFFICIENT_SIZE);
   gpusvc_vcache_draw_options bad{};
+  bad.struct_size = sizeof(bad);
   bad.index_type = 77;
   EXPECT_EQ(measure(ctx.get(), idx.data(), 6, 4, &bad, 4), GPUSVC_INVALID_ARGUMENT);
   const std::vector<uint32_t> big = {0, 1, 70000};
   gpusvc_vcache_draw_options u16{};
+  u16.struct_size = sizeof(u16);
   u16.index_type = GPUSVC_VCACHE_INDEX_TYPE_U16;
   EXPECT_EQ(gpusvc_vcache_measure(ctx.get(), big.data(), 3, 70001, &u16, &m, nullptr, 0),
             GPUSVC_VCACHE_DRAW_TOO_LARGE);
@@ -322,6 +329,7 @@ TEST(VcacheGl, FitFindsAnExactModelThatPredictsAHeldBackMesh) {
   gpusvc::GlContextPtr ctx;
   GPUSVC_OPEN_OR_SKIP(GPUSVC_GL_API_AUTO, ctx);
   gpusvc_vcache_fit_options options{};
+  options.struct_size = sizeof(options);
   options.battery = GPUSVC_VCACHE_BATTERY_REDUCED;
   options.near_misses = 3;
   Progress progress;
@@ -342,6 +350,7 @@ TEST(VcacheGl, FitFindsAnExactModelThatPredictsAHeldBackMesh) {
   const uint32_t vertices = 38 * 10;
   std::vector<uint32_t> measured;
   gpusvc_vcache_measurement m{};
+  m.struct_size = sizeof(m);
   ASSERT_EQ(gpusvc::VcacheMeasure(ctx.get(), held_back, vertices, nullptr, &m, &measured), GPUSVC_OK);
   for (const auto& e : exact) {
     EXPECT_EQ(e.entry.mismatched_vertices, 0u);
@@ -354,6 +363,7 @@ TEST(VcacheGl, FitFindsAnExactModelThatPredictsAHeldBackMesh) {
   EXPECT_EQ(gpusvc::VcacheFitEntries(result.get(), 9, &kept), GPUSVC_INVALID_ARGUMENT);
   EXPECT_EQ(kept.size(), 1u);
   gpusvc_vcache_fit_entry entry{};
+  entry.struct_size = sizeof(entry);
   entry.mismatched_vertices = 0x5e1;
   EXPECT_EQ(gpusvc_vcache_fit_result_entry(result.get(), GPUSVC_VCACHE_FIT_EXACT, exact.size(), &entry),
             GPUSVC_INVALID_ARGUMENT);
@@ -364,6 +374,7 @@ TEST(VcacheGl, FitBadInputLeavesOutAlone) {
   gpusvc::GlContextPtr ctx;
   GPUSVC_OPEN_OR_SKIP(GPUSVC_GL_API_AUTO, ctx);
   gpusvc_vcache_fit_options bad{};
+  bad.struct_size = sizeof(bad);
   bad.battery = 5;
   gpusvc_vcache_fit_result* out = nullptr;
   EXPECT_EQ(gpusvc_vcache_fit(ctx.get(), &bad, nullptr, nullptr, &out), GPUSVC_INVALID_ARGUMENT);
@@ -372,6 +383,7 @@ TEST(VcacheGl, FitBadInputLeavesOutAlone) {
   EXPECT_EQ(out, nullptr);
   EXPECT_EQ(gpusvc_vcache_fit_result_free(nullptr), GPUSVC_OK);
   gpusvc_vcache_fit_summary s{};
+  s.struct_size = sizeof(s);
   EXPECT_EQ(gpusvc_vcache_fit_result_summary(nullptr, &s), GPUSVC_NULL_ARGUMENT);
 }
 

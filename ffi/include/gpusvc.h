@@ -2394,10 +2394,16 @@ typedef struct gpusvc_vcache_analysis {
 } gpusvc_vcache_analysis;
 
 /*
- How `gpusvc_vcache_measure` draws the mesh. A zeroed struct is the default: 32-bit indices,
- plain `glDrawElements`, rasterized.
+ How `gpusvc_vcache_measure` draws the mesh. A zeroed struct with `struct_size = sizeof(struct
+ gpusvc_vcache_draw_options)` is the default: 32-bit indices, plain `glDrawElements`,
+ rasterized; so is every field past a host's `struct_size`.
  */
 typedef struct gpusvc_vcache_draw_options {
+  /*
+   `sizeof(struct gpusvc_vcache_draw_options)`, set by the host: the library reads only that
+   many bytes, the fields past it take their defaults (0).
+   */
+  size_t struct_size;
   /*
    A `GPUSVC_VCACHE_INDEX_TYPE_*` value.
    */
@@ -2411,13 +2417,24 @@ typedef struct gpusvc_vcache_draw_options {
    A `GPUSVC_VCACHE_RASTER_*` value.
    */
   uint32_t raster;
+  /*
+   Must be 0 (else `GPUSVC_INVALID_ARGUMENT`): keeps the struct free of padding after its
+   last field, so a field added later lies past today's size.
+   */
+  uint32_t reserved;
 } gpusvc_vcache_draw_options;
 
 /*
  What `gpusvc_vcache_measure` found: the mesh is drawn twice, and the analysis is that of the
- first draw's counts.
+ first draw's counts. The host sets `struct_size = sizeof(struct gpusvc_vcache_measurement)`
+ before the call.
  */
 typedef struct gpusvc_vcache_measurement {
+  /*
+   Set by the host to `sizeof(struct gpusvc_vcache_measurement)` before the call: the library writes only that
+   many bytes and sets this to the bytes written.
+   */
+  size_t struct_size;
   /*
    Statistics of the first draw's per-vertex counts (`warps` is 0).
    */
@@ -2441,9 +2458,16 @@ typedef struct gpusvc_vcache_measurement {
 } gpusvc_vcache_measurement;
 
 /*
- How `gpusvc_vcache_fit` runs. A zeroed struct: the standard battery, at least 1 near miss.
+ How `gpusvc_vcache_fit` runs. A zeroed struct with `struct_size = sizeof(struct
+ gpusvc_vcache_fit_options)`: the standard battery, at least 1 near miss; fields past a host's
+ `struct_size` are 0.
  */
 typedef struct gpusvc_vcache_fit_options {
+  /*
+   `sizeof(struct gpusvc_vcache_fit_options)`, set by the host: the library reads only that
+   many bytes, the fields past it take their defaults (0).
+   */
+  size_t struct_size;
   /*
    A `GPUSVC_VCACHE_BATTERY_*` value.
    */
@@ -2466,9 +2490,15 @@ typedef void (*gpusvc_vcache_fit_progress_fn)(uint32_t phase,
                                               void *user_data);
 
 /*
- The totals of a fit result.
+ The totals of a fit result. The host sets `struct_size = sizeof(struct
+ gpusvc_vcache_fit_summary)` before the call.
  */
 typedef struct gpusvc_vcache_fit_summary {
+  /*
+   Set by the host to `sizeof(struct gpusvc_vcache_fit_summary)` before the call: the library writes only that
+   many bytes and sets this to the bytes written.
+   */
+  size_t struct_size;
   /*
    Entries in the exact list (`GPUSVC_VCACHE_FIT_EXACT`).
    */
@@ -2496,9 +2526,15 @@ typedef struct gpusvc_vcache_fit_summary {
 } gpusvc_vcache_fit_summary;
 
 /*
- One entry of a fit result: a model and its score over the whole battery.
+ One entry of a fit result: a model and its score over the whole battery. The host sets
+ `struct_size = sizeof(struct gpusvc_vcache_fit_entry)` before the call.
  */
 typedef struct gpusvc_vcache_fit_entry {
+  /*
+   Set by the host to `sizeof(struct gpusvc_vcache_fit_entry)` before the call: the library writes only that
+   many bytes and sets this to the bytes written.
+   */
+  size_t struct_size;
   /*
    The model (for a group of segmented models, the one with the shortest segment).
    */
@@ -4437,8 +4473,9 @@ gpusvc_result gpusvc_vcache_optimize(const struct gpusvc_vcache_model *model,
 
  # Safety
  `ctx` is NULL or a handle value; `indices` is NULL or valid for `index_count` reads;
- `options` is NULL or valid for one read; `out` is NULL or valid for one write; `counts` is
- NULL or valid for `counts_len` writes.
+ `options` is NULL or valid for reading `options->struct_size` bytes; `out` is NULL or valid
+ for reading and writing `out->struct_size` bytes; `counts` is NULL or valid for `counts_len`
+ writes.
  */
 gpusvc_result gpusvc_vcache_measure(const struct gpusvc_gl_context *ctx,
                                     const uint32_t *indices,
@@ -4461,7 +4498,8 @@ gpusvc_result gpusvc_vcache_measure(const struct gpusvc_gl_context *ctx,
  errors of `gpusvc_vcache_measure`.
 
  # Safety
- `ctx` is NULL or a handle value; `options` is NULL or valid for one read; `progress` is NULL
+ `ctx` is NULL or a handle value; `options` is NULL or valid for reading
+ `options->struct_size` bytes; `progress` is NULL
  or a function that may be called with `user_data` on this thread during the call; `out` is
  NULL or valid for one write.
  */
@@ -4480,10 +4518,11 @@ gpusvc_result gpusvc_vcache_fit(const struct gpusvc_gl_context *ctx,
 gpusvc_result gpusvc_vcache_fit_result_free(struct gpusvc_vcache_fit_result *result);
 
 /*
- The totals of a fit result into `*out`.
+ The totals of a fit result into `*out` (the host sets its `struct_size`; only that many
+ bytes are written, and `struct_size` becomes the bytes written).
 
  # Safety
- `out` is NULL or valid for one write.
+ `out` is NULL or valid for reading and writing `out->struct_size` bytes.
  */
 gpusvc_result gpusvc_vcache_fit_result_summary(const struct gpusvc_vcache_fit_result *result,
                                                struct gpusvc_vcache_fit_summary *out);
@@ -4492,9 +4531,11 @@ gpusvc_result gpusvc_vcache_fit_result_summary(const struct gpusvc_vcache_fit_re
  Entry `index` of list `list` (a `GPUSVC_VCACHE_FIT_*` value: exact fits ordered by text
  form, near misses best first) into `*out`; its model's text with `gpusvc_vcache_model_text`.
  An index past the list (see `gpusvc_vcache_fit_result_summary`) is `GPUSVC_INVALID_ARGUMENT`.
+ The host sets `out->struct_size`; only that many bytes are written, and `struct_size` becomes
+ the bytes written.
 
  # Safety
- `out` is NULL or valid for one write.
+ `out` is NULL or valid for reading and writing `out->struct_size` bytes.
  */
 gpusvc_result gpusvc_vcache_fit_result_entry(const struct gpusvc_vcache_fit_result *result,
                                              uint32_t list,

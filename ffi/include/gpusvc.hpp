@@ -1388,6 +1388,7 @@ inline gpusvc_result VcacheMeasure(const gpusvc_gl_context* ctx,
   if (out == nullptr) return GPUSVC_NULL_ARGUMENT;
   std::vector<uint32_t> c(counts != nullptr ? vertex_count : 0);
   gpusvc_vcache_measurement m{};
+  m.struct_size = sizeof(m);
   gpusvc_result r = gpusvc_vcache_measure(ctx, indices.empty() ? nullptr : indices.data(),
                                           indices.size(), vertex_count, options, &m,
                                           counts != nullptr ? c.data() : nullptr, c.size());
@@ -1422,7 +1423,7 @@ inline gpusvc_result VcacheFit(const gpusvc_gl_context* ctx,
 
 // One entry of a fit result with its model's text.
 struct VcacheFitEntry {
-  gpusvc_vcache_fit_entry entry;
+  gpusvc_vcache_fit_entry entry = Sized<gpusvc_vcache_fit_entry>();
   std::string model_text;
 };
 
@@ -1432,6 +1433,7 @@ inline gpusvc_result VcacheFitEntries(const gpusvc_vcache_fit_result* result, ui
                                       std::vector<VcacheFitEntry>* out) {
   if (out == nullptr) return GPUSVC_NULL_ARGUMENT;
   gpusvc_vcache_fit_summary s{};
+  s.struct_size = sizeof(s);
   gpusvc_result r = gpusvc_vcache_fit_result_summary(result, &s);
   if (r != GPUSVC_OK) return r;
   if (list != GPUSVC_VCACHE_FIT_EXACT && list != GPUSVC_VCACHE_FIT_NEAR) {

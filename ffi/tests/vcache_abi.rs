@@ -685,6 +685,7 @@ fn measure(
     options: Option<&gpusvc_vcache_draw_options>,
 ) -> Result<(gpusvc_vcache_measurement, Vec<u32>), gpusvc_result> {
     let sentinel = gpusvc_vcache_measurement {
+        struct_size: size_of::<gpusvc_vcache_measurement>(),
         differing_vertices: 0x5e1,
         ..Default::default()
     };
@@ -750,17 +751,21 @@ fn measured_counts_are_repeatable_and_agree_with_the_query_and_the_draw_options(
     // The same counts with 16-bit indices, with a base vertex, and with rasterizer discard.
     for options in [
         gpusvc_vcache_draw_options {
+            struct_size: size_of::<gpusvc_vcache_draw_options>(),
             index_type: GPUSVC_VCACHE_INDEX_TYPE_U16,
             ..Default::default()
         },
         gpusvc_vcache_draw_options {
+            struct_size: size_of::<gpusvc_vcache_draw_options>(),
             base_vertex: 1000,
             ..Default::default()
         },
         gpusvc_vcache_draw_options {
+            struct_size: size_of::<gpusvc_vcache_draw_options>(),
             index_type: GPUSVC_VCACHE_INDEX_TYPE_U16,
             base_vertex: 7,
             raster: GPUSVC_VCACHE_RASTER_DISCARD,
+            reserved: 0,
         },
     ] {
         let (m2, counts2) =
@@ -806,6 +811,7 @@ fn measure_refuses_bad_input_and_writes_nothing() {
     // An index that does not fit 16 bits.
     let big = [0u32, 1, 70_000];
     let u16_options = gpusvc_vcache_draw_options {
+        struct_size: size_of::<gpusvc_vcache_draw_options>(),
         index_type: GPUSVC_VCACHE_INDEX_TYPE_U16,
         ..Default::default()
     };
@@ -816,10 +822,12 @@ fn measure_refuses_bad_input_and_writes_nothing() {
     // Unknown enumeration values.
     for options in [
         gpusvc_vcache_draw_options {
+            struct_size: size_of::<gpusvc_vcache_draw_options>(),
             index_type: 2,
             ..Default::default()
         },
         gpusvc_vcache_draw_options {
+            struct_size: size_of::<gpusvc_vcache_draw_options>(),
             raster: 9,
             ..Default::default()
         },
@@ -916,6 +924,7 @@ fn the_fit_finds_an_exact_model_that_predicts_held_back_meshes() {
         return;
     };
     let options = gpusvc_vcache_fit_options {
+        struct_size: size_of::<gpusvc_vcache_fit_options>(),
         battery: GPUSVC_VCACHE_BATTERY_REDUCED,
         near_misses: 3,
     };
@@ -993,6 +1002,7 @@ fn the_fit_finds_an_exact_model_that_predicts_held_back_meshes() {
     }
     // Bad list or index: codes, nothing written.
     let mut e = gpusvc_vcache_fit_entry {
+        struct_size: size_of::<gpusvc_vcache_fit_entry>(),
         mismatched_vertices: 0x5e1,
         ..Default::default()
     };
@@ -1034,6 +1044,7 @@ fn fit_refuses_bad_input_and_writes_nothing() {
     let unwritten: *mut gpusvc_vcache_fit_result = ptr::without_provenance_mut(0x5e1);
     let mut out = unwritten;
     let bad = gpusvc_vcache_fit_options {
+        struct_size: size_of::<gpusvc_vcache_fit_options>(),
         battery: 2,
         near_misses: 1,
     };

@@ -102,14 +102,14 @@ macro_rules! growable {
 }
 pub(crate) use growable;
 
-/// `Default` for a growable output struct: all zeros with `struct_size` set to its size, ready
-/// to be passed to the export that fills it (Rust hosts and tests).
+/// `Default` for a growable struct of plain numbers: all zeros with `struct_size` set to its
+/// size, ready to be passed to the export that reads or fills it (Rust hosts and tests).
 macro_rules! sized_default {
     ($t:ident) => {
         impl Default for $t {
             fn default() -> Self {
-                // SAFETY: every field of an output struct is an integer, a float, a `bool` or a
-                // struct or array of those, for which all-zero bytes are a valid value.
+                // SAFETY: only used on structs whose fields are integers, floats, `bool`s or
+                // structs or arrays of those, for which all-zero bytes are a valid value.
                 let mut v: Self = unsafe { ::std::mem::zeroed() };
                 v.struct_size = ::std::mem::size_of::<Self>();
                 v

@@ -15,8 +15,8 @@ use crate::gl::{gl_context, gpusvc_gl_context};
 use crate::kit::error::insufficient_size;
 use crate::kit::handle::{self, Kind};
 use crate::kit::{
-    FfiError, HostFn, Out, answer_into, c_enum, ffi_guard, gpusvc_result, invalid_argument,
-    struct_in,
+    FfiError, HostFn, Out, SizedOut, answer_sized_into, c_enum, ffi_guard, gpusvc_result, growable,
+    invalid_argument, sized_default, sized_in,
 };
 use crate::vcache::types::*;
 
@@ -42,11 +42,15 @@ c_enum!(fn raster_in("GPUSVC_VCACHE_RASTER") -> Raster {
     GPUSVC_VCACHE_RASTER_DISCARD => Raster::Discard,
 });
 
-/// How `gpusvc_vcache_measure` draws the mesh. A zeroed struct is the default: 32-bit indices,
-/// plain `glDrawElements`, rasterized.
+/// How `gpusvc_vcache_measure` draws the mesh. A zeroed struct with `struct_size = sizeof(struct
+/// gpusvc_vcache_draw_options)` is the default: 32-bit indices, plain `glDrawElements`,
+/// rasterized; so is every field past a host's `struct_size`.
 #[repr(C)]
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct gpusvc_vcache_draw_options {
+    /// `sizeof(struct gpusvc_vcache_draw_options)`, set by the host: the library reads only that
+    /// many bytes, the fields past it take their defaults (0).
+    pub struct_size: usize,
     /// A `GPUSVC_VCACHE_INDEX_TYPE_*` value.
     pub index_type: u32,
     /// `basevertex` of `glDrawElementsBaseVertex` (0: plain `glDrawElements`); the counts are
@@ -54,9 +58,31 @@ pub struct gpusvc_vcache_draw_options {
     pub base_vertex: u32,
     /// A `GPUSVC_VCACHE_RASTER_*` value.
     pub raster: u32,
+    /// Must be 0 (else `GPUSVC_INVALID_ARGUMENT`): keeps the struct free of padding after its
+    /// last field, so a field added later lies past today's size.
+    pub reserved: u32,
 }
 
+growable!(gpusvc_vcache_draw_options {
+    first: reserved,
+    last: reserved,
+    defaults: gpusvc_vcache_draw_options {
+        struct_size: 0,
+        index_type: 0,
+        base_vertex: 0,
+        raster: 0,
+        reserved: 0,
+    },
+});
+sized_default!(gpusvc_vcache_draw_options);
+
 fn draw_options_in(o: &gpusvc_vcache_draw_options) -> Result<DrawOptions, FfiError> {
+    if o.reserved != 0 {
+        return Err(invalid_argument(format!(
+            "gpusvc_vcache_draw_options.reserved is {}, not 0",
+            o.reserved
+        )));
+    }
     Ok(DrawOptions {
         index_type: index_type_in(o.index_type)?,
         base_vertex: o.base_vertex,
@@ -65,10 +91,14 @@ fn draw_options_in(o: &gpusvc_vcache_draw_options) -> Result<DrawOptions, FfiErr
 }
 
 /// What `gpusvc_vcache_measure` found: the mesh is drawn twice, and the analysis is that of the
-/// first draw's counts.
+/// first draw's counts. The host sets `struct_size = sizeof(struct gpusvc_vcache_measurement)`
+/// before the call.
 #[repr(C)]
-#[derive(Debug, Clone, Copy, PartialEq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct gpusvc_vcache_measurement {
+    /// Set by the host to `sizeof(struct gpusvc_vcache_measurement)` before the call: the library writes only that
+    /// many bytes and sets this to the bytes written.
+    pub struct_size: usize,
     /// Statistics of the first draw's per-vertex counts (`warps` is 0).
     pub analysis: gpusvc_vcache_analysis,
     /// Whether the driver has the `GL_VERTEX_SHADER_INVOCATIONS` pipeline-statistics query.
@@ -80,6 +110,12 @@ pub struct gpusvc_vcache_measurement {
     /// Vertices whose counts differ between the two draws (0: repeatable).
     pub differing_vertices: u64,
 }
+
+growable!(gpusvc_vcache_measurement {
+    first: differing_vertices,
+    last: differing_vertices
+});
+sized_default!(gpusvc_vcache_measurement);
 
 /// A measurement error as a code, with the crate's message as the detail.
 fn measure_error(e: &MeasureError) -> FfiError {
@@ -109,8 +145,9 @@ fn measure_error(e: &MeasureError) -> FfiError {
 ///
 /// # Safety
 /// `ctx` is NULL or a handle value; `indices` is NULL or valid for `index_count` reads;
-/// `options` is NULL or valid for one read; `out` is NULL or valid for one write; `counts` is
-/// NULL or valid for `counts_len` writes.
+/// `options` is NULL or valid for reading `options->struct_size` bytes; `out` is NULL or valid
+/// for reading and writing `out->struct_size` bytes; `counts` is NULL or valid for `counts_len`
+/// writes.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn gpusvc_vcache_measure(
     ctx: *const gpusvc_gl_context,
@@ -129,11 +166,11 @@ pub unsafe extern "C" fn gpusvc_vcache_measure(
         let options = if options.is_null() {
             DrawOptions::default()
         } else {
-            // SAFETY: non-NULL and valid for one read of plain integers (contract).
-            draw_options_in(&unsafe { struct_in(options, "options") }?)?
+            // SAFETY: non-NULL and valid for `struct_size` bytes of plain integers (contract).
+            draw_options_in(&unsafe { sized_in(options, "options") }?)?
         };
         // SAFETY: an output argument (this function's contract).
-        let out = unsafe { Out::new(out, "out") }?;
+        let out = unsafe { SizedOut::new(out, "out") }?;
         if !counts.is_aligned() {
             return Err(crate::kit::invalid_argument(
                 "`counts` is misaligned".to_string(),
@@ -151,6 +188,7 @@ pub unsafe extern "C" fn gpusvc_vcache_measure(
         drop(measurer);
         let first = &twice.first;
         let measurement = gpusvc_vcache_measurement {
+            struct_size: 0,
             analysis: analyze(&mesh, &first.counts).into(),
             has_query: first.query_invocations.is_some(),
             query_invocations: first.query_invocations.unwrap_or(0),
@@ -192,16 +230,32 @@ pub const GPUSVC_VCACHE_FIT_EXACT: u32 = 0u32;
 /// The list of a fit result: the best near misses (ties with the last included).
 pub const GPUSVC_VCACHE_FIT_NEAR: u32 = 1u32;
 
-/// How `gpusvc_vcache_fit` runs. A zeroed struct: the standard battery, at least 1 near miss.
+/// How `gpusvc_vcache_fit` runs. A zeroed struct with `struct_size = sizeof(struct
+/// gpusvc_vcache_fit_options)`: the standard battery, at least 1 near miss; fields past a host's
+/// `struct_size` are 0.
 #[repr(C)]
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct gpusvc_vcache_fit_options {
+    /// `sizeof(struct gpusvc_vcache_fit_options)`, set by the host: the library reads only that
+    /// many bytes, the fields past it take their defaults (0).
+    pub struct_size: usize,
     /// A `GPUSVC_VCACHE_BATTERY_*` value.
     pub battery: u32,
     /// How many near misses to keep at least (0 counts as 1); models tied with the last are
     /// kept too.
     pub near_misses: u32,
 }
+
+growable!(gpusvc_vcache_fit_options {
+    first: near_misses,
+    last: near_misses,
+    defaults: gpusvc_vcache_fit_options {
+        struct_size: 0,
+        battery: GPUSVC_VCACHE_BATTERY_STANDARD,
+        near_misses: 0,
+    },
+});
+sized_default!(gpusvc_vcache_fit_options);
 
 /// Fit progress: `phase` is a `GPUSVC_VCACHE_FIT_PHASE_*` value, `done` of `total` steps of
 /// that phase. Called on the thread that called `gpusvc_vcache_fit`, during the call only; it
@@ -216,10 +270,14 @@ pub struct gpusvc_vcache_fit_result {
     _opaque: [u8; 0],
 }
 
-/// The totals of a fit result.
+/// The totals of a fit result. The host sets `struct_size = sizeof(struct
+/// gpusvc_vcache_fit_summary)` before the call.
 #[repr(C)]
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct gpusvc_vcache_fit_summary {
+    /// Set by the host to `sizeof(struct gpusvc_vcache_fit_summary)` before the call: the library writes only that
+    /// many bytes and sets this to the bytes written.
+    pub struct_size: usize,
     /// Entries in the exact list (`GPUSVC_VCACHE_FIT_EXACT`).
     pub exact: usize,
     /// Entries in the near-miss list (`GPUSVC_VCACHE_FIT_NEAR`).
@@ -234,10 +292,20 @@ pub struct gpusvc_vcache_fit_summary {
     pub indices: u64,
 }
 
-/// One entry of a fit result: a model and its score over the whole battery.
+growable!(gpusvc_vcache_fit_summary {
+    first: indices,
+    last: indices
+});
+sized_default!(gpusvc_vcache_fit_summary);
+
+/// One entry of a fit result: a model and its score over the whole battery. The host sets
+/// `struct_size = sizeof(struct gpusvc_vcache_fit_entry)` before the call.
 #[repr(C)]
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct gpusvc_vcache_fit_entry {
+    /// Set by the host to `sizeof(struct gpusvc_vcache_fit_entry)` before the call: the library writes only that
+    /// many bytes and sets this to the bytes written.
+    pub struct_size: usize,
     /// The model (for a group of segmented models, the one with the shortest segment).
     pub model: gpusvc_vcache_model,
     /// Vertices, over all probes, whose simulated count differs from the measured one (0 for
@@ -251,6 +319,12 @@ pub struct gpusvc_vcache_fit_entry {
     /// See `same_for_lengths_min`.
     pub same_for_lengths_max: u32,
 }
+
+growable!(gpusvc_vcache_fit_entry {
+    first: same_for_lengths_max,
+    last: same_for_lengths_max
+});
+sized_default!(gpusvc_vcache_fit_entry);
 
 /// What the handle holds.
 #[derive(Debug)]
@@ -271,7 +345,8 @@ struct FitOutcome {
 /// errors of `gpusvc_vcache_measure`.
 ///
 /// # Safety
-/// `ctx` is NULL or a handle value; `options` is NULL or valid for one read; `progress` is NULL
+/// `ctx` is NULL or a handle value; `options` is NULL or valid for reading
+/// `options->struct_size` bytes; `progress` is NULL
 /// or a function that may be called with `user_data` on this thread during the call; `out` is
 /// NULL or valid for one write.
 #[unsafe(no_mangle)]
@@ -287,8 +362,8 @@ pub unsafe extern "C" fn gpusvc_vcache_fit(
         let options = if options.is_null() {
             gpusvc_vcache_fit_options::default()
         } else {
-            // SAFETY: non-NULL and valid for one read of plain integers (contract).
-            unsafe { struct_in(options, "options") }?
+            // SAFETY: non-NULL and valid for `struct_size` bytes of plain integers (contract).
+            unsafe { sized_in(options, "options") }?
         };
         let battery = battery_in(options.battery)?;
         // SAFETY: an output argument (this function's contract).
@@ -349,10 +424,11 @@ pub unsafe extern "C" fn gpusvc_vcache_fit_result_free(
     ffi_guard(|| handle::free(result, Kind::VcacheFitResult))
 }
 
-/// The totals of a fit result into `*out`.
+/// The totals of a fit result into `*out` (the host sets its `struct_size`; only that many
+/// bytes are written, and `struct_size` becomes the bytes written).
 ///
 /// # Safety
-/// `out` is NULL or valid for one write.
+/// `out` is NULL or valid for reading and writing `out->struct_size` bytes.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn gpusvc_vcache_fit_result_summary(
     result: *const gpusvc_vcache_fit_result,
@@ -360,12 +436,13 @@ pub unsafe extern "C" fn gpusvc_vcache_fit_result_summary(
 ) -> gpusvc_result {
     // SAFETY: forwarded from this function's contract.
     unsafe {
-        answer_into(
+        answer_sized_into(
             || fit_outcome(result),
             out,
             "out",
             |o| {
                 Ok(gpusvc_vcache_fit_summary {
+                    struct_size: 0,
                     exact: o.result.exact.len(),
                     near: o.result.near.len(),
                     candidates: o.result.candidates,
@@ -381,6 +458,7 @@ pub unsafe extern "C" fn gpusvc_vcache_fit_result_summary(
 fn entry_out(f: &Fitted) -> gpusvc_vcache_fit_entry {
     let (lo, hi) = f.same_for_lengths.unwrap_or((0, 0));
     gpusvc_vcache_fit_entry {
+        struct_size: 0,
         model: model_to_c(&f.model),
         mismatched_vertices: f.score.mismatched_vertices,
         total_difference: f.score.total_difference,
@@ -392,9 +470,11 @@ fn entry_out(f: &Fitted) -> gpusvc_vcache_fit_entry {
 /// Entry `index` of list `list` (a `GPUSVC_VCACHE_FIT_*` value: exact fits ordered by text
 /// form, near misses best first) into `*out`; its model's text with `gpusvc_vcache_model_text`.
 /// An index past the list (see `gpusvc_vcache_fit_result_summary`) is `GPUSVC_INVALID_ARGUMENT`.
+/// The host sets `out->struct_size`; only that many bytes are written, and `struct_size` becomes
+/// the bytes written.
 ///
 /// # Safety
-/// `out` is NULL or valid for one write.
+/// `out` is NULL or valid for reading and writing `out->struct_size` bytes.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn gpusvc_vcache_fit_result_entry(
     result: *const gpusvc_vcache_fit_result,
@@ -404,7 +484,7 @@ pub unsafe extern "C" fn gpusvc_vcache_fit_result_entry(
 ) -> gpusvc_result {
     // SAFETY: forwarded from this function's contract.
     unsafe {
-        answer_into(
+        answer_sized_into(
             || {
                 let o = fit_outcome(result)?;
                 let entries = match list {
