@@ -5,7 +5,12 @@
  *  - every function returns a gpusvc_result (or, for _free and _version, nothing that can fail);
  *  - outputs are written only when the call returns GPUSVC_OK;
  *  - every pointer argument is checked for NULL; _free(NULL) is a no-op;
- *  - a Rust panic never crosses the boundary: the call returns GPUSVC_PANIC.
+ *  - a Rust panic never crosses the boundary: the call returns GPUSVC_PANIC;
+ *  - every config, descriptor, report and snapshot struct starts with size_t struct_size, which
+ *    the host sets to sizeof(the struct) before passing it in or out: the library reads or writes
+ *    only that many bytes (fields past it take their defaults), so structs grow by appending
+ *    fields and an old host keeps working (see GPUSVC_UNSUPPORTED_STRUCT_SIZE);
+ *  - GPUSVC_VERSION_MAJOR/MINOR/PATCH/STRING below equal what gpusvc_version() returns.
  */
 
 #ifndef GPUSVC_H
@@ -16,6 +21,12 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+/* The library version this header was generated with; equal to what gpusvc_version()
+ * returns ("MAJOR.MINOR.PATCH"). */
+#define GPUSVC_VERSION_MAJOR 0
+#define GPUSVC_VERSION_MINOR 1
+#define GPUSVC_VERSION_PATCH 0
+#define GPUSVC_VERSION_STRING "0.1.0"
 
 /*
  The longest message handed to the callback, in bytes, NUL excluded: a longer one is cut on
