@@ -1215,6 +1215,15 @@ inline gpusvc_result SchedulerMetrics(const gpusvc_scheduler* s, uint32_t priori
   return gpusvc_scheduler_metrics(s, priority, out);
 }
 
+// The metrics of one live stream into *out (its struct_size is set here): tasks, waits and run
+// time, and tasks and run time at each priority it ran at (indexed by gpusvc_scheduler_priority
+// value). GPUSVC_SCHEDULER_UNKNOWN_STREAM once it is removed.
+inline gpusvc_result SchedulerStreamMetrics(const gpusvc_scheduler* s, uint64_t stream,
+                                            gpusvc_scheduler_stream_metrics_snapshot* out) {
+  if (out != nullptr) out->struct_size = sizeof(*out);
+  return gpusvc_scheduler_stream_metrics(s, stream, out);
+}
+
 // ---- bo-cache ----
 
 // Deleter for gpusvc_bo_cache; objects still held by gpusvc::Bo values stay valid (the last one

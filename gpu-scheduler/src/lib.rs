@@ -66,6 +66,9 @@
 //!   ones). No client or presentation frame was missed under either rule.
 //! * **Metrics** per priority ([`Scheduler::metrics`], [`SchedulerConfig::metrics_callback`]):
 //!   enqueue-to-start delay samples with p50/p99, tasks started, time run.
+//!   Per stream ([`Scheduler::stream_metrics`], [`Scheduler::all_stream_metrics`],
+//!   [`StreamMetrics`]): tasks, continuations, time waiting (sum and longest), time run, and
+//!   tasks and time run at each priority the stream was scheduled at when they ran.
 //!
 //! # Guarantees
 //! * Every enqueued task runs at most once, after every task enqueued before it on its stream,
@@ -78,6 +81,9 @@
 //!   (tests `removing_a_stream_destroys_the_clients_made_on_it`,
 //!   `shutdown_and_drop_destroy_the_schedulers_clients_and_only_those`,
 //!   `clients_destroyed_through_the_manager_are_not_kept_by_their_stream` in tests/behaviours.rs).
+//! * A stream's metrics count each of its tasks once, under the priority it ran at (raised by
+//!   inheritance or downgraded), and take fixed memory; they go with the stream, reported once
+//!   in [`RemovedStream::metrics`] (tests/stream_metrics.rs).
 //! * Task closures, start callbacks, the metrics callback and sync-points callbacks run with no
 //!   lock of this crate held: a task may enqueue, add/remove/enable streams or release tokens.
 //! * A stream's scheduled priority is always the from-scratch fixed point above, and a change
@@ -132,7 +138,7 @@ mod scheduler;
 pub(crate) mod sync;
 
 pub use clock::{Clock, ManualClock, SystemClock};
-pub use metrics::{MAX_SAMPLES, Metrics, PriorityMetrics, TaskSample, percentile};
+pub use metrics::{MAX_SAMPLES, Metrics, PriorityMetrics, StreamMetrics, TaskSample, percentile};
 pub use scheduler::{
     ConfigError, MetricsCallback, Priority, RemovedStream, Scheduler, SchedulerConfig,
     SchedulerError, StartFn, StreamId, Task, TaskContext, TaskFn, TaskResult,

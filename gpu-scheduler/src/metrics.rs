@@ -1,4 +1,4 @@
-//! Per-priority metrics: enqueue-to-start delay samples and time run.
+//! Per-priority metrics (enqueue-to-start delay samples and time run) and per-stream totals.
 
 use std::time::Duration;
 
@@ -125,5 +125,82 @@ impl Metrics {
     /// The metrics of one priority.
     pub fn get(&self, p: Priority) -> &PriorityMetrics {
         &self.levels[p.index()]
+    }
+}
+
+/// One stream's running totals: fixed size (no samples), kept in the stream and gone with it.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct StreamCounters {
+    tasks: u64,
+    continuations: u64,
+    wait_ns: u64,
+    max_wait_ns: u64,
+    run_ns: u64,
+    tasks_at: [u64; 4],
+    run_ns_at: [u64; 4],
+}
+
+impl StreamCounters {
+    pub(crate) fn record(&mut self, s: &RunSample) {
+        let at = s.priority.index();
+        if s.continuation {
+            self.continuations += 1;
+        } else {
+            self.tasks += 1;
+            self.tasks_at[at] += 1;
+            self.wait_ns = self.wait_ns.saturating_add(s.delay_ns);
+            self.max_wait_ns = self.max_wait_ns.max(s.delay_ns);
+        }
+        self.run_ns = self.run_ns.saturating_add(s.run_ns);
+        self.run_ns_at[at] = self.run_ns_at[at].saturating_add(s.run_ns);
+    }
+
+    pub(crate) fn snapshot(&self) -> StreamMetrics {
+        StreamMetrics {
+            tasks: self.tasks,
+            continuations: self.continuations,
+            time_waiting: Duration::from_nanos(self.wait_ns),
+            max_wait: Duration::from_nanos(self.max_wait_ns),
+            time_run: Duration::from_nanos(self.run_ns),
+            tasks_at: self.tasks_at,
+            time_run_at: self.run_ns_at.map(Duration::from_nanos),
+        }
+    }
+}
+
+/// Metrics of one stream: what its tasks did, whatever priority each ran at. A task counts
+/// under the priority the stream was scheduled at when it ran (raised by inheritance, lowered
+/// by time-slice downgrades), as in [`Metrics`]. Counted when the driver settles a batch: a
+/// task running while its stream is removed is in neither the removed stream's report nor any
+/// other.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StreamMetrics {
+    /// Tasks started (continuations not counted).
+    pub tasks: u64,
+    /// Continuation runs (the rest of a task that returned `ContinueLater`).
+    pub continuations: u64,
+    /// Sum of the tasks' enqueue-to-start delays.
+    pub time_waiting: Duration,
+    /// The longest enqueue-to-start delay.
+    pub max_wait: Duration,
+    /// Total time run by its closures, continuations included.
+    pub time_run: Duration,
+    /// Tasks started at each scheduled priority, indexed by [`Priority::index`].
+    pub tasks_at: [u64; 4],
+    /// Time run at each scheduled priority, indexed by [`Priority::index`].
+    pub time_run_at: [Duration; 4],
+}
+
+impl StreamMetrics {
+    /// Tasks started at priority `p`.
+    pub fn tasks_at(&self, p: Priority) -> u64 {
+        self.tasks_at[p.index()]
+    }
+
+    /// Mean enqueue-to-start delay; `None` before the first task.
+    pub fn mean_wait(&self) -> Option<Duration> {
+        (self.tasks > 0).then(|| {
+            Duration::from_nanos((self.time_waiting.as_nanos() / u128::from(self.tasks)) as u64)
+        })
     }
 }

@@ -10,7 +10,7 @@ use sync_points::{
 };
 
 use crate::clock::{Clock, SystemClock};
-use crate::metrics::{Level, Metrics, RunSample, TaskSample};
+use crate::metrics::{Level, Metrics, RunSample, StreamCounters, StreamMetrics, TaskSample};
 /// Maps keyed by small ids: `foldhash` (a few ns a lookup against ~13 ns for SipHash; the keys
 /// are ids this crate or the host assigns, so HashDoS resistance buys nothing here).
 type HashMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
@@ -194,6 +194,8 @@ pub struct RemovedStream {
     /// The highest priority the stream was lending to a releaser (through pending waits) when
     /// it was removed; that loan ends with the removal.
     pub lent_priority: Option<Priority>,
+    /// The stream's metrics, reported this once: they go with the stream.
+    pub metrics: StreamMetrics,
 }
 
 /// Scheduler settings.
@@ -304,6 +306,8 @@ struct Stream {
     mark: u64,
     /// The clients made with [`Scheduler::create_client`] on it: destroyed with it.
     clients: OwnedClients,
+    /// Its metrics (fixed size; reported once by `remove_stream`).
+    metrics: StreamCounters,
 }
 
 /// The clients a stream made with [`Scheduler::create_client`]. A client the host destroys
@@ -942,6 +946,7 @@ impl Scheduler {
                 waiters: HashSet::default(),
                 mark: 0,
                 clients: OwnedClients::default(),
+                metrics: StreamCounters::default(),
             },
         );
         id
@@ -1010,6 +1015,7 @@ impl Scheduler {
             (stream, lent, unclaimed)
         };
         let dropped_tasks = stream.tasks.len() + unclaimed as usize;
+        let metrics = stream.metrics.snapshot();
         // Outside the lock: this retires waits on the stream, whose callbacks take the lock,
         // and dropping the closures may run arbitrary code.
         self.sync.destroy_sequence(stream.sequence.id());
@@ -1026,6 +1032,7 @@ impl Scheduler {
         Ok(RemovedStream {
             dropped_tasks,
             lent_priority: lent,
+            metrics,
         })
     }
 
@@ -1162,6 +1169,25 @@ impl Scheduler {
     pub fn should_yield(&self) -> bool {
         // Acquire pairs with the Release store that raises it; the flag is advisory.
         self.preempt.load(Ordering::Acquire)
+    }
+
+    /// The metrics of one stream (`UnknownStream` once it is removed: its last metrics came
+    /// with [`RemovedStream`]).
+    pub fn stream_metrics(&self, id: StreamId) -> Result<StreamMetrics, SchedulerError> {
+        let st = lock(&self.state);
+        Ok(get(&st, id)?.metrics.snapshot())
+    }
+
+    /// The metrics of every live stream, by id.
+    pub fn all_stream_metrics(&self) -> Vec<(StreamId, StreamMetrics)> {
+        let st = lock(&self.state);
+        let mut all: Vec<_> = st
+            .streams
+            .iter()
+            .map(|(id, s)| (*id, s.metrics.snapshot()))
+            .collect();
+        all.sort_unstable_by_key(|(id, _)| *id);
+        all
     }
 
     /// Per-priority metrics.
@@ -1453,6 +1479,12 @@ impl Scheduler {
         samples: &mut Vec<RunSample>,
         dropped: &mut VecDeque<QueuedTask>,
     ) -> u64 {
+        // The stream's own totals too, unless it was removed meanwhile (its report is out).
+        if let Some(s) = st.streams.get_mut(&id) {
+            for sample in samples.iter() {
+                s.metrics.record(sample);
+            }
+        }
         for sample in samples.drain(..) {
             st.metrics[sample.priority.index()].record(&sample);
         }

@@ -298,6 +298,35 @@ pub unsafe extern "C" fn gpusvc_scheduler_metrics(
     }
 }
 
+/// The metrics of `stream` since it was added into `*out_metrics` (the host sets its
+/// `struct_size`; only that many bytes are written, and `struct_size` becomes the bytes
+/// written). `GPUSVC_SCHEDULER_UNKNOWN_STREAM` once the stream is removed: its metrics go with
+/// it (read them before removing it). A task is counted when the driver has finished its
+/// turn.
+///
+/// # Safety
+/// `out_metrics` is NULL or valid for reading and writing `out_metrics->struct_size` bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gpusvc_scheduler_stream_metrics(
+    scheduler: *const gpusvc_scheduler,
+    stream: u64,
+    out_metrics: *mut gpusvc_scheduler_stream_metrics_snapshot,
+) -> gpusvc_result {
+    // SAFETY: forwarded from this function's contract.
+    unsafe {
+        answer_sized_into(
+            || self::scheduler(scheduler),
+            out_metrics,
+            "out_metrics",
+            |s| {
+                s.stream_metrics(StreamId(stream))
+                    .map(|m| (&m).into())
+                    .map_err(scheduler_error)
+            },
+        )
+    }
+}
+
 /// The stream's scheduled priority (base, downgraded by time slices, raised by priority
 /// inheritance) as a `gpusvc_scheduler_priority` value into `*out_priority`.
 ///

@@ -5,7 +5,9 @@
 use std::ffi::c_void;
 use std::time::Duration;
 
-use gpu_scheduler::{Priority, PriorityMetrics, RemovedStream, SchedulerError, TaskSample};
+use gpu_scheduler::{
+    Priority, PriorityMetrics, RemovedStream, SchedulerError, StreamMetrics, TaskSample,
+};
 
 use crate::kit::{FfiError, c_enum, gpusvc_result, growable, sized_default};
 use crate::sync::{client_error, gpusvc_sync_token, order_error};
@@ -282,6 +284,60 @@ growable!(gpusvc_scheduler_removed_stream {
     last: lent_priority
 });
 sized_default!(gpusvc_scheduler_removed_stream);
+
+/// Metrics of one stream (`gpusvc_scheduler_stream_metrics`): what its tasks did, whatever
+/// priority each ran at. A task counts under the priority the stream was scheduled at when it
+/// ran (raised by inheritance, lowered by time slices). The host sets `struct_size =
+/// sizeof(struct gpusvc_scheduler_stream_metrics_snapshot)` before the call.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct gpusvc_scheduler_stream_metrics_snapshot {
+    /// Set by the host to `sizeof(struct gpusvc_scheduler_stream_metrics_snapshot)` before the
+    /// call: the library writes only that many bytes and sets this to the bytes written.
+    pub struct_size: usize,
+    /// Tasks started (continuations not counted).
+    pub tasks: u64,
+    /// Continuation runs (a task run again after `GPUSVC_SCHEDULER_TASK_CONTINUE_LATER`).
+    pub continuations: u64,
+    /// Sum of the tasks' enqueue-to-start delays, in nanoseconds.
+    pub wait_ns: u64,
+    /// The longest enqueue-to-start delay, in nanoseconds.
+    pub max_wait_ns: u64,
+    /// Total time run by its task callbacks, continuations included, in nanoseconds.
+    pub run_ns: u64,
+    /// Tasks started at each scheduled priority, indexed by `gpusvc_scheduler_priority` value.
+    pub tasks_at: [u64; 4],
+    /// Time run at each scheduled priority, in nanoseconds, indexed by
+    /// `gpusvc_scheduler_priority` value.
+    pub run_ns_at: [u64; 4],
+}
+
+impl From<&StreamMetrics> for gpusvc_scheduler_stream_metrics_snapshot {
+    fn from(m: &StreamMetrics) -> Self {
+        let (mut tasks_at, mut run_ns_at) = ([0; 4], [0; 4]);
+        for p in Priority::ALL {
+            let c = priority_out(p) as usize;
+            tasks_at[c] = m.tasks_at[p.index()];
+            run_ns_at[c] = nanos(m.time_run_at[p.index()]);
+        }
+        gpusvc_scheduler_stream_metrics_snapshot {
+            struct_size: size_of::<Self>(),
+            tasks: m.tasks,
+            continuations: m.continuations,
+            wait_ns: nanos(m.time_waiting),
+            max_wait_ns: nanos(m.max_wait),
+            run_ns: nanos(m.time_run),
+            tasks_at,
+            run_ns_at,
+        }
+    }
+}
+
+growable!(gpusvc_scheduler_stream_metrics_snapshot {
+    first: run_ns_at,
+    last: run_ns_at
+});
+sized_default!(gpusvc_scheduler_stream_metrics_snapshot);
 
 /// Nanoseconds, saturated at `u64::MAX`.
 fn nanos(d: Duration) -> u64 {
