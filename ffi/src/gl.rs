@@ -122,8 +122,10 @@ fn context_error(e: &ContextError) -> FfiError {
 }
 
 /// Opens a headless GL context on the machine's EGL driver (a hardware device when there is
-/// one, else Mesa llvmpipe; `GPUSVC_EGL_DEVICE=software|hardware|N` overrides) and makes it
-/// current on the calling thread. `api` is a `gpusvc_gl_api` value.
+/// one, else Mesa llvmpipe; `GPUSVC_EGL_DEVICE=software|hardware|N` overrides). `api` is a
+/// `gpusvc_gl_api` value. The context is current only while a gpusvc call uses it: whatever
+/// EGL context (with its surfaces and display) was current on the thread before, or none, is
+/// current again when this and every later call returns (see the crate docs, "Host GL state").
 ///
 /// On failure the code says what is missing (`GPUSVC_GL_NO_LIBEGL`, `GPUSVC_GL_NO_DEVICE`,
 /// `GPUSVC_GL_NO_MATCHING_CONFIG`, `GPUSVC_GL_VERSION_TOO_OLD`, ...) and
