@@ -12,12 +12,15 @@
 //! CRC32C) on that thread too, so compression stays off the GPU thread, as with the disk
 //! writer. Dropping the cache closes the queues, lets the thread deliver what was queued, and
 //! joins it: the sink is never called once the drop has returned. (A sink that blocks forever
-//! therefore blocks the drop: it should post its IPC message and return.)
+//! therefore blocks the drop: it should post its IPC message and return.) When the sink itself
+//! drops the last handle, that drop cannot wait for the call it is in: what was still queued is
+//! discarded and the sink is not called again. From inside the sink,
+//! [`crate::ProgramCache::flush_persist`] returns at once (it would wait for that very call).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
+use std::thread::{JoinHandle, ThreadId};
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender};
@@ -187,6 +190,11 @@ pub(crate) struct PersistLayer {
     thread: Mutex<Option<JoinHandle<()>>>,
     counters: Arc<AtomicPersistCounters>,
     alive: Arc<AtomicBool>,
+    /// The persistence thread (a flush or drop on it cannot wait for itself).
+    worker: Option<ThreadId>,
+    /// Set when the last handle was dropped on the persistence thread (inside the sink): the
+    /// worker then discards what is left instead of calling the sink after that drop.
+    abandoned: Arc<AtomicBool>,
     pub(crate) stamp_hash: [u8; 20],
     pub(crate) max_consecutive_rejections: u32,
 }
@@ -206,7 +214,9 @@ impl PersistLayer {
         let alive = Arc::new(AtomicBool::new(true));
         let stamp_hash = config.stamp.hash();
         let max_consecutive_rejections = config.max_consecutive_rejections.max(1);
+        let abandoned = Arc::new(AtomicBool::new(false));
         let worker = Worker {
+            abandoned: abandoned.clone(),
             sink: config.sink,
             counters: counters.clone(),
             stamp_hash,
@@ -228,7 +238,9 @@ impl PersistLayer {
         PersistLayer {
             tx: Some(tx),
             uses: Some(uses),
+            worker: thread.as_ref().map(|t| t.thread().id()),
             thread: Mutex::new(thread),
+            abandoned,
             counters,
             alive,
             stamp_hash,
@@ -272,8 +284,12 @@ impl PersistLayer {
     }
 
     /// Waits until everything queued so far has been handed to the sink (each job is one sink
-    /// call: the wait is as long as the host's sink takes).
+    /// call: the wait is as long as the host's sink takes). On the persistence thread (a sink
+    /// that flushes) it returns at once: the wait would be for the very call it is in.
     pub(crate) fn flush(&self) {
+        if self.worker == Some(std::thread::current().id()) {
+            return;
+        }
         if let (Some(tx), true) = (&self.tx, self.alive.load(Ordering::Acquire)) {
             let (ack, done) = crossbeam_channel::bounded(1);
             if tx.send(Job::Flush(ack)).is_ok() {
@@ -313,6 +329,9 @@ impl Drop for PersistLayer {
             // itself (its queues are closed) and cannot join itself.
             if t.thread().id() != std::thread::current().id() {
                 let _ = t.join();
+            } else {
+                // Nothing may reach the sink once this drop has returned.
+                self.abandoned.store(true, Ordering::Release);
             }
         }
     }
@@ -320,6 +339,8 @@ impl Drop for PersistLayer {
 
 struct Worker {
     sink: Arc<dyn PersistSink>,
+    /// [`PersistLayer::abandoned`].
+    abandoned: Arc<AtomicBool>,
     counters: Arc<AtomicPersistCounters>,
     stamp_hash: [u8; 20],
     compress: bool,
@@ -355,6 +376,9 @@ impl Worker {
 
     /// Calls the sink, containing a panic of the host's code (the thread goes on).
     fn call(&self, what: &str, f: impl FnOnce(&dyn PersistSink)) {
+        if self.abandoned.load(Ordering::Acquire) {
+            return;
+        }
         let sink = &*self.sink;
         if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(sink))).is_err() {
             tracing::error!("program cache: the persistence sink panicked in {what}");
