@@ -31,6 +31,34 @@
 //!   100-199, program cache 200-299, sync 300-399, scheduler 400-499, bo-cache 500-599,
 //!   vertex-cache 600-699.
 //!
+//! # Structs that grow
+//! Every config, descriptor, report and snapshot struct starts with `size_t struct_size`, which
+//! the host sets to `sizeof` the struct as its header declares it (C++: `gpusvc::Sized<T>()`;
+//! a `_defaults` function keeps it), so fields can be appended without breaking old hosts. One
+//! helper implements the rule (`kit::sized`, like Linux's `copy_struct_from_user`). Guarantees:
+//! * In: only `min(struct_size, ours)` bytes are read; fields past the host's size take their
+//!   documented defaults (`an_old_hosts_prefix_struct_works_and_the_missing_fields_take_their_defaults`).
+//! * A newer host's larger struct is taken when the bytes past ours are zero, and refused with
+//!   `GPUSVC_UNSUPPORTED_STRUCT_SIZE` when any is not: a field this version does not know is
+//!   never silently ignored (`a_newer_hosts_struct_is_taken_while_its_unknown_fields_are_zero`,
+//!   `defaults_fill_only_the_hosts_size_and_keep_it`).
+//! * A `struct_size` below the struct's first published size (0 included) or above 4096 is
+//!   `GPUSVC_UNSUPPORTED_STRUCT_SIZE` with nothing written
+//!   (`a_size_below_the_first_published_one_or_absurd_is_refused_with_nothing_written`).
+//! * Out: exactly `min(struct_size, ours)` bytes are written and `struct_size` becomes that
+//!   number; a `_defaults` function keeps the host's `struct_size`
+//!   (`an_output_struct_gets_exactly_its_hosts_size_written`; all in `tests/abi_growth.rs`, and
+//!   in C in `cpp-tests/abi_growth_test.cpp`).
+//! * No struct has padding after its last field (checked at compile time by `growable!`), so an
+//!   appended field always lies past an older host's size.
+//!
+//! Structs embedded by value in another public struct or passed as array elements with a count
+//! (`gpusvc_program_cache_sha1`, `_counters`, `_variable_info`, `_shader_variables`,
+//! `_attribute_binding`, `_link_options`, `gpusvc_bo_plane`, `gpusvc_sync_token`,
+//! `gpusvc_vcache_model`, `gpusvc_vcache_analysis`) have no `struct_size`: their size fixes their
+//! parent's layout or the array's stride, so they grow through their parent or a new struct.
+//! `GPUSVC_VERSION_MAJOR`/`_MINOR`/`_PATCH`/`_STRING` in the header equal [`gpusvc_version`].
+//!
 //! # Thread safety
 //! Functions without a handle may be called from any thread. Handles are either shared (any
 //! thread) or bound to the thread that made them, by kind: a `gpusvc_gl_context` is bound to
