@@ -1023,8 +1023,9 @@ typedef void (*gpusvc_program_cache_disk_log_callback)(const char *message, void
  */
 typedef struct gpusvc_program_cache_disk_config {
   /*
-   `sizeof(struct gpusvc_program_cache_disk_config)`, set by the host (kept by the `_defaults` function): the library reads only that many bytes, the
-   fields past it take their defaults.
+   `sizeof(struct gpusvc_program_cache_disk_config)`, set by the host (and kept by the
+   `_defaults` function): the library reads only that many bytes, the fields past it take
+   their defaults.
    */
   size_t struct_size;
   /*
@@ -1099,6 +1100,7 @@ typedef struct gpusvc_program_cache_disk_config {
 
 /*
  A SHA-1 digest: a shader hash or a program key.
+ No `struct_size`: a fixed-size value, embedded in other structs and passed in arrays.
  */
 typedef struct gpusvc_program_cache_sha1 {
   /*
@@ -1207,8 +1209,9 @@ typedef struct gpusvc_program_cache_persist_sink {
  */
 typedef struct gpusvc_program_cache_config {
   /*
-   `sizeof(struct gpusvc_program_cache_config)`, set by the host (or kept from the `_defaults` function): the
-   library reads only that many bytes, the fields past it take their defaults.
+   `sizeof(struct gpusvc_program_cache_config)`, set by the host (and kept by the `_defaults`
+   function): the library reads only that many bytes, the fields past it take their
+   defaults.
    */
   size_t struct_size;
   /*
@@ -2280,6 +2283,7 @@ typedef void (*gpusvc_scheduler_destroy_fn)(void *user_data);
 /*
  A release to wait for: command buffer `(namespace_id, command_buffer_id)` releasing
  `release_count`. A token with `release_count` 0 names nothing and is always released.
+ No `struct_size`: passed in arrays with a count (`gpusvc_scheduler_task.waits`).
  */
 typedef struct gpusvc_sync_token {
   /*
@@ -2351,6 +2355,8 @@ typedef void (*gpusvc_sync_callback)(void *user_data);
  text). Parameters a family does not have must be 0. The ranges are those of the text forms
  (e.g. `fifo:N` with N in 1..=65536); anything else is `GPUSVC_VCACHE_BAD_MODEL` wherever the
  struct is passed in. A zeroed struct is not a model (family 0).
+
+ No `struct_size`: embedded in `gpusvc_vcache_fit_entry`, whose layout it fixes.
  */
 typedef struct gpusvc_vcache_model {
   /*
@@ -2375,6 +2381,7 @@ typedef struct gpusvc_vcache_model {
 
 /*
  What one draw of a mesh costs in vertex-shader invocations.
+ No `struct_size`: embedded in `gpusvc_vcache_measurement`, whose layout it fixes.
  */
 typedef struct gpusvc_vcache_analysis {
   /*
@@ -3457,8 +3464,8 @@ gpusvc_result gpusvc_program_cache_store_config_defaults(struct gpusvc_program_c
  and trims the store to its budget. Everything is copied.
 
  Errors: `GPUSVC_PROGRAM_CACHE_STORE_UNUSABLE` when the folder cannot be used (not creatable,
- not a folder, read-only, locked by another process past the bounded wait; the detail says
- why); `GPUSVC_PROGRAM_CACHE_BAD_STAMP` for a stamp text that does not parse;
+ not a folder, read-only, locked by another process past the bounded wait, a stamp text over
+ the 64 KiB a `STAMP` file may hold; the detail says why); `GPUSVC_PROGRAM_CACHE_BAD_STAMP` for a stamp text that does not parse;
  `GPUSVC_PROGRAM_CACHE_STORE_DIR_NOT_ABSOLUTE` for a relative `dir`; `GPUSVC_INVALID_UTF8` for
  a `dir` or stamp that is not UTF-8; `GPUSVC_INVALID_ARGUMENT` for an empty `dir`, one with a
  NUL byte, or `budget_bytes` 0; `GPUSVC_NULL_ARGUMENT` for a NULL `dir` or `stamp`;

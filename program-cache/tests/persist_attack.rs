@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
-use program_cache::disk::{self, HEADER_LEN, MAX_PAYLOAD, Store, StoreConfig};
+use program_cache::disk::{self, HEADER_LEN, MAX_PAYLOAD, Store, StoreConfig, StoreError};
 use program_cache::{
     CacheConfig, CachedProgram, CompatibilityStamp, DiskConfig, DriverIdentity, PersistConfig,
     PersistSink, ProgramCache, ProgramKey,
@@ -277,9 +277,10 @@ fn rss_peak_kib() -> u64 {
 /// In a child of its own (the peak RSS is per process): one crafted entry through
 /// `insert_entry` and `Store::put`.
 #[test]
-#[ignore = "finding: a ~260 KiB entry that passes every check decodes into ~1 GiB of heap \
-            (13 M empty uniforms: LZ4 bound 255x, then 5 wire bytes -> 64 in memory); run \
-            with --ignored to measure"]
+#[ignore = "finding, left open: a 263,294-byte LZ4 entry that passes every check (13.4 M empty \
+            uniforms: 255x LZ4 bound to 64 MiB raw, 5 wire bytes -> 64 heap bytes each) cost one \
+            Store::put +818 MiB peak RSS and 40 s (debug build) and was written, so every \
+            later entries() decodes it again; insert_entry 24 s then NoRoom. Run with --ignored"]
 fn a_small_entry_that_passes_every_check_does_not_cost_a_gigabyte_decoded() {
     if std::env::var_os("PERSIST_ATTACK_BOMB").is_none() {
         let out = Command::new(std::env::current_exe().unwrap())
@@ -596,4 +597,65 @@ fn iterating_while_another_process_clears_and_refills_yields_only_whole_entries(
     eprintln!("{rounds} iterations, {yielded} entries yielded; {stats:?}");
     assert_eq!(stats.disk.rejected_entries, 0);
     assert_eq!(stats.streamed, yielded);
+}
+
+#[test]
+fn a_stamp_too_long_for_its_stamp_file_is_refused_at_open_not_repaired_at_every_open() {
+    // Before the fix: the open wrote a 1 MiB STAMP that no reader may read (64 KiB bound), and
+    // every later open reported it "unreadable ... rewritten".
+    let folder = tempfile::tempdir().unwrap();
+    let s = CompatibilityStamp::new(DriverIdentity::default(), "x".repeat(1 << 20), "1");
+    match Store::open(StoreConfig::new(folder.path(), s)) {
+        Err(StoreError::Open { source, .. }) => {
+            assert_eq!(source.kind(), std::io::ErrorKind::InvalidInput, "{source}");
+        }
+        other => panic!("a 1 MiB stamp opened: {other:?}"),
+    }
+    assert_eq!(std::fs::read_dir(folder.path()).unwrap().count(), 0);
+    // Just under the bound still works and reopens without a repair.
+    let s = CompatibilityStamp::new(DriverIdentity::default(), "y".repeat(60_000), "1");
+    let e = disk::encode(&key(4), &program(4, 5, 64), &s.hash(), 1, true);
+    drop(
+        Store::open(StoreConfig::new(folder.path(), s.clone()))
+            .unwrap()
+            .put(&e),
+    );
+    let store = Store::open(StoreConfig::new(folder.path(), s)).unwrap();
+    assert_eq!(store.condition(), None);
+    assert_eq!(
+        store.entries().map(|(k, _)| k).collect::<Vec<_>>(),
+        [key(4)]
+    );
+}
+
+#[test]
+fn touches_of_keys_the_store_does_not_hold_never_push_out_its_entries() {
+    // A hostile GPU process reports uses of 200,000 keys that were never saved.
+    let folder = tempfile::tempdir().unwrap();
+    let store = Store::open(StoreConfig {
+        budget_bytes: 1 << 20,
+        ..StoreConfig::new(folder.path(), stamp())
+    })
+    .unwrap();
+    for n in 0..20u32 {
+        store.put(&big_entry(n, 20_000).1).unwrap();
+    }
+    for i in 0..200_000u32 {
+        let mut k = [0xA5u8; 20];
+        k[..4].copy_from_slice(&i.to_le_bytes());
+        store.touch(&ProgramKey(k));
+        if i % 50_000 == 0 {
+            store.flush();
+        }
+    }
+    store.flush();
+    let stats = store.stats();
+    let log = std::fs::metadata(store.path().join("lru.log")).map_or(0, |m| m.len());
+    eprintln!("lru.log {log} bytes; {stats:?}");
+    assert_eq!(
+        stats.entries, 20,
+        "entries were evicted for touches of absent keys"
+    );
+    assert_eq!(stats.disk.evictions, 0);
+    assert!(stats.bytes <= 1 << 20);
 }

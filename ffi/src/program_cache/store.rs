@@ -153,8 +153,8 @@ fn store_error(e: &StoreError) -> FfiError {
 /// and trims the store to its budget. Everything is copied.
 ///
 /// Errors: `GPUSVC_PROGRAM_CACHE_STORE_UNUSABLE` when the folder cannot be used (not creatable,
-/// not a folder, read-only, locked by another process past the bounded wait; the detail says
-/// why); `GPUSVC_PROGRAM_CACHE_BAD_STAMP` for a stamp text that does not parse;
+/// not a folder, read-only, locked by another process past the bounded wait, a stamp text over
+/// the 64 KiB a `STAMP` file may hold; the detail says why); `GPUSVC_PROGRAM_CACHE_BAD_STAMP` for a stamp text that does not parse;
 /// `GPUSVC_PROGRAM_CACHE_STORE_DIR_NOT_ABSOLUTE` for a relative `dir`; `GPUSVC_INVALID_UTF8` for
 /// a `dir` or stamp that is not UTF-8; `GPUSVC_INVALID_ARGUMENT` for an empty `dir`, one with a
 /// NUL byte, or `budget_bytes` 0; `GPUSVC_NULL_ARGUMENT` for a NULL `dir` or `stamp`;

@@ -25,7 +25,7 @@ use super::format::{self, EntryError};
 use super::layer::Shared;
 use super::stamp::CompatibilityStamp;
 use super::store_dir::{
-    self, EntryFile, MAX_ENTRY_FILE, OPEN_LOCK_WAIT, Published, ReadError, StampDir,
+    self, EntryFile, MAX_ENTRY_FILE, MAX_STAMP_FILE, OPEN_LOCK_WAIT, Published, ReadError, StampDir,
 };
 use super::writer::Writer;
 
@@ -189,8 +189,23 @@ impl Store {
     /// Opens (creating as needed, `0700`) the store of `config.stamp` in `config.dir`, on the
     /// caller's thread: takes `in-use.lock` shared (at most [`super::OPEN_LOCK_WAIT`]), checks
     /// or rewrites `STAMP`, removes stale stores of the folder, dead writers' temporary files
-    /// and names in `entries/` that are not entries, and trims the store to its budget.
+    /// and names in `entries/` that are not entries, and trims the store to its budget. A stamp
+    /// whose text is longer than a `STAMP` file may be (64 KiB: a field that large could never
+    /// be read back) is [`StoreError::Open`] (`InvalidInput`), nothing created.
     pub fn open(config: StoreConfig) -> Result<Store, StoreError> {
+        let stamp_len = config.stamp.describe().len() as u64;
+        if stamp_len > MAX_STAMP_FILE {
+            return Err(StoreError::Open {
+                dir: config.dir.clone(),
+                source: std::io::Error::new(
+                    std::io::ErrorKind::InvalidInput,
+                    format!(
+                        "the stamp text is {stamp_len} bytes, more than a STAMP file's \
+                         {MAX_STAMP_FILE}: it could not be read back"
+                    ),
+                ),
+            });
+        }
         let shared = Arc::new(Shared::new(config.log.clone()));
         // Nothing loads into a memory cache here: the order of the stream is the caller's.
         shared.finish_load(super::LoadReport::default(), None);

@@ -29,7 +29,7 @@ const HOT_RECORD: usize = 24;
 /// The largest entry file: a header and the largest payload FORMAT.md allows.
 pub(crate) const MAX_ENTRY_FILE: u64 = HEADER_LEN as u64 + MAX_PAYLOAD;
 /// The largest `STAMP` file read.
-const MAX_STAMP_FILE: u64 = 64 * 1024;
+pub(crate) const MAX_STAMP_FILE: u64 = 64 * 1024;
 /// At most this much of `lru.log` / `hot.list` is read (its newest part); the logs are
 /// compacted long before they get there.
 const MAX_LOG_READ: u64 = 8 << 20;
