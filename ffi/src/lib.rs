@@ -37,7 +37,8 @@
 //! a `_defaults` function keeps it), so fields can be appended without breaking old hosts. One
 //! helper implements the rule (`kit::sized`, like Linux's `copy_struct_from_user`). Guarantees:
 //! * In: only `min(struct_size, ours)` bytes are read; fields past the host's size take their
-//!   documented defaults (`an_old_hosts_prefix_struct_works_and_the_missing_fields_take_their_defaults`).
+//!   documented defaults
+//!   (`an_old_hosts_prefix_struct_works_and_the_missing_fields_take_their_defaults`).
 //! * A newer host's larger struct is taken when the bytes past ours are zero, and refused with
 //!   `GPUSVC_UNSUPPORTED_STRUCT_SIZE` when any is not: a field this version does not know is
 //!   never silently ignored (`a_newer_hosts_struct_is_taken_while_its_unknown_fields_are_zero`,

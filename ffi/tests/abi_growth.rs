@@ -82,10 +82,8 @@ fn current_config(cache: *mut gpusvc_program_cache) -> gpusvc_program_cache_conf
     let mut c: gpusvc_program_cache_config = unsafe { std::mem::zeroed() };
     c.struct_size = size_of::<gpusvc_program_cache_config>();
     // SAFETY: a live handle and a live, sized output.
-    assert_eq!(
-        unsafe { gpusvc_program_cache_current_config(cache, &mut c) },
-        OK
-    );
+    let r = unsafe { gpusvc_program_cache_current_config(cache, &mut c) };
+    assert_eq!(r, OK);
     c
 }
 
@@ -257,7 +255,8 @@ fn defaults_fill_only_the_hosts_size_and_keep_it() {
 
 /// A cache with one saved program (so the counters are not all zero).
 fn cache_with_one_save() -> *mut gpusvc_program_cache {
-    let (r, cache) = new_cache((&raw const *&v2()).cast());
+    let config = v2();
+    let (r, cache) = new_cache((&raw const config).cast());
     assert_eq!(r, OK);
     let none = gpusvc_program_cache_shader_variables {
         attributes: ptr::null(),

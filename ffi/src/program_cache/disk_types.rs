@@ -27,8 +27,9 @@ pub type gpusvc_program_cache_disk_log_callback =
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
 pub struct gpusvc_program_cache_disk_config {
-    /// `sizeof(struct gpusvc_program_cache_disk_config)`, set by the host (kept by the `_defaults` function): the library reads only that many bytes, the
-    /// fields past it take their defaults.
+    /// `sizeof(struct gpusvc_program_cache_disk_config)`, set by the host (and kept by the
+    /// `_defaults` function): the library reads only that many bytes, the fields past it take
+    /// their defaults.
     pub struct_size: usize,
     /// False: no disk store at all, the cache lives in memory only (a host's kill switch).
     pub enabled: bool,

@@ -134,6 +134,7 @@ c_enum!(fn variable_kind_in("gpusvc variable kind") -> VariableKind {
 // ---- plain C types ----
 
 /// A SHA-1 digest: a shader hash or a program key.
+/// No `struct_size`: a fixed-size value, embedded in other structs and passed in arrays.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub struct gpusvc_program_cache_sha1 {
@@ -176,8 +177,9 @@ pub(crate) unsafe fn sha1_in(
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct gpusvc_program_cache_config {
-    /// `sizeof(struct gpusvc_program_cache_config)`, set by the host (or kept from the `_defaults` function): the
-    /// library reads only that many bytes, the fields past it take their defaults.
+    /// `sizeof(struct gpusvc_program_cache_config)`, set by the host (and kept by the `_defaults`
+    /// function): the library reads only that many bytes, the fields past it take their
+    /// defaults.
     pub struct_size: usize,
     /// Byte budget of the binary store (at most `PTRDIFF_MAX`).
     pub budget_bytes: usize,

@@ -9,6 +9,7 @@ use crate::kit::{FfiError, HostFn, gpusvc_result, invalid_argument, null_argumen
 
 /// A release to wait for: command buffer `(namespace_id, command_buffer_id)` releasing
 /// `release_count`. A token with `release_count` 0 names nothing and is always released.
+/// No `struct_size`: passed in arrays with a count (`gpusvc_scheduler_task.waits`).
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct gpusvc_sync_token {

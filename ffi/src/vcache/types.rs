@@ -48,6 +48,8 @@ c_enum!(fn family_in / family_out ("GPUSVC_VCACHE_FAMILY") -> Family {
 /// text). Parameters a family does not have must be 0. The ranges are those of the text forms
 /// (e.g. `fifo:N` with N in 1..=65536); anything else is `GPUSVC_VCACHE_BAD_MODEL` wherever the
 /// struct is passed in. A zeroed struct is not a model (family 0).
+///
+/// No `struct_size`: embedded in `gpusvc_vcache_fit_entry`, whose layout it fixes.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct gpusvc_vcache_model {
@@ -64,6 +66,7 @@ pub struct gpusvc_vcache_model {
 }
 
 /// What one draw of a mesh costs in vertex-shader invocations.
+/// No `struct_size`: embedded in `gpusvc_vcache_measurement`, whose layout it fixes.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct gpusvc_vcache_analysis {
