@@ -1725,7 +1725,8 @@ typedef struct gpusvc_program_cache_stamp_desc {
 
 /*
  The persistence counters of a cache (a snapshot; all zero and `configured` false for a cache
- without a sink).
+ without a sink). The counts of calls made (`sent`, `used`, `rejected`, `store_rejections`)
+ count what the cache handed to the sink: a callback left NULL counts as called.
  */
 typedef struct gpusvc_program_cache_persist_stats_snapshot {
   /*
