@@ -1148,6 +1148,11 @@ typedef void (*gpusvc_program_cache_persist_store_fn)(void *user_data);
  except `gpusvc_program_cache_flush_persist` (`GPUSVC_HANDLE_BUSY`: it would wait for the
  callback itself); a sink call that such a nested call causes is made later, on the
  persistence thread, as usual.
+
+ `entry_saved`, `entry_rejected` and `store_rejected` arrive in the order they happened;
+ `entry_used` travels on a queue of its own and may arrive before the `entry_saved` of its key
+ or after its `entry_rejected` (a `gpusvc_program_cache_store_touch` of a key the store does
+ not hold is harmless).
  */
 typedef struct gpusvc_program_cache_persist_sink {
   /*

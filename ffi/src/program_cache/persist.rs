@@ -62,6 +62,11 @@ pub type gpusvc_program_cache_persist_store_fn =
 /// except `gpusvc_program_cache_flush_persist` (`GPUSVC_HANDLE_BUSY`: it would wait for the
 /// callback itself); a sink call that such a nested call causes is made later, on the
 /// persistence thread, as usual.
+///
+/// `entry_saved`, `entry_rejected` and `store_rejected` arrive in the order they happened;
+/// `entry_used` travels on a queue of its own and may arrive before the `entry_saved` of its key
+/// or after its `entry_rejected` (a `gpusvc_program_cache_store_touch` of a key the store does
+/// not hold is harmless).
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
 pub struct gpusvc_program_cache_persist_sink {

@@ -16,6 +16,11 @@
 //! drops the last handle, that drop cannot wait for the call it is in: what was still queued is
 //! discarded and the sink is not called again. From inside the sink,
 //! [`crate::ProgramCache::flush_persist`] returns at once (it would wait for that very call).
+//!
+//! Order: saves, refusals and store rejections reach the sink in the order they happened (one
+//! queue); uses travel on their own queue, so an `entry_used(k)` may come before the
+//! `entry_saved(k)` it follows, or after an `entry_rejected(k)` (`Store::touch` of a key the
+//! store does not hold, or no longer holds, is harmless).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
