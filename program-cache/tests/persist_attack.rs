@@ -705,3 +705,84 @@ fn a_use_may_reach_the_sink_before_the_save_it_follows() {
     eprintln!("{early} of 200 uses reached the sink before their save");
     assert_eq!(calls.len(), 400);
 }
+
+/// Takes `flock` on `path` (a separate open file description: it conflicts with the store's
+/// own locks in this process as another process's would).
+fn hold_flock(path: &Path, exclusive: bool) -> std::fs::File {
+    use std::os::fd::AsRawFd;
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)
+        .unwrap();
+    let op = if exclusive {
+        libc::LOCK_EX
+    } else {
+        libc::LOCK_SH
+    };
+    // SAFETY: a live descriptor of this File.
+    assert_eq!(unsafe { libc::flock(f.as_raw_fd(), op | libc::LOCK_NB) }, 0);
+    f
+}
+
+#[test]
+fn a_frozen_process_holding_the_store_locks_costs_bounded_waits_only() {
+    let folder = tempfile::tempdir().unwrap();
+    let store = Store::open(StoreConfig {
+        budget_bytes: 256 << 10,
+        ..StoreConfig::new(folder.path(), stamp())
+    })
+    .unwrap();
+    let frozen = hold_flock(&store.path().join("evict.lock"), true);
+    let mut slowest = Duration::ZERO;
+    for n in 0..30u32 {
+        let start = Instant::now();
+        store.put(&big_entry(n, 20_000).1).unwrap();
+        slowest = slowest.max(start.elapsed());
+    }
+    let start = Instant::now();
+    let cleared = store.clear().unwrap();
+    let clear_time = start.elapsed();
+    let stats = store.stats();
+    eprintln!("slowest put {slowest:?}, clear {clear_time:?} ({cleared} deleted); {stats:?}");
+    assert!(slowest < Duration::from_secs(1), "a put waited {slowest:?}");
+    assert!(
+        clear_time < Duration::from_secs(1),
+        "clear waited {clear_time:?}"
+    );
+    assert!(stats.disk.lock_busy > 0);
+    assert_eq!(stats.entries, 0);
+    drop(frozen);
+
+    // in-use.lock held exclusively (a process emptying the folder, frozen): the open gives up
+    // after its bounded wait, with the lock named.
+    let path = store.path().to_path_buf();
+    drop(store);
+    let frozen = hold_flock(&path.join("in-use.lock"), true);
+    let start = Instant::now();
+    let err = Store::open(StoreConfig::new(folder.path(), stamp())).unwrap_err();
+    let waited = start.elapsed();
+    eprintln!("open with in-use.lock held: {err} after {waited:?}");
+    assert!(waited < Duration::from_secs(4), "{waited:?}");
+    assert!(matches!(err, StoreError::Open { .. }), "{err}");
+    drop(frozen);
+}
+
+#[test]
+fn a_clear_is_counted_as_a_store_drop() {
+    // DiskCounters::store_drops: "Times the whole store was dropped (repeated driver refusals,
+    // clear)"; the C snapshot: "Times the whole store was emptied (`_clear`)". Was 0.
+    let folder = tempfile::tempdir().unwrap();
+    let store = Store::open(StoreConfig::new(folder.path(), stamp())).unwrap();
+    store.put(&big_entry(1, 1000).1).unwrap();
+    assert_eq!(store.clear().unwrap(), 1);
+    assert_eq!(store.clear().unwrap(), 0);
+    let stats = store.stats();
+    assert_eq!(
+        (stats.disk.store_drops, stats.disk.evictions),
+        (2, 1),
+        "{stats:?}"
+    );
+}

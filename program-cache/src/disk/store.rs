@@ -340,9 +340,12 @@ impl Store {
     }
 
     /// Deletes every entry of the store and empties its logs (under `evict.lock` when it can
-    /// be had within the bounded wait). Returns the entries deleted.
+    /// be had within the bounded wait). Returns the entries deleted. Counted in `store_drops`
+    /// (the entries in `evictions`).
     pub fn clear(&self) -> Result<usize, StoreError> {
-        self.writer().drop_all().map_err(StoreError::Io)
+        let n = self.writer().drop_all().map_err(StoreError::Io)?;
+        bump(&self.shared.counters.store_drops, 1);
+        Ok(n)
     }
 
     /// The entries, in the disk layer's load order — hot ones first, then most recently used
