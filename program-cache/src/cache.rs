@@ -771,7 +771,8 @@ impl ProgramCache {
 
     /// Waits until the persistence thread has handed everything queued so far to the sink
     /// (as long as the host's sink takes: call it where the host can afford that, e.g. at
-    /// shutdown or in tests). Returns at once without persistence.
+    /// shutdown or in tests). Returns at once without persistence, and when called from inside
+    /// the sink (it would wait for that very call).
     pub fn flush_persist(&self) {
         if let Some(persist) = &self.persist {
             persist.flush();

@@ -786,3 +786,152 @@ fn a_clear_is_counted_as_a_store_drop() {
         "{stats:?}"
     );
 }
+
+#[test]
+fn a_link_planted_at_an_entry_name_makes_put_say_present_until_the_next_open() {
+    let folder = tempfile::tempdir().unwrap();
+    let outside = folder.path().join("victim");
+    std::fs::write(&outside, b"user data").unwrap();
+    let store_dir;
+    let (k, e) = big_entry(7, 3000);
+    let hex: String = k.0.iter().map(|b| format!("{b:02x}")).collect();
+    {
+        let store = Store::open(StoreConfig::new(folder.path().join("cache"), stamp())).unwrap();
+        store_dir = store.path().to_path_buf();
+        std::os::unix::fs::symlink(&outside, store_dir.join("entries").join(&hex)).unwrap();
+        let outcome = store.put(&e).unwrap();
+        eprintln!("put over a planted link: {outcome:?}");
+        assert_eq!(store.entries().count(), 0, "the link is never streamed");
+        assert_eq!(std::fs::read(&outside).unwrap(), b"user data");
+    }
+    // The next open removes the link (not what it points to); the put then writes.
+    let store = Store::open(StoreConfig::new(folder.path().join("cache"), stamp())).unwrap();
+    assert_eq!(std::fs::read(&outside).unwrap(), b"user data");
+    assert!(matches!(
+        store.put(&e).unwrap(),
+        disk::PutOutcome::Written { .. }
+    ));
+    assert_eq!(store.entries().map(|(k, _)| k).collect::<Vec<_>>(), [k]);
+}
+
+/// Wraps `raw` as an uncompressed entry with every header field and checksum right.
+fn craft_plain(key: &ProgramKey, raw: &[u8], stamp_hash: &[u8; 20]) -> Vec<u8> {
+    let mut e = disk::encode(key, &program(1, 2, 8), stamp_hash, 1_700_000_000_000, false);
+    e.truncate(HEADER_LEN);
+    e[12..16].copy_from_slice(&0u32.to_le_bytes());
+    e[64..72].copy_from_slice(&(raw.len() as u64).to_le_bytes());
+    e[72..80].copy_from_slice(&(raw.len() as u64).to_le_bytes());
+    e[80..84].copy_from_slice(&crc32c::crc32c(raw).to_le_bytes());
+    let crc = crc32c::crc32c(&e[..HEADER_LEN - 4]);
+    e[HEADER_LEN - 4..HEADER_LEN].copy_from_slice(&crc.to_le_bytes());
+    e.extend_from_slice(raw);
+    e
+}
+
+#[test]
+fn random_payloads_behind_valid_headers_never_panic_and_both_sides_agree() {
+    let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+    let mut next = move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    let real = postcard::to_stdvec(&program(3, 4, 40)).unwrap();
+    let folder = tempfile::tempdir().unwrap();
+    let store = Store::open(StoreConfig::new(folder.path(), stamp())).unwrap();
+    let cache = ProgramCache::builder(CacheConfig::with_budget(64 << 20))
+        .persist(PersistConfig::new(stamp(), Reenter::new(Inside::Panic)))
+        .build();
+    let (mut accepted, mut refused) = (0, 0);
+    for i in 0..3000u32 {
+        // Half: a real payload with a few bytes changed (reaches deep into the decoder);
+        // half: random bytes with small varints.
+        let raw: Vec<u8> = if i % 2 == 0 {
+            let mut r = real.clone();
+            for _ in 0..1 + next() % 4 {
+                let at = (next() % r.len() as u64) as usize;
+                r[at] = next() as u8;
+            }
+            if next() % 4 == 0 {
+                r.truncate((next() % r.len() as u64) as usize);
+            }
+            r
+        } else {
+            (0..next() % 200).map(|_| (next() % 6) as u8).collect()
+        };
+        let mut k = [0u8; 20];
+        k[..4].copy_from_slice(&i.to_le_bytes());
+        let key = ProgramKey(k);
+        let entry = if i % 3 == 0 {
+            craft_lz4(&key, &raw, &stamp().hash())
+        } else {
+            craft_plain(&key, &raw, &stamp().hash())
+        };
+        let put = store.put(&entry);
+        let inserted = cache.insert_entry(&entry);
+        // The cache also refuses an empty binary and what does not fit; the store keeps those.
+        let cache_checks = !matches!(inserted, Err(program_cache::InsertError::Invalid(_)));
+        assert_eq!(
+            put.is_ok(),
+            cache_checks,
+            "{i}: put {put:?}, insert {inserted:?}"
+        );
+        if put.is_ok() {
+            accepted += 1;
+        } else {
+            refused += 1;
+        }
+    }
+    eprintln!(
+        "{accepted} accepted, {refused} refused; {:?}",
+        cache.persist_counters()
+    );
+    for (k, bytes) in store.entries() {
+        disk::decode(&bytes, &stamp().hash(), Some(&k)).unwrap();
+    }
+}
+
+#[test]
+fn hard_links_and_huge_sparse_files_planted_in_a_store_are_never_written_or_read() {
+    let folder = tempfile::tempdir().unwrap();
+    let victim = folder.path().join("victim");
+    std::fs::write(&victim, b"user data").unwrap();
+    let cfg = || StoreConfig::new(folder.path().join("cache"), stamp());
+    let store = Store::open(cfg()).unwrap();
+    let dir = store.path().to_path_buf();
+    let (k, e) = big_entry(9, 2000);
+    store.put(&e).unwrap();
+    // Planted while the store is open: lru.log becomes a second name of the victim, and a
+    // 16 GiB sparse file takes an entry's name.
+    std::fs::remove_file(dir.join("lru.log")).ok();
+    std::fs::hard_link(&victim, dir.join("lru.log")).unwrap();
+    let (k2, _) = big_entry(10, 10);
+    let hex: String = k2.0.iter().map(|b| format!("{b:02x}")).collect();
+    let sparse = std::fs::File::create(dir.join("entries").join(&hex)).unwrap();
+    sparse.set_len(16 << 30).unwrap();
+    drop(sparse);
+    for _ in 0..3 {
+        store.touch(&k);
+        store.flush();
+    }
+    let start = Instant::now();
+    let streamed: Vec<_> = store.entries().map(|(k, _)| k).collect();
+    let took = start.elapsed();
+    drop(store);
+    assert_eq!(
+        std::fs::read(&victim).unwrap(),
+        b"user data",
+        "written through a hard link"
+    );
+    assert_eq!(streamed, [k]);
+    assert!(
+        took < Duration::from_secs(2),
+        "the sparse file was read? {took:?}"
+    );
+    // The next open removes the sparse name and replaces the planted log; the victim stays.
+    let store = Store::open(cfg()).unwrap();
+    assert!(!dir.join("entries").join(&hex).exists());
+    assert_eq!(std::fs::read(&victim).unwrap(), b"user data");
+    eprintln!("{:?}", store.stats());
+}
