@@ -1803,7 +1803,9 @@ typedef struct gpusvc_program_cache_store_config {
   size_t dir_len;
   /*
    The stamp text the GPU process computed (`gpusvc_program_cache_stamp_text`) and sent,
-   `stamp_len` bytes of UTF-8 (no NUL needed).
+   `stamp_len` bytes of UTF-8 (no NUL needed). The open collects the folder's stale stores
+   by this stamp's rules (a store of the same product with an older version goes at once):
+   check that its `host_product` and `host_version` lines are the browser's own first.
    */
   const char *stamp;
   /*

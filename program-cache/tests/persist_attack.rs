@@ -935,3 +935,27 @@ fn hard_links_and_huge_sparse_files_planted_in_a_store_are_never_written_or_read
     assert_eq!(std::fs::read(&victim).unwrap(), b"user data");
     eprintln!("{:?}", store.stats());
 }
+
+#[test]
+fn a_stamp_sent_by_a_hostile_gpu_process_decides_which_stores_are_collected() {
+    // The browser opens the store of whatever stamp text the GPU process sends. A newer host
+    // version of the same product makes the open collect the older version's store (the rule
+    // for stale stores) — a GPU process could already empty the store (store_rejected), so this
+    // gives it nothing new, but a browser should build host_product/host_version itself.
+    let folder = tempfile::tempdir().unwrap();
+    let v = |version: &str| CompatibilityStamp::new(DriverIdentity::default(), "browser", version);
+    {
+        let store = Store::open(StoreConfig::new(folder.path(), v("1"))).unwrap();
+        let e = disk::encode(&key(1), &program(1, 2, 64), &v("1").hash(), 1, true);
+        store.put(&e).unwrap();
+    }
+    let newer = Store::open(StoreConfig::new(folder.path(), v("999"))).unwrap();
+    let removed = newer.stats().disk.stores_removed;
+    drop(newer);
+    let old = Store::open(StoreConfig::new(folder.path(), v("1"))).unwrap();
+    let left = old.entries().count();
+    eprintln!(
+        "stores removed by the open for version 999: {removed}; version 1 entries left: {left}"
+    );
+    assert_eq!((removed, left), (1, 0));
+}

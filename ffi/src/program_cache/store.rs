@@ -49,7 +49,9 @@ pub struct gpusvc_program_cache_store_config {
     /// Length of `dir` in bytes (> 0).
     pub dir_len: usize,
     /// The stamp text the GPU process computed (`gpusvc_program_cache_stamp_text`) and sent,
-    /// `stamp_len` bytes of UTF-8 (no NUL needed).
+    /// `stamp_len` bytes of UTF-8 (no NUL needed). The open collects the folder's stale stores
+    /// by this stamp's rules (a store of the same product with an older version goes at once):
+    /// check that its `host_product` and `host_version` lines are the browser's own first.
     pub stamp: *const c_char,
     /// Length of `stamp` in bytes.
     pub stamp_len: usize,

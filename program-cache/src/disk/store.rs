@@ -35,7 +35,10 @@ pub struct StoreConfig {
     /// The cache folder (one sub-folder per stamp, as for [`DiskConfig::dir`]).
     pub dir: PathBuf,
     /// The stamp the GPU process computed and sent ([`CompatibilityStamp::describe`] /
-    /// [`CompatibilityStamp::parse`] carry it as text).
+    /// [`CompatibilityStamp::parse`] carry it as text). The open collects the folder's stale
+    /// stores by this stamp's rules (a store of the same product with an older version goes at
+    /// once), so check that its `host_product` and `host_version` are the browser's own before
+    /// opening a stamp a GPU process sent.
     pub stamp: CompatibilityStamp,
     /// Byte budget of the store on disk (allocated blocks, logs included).
     pub budget_bytes: u64,
