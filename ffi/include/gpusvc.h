@@ -1175,8 +1175,8 @@ typedef struct gpusvc_program_cache_persist_sink {
   gpusvc_program_cache_persist_key_fn entry_used;
   /*
    The driver refused the binary of an entry inserted with
-   `gpusvc_program_cache_insert_entry`: the store should delete it
-   (`gpusvc_program_cache_store_remove`).
+   `gpusvc_program_cache_insert_entry` (or, for a cache with a disk store too, one that
+   store loaded): the store should delete it (`gpusvc_program_cache_store_remove`).
    */
   gpusvc_program_cache_persist_key_fn entry_rejected;
   /*

@@ -959,3 +959,30 @@ fn a_stamp_sent_by_a_hostile_gpu_process_decides_which_stores_are_collected() {
     );
     assert_eq!((removed, left), (1, 0));
 }
+
+#[test]
+fn with_a_disk_store_too_the_sink_hears_refusals_of_disk_loaded_entries() {
+    // PersistSink::entry_rejected was documented for entries inserted with insert_entry only;
+    // with .disk() and .persist() together, a refused binary the disk store loaded reaches it
+    // too (harmless: the browser removes a key it may hold). Documented since this probe.
+    let folder = tempfile::tempdir().unwrap();
+    {
+        let a = ProgramCache::builder(CacheConfig::with_budget(1 << 20))
+            .disk(DiskConfig::new(folder.path(), stamp()))
+            .build();
+        a.save(key(1), program(1, 2, 64), None).unwrap();
+        a.flush_disk();
+    }
+    let sink = Arc::new(Order::default());
+    let b = ProgramCache::builder(CacheConfig::with_budget(1 << 20))
+        .disk(DiskConfig::new(folder.path(), stamp()))
+        .persist(PersistConfig::new(stamp(), sink.clone()))
+        .build();
+    b.wait_until_loaded(Duration::from_secs(10)).unwrap();
+    assert!(b.peek(&key(1)).is_some(), "loaded from disk");
+    b.evict_rejected(&key(1));
+    b.flush_persist();
+    let calls = sink.0.lock().unwrap().clone();
+    eprintln!("sink calls: {calls:?}; {:?}", b.persist_counters());
+    assert_eq!(calls, [('r', key(1))]);
+}

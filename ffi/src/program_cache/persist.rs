@@ -81,8 +81,8 @@ pub struct gpusvc_program_cache_persist_sink {
     /// `gpusvc_program_cache_store_touch`, which keeps the store's most recently used order.
     pub entry_used: gpusvc_program_cache_persist_key_fn,
     /// The driver refused the binary of an entry inserted with
-    /// `gpusvc_program_cache_insert_entry`: the store should delete it
-    /// (`gpusvc_program_cache_store_remove`).
+    /// `gpusvc_program_cache_insert_entry` (or, for a cache with a disk store too, one that
+    /// store loaded): the store should delete it (`gpusvc_program_cache_store_remove`).
     pub entry_rejected: gpusvc_program_cache_persist_key_fn,
     /// The driver refused `max_consecutive_rejections` inserted binaries in a row: it changed in
     /// a way the stamp did not capture; every inserted entry has left memory, and the store

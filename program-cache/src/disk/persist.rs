@@ -51,8 +51,8 @@ pub trait PersistSink: Send + Sync {
     /// [`PersistConfig::use_interval`]): for [`super::Store::touch`].
     fn entry_used(&self, key: &ProgramKey);
     /// The driver refused the binary of an entry inserted with
-    /// [`crate::ProgramCache::insert_entry`]: the store should delete it
-    /// ([`super::Store::remove`]).
+    /// [`crate::ProgramCache::insert_entry`] (or, when the cache has a disk store too, one that
+    /// store loaded): the store should delete it ([`super::Store::remove`]).
     fn entry_rejected(&self, key: &ProgramKey);
     /// The driver refused [`PersistConfig::max_consecutive_rejections`] inserted binaries in a
     /// row: it changed in a way the stamp did not capture, so the whole store should be
