@@ -128,6 +128,9 @@ pub use manager::{
     ProgramManagerId, ProgramOptions, Shader, ShaderState,
 };
 pub use memory_store::{EvictionPolicy, PageId};
-pub use program::{CachedProgram, ProgramBinaryData, ShaderVariables, SharedProgram, VariableInfo};
+pub use program::{
+    CachedProgram, MAX_STORED_VARIABLES, ProgramBinaryData, ShaderVariables, SharedProgram,
+    VariableInfo,
+};
 pub use stats::{Counters, Histogram, HistogramCallback, Stats};
 pub use status::{CompileStatus, LinkStatus};

@@ -26,9 +26,61 @@ pub struct VariableInfo {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ShaderVariables {
     /// Attributes (vertex inputs).
+    #[serde(deserialize_with = "bounded_variables")]
     pub attributes: Vec<VariableInfo>,
     /// Uniforms.
+    #[serde(deserialize_with = "bounded_variables")]
     pub uniforms: Vec<VariableInfo>,
+}
+
+impl ShaderVariables {
+    /// Whether both lists are within [`MAX_STORED_VARIABLES`], so an entry holding them can be
+    /// decoded again.
+    pub fn within_stored_bound(&self) -> bool {
+        self.attributes.len() <= MAX_STORED_VARIABLES && self.uniforms.len() <= MAX_STORED_VARIABLES
+    }
+}
+
+/// The most variables one list (a shader's attributes or its uniforms) may hold in a stored
+/// entry. A decoder refuses a longer list as soon as its length is read, before allocating: a
+/// variable is a few bytes on the wire but about 60 in memory, so without this bound a 260 KB
+/// LZ4 entry of empty uniforms cost 820 MiB to decode. GL reports an array as one active
+/// variable, so real programs have hundreds at most; an entry that would exceed it is never
+/// written (`disk::encode_bounded`).
+pub const MAX_STORED_VARIABLES: usize = 65_536;
+
+/// Deserializes a variable list of at most [`MAX_STORED_VARIABLES`] elements, refusing a longer
+/// one from its declared length (postcard declares it) or, without one, at the first element
+/// past the bound.
+fn bounded_variables<'de, D>(d: D) -> Result<Vec<VariableInfo>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+{
+    struct Bounded;
+    impl<'de> serde::de::Visitor<'de> for Bounded {
+        type Value = Vec<VariableInfo>;
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            write!(f, "at most {MAX_STORED_VARIABLES} variables")
+        }
+        fn visit_seq<A: serde::de::SeqAccess<'de>>(
+            self,
+            mut seq: A,
+        ) -> Result<Self::Value, A::Error> {
+            let declared = seq.size_hint().unwrap_or(0);
+            if declared > MAX_STORED_VARIABLES {
+                return Err(serde::de::Error::invalid_length(declared, &self));
+            }
+            let mut out = Vec::with_capacity(declared);
+            while let Some(v) = seq.next_element()? {
+                if out.len() == MAX_STORED_VARIABLES {
+                    return Err(serde::de::Error::invalid_length(out.len() + 1, &self));
+                }
+                out.push(v);
+            }
+            Ok(out)
+        }
+    }
+    d.deserialize_seq(Bounded)
 }
 
 /// A driver program binary.

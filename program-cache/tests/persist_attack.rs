@@ -277,17 +277,12 @@ fn rss_peak_kib() -> u64 {
 /// In a child of its own (the peak RSS is per process): one crafted entry through
 /// `insert_entry` and `Store::put`.
 #[test]
-#[ignore = "finding, left open: a 263,294-byte LZ4 entry that passes every check (13.4 M empty \
-            uniforms: 255x LZ4 bound to 64 MiB raw, 5 wire bytes -> 64 heap bytes each) cost one \
-            Store::put +818 MiB peak RSS and 40 s (debug build) and was written, so every \
-            later entries() decodes it again; insert_entry 24 s then NoRoom. Run with --ignored"]
 fn a_small_entry_that_passes_every_check_does_not_cost_a_gigabyte_decoded() {
     if std::env::var_os("PERSIST_ATTACK_BOMB").is_none() {
         let out = Command::new(std::env::current_exe().unwrap())
             .args([
                 "--exact",
                 "a_small_entry_that_passes_every_check_does_not_cost_a_gigabyte_decoded",
-                "--ignored",
                 "--nocapture",
             ])
             .env("PERSIST_ATTACK_BOMB", "1")
@@ -327,6 +322,11 @@ fn a_small_entry_that_passes_every_check_does_not_cost_a_gigabyte_decoded() {
         inserted,
         rss_peak_kib()
     );
+    // Refused from the list's declared length (program::MAX_STORED_VARIABLES): neither side
+    // keeps it, and nothing was written.
+    assert!(put.is_err(), "the store kept a 13.4 M-variable entry");
+    assert!(inserted.is_err(), "the cache took a 13.4 M-variable entry");
+    assert_eq!(store.entries().count(), 0);
     assert!(
         after_put - before < 256 << 10,
         "one put of a {} byte entry raised the peak RSS by {} MiB",
@@ -985,4 +985,36 @@ fn with_a_disk_store_too_the_sink_hears_refusals_of_disk_loaded_entries() {
     let calls = sink.0.lock().unwrap().clone();
     eprintln!("sink calls: {calls:?}; {:?}", b.persist_counters());
     assert_eq!(calls, [('r', key(1))]);
+}
+
+#[test]
+fn a_program_with_more_variables_than_an_entry_may_hold_is_never_written() {
+    // The decoder's bound (MAX_STORED_VARIABLES per list) and the writer's agree: what is
+    // written can be read back, and one variable more is never written at all.
+    let with = |n: usize| {
+        let mut p = program(3, 0, 64);
+        p.fragment.uniforms = (0..n)
+            .map(|i| program_cache::VariableInfo {
+                name: String::new(),
+                mapped_name: String::new(),
+                gl_type: 0x1406,
+                array_size: 1,
+                location: Some(i as i32),
+            })
+            .collect();
+        p
+    };
+    let at = with(program_cache::MAX_STORED_VARIABLES);
+    let bytes = disk::encode_bounded(&key(3), &at, &stamp().hash(), 1, true)
+        .expect("an entry at the bound is written");
+    let (_, back) = disk::decode(&bytes, &stamp().hash(), Some(&key(3))).expect("and read back");
+    assert_eq!(back, at);
+    let over = with(program_cache::MAX_STORED_VARIABLES + 1);
+    assert!(disk::encode_bounded(&key(3), &over, &stamp().hash(), 1, true).is_none());
+    // An entry forced past the bound (the unchecked encoder) is refused by the decoder.
+    let forced = disk::encode(&key(3), &over, &stamp().hash(), 1, true);
+    assert!(matches!(
+        disk::decode(&forced, &stamp().hash(), Some(&key(3))),
+        Err(disk::EntryError::Decode(_))
+    ));
 }

@@ -136,7 +136,8 @@ pub fn encode(
 }
 
 /// Encodes an entry unless it would break FORMAT.md's bounds (a stored or decompressed payload
-/// over [`MAX_PAYLOAD`]): such an entry could never be read back, so it is never written.
+/// over [`MAX_PAYLOAD`], a variable list over [`crate::MAX_STORED_VARIABLES`]): such an entry
+/// could never be read back, so it is never written.
 pub fn encode_bounded(
     key: &ProgramKey,
     program: &CachedProgram,
@@ -145,7 +146,10 @@ pub fn encode_bounded(
     compress: bool,
 ) -> Option<Vec<u8>> {
     // The binary alone bounds the raw payload from below: skip the encoding when it is over.
-    if program.binary.bytes.len() as u64 > MAX_PAYLOAD {
+    if program.binary.bytes.len() as u64 > MAX_PAYLOAD
+        || !program.vertex.within_stored_bound()
+        || !program.fragment.within_stored_bound()
+    {
         return None;
     }
     let bytes = encode(key, program, stamp_hash, created_ms, compress);
