@@ -870,8 +870,12 @@ fn random_payloads_behind_valid_headers_never_panic_and_both_sides_agree() {
         };
         let put = store.put(&entry);
         let inserted = cache.insert_entry(&entry);
-        // The cache also refuses an empty binary and what does not fit; the store keeps those.
-        let cache_checks = !matches!(inserted, Err(program_cache::InsertError::Invalid(_)));
+        // Both refuse an empty binary; the cache also refuses what does not fit, which the
+        // store keeps.
+        let cache_checks = !matches!(
+            inserted,
+            Err(program_cache::InsertError::Invalid(_) | program_cache::InsertError::EmptyBinary)
+        );
         assert_eq!(
             put.is_ok(),
             cache_checks,
@@ -1016,5 +1020,25 @@ fn a_program_with_more_variables_than_an_entry_may_hold_is_never_written() {
     assert!(matches!(
         disk::decode(&forced, &stamp().hash(), Some(&key(3))),
         Err(disk::EntryError::Decode(_))
+    ));
+}
+
+#[test]
+fn an_entry_with_an_empty_binary_is_refused_by_the_store_as_by_the_cache() {
+    // The GPU side never inserts one, so a store that kept it would stream it back at every
+    // start for nothing.
+    let mut p = program(4, 1, 64);
+    p.binary.bytes.clear();
+    let entry = disk::encode(&key(4), &p, &stamp().hash(), 1, true);
+    let folder = tempfile::tempdir().unwrap();
+    let store = Store::open(StoreConfig::new(folder.path(), stamp())).unwrap();
+    assert!(matches!(store.put(&entry), Err(StoreError::Invalid(_))));
+    assert_eq!(store.entries().count(), 0);
+    let cache = ProgramCache::builder(CacheConfig::with_budget(1 << 20))
+        .persist(PersistConfig::new(stamp(), Reenter::new(Inside::Panic)))
+        .build();
+    assert!(matches!(
+        cache.insert_entry(&entry),
+        Err(program_cache::InsertError::EmptyBinary)
     ));
 }

@@ -410,7 +410,12 @@ pub(crate) fn check_entry(entry: &[u8], stamp_hash: &[u8; 20]) -> Result<Program
     if entry.len() as u64 > MAX_ENTRY_FILE {
         return Err(EntryError::TooLarge(entry.len() as u64));
     }
-    let (header, _) = format::decode(entry, stamp_hash, None)?;
+    let (header, program) = format::decode(entry, stamp_hash, None)?;
+    // The GPU side refuses an empty binary (`InsertError::EmptyBinary`): keeping one would
+    // stream it back at every start for nothing.
+    if program.binary.bytes.is_empty() {
+        return Err(EntryError::Decode("the program binary is empty".into()));
+    }
     Ok(header.key)
 }
 
