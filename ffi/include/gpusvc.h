@@ -375,8 +375,9 @@ enum gpusvc_result
   GPUSVC_HANDLE_BUSY = 8,
   /*
    A struct's `struct_size` is not one this library takes: 0 or below the struct's first
-   published size, above 4096, or larger than this library's struct with a nonzero byte past
-   it (a field this version does not know is set). The detail names the struct and sizes.
+   published size, above 4096, not a multiple of the struct's alignment (no `sizeof` is),
+   or larger than this library's struct with a nonzero byte past it (a field this version
+   does not know is set). The detail names the struct and sizes.
    */
   GPUSVC_UNSUPPORTED_STRUCT_SIZE = 9,
   /*

@@ -43,9 +43,11 @@
 //!   `GPUSVC_UNSUPPORTED_STRUCT_SIZE` when any is not: a field this version does not know is
 //!   never silently ignored (`a_newer_hosts_struct_is_taken_while_its_unknown_fields_are_zero`,
 //!   `defaults_fill_only_the_hosts_size_and_keep_it`).
-//! * A `struct_size` below the struct's first published size (0 included) or above 4096 is
+//! * A `struct_size` below the struct's first published size (0 included), above 4096, or not
+//!   a multiple of the struct's alignment (it would end inside a field: half a pointer) is
 //!   `GPUSVC_UNSUPPORTED_STRUCT_SIZE` with nothing written
-//!   (`a_size_below_the_first_published_one_or_absurd_is_refused_with_nothing_written`).
+//!   (`a_size_below_the_first_published_one_or_absurd_is_refused_with_nothing_written`,
+//!   `review2_abi.rs`: `a_struct_size_that_ends_inside_a_pointer_field_is_refused`).
 //! * Out: exactly `min(struct_size, ours)` bytes are written and `struct_size` becomes that
 //!   number; a `_defaults` function keeps the host's `struct_size`
 //!   (`an_output_struct_gets_exactly_its_hosts_size_written`; all in `tests/abi_growth.rs`, and

@@ -52,8 +52,9 @@ pub enum gpusvc_result {
     /// the library with it).
     GPUSVC_HANDLE_BUSY = 8,
     /// A struct's `struct_size` is not one this library takes: 0 or below the struct's first
-    /// published size, above 4096, or larger than this library's struct with a nonzero byte past
-    /// it (a field this version does not know is set). The detail names the struct and sizes.
+    /// published size, above 4096, not a multiple of the struct's alignment (no `sizeof` is),
+    /// or larger than this library's struct with a nonzero byte past it (a field this version
+    /// does not know is set). The detail names the struct and sizes.
     GPUSVC_UNSUPPORTED_STRUCT_SIZE = 9,
     /// Logging: another process-wide `tracing` subscriber (the Rust host's own) was installed
     /// before gpusvc's, so `gpusvc_set_log_callback` cannot forward events; they go to that

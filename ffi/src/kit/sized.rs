@@ -6,10 +6,11 @@
 //!   size take their defaults ([`GrowableIn::defaults`]); bytes past ours, up to the host's
 //!   size, must be zero (a newer host may pass a larger struct as long as it leaves the fields
 //!   this library does not know at zero, which always means "default"). A `struct_size` below
-//!   the struct's first published size (0 included), above [`MAX_STRUCT_SIZE`], or with a
-//!   nonzero byte past ours is `GPUSVC_UNSUPPORTED_STRUCT_SIZE`.
-//! * **Out** ([`SizedOut`]): the host's `struct_size` is read and checked when the call starts
-//!   (below the first published size: `GPUSVC_UNSUPPORTED_STRUCT_SIZE`, nothing written); on
+//!   the struct's first published size (0 included), above [`MAX_STRUCT_SIZE`], not a multiple
+//!   of the struct's alignment (it would end inside a field, e.g. take half a pointer from the
+//!   host), or with a nonzero byte past ours is `GPUSVC_UNSUPPORTED_STRUCT_SIZE`.
+//! * **Out** ([`SizedOut`]): the host's `struct_size` is read and checked as for inputs when
+//!   the call starts (`GPUSVC_UNSUPPORTED_STRUCT_SIZE`, nothing written); on
 //!   success exactly `min(struct_size, ours)` bytes are written, never more. A report or
 //!   snapshot then holds that number in `struct_size` (so a newer host learns which of its
 //!   fields were filled); a struct filled by a `_defaults` function keeps the host's
@@ -85,6 +86,14 @@ macro_rules! growable {
             assert!(
                 <$t as $crate::kit::sized::Growable>::FIRST_SIZE <= ::std::mem::size_of::<$t>()
             );
+            assert!(
+                <$t as $crate::kit::sized::Growable>::FIRST_SIZE
+                    .is_multiple_of(::std::mem::align_of::<$t>()),
+                concat!(
+                    stringify!($t),
+                    ": the first published size is not a multiple of the alignment"
+                )
+            );
             assert!(::std::mem::size_of::<$t>() <= $crate::kit::sized::MAX_STRUCT_SIZE);
         };
     };
@@ -138,6 +147,17 @@ fn check_size<T: Growable>(size: usize, name: &str) -> Result<(), FfiError> {
     if size > MAX_STRUCT_SIZE {
         return Err(unsupported(format!(
             "`{name}`: struct_size {size} is absurd (more than {MAX_STRUCT_SIZE} bytes)"
+        )));
+    }
+    // Every `sizeof` of a version is a multiple of the struct's alignment; any other size ends
+    // inside a field (a pointer read half from the host, half from its default).
+    if !size.is_multiple_of(align_of::<T>()) {
+        return Err(unsupported(format!(
+            "`{name}`: struct_size {size} is not a multiple of {}'s alignment {}, so no \
+             version of it has that size (set struct_size = sizeof(struct {}))",
+            T::NAME,
+            align_of::<T>(),
+            T::NAME
         )));
     }
     Ok(())
@@ -345,7 +365,7 @@ mod tests {
         assert_eq!(e.code(), gpusvc_result::GPUSVC_UNSUPPORTED_STRUCT_SIZE);
         assert!(format!("{e:?}").contains("byte 25 of the 32-byte"), "{e:?}");
         // Too small, 0, absurd.
-        for size in [0, 8, 15] {
+        for size in [0, 8, 15, 20] {
             assert_eq!(
                 code(read(&words(&[size, 10, 20]))),
                 gpusvc_result::GPUSVC_UNSUPPORTED_STRUCT_SIZE
