@@ -2891,7 +2891,9 @@ gpusvc_result gpusvc_gl_context_program_binary_formats(const struct gpusvc_gl_co
 /*
  Sets the host's log callback: from now on every event the library logs at `min_level` or a
  more severe level (a `gpusvc_log_level` value: `GPUSVC_LOG_LEVEL_WARN` forwards errors and
- warnings) is passed to `log` with `user_data`. A NULL `log` unsets the callback (`min_level`
+ warnings) is passed to `log` with `user_data`, and no less severe one, even while another
+ thread replaces a callback of another level. An invalid level is
+ `GPUSVC_INVALID_ARGUMENT` and keeps the current callback. A NULL `log` unsets the callback (`min_level`
  is then not looked at). Replaces the callback set before, if any: once this call has
  returned, the previous callback is never called again (a call in flight on another thread
  is waited for; a call in flight on this thread, when `log` itself calls this, simply
@@ -2910,7 +2912,9 @@ gpusvc_result gpusvc_gl_context_program_binary_formats(const struct gpusvc_gl_co
  `log`, when not NULL, must be safe to call from any thread with `user_data` until this
  function has been called again (to replace or unset it) and has returned.
  */
-gpusvc_result gpusvc_set_log_callback(uint32_t min_level, gpusvc_log_fn log, void *user_data);
+gpusvc_result gpusvc_set_log_callback(uint32_t min_level,
+                                      gpusvc_log_fn log,
+                                      void *user_data);
 
 /*
  How many events were dropped because they were raised on a thread that was inside the log

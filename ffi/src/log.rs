@@ -103,6 +103,9 @@ type LogFn = unsafe extern "C" fn(u32, *const c_char, *const c_char, *mut c_void
 struct Callback {
     f: GatedFn<LogFn>,
     gate: Arc<Gate>,
+    /// The host's level for this callback: `LEVEL` and `CURRENT` are read apart, so an event
+    /// let through by the previous callback's level is checked again against this one.
+    level: gpusvc_log_level,
     /// Set just before `gate` is closed: a call the gate skips while this is false was skipped
     /// because its thread is inside a host callback.
     closed: AtomicBool,
@@ -169,6 +172,9 @@ impl Subscriber for HostLog {
         let Some(host) = CURRENT.lock().unwrap_or_else(|e| e.into_inner()).clone() else {
             return;
         };
+        if this > host.level {
+            return;
+        }
         let mut line = Line::default();
         event.record(&mut line);
         let message = line.finish();
@@ -272,7 +278,9 @@ fn install() -> bool {
 
 /// Sets the host's log callback: from now on every event the library logs at `min_level` or a
 /// more severe level (a `gpusvc_log_level` value: `GPUSVC_LOG_LEVEL_WARN` forwards errors and
-/// warnings) is passed to `log` with `user_data`. A NULL `log` unsets the callback (`min_level`
+/// warnings) is passed to `log` with `user_data`, and no less severe one, even while another
+/// thread replaces a callback of another level. An invalid level is
+/// `GPUSVC_INVALID_ARGUMENT` and keeps the current callback. A NULL `log` unsets the callback (`min_level`
 /// is then not looked at). Replaces the callback set before, if any: once this call has
 /// returned, the previous callback is never called again (a call in flight on another thread
 /// is waited for; a call in flight on this thread, when `log` itself calls this, simply
@@ -311,6 +319,7 @@ pub unsafe extern "C" fn gpusvc_set_log_callback(
                 let callback = Callback {
                     f,
                     gate,
+                    level,
                     closed: AtomicBool::new(false),
                 };
                 Some((Arc::new(callback), level))
