@@ -142,3 +142,84 @@ fn a_callback_never_gets_events_below_its_own_level_while_callbacks_are_replaced
         before.1
     );
 }
+
+/// Collects messages (each one's length and ending).
+static LONG: Mutex<Vec<String>> = Mutex::new(Vec::new());
+
+unsafe extern "C" fn keep(_: u32, _: *const c_char, message: *const c_char, _: *mut c_void) {
+    // SAFETY: NUL-terminated for the call.
+    let m = unsafe { std::ffi::CStr::from_ptr(message) };
+    LONG.lock().unwrap().push(m.to_string_lossy().into_owned());
+}
+
+/// An event whose fields hold a 20,000-byte folder path (a disk cache over a folder that
+/// cannot exist): the message reaches the host cut to `GPUSVC_LOG_MAX_MESSAGE` bytes, ending
+/// with "…", as valid UTF-8.
+#[test]
+fn an_event_with_a_huge_field_is_cut_to_the_documented_length() {
+    let _turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
+    let tmp = tempfile::tempdir().unwrap();
+    let file = tmp.path().join("a-file");
+    std::fs::write(&file, b"x").unwrap();
+    let dir = format!("{}/{}", file.display(), "é".repeat(10_000));
+    let mut disk = std::mem::MaybeUninit::<gpusvc_program_cache_disk_config>::zeroed();
+    // SAFETY: a live local; `struct_size` is set before the defaults are written.
+    unsafe {
+        (&raw mut (*disk.as_mut_ptr()).struct_size)
+            .write(size_of::<gpusvc_program_cache_disk_config>())
+    };
+    // SAFETY: a live out slot.
+    let r = unsafe { gpusvc_program_cache_disk_config_defaults(disk.as_mut_ptr()) };
+    assert_eq!(r, OK);
+    // SAFETY: written on GPUSVC_OK.
+    let mut disk = unsafe { disk.assume_init() };
+    disk.dir = dir.as_ptr().cast();
+    disk.dir_len = dir.len();
+    disk.host_product = c"review2".as_ptr();
+    disk.host_version = c"1".as_ptr();
+    let driver = gpusvc_driver_identity {
+        struct_size: size_of::<gpusvc_driver_identity>(),
+        gl_vendor: c"v".as_ptr(),
+        gl_renderer: c"r".as_ptr(),
+        gl_version: c"1".as_ptr(),
+        context: ptr::null(),
+    };
+    // SAFETY: the callback needs no user data.
+    let r = unsafe { gpusvc_set_log_callback(TRACE, Some(keep), ptr::null_mut()) };
+    assert_eq!(r, OK);
+    let mut cache = ptr::null_mut();
+    // SAFETY: live locals.
+    let r = unsafe {
+        gpusvc_program_cache_open(
+            &cache_config(1 << 20),
+            None,
+            ptr::null_mut(),
+            &disk,
+            &driver,
+            &mut cache,
+        )
+    };
+    if r == OK {
+        let mut report = gpusvc_program_cache_disk_load_report::default();
+        // SAFETY: a live handle and out slot.
+        unsafe { gpusvc_program_cache_wait_until_loaded(cache, 10_000, &mut report) };
+        // SAFETY: a live handle.
+        assert_eq!(unsafe { gpusvc_program_cache_free(cache) }, OK);
+    }
+    unset();
+    let lines = LONG.lock().unwrap().clone();
+    let long: Vec<_> = lines.iter().filter(|l| l.contains("éé")).collect();
+    eprintln!(
+        "open: {r:?}; {} lines, {} with the path, longest {} bytes",
+        lines.len(),
+        long.len(),
+        lines.iter().map(String::len).max().unwrap_or(0)
+    );
+    assert!(!long.is_empty(), "an event names the folder: {lines:#?}");
+    for l in &lines {
+        assert!(l.len() <= GPUSVC_LOG_MAX_MESSAGE, "{} bytes", l.len());
+    }
+    for l in long {
+        assert!(l.ends_with('…'), "cut with an ellipsis");
+    }
+}
