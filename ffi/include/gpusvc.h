@@ -123,9 +123,24 @@
 #define GPUSVC_PROGRAM_CACHE_SHADER_STAGE_FRAGMENT 1u
 
 /*
- Shader stage: compute (hashing and compiling only; programs are vertex + fragment).
+ Shader stage: compute.
  */
 #define GPUSVC_PROGRAM_CACHE_SHADER_STAGE_COMPUTE 2u
+
+/*
+ Shader stage: geometry.
+ */
+#define GPUSVC_PROGRAM_CACHE_SHADER_STAGE_GEOMETRY 3u
+
+/*
+ Shader stage: tessellation control.
+ */
+#define GPUSVC_PROGRAM_CACHE_SHADER_STAGE_TESS_CONTROL 4u
+
+/*
+ Shader stage: tessellation evaluation.
+ */
+#define GPUSVC_PROGRAM_CACHE_SHADER_STAGE_TESS_EVALUATION 5u
 
 /*
  Transform-feedback buffer mode: `GL_INTERLEAVED_ATTRIBS`.

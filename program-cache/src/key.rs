@@ -158,6 +158,9 @@ fn stage_byte(stage: ShaderStage) -> u8 {
         ShaderStage::Vertex => 1,
         ShaderStage::Fragment => 2,
         ShaderStage::Compute => 3,
+        ShaderStage::Geometry => 4,
+        ShaderStage::TessControl => 5,
+        ShaderStage::TessEvaluation => 6,
     }
 }
 

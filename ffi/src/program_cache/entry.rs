@@ -38,7 +38,10 @@ impl CachedProgramCopy {
         match stage_in(stage)? {
             ShaderStage::Vertex => Ok(&self.vertex),
             ShaderStage::Fragment => Ok(&self.fragment),
-            ShaderStage::Compute => Err(invalid_argument(
+            ShaderStage::Compute
+            | ShaderStage::Geometry
+            | ShaderStage::TessControl
+            | ShaderStage::TessEvaluation => Err(invalid_argument(
                 "a cached program has vertex and fragment variables only",
             )),
         }

@@ -61,8 +61,14 @@ pub const GPUSVC_PROGRAM_CACHE_MEMORY_PRESSURE_CRITICAL: u32 = 2u32;
 pub const GPUSVC_PROGRAM_CACHE_SHADER_STAGE_VERTEX: u32 = 0u32;
 /// Shader stage: fragment.
 pub const GPUSVC_PROGRAM_CACHE_SHADER_STAGE_FRAGMENT: u32 = 1u32;
-/// Shader stage: compute (hashing and compiling only; programs are vertex + fragment).
+/// Shader stage: compute.
 pub const GPUSVC_PROGRAM_CACHE_SHADER_STAGE_COMPUTE: u32 = 2u32;
+/// Shader stage: geometry.
+pub const GPUSVC_PROGRAM_CACHE_SHADER_STAGE_GEOMETRY: u32 = 3u32;
+/// Shader stage: tessellation control.
+pub const GPUSVC_PROGRAM_CACHE_SHADER_STAGE_TESS_CONTROL: u32 = 4u32;
+/// Shader stage: tessellation evaluation.
+pub const GPUSVC_PROGRAM_CACHE_SHADER_STAGE_TESS_EVALUATION: u32 = 5u32;
 
 /// Transform-feedback buffer mode: `GL_INTERLEAVED_ATTRIBS`.
 pub const GPUSVC_PROGRAM_CACHE_TRANSFORM_FEEDBACK_INTERLEAVED: u32 = 0u32;
@@ -111,6 +117,9 @@ c_enum!(fn stage_in / stage_out ("gpusvc shader stage") -> ShaderStage {
     GPUSVC_PROGRAM_CACHE_SHADER_STAGE_VERTEX => ShaderStage::Vertex,
     GPUSVC_PROGRAM_CACHE_SHADER_STAGE_FRAGMENT => ShaderStage::Fragment,
     GPUSVC_PROGRAM_CACHE_SHADER_STAGE_COMPUTE => ShaderStage::Compute,
+    GPUSVC_PROGRAM_CACHE_SHADER_STAGE_GEOMETRY => ShaderStage::Geometry,
+    GPUSVC_PROGRAM_CACHE_SHADER_STAGE_TESS_CONTROL => ShaderStage::TessControl,
+    GPUSVC_PROGRAM_CACHE_SHADER_STAGE_TESS_EVALUATION => ShaderStage::TessEvaluation,
 });
 
 c_enum!(fn transform_feedback_in / transform_feedback_out ("GPUSVC_PROGRAM_CACHE_TRANSFORM_FEEDBACK")
@@ -530,6 +539,7 @@ pub(crate) unsafe fn link_options_in(
         attribute_bindings,
         transform_feedback_varyings,
         transform_feedback_mode,
+        separable: false,
     })
 }
 
