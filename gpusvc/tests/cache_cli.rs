@@ -37,6 +37,7 @@ fn program(n: u8) -> CachedProgram {
             format: 0xB1,
             bytes: (0..400u32).map(|i| (i as u8) ^ n).collect(),
         },
+        ..Default::default()
     }
 }
 

@@ -136,7 +136,7 @@ fn cold_once(ctx: &GlContext, vertex: &str, fragment: &str) -> Option<Duration> 
     let start = Instant::now();
     let vs = backend.compile(ShaderStage::Vertex, vertex).ok()?;
     let fs = backend.compile(ShaderStage::Fragment, fragment).ok()?;
-    let program = backend.link(&vs, &fs, &LinkOptions::default()).ok()?;
+    let program = backend.link(&[&vs, &fs], &LinkOptions::default()).ok()?;
     let attributes = backend.active_attributes(&program);
     let uniforms = backend.active_uniforms(&program);
     let elapsed = start.elapsed();

@@ -81,6 +81,8 @@ fn main() {
         attribute_bindings: &bindings,
         transform_feedback_varyings: &varyings,
         transform_feedback_mode: TransformFeedbackMode::Interleaved,
+        other_stages: &[],
+        separable: false,
     };
     let preimage = program_key_preimage(&input);
     assert_eq!(

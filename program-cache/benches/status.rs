@@ -68,6 +68,7 @@ fn main() {
                 format: 1,
                 bytes: vec![1; 16],
             },
+            ..Default::default()
         };
         referenced.save(ProgramKey(key), program, None).unwrap();
     }

@@ -5,7 +5,7 @@
 #[cfg(feature = "gl")]
 use std::rc::Rc;
 
-use gl_types::{ActiveVariable, LinkOptions, ShaderStage};
+use gl_types::{ActiveVariable, LinkOptions, ProgramInterface, ShaderStage};
 #[cfg(feature = "gl")]
 use headless_gl::glow::{self, HasContext};
 #[cfg(feature = "gl")]
@@ -24,13 +24,58 @@ pub trait ProgramBackend {
 
     /// Compiles; `Err` carries the driver's info log.
     fn compile(&mut self, stage: ShaderStage, source: &str) -> Result<Self::Shader, String>;
-    /// Links a vertex and a fragment shader; `Err` carries the info log.
+    /// Links shaders (one per stage, in pipeline order: vertex, tessellation control,
+    /// tessellation evaluation, geometry, fragment; or compute alone) with `options`
+    /// (binary-retrievable, `GL_PROGRAM_SEPARABLE` when `options.separable`); `Err` carries
+    /// the info log.
     fn link(
         &mut self,
-        vertex: &Self::Shader,
-        fragment: &Self::Shader,
+        shaders: &[&Self::Shader],
         options: &LinkOptions,
     ) -> Result<Self::Program, String>;
+
+    /// Starts a compile without waiting for it (`KHR_parallel_shader_compile`): the shader
+    /// object comes back at once and [`ProgramBackend::finish_compile`] gives its result. The
+    /// default compiles synchronously (a driver without the extension).
+    fn start_compile(&mut self, stage: ShaderStage, source: &str) -> Result<Self::Shader, String> {
+        self.compile(stage, source)
+    }
+    /// Whether a started compile has finished (`GL_COMPLETION_STATUS_KHR`); the default, true.
+    fn compile_done(&mut self, shader: &Self::Shader) -> bool {
+        let _ = shader;
+        true
+    }
+    /// The result of a started compile (`GL_COMPILE_STATUS`, the info log on failure); waits
+    /// when it has not finished. The default returns the shader as it is.
+    fn finish_compile(&mut self, shader: Self::Shader) -> Result<Self::Shader, String> {
+        Ok(shader)
+    }
+    /// Starts a link without waiting for it; [`ProgramBackend::finish_link`] gives its result.
+    /// The default links synchronously.
+    fn start_link(
+        &mut self,
+        shaders: &[&Self::Shader],
+        options: &LinkOptions,
+    ) -> Result<Self::Program, String> {
+        self.link(shaders, options)
+    }
+    /// Whether a started link has finished (`GL_COMPLETION_STATUS_KHR`); the default, true.
+    fn link_done(&mut self, program: &Self::Program) -> bool {
+        let _ = program;
+        true
+    }
+    /// The result of a started link (`GL_LINK_STATUS`, the info log on failure); waits when it
+    /// has not finished. The default returns the program as it is.
+    fn finish_link(&mut self, program: Self::Program) -> Result<Self::Program, String> {
+        Ok(program)
+    }
+    /// What the driver reports about a linked program beyond its attributes and uniforms
+    /// (fragment outputs, transform-feedback varyings, uniform and storage blocks, static use).
+    /// The default: nothing ([`ProgramInterface::default`]).
+    fn program_interface(&mut self, program: &Self::Program) -> ProgramInterface {
+        let _ = program;
+        ProgramInterface::default()
+    }
     /// Reads the binary of a linked program; `Err` says why there is none.
     fn program_binary(&mut self, program: &Self::Program) -> Result<ProgramBinaryData, String>;
     /// The byte length [`ProgramBackend::program_binary`] would return
@@ -102,12 +147,11 @@ impl ProgramBackend for GlBackend<'_> {
 
     fn link(
         &mut self,
-        vertex: &Self::Shader,
-        fragment: &Self::Shader,
+        shaders: &[&Self::Shader],
         options: &LinkOptions,
     ) -> Result<Self::Program, String> {
         self.ctx
-            .link_program(&[vertex, fragment], options)
+            .link_program(shaders, options)
             .map_err(|e| e.to_string())
     }
 
@@ -189,11 +233,10 @@ impl ProgramBackend for OwnedGlBackend {
 
     fn link(
         &mut self,
-        vertex: &Self::Shader,
-        fragment: &Self::Shader,
+        shaders: &[&Self::Shader],
         options: &LinkOptions,
     ) -> Result<Self::Program, String> {
-        GlBackend::new(&self.ctx).link(vertex, fragment, options)
+        GlBackend::new(&self.ctx).link(shaders, options)
     }
 
     fn program_binary(&mut self, program: &Self::Program) -> Result<ProgramBinaryData, String> {

@@ -78,8 +78,10 @@ pub enum MemoryPressure {
 /// Why a save was refused. The cache is unchanged.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SaveError {
-    /// The binary has no bytes.
-    #[error("program binary is empty")]
+    /// The binary has no bytes and the entry records no failure, or the entry is otherwise
+    /// malformed ([`CachedProgram::is_well_formed`]: a failure record with a binary or with a
+    /// log over [`crate::MAX_FAILURE_LOG`], a list over its bound).
+    #[error("program binary is empty or the entry is malformed")]
     EmptyBinary,
     /// The entry alone is larger than the budget in force (a quarter of the configured budget
     /// under moderate memory pressure).
@@ -135,8 +137,9 @@ impl State {
     /// Status bookkeeping for programs that left the store.
     fn forget(&mut self, evicted: &Evicted) {
         for (_, program) in evicted {
-            self.statuses.release(&program.vertex_shader);
-            self.statuses.release(&program.fragment_shader);
+            program
+                .shader_hashes()
+                .for_each(|h| self.statuses.release(&h));
         }
         self.recorder.counters.evictions += evicted.len() as u64;
     }
@@ -164,6 +167,7 @@ impl State {
 ///     vertex: ShaderVariables::default(),
 ///     fragment: ShaderVariables::default(),
 ///     binary: ProgramBinaryData { format: 0x8741, bytes: vec![0xAB; 1024] },
+///     ..Default::default()
 /// };
 /// cache.save(key, program.clone(), None).expect("fits in the budget");
 ///
@@ -204,6 +208,7 @@ impl State {
 ///     vertex: ShaderVariables::default(),
 ///     fragment: ShaderVariables::default(),
 ///     binary: ProgramBinaryData { format: 0x8741, bytes: vec![0xAB; 1024] },
+///     ..Default::default()
 /// };
 ///
 /// let first = open();
@@ -222,6 +227,9 @@ pub struct ProgramCache {
     callback: Option<HistogramCallback>,
     disk: Option<DiskLayer>,
     persist: Option<PersistLayer>,
+    /// Whether programs with transform-feedback varyings are cached
+    /// ([`ProgramCacheBuilder::cache_transform_feedback`]).
+    transform_feedback: bool,
 }
 
 impl std::fmt::Debug for ProgramCache {
@@ -252,6 +260,7 @@ pub struct ProgramCacheBuilder {
     callback: Option<HistogramCallback>,
     disk: Option<DiskConfig>,
     persist: Option<PersistConfig>,
+    transform_feedback: bool,
 }
 
 impl std::fmt::Debug for ProgramCacheBuilder {
@@ -293,24 +302,35 @@ impl ProgramCacheBuilder {
     /// The cache, empty (a disk-backed one fills in the background). Shared: the disk layer's
     /// loader holds it weakly, so it is made in an [`Arc`]. No file-system work happens here (the
     /// host's GPU thread): the disk writer thread opens the store.
+    /// Whether programs linked with transform-feedback varyings go through the cache (default
+    /// true). False is the workaround browsers apply on drivers whose binaries of such programs
+    /// misbehave: a [`crate::ProgramManager`] on this cache then links them from source every
+    /// time, never looks them up and never reads or saves their binaries
+    /// ([`crate::ProgramManager::transform_feedback_links_uncached`] counts them).
+    pub fn cache_transform_feedback(mut self, on: bool) -> Self {
+        self.transform_feedback = on;
+        self
+    }
+
+    /// Builds the cache (and starts the disk layer's threads when configured).
     pub fn build(self) -> Arc<ProgramCache> {
         let ProgramCacheBuilder {
             config,
             callback,
             disk,
             persist,
+            transform_feedback,
         } = self;
         let persist = persist.map(PersistLayer::new);
         let Some(disk) = disk else {
-            return Arc::new(ProgramCache::from_parts(config, callback, None, persist));
+            let mut cache = ProgramCache::from_parts(config, callback, None, persist);
+            cache.transform_feedback = transform_feedback;
+            return Arc::new(cache);
         };
         let layer = DiskLayer::new(&disk, config.budget_bytes);
-        let cache = Arc::new(ProgramCache::from_parts(
-            config,
-            callback,
-            Some(layer),
-            persist,
-        ));
+        let mut cache = ProgramCache::from_parts(config, callback, Some(layer), persist);
+        cache.transform_feedback = transform_feedback;
+        let cache = Arc::new(cache);
         if let Some(layer) = &cache.disk {
             let sink = Arc::downgrade(&cache);
             layer.start(sink as std::sync::Weak<dyn LoadSink>);
@@ -328,6 +348,7 @@ impl ProgramCache {
             callback: None,
             disk: None,
             persist: None,
+            transform_feedback: true,
         }
     }
 
@@ -349,7 +370,14 @@ impl ProgramCache {
             callback,
             disk,
             persist,
+            transform_feedback: true,
         }
+    }
+
+    /// Whether programs with transform-feedback varyings go through this cache
+    /// ([`ProgramCacheBuilder::cache_transform_feedback`]).
+    pub fn caches_transform_feedback(&self) -> bool {
+        self.transform_feedback
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -442,7 +470,7 @@ impl ProgramCache {
     ) -> Result<SaveReport, SaveError> {
         let mut state = self.lock();
         let size = program.stored_size();
-        let refusal = if program.binary.bytes.is_empty() {
+        let refusal = if !program.is_well_formed() {
             Some(SaveError::EmptyBinary)
         } else {
             state.refusal(Some(size))
@@ -454,12 +482,12 @@ impl ProgramCache {
         let before = state.store.used();
         let binary_size = program.binary.bytes.len();
         // Refs first, so a shader shared with a replaced or evicted entry never drops to zero.
-        state.statuses.add_ref(program.vertex_shader);
-        state.statuses.add_ref(program.fragment_shader);
+        program
+            .shader_hashes()
+            .for_each(|h| state.statuses.add_ref(h));
         let replaced = state.store.remove(&key);
         if let Some(old) = &replaced {
-            state.statuses.release(&old.vertex_shader);
-            state.statuses.release(&old.fragment_shader);
+            old.shader_hashes().for_each(|h| state.statuses.release(&h));
         }
         let limit = state.effective_budget() - size;
         let evicted = state.store.evict_to(limit);
@@ -521,6 +549,27 @@ impl ProgramCache {
             if let Some(persist) = &self.persist {
                 persist.used(*key);
             }
+        }
+        found
+    }
+
+    /// Looks up the record of a failed compile or link under `key` (a
+    /// [`crate::compile_failure_key`] or a program key): promotes it like a hit, but counts
+    /// it as a failure hit, not as a program hit or miss. `None` when there is no such record
+    /// (a program entry under `key` is left alone).
+    pub fn load_failure(&self, key: &ProgramKey) -> Option<SharedProgram> {
+        let mut state = self.lock();
+        if state.store.peek(key).is_none_or(|p| p.failure.is_none()) {
+            return None;
+        }
+        let found = state.store.get(key, None);
+        state.recorder.counters.failure_hits += 1;
+        drop(state);
+        if let Some(disk) = &self.disk {
+            disk.used(*key);
+        }
+        if let Some(persist) = &self.persist {
+            persist.used(*key);
         }
         found
     }
@@ -618,7 +667,7 @@ impl ProgramCache {
             )));
         }
         let (header, program) = crate::disk::decode(entry, stamp_hash, None)?;
-        if program.binary.bytes.is_empty() {
+        if !program.is_well_formed() {
             return Err(InsertError::EmptyBinary);
         }
         let key = header.key;
@@ -632,8 +681,9 @@ impl ProgramCache {
         if state.pressure == MemoryPressure::Critical || used + size > budget {
             return Err(InsertError::NoRoom { size, used, budget });
         }
-        state.statuses.add_ref(program.vertex_shader);
-        state.statuses.add_ref(program.fragment_shader);
+        program
+            .shader_hashes()
+            .for_each(|h| state.statuses.add_ref(h));
         state.store.insert(key, Arc::new(program), size, None, true);
         Ok(key)
     }
@@ -803,13 +853,14 @@ impl LoadSink for ProgramCache {
         }
         let size = program.stored_size();
         if state.pressure == MemoryPressure::Critical
-            || program.binary.bytes.is_empty()
+            || !program.is_well_formed()
             || state.store.used() + size > state.effective_budget()
         {
             return false;
         }
-        state.statuses.add_ref(program.vertex_shader);
-        state.statuses.add_ref(program.fragment_shader);
+        program
+            .shader_hashes()
+            .for_each(|h| state.statuses.add_ref(h));
         state.store.insert(key, Arc::new(program), size, None, true);
         true
     }

@@ -2,7 +2,7 @@
 
 use std::any::Any;
 
-use gl_types::{ActiveVariable, LinkOptions, ShaderStage};
+use gl_types::{ActiveVariable, LinkOptions, ProgramInterface, ShaderStage};
 
 use crate::backend::{ObjectId, ProgramBackend};
 use crate::program::ProgramBinaryData;
@@ -83,12 +83,18 @@ impl ObjectId for DynObject {
 /// [`ProgramBackend`] with its shader and program types erased, object safe.
 trait Erased {
     fn compile(&mut self, stage: ShaderStage, source: &str) -> Result<DynObject, String>;
-    fn link(
+    fn link(&mut self, shaders: &[&DynObject], options: &LinkOptions) -> Result<DynObject, String>;
+    fn start_compile(&mut self, stage: ShaderStage, source: &str) -> Result<DynObject, String>;
+    fn compile_done(&mut self, shader: &DynObject) -> bool;
+    fn finish_compile(&mut self, shader: DynObject) -> Result<DynObject, String>;
+    fn start_link(
         &mut self,
-        vertex: &DynObject,
-        fragment: &DynObject,
+        shaders: &[&DynObject],
         options: &LinkOptions,
     ) -> Result<DynObject, String>;
+    fn link_done(&mut self, program: &DynObject) -> bool;
+    fn finish_link(&mut self, program: DynObject) -> Result<DynObject, String>;
+    fn program_interface(&mut self, program: &DynObject) -> ProgramInterface;
     fn program_binary(&mut self, program: &DynObject) -> Result<ProgramBinaryData, String>;
     fn program_binary_length(&mut self, program: &DynObject) -> Option<usize>;
     fn load_binary(&mut self, binary: &ProgramBinaryData) -> Result<DynObject, String>;
@@ -98,6 +104,18 @@ trait Erased {
 }
 
 struct Wrap<B>(B);
+
+/// The backend's own shaders inside `shaders`, or why one is not one of them.
+fn shader_refs<'s, B>(shaders: &[&'s DynObject]) -> Result<Vec<&'s B::Shader>, String>
+where
+    B: ProgramBackend,
+    B::Shader: 'static,
+{
+    shaders
+        .iter()
+        .map(|s| s.expect::<B::Shader>("shader"))
+        .collect()
+}
 
 impl<B> Erased for Wrap<B>
 where
@@ -109,15 +127,51 @@ where
         self.0.compile(stage, source).map(DynObject::new)
     }
 
-    fn link(
+    fn link(&mut self, shaders: &[&DynObject], options: &LinkOptions) -> Result<DynObject, String> {
+        let shaders = shader_refs::<B>(shaders)?;
+        self.0.link(&shaders, options).map(DynObject::new)
+    }
+
+    fn start_compile(&mut self, stage: ShaderStage, source: &str) -> Result<DynObject, String> {
+        self.0.start_compile(stage, source).map(DynObject::new)
+    }
+
+    fn compile_done(&mut self, shader: &DynObject) -> bool {
+        shader.downcast_ref().is_none_or(|s| self.0.compile_done(s))
+    }
+
+    fn finish_compile(&mut self, shader: DynObject) -> Result<DynObject, String> {
+        let shader = shader
+            .downcast::<B::Shader>()
+            .map_err(|o| format!("the shader object is a {} of another backend", o.type_name))?;
+        self.0.finish_compile(shader).map(DynObject::new)
+    }
+
+    fn start_link(
         &mut self,
-        vertex: &DynObject,
-        fragment: &DynObject,
+        shaders: &[&DynObject],
         options: &LinkOptions,
     ) -> Result<DynObject, String> {
-        let vertex = vertex.expect::<B::Shader>("vertex shader")?;
-        let fragment = fragment.expect::<B::Shader>("fragment shader")?;
-        self.0.link(vertex, fragment, options).map(DynObject::new)
+        let shaders = shader_refs::<B>(shaders)?;
+        self.0.start_link(&shaders, options).map(DynObject::new)
+    }
+
+    fn link_done(&mut self, program: &DynObject) -> bool {
+        program.downcast_ref().is_none_or(|p| self.0.link_done(p))
+    }
+
+    fn finish_link(&mut self, program: DynObject) -> Result<DynObject, String> {
+        let program = program
+            .downcast::<B::Program>()
+            .map_err(|o| format!("the program object is a {} of another backend", o.type_name))?;
+        self.0.finish_link(program).map(DynObject::new)
+    }
+
+    fn program_interface(&mut self, program: &DynObject) -> ProgramInterface {
+        program
+            .downcast_ref()
+            .map(|p| self.0.program_interface(p))
+            .unwrap_or_default()
     }
 
     fn program_binary(&mut self, program: &DynObject) -> Result<ProgramBinaryData, String> {
@@ -176,7 +230,7 @@ where
 ///         self.0 += 1;
 ///         Ok(Object(self.0))
 ///     }
-///     fn link(&mut self, _: &Object, _: &Object, _: &LinkOptions) -> Result<Object, String> {
+///     fn link(&mut self, _: &[&Object], _: &LinkOptions) -> Result<Object, String> {
 ///         self.0 += 1;
 ///         Ok(Object(self.0))
 ///     }
@@ -193,7 +247,7 @@ where
 /// let mut backend = DynBackend::new(Numbers(10));
 /// let vs = backend.compile(ShaderStage::Vertex, "...").unwrap();
 /// let fs = backend.compile(ShaderStage::Fragment, "...").unwrap();
-/// let program = backend.link(&vs, &fs, &LinkOptions::default()).unwrap();
+/// let program = backend.link(&[&vs, &fs], &LinkOptions::default()).unwrap();
 /// assert_eq!((vs.id(), fs.id(), program.id()), (11, 12, 13));
 /// assert_eq!(program.downcast_ref::<Object>().map(|o| o.0), Some(13));
 /// ```
@@ -236,13 +290,40 @@ impl ProgramBackend for DynBackend<'_> {
         self.inner.compile(stage, source)
     }
 
-    fn link(
+    fn link(&mut self, shaders: &[&DynObject], options: &LinkOptions) -> Result<DynObject, String> {
+        self.inner.link(shaders, options)
+    }
+
+    fn start_compile(&mut self, stage: ShaderStage, source: &str) -> Result<DynObject, String> {
+        self.inner.start_compile(stage, source)
+    }
+
+    fn compile_done(&mut self, shader: &DynObject) -> bool {
+        self.inner.compile_done(shader)
+    }
+
+    fn finish_compile(&mut self, shader: DynObject) -> Result<DynObject, String> {
+        self.inner.finish_compile(shader)
+    }
+
+    fn start_link(
         &mut self,
-        vertex: &DynObject,
-        fragment: &DynObject,
+        shaders: &[&DynObject],
         options: &LinkOptions,
     ) -> Result<DynObject, String> {
-        self.inner.link(vertex, fragment, options)
+        self.inner.start_link(shaders, options)
+    }
+
+    fn link_done(&mut self, program: &DynObject) -> bool {
+        self.inner.link_done(program)
+    }
+
+    fn finish_link(&mut self, program: DynObject) -> Result<DynObject, String> {
+        self.inner.finish_link(program)
+    }
+
+    fn program_interface(&mut self, program: &DynObject) -> ProgramInterface {
+        self.inner.program_interface(program)
     }
 
     fn program_binary(&mut self, program: &DynObject) -> Result<ProgramBinaryData, String> {

@@ -14,7 +14,7 @@ use sha1::{Digest, Sha1};
 macro_rules! sha1_newtype {
     ($(#[$doc:meta])* $name:ident) => {
         $(#[$doc])*
-        #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+        #[derive(Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
         pub struct $name(pub [u8; 20]);
 
         impl Hash for $name {
@@ -24,6 +24,9 @@ macro_rules! sha1_newtype {
         }
 
         impl $name {
+            /// All zero: no SHA-1 output anyone will meet, used for "none".
+            pub const NONE: $name = $name([0; 20]);
+
             /// Lower-case hex, 40 characters.
             pub fn to_hex(&self) -> String {
                 self.0.iter().map(|b| format!("{b:02x}")).collect()
@@ -217,6 +220,12 @@ pub struct ProgramKeyInput<'a> {
     pub transform_feedback_varyings: &'a [String],
     /// Transform-feedback buffer mode.
     pub transform_feedback_mode: TransformFeedbackMode,
+    /// The program's other stages (geometry, tessellation, compute) with their shaders'
+    /// hashes, in pipeline order. A program without a vertex or fragment stage has
+    /// [`ShaderHash::NONE`] there.
+    pub other_stages: &'a [(ShaderStage, ShaderHash)],
+    /// `GL_PROGRAM_SEPARABLE`.
+    pub separable: bool,
 }
 
 /// The program key.
@@ -269,6 +278,33 @@ fn write_program<S: Sink>(f: &mut Framed<S>, input: &ProgramKeyInput<'_>) {
         TransformFeedbackMode::Interleaved => 0,
         TransformFeedbackMode::Separate => 1,
     }]);
+    // A vertex + fragment program that is not separable ends here, so its key is the one
+    // earlier versions computed. Anything else appends a tagged section: a preimage with it is
+    // longer than any without it, so no two inputs share a preimage.
+    if !input.other_stages.is_empty() || input.separable {
+        f.fixed([EXTENDED_TAG]);
+        f.fixed((input.other_stages.len() as u64).to_le_bytes());
+        for (stage, hash) in input.other_stages {
+            f.fixed([stage_byte(*stage)]);
+            f.fixed(hash.0);
+        }
+        f.fixed([u8::from(input.separable)]);
+    }
+}
+
+/// Marks the section of [`ProgramKeyInput::other_stages`] and [`ProgramKeyInput::separable`].
+const EXTENDED_TAG: u8 = 0xE5;
+
+const COMPILE_FAILURE_DOMAIN: &[u8] = b"gpusvc.compile-failure.v1";
+
+/// The key under which the cache records that the shader `hash` failed to compile (a
+/// [`crate::CachedProgram`] whose [`crate::CachedProgram::failure`] names the stage): in the
+/// same key space as programs, so such records are budgeted, evicted, persisted and streamed
+/// like any entry, and no program key can equal it (another domain).
+pub fn compile_failure_key(hash: &ShaderHash) -> ProgramKey {
+    let mut f = Framed::new(StackBuf::new(), COMPILE_FAILURE_DOMAIN);
+    f.fixed(hash.0);
+    ProgramKey(Sha1::digest(f.0.as_slice()).into())
 }
 
 #[cfg(test)]
@@ -289,6 +325,8 @@ mod tests {
             attribute_bindings: &bindings,
             transform_feedback_varyings: &varyings,
             transform_feedback_mode: TransformFeedbackMode::Separate,
+            other_stages: &[],
+            separable: false,
         };
         let digest = |b: &[u8]| -> [u8; 20] { Sha1::digest(b).into() };
         assert_eq!(program_key(&input).0, digest(&program_key_preimage(&input)));

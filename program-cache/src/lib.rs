@@ -117,20 +117,21 @@ pub use disk::{
 };
 pub use dyn_backend::{DynBackend, DynObject};
 pub use gl_types::{
-    ActiveVariable, AttributeBinding, LinkOptions, ShaderStage, TransformFeedbackMode,
+    ActiveVariable, AttributeBinding, BlockMember, InterfaceBlock, LinkOptions, ProgramInterface,
+    ProgramOutput, ShaderStage, StageMask, TransformFeedbackMode, Varying,
 };
 pub use key::{
-    DigestBuildHasher, ProgramKey, ProgramKeyInput, ShaderHash, program_key, program_key_preimage,
-    shader_hash, shader_hash_preimage,
+    DigestBuildHasher, ProgramKey, ProgramKeyInput, ShaderHash, compile_failure_key, program_key,
+    program_key_preimage, shader_hash, shader_hash_preimage,
 };
 pub use manager::{
-    CompileOutcome, ForeignShader, LinkFailure, LinkOrigin, LinkedProgram, ProgramManager,
-    ProgramManagerId, ProgramOptions, Shader, ShaderState,
+    CompileOutcome, ForeignShader, LinkFailure, LinkOrigin, LinkedProgram, MAX_DEFERRED_SAVES,
+    PendingLink, ProgramManager, ProgramManagerId, ProgramOptions, Shader, ShaderState,
 };
 pub use memory_store::{EvictionPolicy, PageId};
 pub use program::{
-    CachedProgram, MAX_STORED_VARIABLES, ProgramBinaryData, ShaderVariables, SharedProgram,
-    VariableInfo,
+    BlockInfo, CachedProgram, FailureRecord, MAX_FAILURE_LOG, MAX_STORED_VARIABLES,
+    ProgramBinaryData, ShaderVariables, SharedProgram, StageRecord, VariableInfo,
 };
 pub use stats::{Counters, Histogram, HistogramCallback, Stats};
 pub use status::{CompileStatus, LinkStatus};

@@ -15,17 +15,23 @@
 //! Either way the caller gets the same link status, the same active attributes and uniforms and
 //! a program that renders the same as an uncached compile + link.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
-use gl_types::{ActiveVariable, LinkOptions, ShaderStage};
+use gl_types::{ActiveVariable, LinkOptions, ProgramInterface, ShaderStage};
 
 use crate::backend::ProgramBackend;
 use crate::cache::ProgramCache;
-use crate::key::{ProgramKey, ProgramKeyInput, ShaderHash, program_key, shader_hash};
+use crate::key::{
+    ProgramKey, ProgramKeyInput, ShaderHash, compile_failure_key, program_key, shader_hash,
+};
 use crate::memory_store::PageId;
-use crate::program::{CachedProgram, ProgramBinaryData, ShaderVariables, VariableInfo};
+use crate::program::{
+    BlockInfo, CachedProgram, FailureRecord, MAX_FAILURE_LOG, ShaderVariables, StageRecord,
+    VariableInfo,
+};
 use crate::status::CompileStatus;
 
 /// Where a shader stands.
@@ -36,6 +42,16 @@ pub enum ShaderState<S> {
     /// Compiled by the driver.
     Compiled {
         /// Hash of what was compiled.
+        hash: ShaderHash,
+        /// The source as compiled.
+        source: String,
+        /// The driver object.
+        object: S,
+    },
+    /// Handed to the driver with [`ProgramManager::start_compile`]; its result is not asked
+    /// for yet ([`ProgramManager::finish_compile`]).
+    Compiling {
+        /// Hash of what is compiled.
         hash: ShaderHash,
         /// The source as compiled.
         source: String,
@@ -141,6 +157,7 @@ impl<S> Shader<S> {
         match &self.state {
             ShaderState::NotCompiled => None,
             ShaderState::Compiled { hash, .. }
+            | ShaderState::Compiling { hash, .. }
             | ShaderState::Deferred { hash, .. }
             | ShaderState::Failed { hash, .. } => Some(*hash),
         }
@@ -163,12 +180,19 @@ impl<S> Shader<S> {
             _ => None,
         }
     }
-    /// The driver object, when the driver compiled it.
+    /// The driver object, when the driver compiled it (or is compiling it).
     pub fn object(&self) -> Option<&S> {
         match &self.state {
-            ShaderState::Compiled { object, .. } => Some(object),
+            ShaderState::Compiled { object, .. } | ShaderState::Compiling { object, .. } => {
+                Some(object)
+            }
             _ => None,
         }
+    }
+    /// True while a compile started with [`ProgramManager::start_compile`] has not been
+    /// finished.
+    pub fn is_compiling(&self) -> bool {
+        matches!(self.state, ShaderState::Compiling { .. })
     }
 }
 
@@ -181,6 +205,12 @@ pub enum CompileOutcome {
     Deferred,
     /// The driver refused it; the log is on the shader.
     Failed,
+    /// The cache holds the record of this exact shader failing to compile: the driver was not
+    /// asked again, and the shader's info log is the driver's, byte for byte.
+    KnownFailure,
+    /// Started on the driver ([`ProgramManager::start_compile`]); finish it with
+    /// [`ProgramManager::finish_compile`] (a link finishes it too).
+    Pending,
 }
 
 /// Options of a link.
@@ -212,10 +242,19 @@ pub struct LinkedProgram<P> {
     pub key: ProgramKey,
     /// How it came about.
     pub origin: LinkOrigin,
+    /// The stages linked, in pipeline order.
+    pub stages: Vec<ShaderStage>,
     /// Active attributes, sorted by name.
     pub attributes: Vec<ActiveVariable>,
     /// Active uniforms, sorted by name.
     pub uniforms: Vec<ActiveVariable>,
+    /// The rest of the driver's reflection: fragment outputs, transform-feedback varyings,
+    /// uniform and storage blocks, static use, work-group size.
+    pub interface: ProgramInterface,
+    /// True when the program's binary was not read yet
+    /// ([`ProgramManager::set_defer_binary_reads`]): [`ProgramManager::save_deferred_binary`]
+    /// reads and saves it.
+    pub binary_deferred: bool,
 }
 
 /// A shader of another [`ProgramManager`] was given to [`ProgramManager::compile`]: its
@@ -270,6 +309,12 @@ pub enum LinkFailure {
         /// The stage of the shader passed.
         found: ShaderStage,
     },
+    /// The shaders of [`ProgramManager::link_program`] / [`ProgramManager::start_link`] do not
+    /// make a program: no shader, two of one stage, compute with another stage, or a program
+    /// that is not separable without both a vertex and a fragment shader. Nothing was
+    /// compiled, loaded or linked.
+    #[error("these shaders do not make a program: {0}")]
+    Stages(&'static str),
 }
 
 /// Runs compile and link through a [`ProgramCache`] on a [`ProgramBackend`].
@@ -298,7 +343,7 @@ pub enum LinkFailure {
 ///         self.objects += 1;
 ///         Ok(self.objects)
 ///     }
-///     fn link(&mut self, _: &u32, _: &u32, _: &LinkOptions) -> Result<u32, String> {
+///     fn link(&mut self, _: &[&u32], _: &LinkOptions) -> Result<u32, String> {
 ///         self.links += 1;
 ///         self.objects += 1;
 ///         Ok(self.objects)
@@ -360,6 +405,66 @@ pub struct ProgramManager<B> {
     cache: Arc<ProgramCache>,
     backend_identity: String,
     binary_reads_skipped: u64,
+    defer_binary_reads: bool,
+    /// Programs linked whose binary was not read yet, by key (at most [`MAX_DEFERRED_SAVES`]).
+    deferred: HashMap<ProgramKey, DeferredSave>,
+    transform_feedback_uncached: u64,
+}
+
+/// At most this many programs wait for [`ProgramManager::save_deferred_binary`]; a link past
+/// it reads its binary at once, as without deferral.
+pub const MAX_DEFERRED_SAVES: usize = 1024;
+
+/// What a deferred binary read saves: the entry without its binary.
+#[derive(Debug)]
+struct DeferredSave {
+    value: CachedProgram,
+    page: Option<PageId>,
+}
+
+/// A link started with [`ProgramManager::start_link`]: poll it with
+/// [`ProgramManager::link_ready`], end it with [`ProgramManager::finish_link`]. Holds the
+/// driver's program object; dropping it drops the object.
+#[derive(Debug)]
+pub struct PendingLink<P> {
+    key: ProgramKey,
+    stages: Vec<ShaderStage>,
+    page: Option<PageId>,
+    start: Instant,
+    state: Pending<P>,
+}
+
+#[derive(Debug)]
+enum Pending<P> {
+    /// Restored from a cached binary: complete.
+    Restored(P),
+    /// On the driver. `save` is the entry to save once it linked (without its binary);
+    /// `None` when the program does not go through the cache.
+    Linking {
+        program: P,
+        origin: LinkOrigin,
+        save: Option<Box<SavePlan>>,
+    },
+}
+
+/// The entry to save for a link on the driver, without its binary, and the sources of the
+/// stages the host gave no translator maps for (their maps come from the driver's reflection
+/// once the link is done).
+#[derive(Debug)]
+struct SavePlan {
+    value: CachedProgram,
+    sources: Vec<(ShaderStage, String)>,
+}
+
+impl<P> PendingLink<P> {
+    /// The program's cache key.
+    pub fn key(&self) -> ProgramKey {
+        self.key
+    }
+    /// Whether the program came from the cache (complete at once).
+    pub fn is_cache_hit(&self) -> bool {
+        matches!(self.state, Pending::Restored(_))
+    }
 }
 
 impl<B: ProgramBackend> ProgramManager<B> {
@@ -372,6 +477,9 @@ impl<B: ProgramBackend> ProgramManager<B> {
             cache,
             backend_identity: backend_identity.into(),
             binary_reads_skipped: 0,
+            defer_binary_reads: false,
+            deferred: HashMap::new(),
+            transform_feedback_uncached: 0,
         }
     }
 
@@ -395,6 +503,42 @@ impl<B: ProgramBackend> ProgramManager<B> {
         self.binary_reads_skipped
     }
 
+    /// Links of programs with transform-feedback varyings that bypassed the cache because it
+    /// keeps them out ([`crate::ProgramCacheBuilder::cache_transform_feedback`]).
+    pub fn transform_feedback_links_uncached(&self) -> u64 {
+        self.transform_feedback_uncached
+    }
+
+    /// Whether a link that misses the cache leaves the binary in the driver until
+    /// [`ProgramManager::save_deferred_binary`] (a host calls it when its context is idle),
+    /// instead of reading it when the link finishes (the default). At most
+    /// [`MAX_DEFERRED_SAVES`] programs wait; past that a link reads its binary at once.
+    pub fn set_defer_binary_reads(&mut self, on: bool) {
+        self.defer_binary_reads = on;
+    }
+
+    /// How many linked programs wait for their binary to be read.
+    pub fn deferred_binaries(&self) -> usize {
+        self.deferred.len()
+    }
+
+    /// Reads and saves the binary of `linked` if it was deferred
+    /// ([`LinkedProgram::binary_deferred`]); returns whether it was read. The program object
+    /// must be the one the link returned (its binary is read from it).
+    pub fn save_deferred_binary(&mut self, linked: &mut LinkedProgram<B::Program>) -> bool {
+        let Some(pending) = self.deferred.remove(&linked.key) else {
+            return false;
+        };
+        linked.binary_deferred = false;
+        self.save_binary(linked.key, pending.value, &linked.program, pending.page);
+        true
+    }
+
+    /// Forgets the deferred binary read of `key` (the host deleted the program).
+    pub fn forget_deferred_binary(&mut self, key: &ProgramKey) -> bool {
+        self.deferred.remove(key).is_some()
+    }
+
     /// The backend.
     pub fn backend(&mut self) -> &mut B {
         &mut self.backend
@@ -405,46 +549,159 @@ impl<B: ProgramBackend> ProgramManager<B> {
         &self.cache
     }
 
-    /// Compiles `shader`, or defers the compile on a status hit. A shader of no manager yet
-    /// ([`Shader::new`]) becomes this manager's; one of another manager is refused
-    /// ([`ForeignShader`], nothing changes). A failed compile is an outcome
-    /// ([`CompileOutcome::Failed`]), not an error.
-    pub fn compile(
+    /// Takes `shader` for this manager, or refuses one of another.
+    fn adopt(&self, shader: &mut Shader<B::Shader>) -> Result<(), ForeignShader> {
+        match shader.manager {
+            Some(owner) if owner != self.id => Err(ForeignShader { owner }),
+            Some(_) => Ok(()),
+            None => {
+                shader.manager = Some(self.id);
+                Ok(())
+            }
+        }
+    }
+
+    /// What the cache knows of `shader`'s source: a status hit defers the compile, a failure
+    /// record fails it with the recorded log. `None`: ask the driver.
+    fn known_outcome(
         &mut self,
         shader: &mut Shader<B::Shader>,
-    ) -> Result<CompileOutcome, ForeignShader> {
-        match shader.manager {
-            Some(owner) if owner != self.id => return Err(ForeignShader { owner }),
-            Some(_) => {}
-            None => shader.manager = Some(self.id),
-        }
-        let start = Instant::now();
-        let hash = shader_hash(shader.stage, &shader.source, &shader.compile_options);
+        hash: ShaderHash,
+        start: Instant,
+    ) -> Option<CompileOutcome> {
         if self.cache.shader_compile_status(&hash) == CompileStatus::Success {
             shader.state = ShaderState::Deferred {
                 hash,
                 source: shader.source.clone(),
             };
             self.cache.record_status_hit(start.elapsed());
-            return Ok(CompileOutcome::Deferred);
+            return Some(CompileOutcome::Deferred);
         }
-        let outcome = match self.backend.compile(shader.stage, &shader.source) {
+        let record = self.cache.load_failure(&compile_failure_key(&hash))?;
+        let log = record.failure.as_ref()?.log.clone();
+        shader.state = ShaderState::Failed { hash, log };
+        self.cache.record_status_hit(start.elapsed());
+        Some(CompileOutcome::KnownFailure)
+    }
+
+    /// Records the driver's verdict on a compile.
+    fn compile_result(
+        &mut self,
+        shader: &mut Shader<B::Shader>,
+        hash: ShaderHash,
+        source: String,
+        result: Result<B::Shader, String>,
+    ) -> CompileOutcome {
+        match result {
             Ok(object) => {
                 self.cache.shader_compile_succeeded(hash);
                 shader.state = ShaderState::Compiled {
                     hash,
-                    source: shader.source.clone(),
+                    source,
                     object,
                 };
                 CompileOutcome::Compiled
             }
             Err(log) => {
+                self.save_compile_failure(hash, shader.stage, &log);
                 shader.state = ShaderState::Failed { hash, log };
                 CompileOutcome::Failed
             }
-        };
+        }
+    }
+
+    /// Compiles `shader`, or defers the compile on a status hit, or fails it at once when the
+    /// cache holds the record of this exact shader failing ([`CompileOutcome::KnownFailure`],
+    /// with the driver's log). A shader of no manager yet ([`Shader::new`]) becomes this
+    /// manager's; one of another manager is refused ([`ForeignShader`], nothing changes). A
+    /// failed compile is an outcome ([`CompileOutcome::Failed`]), not an error; it is cached.
+    pub fn compile(
+        &mut self,
+        shader: &mut Shader<B::Shader>,
+    ) -> Result<CompileOutcome, ForeignShader> {
+        self.adopt(shader)?;
+        let start = Instant::now();
+        let hash = shader_hash(shader.stage, &shader.source, &shader.compile_options);
+        if let Some(known) = self.known_outcome(shader, hash, start) {
+            return Ok(known);
+        }
+        let result = self.backend.compile(shader.stage, &shader.source);
+        let source = shader.source.clone();
+        let outcome = self.compile_result(shader, hash, source, result);
         self.cache.record_status_miss(start.elapsed());
         Ok(outcome)
+    }
+
+    /// [`ProgramManager::compile`] without waiting for the driver
+    /// (`KHR_parallel_shader_compile`): a status hit or a known failure is answered at once; a
+    /// miss starts the driver compile and returns [`CompileOutcome::Pending`]. Poll with
+    /// [`ProgramManager::compile_ready`]; [`ProgramManager::finish_compile`] (or a link) gives
+    /// the result. Without the extension the backend compiles synchronously and the same calls
+    /// work.
+    pub fn start_compile(
+        &mut self,
+        shader: &mut Shader<B::Shader>,
+    ) -> Result<CompileOutcome, ForeignShader> {
+        self.adopt(shader)?;
+        let start = Instant::now();
+        let hash = shader_hash(shader.stage, &shader.source, &shader.compile_options);
+        if let Some(known) = self.known_outcome(shader, hash, start) {
+            return Ok(known);
+        }
+        let source = shader.source.clone();
+        match self.backend.start_compile(shader.stage, &source) {
+            Ok(object) => {
+                shader.state = ShaderState::Compiling {
+                    hash,
+                    source,
+                    object,
+                };
+                Ok(CompileOutcome::Pending)
+            }
+            Err(log) => {
+                let outcome = self.compile_result(shader, hash, source, Err(log));
+                self.cache.record_status_miss(start.elapsed());
+                Ok(outcome)
+            }
+        }
+    }
+
+    /// Whether the compile of `shader` has finished (true unless it is
+    /// [`ShaderState::Compiling`] and the driver is still at it).
+    pub fn compile_ready(&mut self, shader: &Shader<B::Shader>) -> bool {
+        match &shader.state {
+            ShaderState::Compiling { object, .. } => self.backend.compile_done(object),
+            _ => true,
+        }
+    }
+
+    /// Ends a compile started with [`ProgramManager::start_compile`] (waiting for the driver
+    /// when needed) and returns its outcome; a shader that is not compiling keeps its state and
+    /// reports it.
+    pub fn finish_compile(&mut self, shader: &mut Shader<B::Shader>) -> CompileOutcome {
+        let state = std::mem::replace(&mut shader.state, ShaderState::NotCompiled);
+        match state {
+            ShaderState::Compiling {
+                hash,
+                source,
+                object,
+            } => {
+                let start = Instant::now();
+                let result = self.backend.finish_compile(object);
+                let outcome = self.compile_result(shader, hash, source, result);
+                self.cache.record_status_miss(start.elapsed());
+                outcome
+            }
+            other => {
+                let outcome = match &other {
+                    ShaderState::Compiled { .. } => CompileOutcome::Compiled,
+                    ShaderState::Deferred { .. } => CompileOutcome::Deferred,
+                    _ => CompileOutcome::Failed,
+                };
+                shader.state = other;
+                outcome
+            }
+        }
     }
 
     /// The program key `link` would use, when both shaders have been compiled.
@@ -454,13 +711,35 @@ impl<B: ProgramBackend> ProgramManager<B> {
         fragment: &Shader<B::Shader>,
         options: &ProgramOptions,
     ) -> Option<ProgramKey> {
+        self.key_of(&[vertex, fragment], options)
+    }
+
+    /// The program key of shaders in pipeline order, when each has been compiled.
+    fn key_of(
+        &self,
+        shaders: &[&Shader<B::Shader>],
+        options: &ProgramOptions,
+    ) -> Option<ProgramKey> {
+        let mut vertex = ShaderHash::NONE;
+        let mut fragment = ShaderHash::NONE;
+        let mut others = Vec::new();
+        for s in shaders {
+            let hash = s.compiled_hash()?;
+            match s.stage {
+                ShaderStage::Vertex => vertex = hash,
+                ShaderStage::Fragment => fragment = hash,
+                stage => others.push((stage, hash)),
+            }
+        }
         Some(program_key(&ProgramKeyInput {
-            vertex: vertex.compiled_hash()?,
-            fragment: fragment.compiled_hash()?,
+            vertex,
+            fragment,
             backend_identity: &self.backend_identity,
             attribute_bindings: &options.link.attribute_bindings,
             transform_feedback_varyings: &options.link.transform_feedback_varyings,
             transform_feedback_mode: options.link.transform_feedback_mode,
+            other_stages: &others,
+            separable: options.link.separable,
         }))
     }
 
@@ -468,7 +747,8 @@ impl<B: ProgramBackend> ProgramManager<B> {
     /// else happens: a shader of another manager in either place (vertex first) is
     /// [`LinkFailure::ForeignShader`]; a shader of another stage is
     /// [`LinkFailure::WrongStage`]; a shader not compiled (or that failed) is
-    /// [`LinkFailure::ShaderNotCompiled`].
+    /// [`LinkFailure::ShaderNotCompiled`]. A link the cache knows to fail fails at once with
+    /// the driver's log ([`LinkFailure::Link`]).
     pub fn link(
         &mut self,
         vertex: &mut Shader<B::Shader>,
@@ -495,79 +775,242 @@ impl<B: ProgramBackend> ProgramManager<B> {
                 });
             }
         }
-        for shader in [&*vertex, &*fragment] {
+        self.link_program(&mut [vertex, fragment], options)
+    }
+
+    /// Links any program kind through the cache: a vertex and a fragment shader with optional
+    /// tessellation and geometry stages, a compute shader alone, or (with
+    /// `options.link.separable`) any graphics stages for a program pipeline. The shaders may
+    /// come in any order. Checked before anything else happens, in this order: a shader of
+    /// another manager ([`LinkFailure::ForeignShader`], `argument` is its stage), shaders that
+    /// do not make a program ([`LinkFailure::Stages`]), a shader not compiled or failed
+    /// ([`LinkFailure::ShaderNotCompiled`]). Waits for the driver; see
+    /// [`ProgramManager::start_link`] for the form that does not.
+    pub fn link_program(
+        &mut self,
+        shaders: &mut [&mut Shader<B::Shader>],
+        options: &ProgramOptions,
+    ) -> Result<LinkedProgram<B::Program>, LinkFailure> {
+        let pending = self.start_link(shaders, options)?;
+        self.finish_link(pending)
+    }
+
+    /// Starts a link and returns without waiting for the driver
+    /// (`KHR_parallel_shader_compile`): a cache hit is complete at once (the binary is loaded);
+    /// a link the cache knows to fail returns [`LinkFailure::Link`] with the driver's log at
+    /// once; otherwise deferred shaders are compiled, the shaders' pending compiles finished,
+    /// and the driver link started. Poll with [`ProgramManager::link_ready`], end with
+    /// [`ProgramManager::finish_link`]. The checks are those of
+    /// [`ProgramManager::link_program`].
+    pub fn start_link(
+        &mut self,
+        shaders: &mut [&mut Shader<B::Shader>],
+        options: &ProgramOptions,
+    ) -> Result<PendingLink<B::Program>, LinkFailure> {
+        for shader in shaders.iter() {
+            if let Some(owner) = shader.manager.filter(|&m| m != self.id) {
+                return Err(LinkFailure::ForeignShader {
+                    argument: shader.stage,
+                    owner,
+                });
+            }
+        }
+        shaders.sort_by_key(|s| stage_order(s.stage));
+        check_stages(shaders.iter().map(|s| s.stage), options.link.separable)?;
+        for shader in shaders.iter_mut() {
+            if shader.is_compiling() {
+                self.finish_compile(shader);
+            }
             if !shader.compile_status() {
                 return Err(LinkFailure::ShaderNotCompiled {
                     stage: shader.stage,
                 });
             }
         }
-        let key = self
-            .program_key(vertex, fragment, options)
-            .expect("compiled shaders have hashes");
+        let key = {
+            let refs: Vec<&Shader<B::Shader>> = shaders.iter().map(|s| &**s).collect();
+            self.key_of(&refs, options)
+                .expect("compiled shaders have hashes")
+        };
+        let stages: Vec<ShaderStage> = shaders.iter().map(|s| s.stage).collect();
+        let cacheable = self.cache.caches_transform_feedback()
+            || options.link.transform_feedback_varyings.is_empty();
+        if !cacheable {
+            self.transform_feedback_uncached += 1;
+        }
 
         let start = Instant::now();
         let mut origin = LinkOrigin::Linked;
-        if let Some(entry) = self.cache.load(&key, options.page) {
-            match self.backend.load_binary(&entry.binary) {
-                Ok(program) => {
-                    self.cache.binary_accepted(&key);
-                    vertex.variables = Some(entry.vertex.clone());
-                    fragment.variables = Some(entry.fragment.clone());
-                    let linked = self.reflect(program, key, LinkOrigin::CacheHit);
-                    self.cache.record_binary_hit_time(start.elapsed());
-                    return Ok(linked);
-                }
-                Err(reason) => {
-                    tracing::info!(%key, %reason, "driver refused a cached binary; relinking");
-                    self.cache.evict_rejected(&key);
-                    origin = LinkOrigin::RelinkedAfterRejection;
+        if cacheable {
+            if let Some(record) = self.cache.load_failure(&key) {
+                let log = record
+                    .failure
+                    .as_ref()
+                    .map(|f| f.log.clone())
+                    .unwrap_or_default();
+                return Err(LinkFailure::Link { log });
+            }
+            if let Some(entry) = self.cache.load(&key, options.page) {
+                match self.backend.load_binary(&entry.binary) {
+                    Ok(program) => {
+                        self.cache.binary_accepted(&key);
+                        for shader in shaders.iter_mut() {
+                            if let Some(v) = entry.stage_variables(shader.stage.gl_enum()) {
+                                shader.variables = Some(v.clone());
+                            }
+                        }
+                        return Ok(PendingLink {
+                            key,
+                            stages,
+                            page: options.page,
+                            start,
+                            state: Pending::Restored(program),
+                        });
+                    }
+                    Err(reason) => {
+                        tracing::info!(%key, %reason, "driver refused a cached binary; relinking");
+                        self.cache.evict_rejected(&key);
+                        origin = LinkOrigin::RelinkedAfterRejection;
+                    }
                 }
             }
         }
 
         let start = Instant::now();
-        self.ensure_compiled(vertex)?;
-        self.ensure_compiled(fragment)?;
-        let (Some(vs), Some(fs)) = (vertex.object(), fragment.object()) else {
-            unreachable!("ensure_compiled leaves driver objects");
-        };
-        let program = self
-            .backend
-            .link(vs, fs, &options.link)
-            .map_err(|log| LinkFailure::Link { log })?;
-        let linked = self.reflect(program, key, origin);
-        self.save_binary(vertex, fragment, &linked, options.page);
-        self.cache.record_binary_miss_time(start.elapsed());
-        Ok(linked)
+        self.ensure_compiled(shaders)?;
+        let objects: Vec<&B::Shader> = shaders
+            .iter()
+            .map(|s| s.object().expect("ensure_compiled leaves driver objects"))
+            .collect();
+        let started = self.backend.start_link(&objects, &options.link);
+        let save = cacheable.then(|| Box::new(save_plan(shaders)));
+        match started {
+            Ok(program) => Ok(PendingLink {
+                key,
+                stages,
+                page: options.page,
+                start,
+                state: Pending::Linking {
+                    program,
+                    origin,
+                    save,
+                },
+            }),
+            Err(log) => {
+                if let Some(plan) = save {
+                    self.save_link_failure(key, plan.value, &log);
+                }
+                Err(LinkFailure::Link { log })
+            }
+        }
     }
 
-    /// Reads the binary of a program just linked and saves it, unless the cache would refuse
-    /// it: then the binary is not read at all.
+    /// Whether a started link has finished on the driver (a cache hit: at once).
+    pub fn link_ready(&mut self, pending: &PendingLink<B::Program>) -> bool {
+        match &pending.state {
+            Pending::Restored(_) => true,
+            Pending::Linking { program, .. } => self.backend.link_done(program),
+        }
+    }
+
+    /// Ends a started link (waiting for the driver when needed): reflects the program, and
+    /// on a cache miss reads and saves its binary (now, or later with
+    /// [`ProgramManager::set_defer_binary_reads`]) or records the failure with the driver's
+    /// log, so a warm start fails it at once with the same log.
+    pub fn finish_link(
+        &mut self,
+        pending: PendingLink<B::Program>,
+    ) -> Result<LinkedProgram<B::Program>, LinkFailure> {
+        let PendingLink {
+            key,
+            stages,
+            page,
+            start,
+            state,
+        } = pending;
+        match state {
+            Pending::Restored(program) => {
+                let linked = self.reflect(program, key, LinkOrigin::CacheHit, stages);
+                self.cache.record_binary_hit_time(start.elapsed());
+                Ok(linked)
+            }
+            Pending::Linking {
+                program,
+                origin,
+                save,
+            } => {
+                let program = match self.backend.finish_link(program) {
+                    Ok(program) => program,
+                    Err(log) => {
+                        if let Some(plan) = save {
+                            self.save_link_failure(key, plan.value, &log);
+                        }
+                        return Err(LinkFailure::Link { log });
+                    }
+                };
+                let mut linked = self.reflect(program, key, origin, stages);
+                if let Some(plan) = save {
+                    let value = with_driver_variables(*plan, &linked);
+                    if self.defer_binary_reads && self.deferred.len() < MAX_DEFERRED_SAVES {
+                        self.deferred.insert(key, DeferredSave { value, page });
+                        linked.binary_deferred = true;
+                    } else {
+                        self.save_binary(key, value, &linked.program, page);
+                    }
+                }
+                self.cache.record_binary_miss_time(start.elapsed());
+                Ok(linked)
+            }
+        }
+    }
+
+    /// Records a failed link under `key` (the shaders' statuses stay referenced by it).
+    fn save_link_failure(&mut self, key: ProgramKey, mut value: CachedProgram, log: &str) {
+        if log.len() > MAX_FAILURE_LOG {
+            return;
+        }
+        value.failure = Some(FailureRecord {
+            compile_stage: None,
+            log: log.to_owned(),
+        });
+        if let Err(e) = self.cache.save(key, value, None) {
+            tracing::debug!(%key, error = %e, "link failure not cached");
+        }
+    }
+
+    /// Records that the shader `hash` failed to compile.
+    fn save_compile_failure(&mut self, hash: ShaderHash, stage: ShaderStage, log: &str) {
+        if log.len() > MAX_FAILURE_LOG {
+            return;
+        }
+        let key = compile_failure_key(&hash);
+        let value = CachedProgram {
+            failure: Some(FailureRecord {
+                compile_stage: Some(stage.gl_enum()),
+                log: log.to_owned(),
+            }),
+            ..CachedProgram::default()
+        };
+        if let Err(e) = self.cache.save(key, value, None) {
+            tracing::debug!(%key, error = %e, "compile failure not cached");
+        }
+    }
+
+    /// Reads the binary of a linked program and saves it with `value`, unless the cache would
+    /// refuse it: then the binary is not read at all.
     fn save_binary(
         &mut self,
-        vertex: &Shader<B::Shader>,
-        fragment: &Shader<B::Shader>,
-        linked: &LinkedProgram<B::Program>,
+        key: ProgramKey,
+        mut value: CachedProgram,
+        program: &B::Program,
         page: Option<PageId>,
     ) {
-        let key = linked.key;
-        let mut value = CachedProgram {
-            vertex_shader: vertex.compiled_hash().expect("compiled"),
-            fragment_shader: fragment.compiled_hash().expect("compiled"),
-            vertex: stage_variables(vertex, linked),
-            fragment: stage_variables(fragment, linked),
-            binary: ProgramBinaryData {
-                format: 0,
-                bytes: Vec::new(),
-            },
-        };
         // Pressure first (free); then the entry's size from the binary length, when the backend
         // can tell it without reading the binary.
         let verdict = self.cache.would_accept(None).and_then(|()| {
             let size = self
                 .backend
-                .program_binary_length(&linked.program)
+                .program_binary_length(program)
                 .map(|len| value.stored_size() + len);
             self.cache.would_accept(size)
         });
@@ -577,7 +1020,7 @@ impl<B: ProgramBackend> ProgramManager<B> {
             tracing::debug!(%key, error = %e, "program not cached; binary not read");
             return;
         }
-        match self.backend.program_binary(&linked.program) {
+        match self.backend.program_binary(program) {
             Ok(binary) => {
                 value.binary = binary;
                 if let Err(e) = self.cache.save(key, value, page) {
@@ -593,69 +1036,250 @@ impl<B: ProgramBackend> ProgramManager<B> {
         program: B::Program,
         key: ProgramKey,
         origin: LinkOrigin,
+        stages: Vec<ShaderStage>,
     ) -> LinkedProgram<B::Program> {
         let mut attributes = self.backend.active_attributes(&program);
         let mut uniforms = self.backend.active_uniforms(&program);
+        let interface = self.backend.program_interface(&program);
         attributes.sort();
         uniforms.sort();
         LinkedProgram {
             program,
             key,
             origin,
+            stages,
             attributes,
             uniforms,
+            interface,
+            binary_deferred: false,
         }
     }
 
-    /// Compiles a deferred shader for real.
-    fn ensure_compiled(&mut self, shader: &mut Shader<B::Shader>) -> Result<(), LinkFailure> {
-        let ShaderState::Deferred { hash, source } = &shader.state else {
-            return Ok(());
+    /// Compiles the deferred shaders for real: every compile is started before the first is
+    /// finished, so a driver with parallel compile runs them together.
+    fn ensure_compiled(
+        &mut self,
+        shaders: &mut [&mut Shader<B::Shader>],
+    ) -> Result<(), LinkFailure> {
+        for shader in shaders.iter_mut() {
+            let ShaderState::Deferred { hash, source } = &shader.state else {
+                continue;
+            };
+            let (hash, source) = (*hash, source.clone());
+            match self.backend.start_compile(shader.stage, &source) {
+                Ok(object) => {
+                    shader.state = ShaderState::Compiling {
+                        hash,
+                        source,
+                        object,
+                    }
+                }
+                Err(log) => return Err(self.deferred_failed(shader, hash, log)),
+            }
+        }
+        for shader in shaders.iter_mut() {
+            let state = std::mem::replace(&mut shader.state, ShaderState::NotCompiled);
+            let ShaderState::Compiling {
+                hash,
+                source,
+                object,
+            } = state
+            else {
+                shader.state = state;
+                continue;
+            };
+            match self.backend.finish_compile(object) {
+                Ok(object) => {
+                    shader.state = ShaderState::Compiled {
+                        hash,
+                        source,
+                        object,
+                    }
+                }
+                Err(log) => return Err(self.deferred_failed(shader, hash, log)),
+            }
+        }
+        Ok(())
+    }
+
+    /// A deferred shader failed when compiled at last (the driver changed under its status).
+    fn deferred_failed(
+        &mut self,
+        shader: &mut Shader<B::Shader>,
+        hash: ShaderHash,
+        log: String,
+    ) -> LinkFailure {
+        shader.state = ShaderState::Failed {
+            hash,
+            log: log.clone(),
         };
-        let (hash, source) = (*hash, source.clone());
-        match self.backend.compile(shader.stage, &source) {
-            Ok(object) => {
-                shader.state = ShaderState::Compiled {
-                    hash,
-                    source,
-                    object,
-                };
-                Ok(())
-            }
-            Err(log) => {
-                shader.state = ShaderState::Failed {
-                    hash,
-                    log: log.clone(),
-                };
-                Err(LinkFailure::Compile {
-                    stage: shader.stage,
-                    log,
-                })
-            }
+        LinkFailure::Compile {
+            stage: shader.stage,
+            log,
         }
     }
 }
 
-/// The variable maps stored for one stage: the translator's when the host gave them, otherwise
-/// identity maps from the driver's reflection (attributes belong to the vertex stage; a uniform
-/// belongs to each stage whose compiled source names it).
-fn stage_variables<S, P>(shader: &Shader<S>, linked: &LinkedProgram<P>) -> ShaderVariables {
-    if let Some(v) = &shader.variables {
-        return v.clone();
+/// A stage's place in the pipeline.
+fn stage_order(stage: ShaderStage) -> usize {
+    ShaderStage::ALL
+        .iter()
+        .position(|&s| s == stage)
+        .unwrap_or(usize::MAX)
+}
+
+/// Whether stages (in pipeline order) make a program.
+fn check_stages(
+    stages: impl Iterator<Item = ShaderStage> + Clone,
+    separable: bool,
+) -> Result<(), LinkFailure> {
+    let mut seen = gl_types::StageMask::default();
+    for stage in stages.clone() {
+        if seen.contains(stage) {
+            return Err(LinkFailure::Stages("two shaders of one stage"));
+        }
+        seen = seen.with(stage);
     }
-    let source = match &shader.state {
-        ShaderState::Compiled { source, .. } | ShaderState::Deferred { source, .. } => source,
-        _ => return ShaderVariables::default(),
-    };
+    if seen == gl_types::StageMask::default() {
+        return Err(LinkFailure::Stages("no shader"));
+    }
+    if seen.contains(ShaderStage::Compute) {
+        return if seen == ShaderStage::Compute.bit() {
+            Ok(())
+        } else {
+            Err(LinkFailure::Stages("a compute shader links alone"))
+        };
+    }
+    let graphics = seen.contains(ShaderStage::Vertex) && seen.contains(ShaderStage::Fragment);
+    if !separable && !graphics {
+        return Err(LinkFailure::Stages(
+            "a program that is not separable needs a vertex and a fragment shader",
+        ));
+    }
+    Ok(())
+}
+
+/// The entry for `shaders` (in pipeline order) without its binary: hashes and the translator's
+/// variable maps, and the sources of the stages without them.
+fn save_plan<S>(shaders: &[&mut Shader<S>]) -> SavePlan {
+    let mut value = CachedProgram::default();
+    let mut sources = Vec::new();
+    for shader in shaders {
+        let hash = shader.compiled_hash().expect("compiled");
+        let variables = match &shader.variables {
+            Some(v) => v.clone(),
+            None => {
+                if let ShaderState::Compiled { source, .. } | ShaderState::Deferred { source, .. } =
+                    &shader.state
+                {
+                    sources.push((shader.stage, source.clone()));
+                }
+                ShaderVariables::default()
+            }
+        };
+        match shader.stage {
+            ShaderStage::Vertex => {
+                value.vertex_shader = hash;
+                value.vertex = variables;
+            }
+            ShaderStage::Fragment => {
+                value.fragment_shader = hash;
+                value.fragment = variables;
+            }
+            stage => value.other_stages.push(StageRecord {
+                stage: stage.gl_enum(),
+                shader: hash,
+                variables,
+            }),
+        }
+    }
+    SavePlan { value, sources }
+}
+
+/// The plan's entry with identity maps from the driver's reflection for the stages the host
+/// gave no translator maps for.
+fn with_driver_variables<P>(plan: SavePlan, linked: &LinkedProgram<P>) -> CachedProgram {
+    let SavePlan { mut value, sources } = plan;
+    let last_pre_raster = linked
+        .stages
+        .iter()
+        .copied()
+        .rfind(|s| !matches!(s, ShaderStage::Fragment | ShaderStage::Compute));
+    for (stage, source) in sources {
+        let variables = driver_variables(stage, &source, linked, last_pre_raster == Some(stage));
+        match stage {
+            ShaderStage::Vertex => value.vertex = variables,
+            ShaderStage::Fragment => value.fragment = variables,
+            other => {
+                if let Some(r) = value
+                    .other_stages
+                    .iter_mut()
+                    .find(|r| r.stage == other.gl_enum())
+                {
+                    r.variables = variables;
+                }
+            }
+        }
+    }
+    value
+}
+
+/// The variable maps stored for one stage without translator maps: identity maps from the
+/// driver's reflection. Attributes belong to the vertex stage; a uniform to each stage the
+/// driver says statically uses it (or, when the driver cannot say, whose source names it);
+/// fragment outputs to the fragment stage; transform-feedback varyings to the last stage
+/// before rasterization; a block to each stage that references it.
+fn driver_variables<P>(
+    stage: ShaderStage,
+    source: &str,
+    linked: &LinkedProgram<P>,
+    last_pre_raster: bool,
+) -> ShaderVariables {
     let info = |v: &ActiveVariable| VariableInfo {
         name: v.name.clone(),
         mapped_name: v.name.clone(),
         gl_type: v.gl_type,
         array_size: v.size,
         location: v.location,
+        precision: 0,
+        static_use: true,
+    };
+    let interface = &linked.interface;
+    let uses = |name: &str| match interface
+        .uniform_static_use
+        .binary_search_by(|(n, _)| n.as_str().cmp(name))
+    {
+        Ok(i) => interface.uniform_static_use[i].1.contains(stage),
+        Err(_) => mentions(source, base_name(name)),
+    };
+    let block = |b: &gl_types::InterfaceBlock| BlockInfo {
+        name: b.name.clone(),
+        mapped_name: b.name.clone(),
+        binding: b.binding,
+        data_size: b.data_size,
+        static_use: true,
+        members: b
+            .members
+            .iter()
+            .map(|m| VariableInfo {
+                name: m.name.clone(),
+                mapped_name: m.name.clone(),
+                gl_type: m.gl_type,
+                array_size: m.size,
+                location: Some(m.offset),
+                precision: 0,
+                static_use: true,
+            })
+            .collect(),
+    };
+    let blocks = |list: &[gl_types::InterfaceBlock]| {
+        list.iter()
+            .filter(|b| b.referenced_by.contains(stage))
+            .map(block)
+            .collect()
     };
     ShaderVariables {
-        attributes: if shader.stage == ShaderStage::Vertex {
+        attributes: if stage == ShaderStage::Vertex {
             linked.attributes.iter().map(info).collect()
         } else {
             Vec::new()
@@ -663,9 +1287,45 @@ fn stage_variables<S, P>(shader: &Shader<S>, linked: &LinkedProgram<P>) -> Shade
         uniforms: linked
             .uniforms
             .iter()
-            .filter(|u| mentions(source, base_name(&u.name)))
+            .filter(|u| uses(&u.name))
             .map(info)
             .collect(),
+        varyings: if last_pre_raster {
+            interface
+                .varyings
+                .iter()
+                .map(|v| VariableInfo {
+                    name: v.name.clone(),
+                    mapped_name: v.name.clone(),
+                    gl_type: v.gl_type,
+                    array_size: v.size,
+                    location: None,
+                    precision: 0,
+                    static_use: true,
+                })
+                .collect()
+        } else {
+            Vec::new()
+        },
+        outputs: if stage == ShaderStage::Fragment {
+            interface
+                .outputs
+                .iter()
+                .map(|o| VariableInfo {
+                    name: o.name.clone(),
+                    mapped_name: o.name.clone(),
+                    gl_type: o.gl_type,
+                    array_size: o.size,
+                    location: Some(o.location),
+                    precision: 0,
+                    static_use: true,
+                })
+                .collect()
+        } else {
+            Vec::new()
+        },
+        uniform_blocks: blocks(&interface.uniform_blocks),
+        storage_blocks: blocks(&interface.storage_blocks),
     }
 }
 

@@ -134,6 +134,10 @@ pub struct Counters {
     pub status_hits: u64,
     /// Compile calls that went to the driver.
     pub status_misses: u64,
+    /// Lookups that found the record of a failed compile or link
+    /// ([`crate::ProgramCache::load_failure`]): a compile or link the driver was not asked
+    /// to repeat.
+    pub failure_hits: u64,
 }
 
 /// A snapshot of the statistics.

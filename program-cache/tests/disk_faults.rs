@@ -112,7 +112,8 @@ fn damages(len: usize) -> Vec<Damage> {
     out.extend([
         Damage::Magic,
         Damage::Version(0),
-        Damage::Version(2),
+        Damage::Version(1),
+        Damage::Version(3),
         Damage::Version(u16::MAX),
         Damage::HeaderLen(128),
         Damage::HeaderLen(0),
@@ -391,6 +392,8 @@ fn key_for(ctx: &GlContext, identity: &str) -> ProgramKey {
         attribute_bindings: &options.link.attribute_bindings,
         transform_feedback_varyings: &options.link.transform_feedback_varyings,
         transform_feedback_mode: options.link.transform_feedback_mode,
+        other_stages: &[],
+        separable: false,
     })
 }
 

@@ -499,6 +499,7 @@ fn synthetic_program(n: u64) -> CachedProgram {
         gl_type: 0x8B50 + (n % 4) as u32,
         array_size: 1 + (n % 3) as i32,
         location: n.is_multiple_of(2).then_some((n % 16) as i32),
+        ..Default::default()
     };
     CachedProgram {
         vertex_shader,
@@ -506,15 +507,18 @@ fn synthetic_program(n: u64) -> CachedProgram {
         vertex: ShaderVariables {
             attributes: vec![variable("a_position")],
             uniforms: vec![variable("u_matrix")],
+            ..Default::default()
         },
         fragment: ShaderVariables {
             attributes: Vec::new(),
             uniforms: vec![variable("u_tint"), variable("u_sampler")],
+            ..Default::default()
         },
         binary: ProgramBinaryData {
             format: 0x875F,
             bytes,
         },
+        ..Default::default()
     }
 }
 

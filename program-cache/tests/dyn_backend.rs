@@ -45,7 +45,7 @@ impl ProgramBackend for Numbers {
         }
         Ok(self.object())
     }
-    fn link(&mut self, _: &Object, _: &Object, _: &LinkOptions) -> Result<Object, String> {
+    fn link(&mut self, _: &[&Object], _: &LinkOptions) -> Result<Object, String> {
         self.calls.push("link");
         Ok(self.object())
     }
@@ -94,7 +94,7 @@ impl ProgramBackend for Others {
     fn compile(&mut self, stage: ShaderStage, source: &str) -> Result<Other, String> {
         self.0.compile(stage, source).map(|o| Other(o.0))
     }
-    fn link(&mut self, _: &Other, _: &Other, _: &LinkOptions) -> Result<Other, String> {
+    fn link(&mut self, _: &[&Other], _: &LinkOptions) -> Result<Other, String> {
         Ok(Other(self.0.object().0))
     }
     fn program_binary(&mut self, _: &Other) -> Result<ProgramBinaryData, String> {
@@ -329,9 +329,11 @@ fn objects_of_another_backend_type_are_refused_not_misused() {
     let mut others = DynBackend::new(Others::default());
     let vs = numbers.compile(ShaderStage::Vertex, VS).unwrap();
     let fs = numbers.compile(ShaderStage::Fragment, FS).unwrap();
-    let e = others.link(&vs, &fs, &LinkOptions::default()).unwrap_err();
+    let e = others
+        .link(&[&vs, &fs], &LinkOptions::default())
+        .unwrap_err();
     assert!(e.contains("another backend"), "{e}");
-    let p = numbers.link(&vs, &fs, &LinkOptions::default()).unwrap();
+    let p = numbers.link(&[&vs, &fs], &LinkOptions::default()).unwrap();
     assert!(others.program_binary(&p).is_err());
     assert_eq!(others.program_binary_length(&p), None);
     assert!(others.active_attributes(&p).is_empty());

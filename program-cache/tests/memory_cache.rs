@@ -74,6 +74,7 @@ fn correct_gl_calls_on_load_maps_restored_and_binary_saved_is_binary_returned() 
             gl_type: 0x8B52,
             array_size: 1,
             location: Some(0),
+            ..Default::default()
         }],
         uniforms: vec![VariableInfo {
             name: "u_mvp".into(),
@@ -81,7 +82,9 @@ fn correct_gl_calls_on_load_maps_restored_and_binary_saved_is_binary_returned() 
             gl_type: 0x8B5C,
             array_size: 1,
             location: Some(1),
+            ..Default::default()
         }],
+        ..Default::default()
     };
     let mut vs = Shader::new(ShaderStage::Vertex, VS);
     let mut fs = Shader::new(ShaderStage::Fragment, FS);

@@ -1004,6 +1004,7 @@ fn a_program_with_more_variables_than_an_entry_may_hold_is_never_written() {
                 gl_type: 0x1406,
                 array_size: 1,
                 location: Some(i as i32),
+                ..Default::default()
             })
             .collect();
         p

@@ -28,6 +28,8 @@ fn input<'a>(
         attribute_bindings: bindings,
         transform_feedback_varyings: varyings,
         transform_feedback_mode: mode,
+        other_stages: &[],
+        separable: false,
     }
 }
 

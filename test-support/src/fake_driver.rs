@@ -116,16 +116,20 @@ impl ProgramBackend for FakeDriver {
 
     fn link(
         &mut self,
-        vertex: &FakeObject,
-        fragment: &FakeObject,
+        shaders: &[&FakeObject],
         options: &LinkOptions,
     ) -> Result<FakeObject, String> {
-        self.calls.push(Call::Link(vertex.id, fragment.id));
+        let (Some(first), Some(last)) = (shaders.first(), shaders.last()) else {
+            return Err("no shaders".into());
+        };
+        self.calls.push(Call::Link(first.id, last.id));
+        let sources: Vec<&str> = shaders.iter().map(|s| s.source.as_str()).collect();
         Ok(FakeObject {
             id: self.id(),
             source: format!(
-                "{}\n--\n{}\n--\n{:?}",
-                vertex.source, fragment.source, options.attribute_bindings
+                "{}\n--\n{:?}",
+                sources.join("\n--\n"),
+                options.attribute_bindings
             ),
         })
     }
@@ -193,11 +197,35 @@ impl<B: ProgramBackend> ProgramBackend for Counting<B> {
     }
     fn link(
         &mut self,
-        vertex: &B::Shader,
-        fragment: &B::Shader,
+        shaders: &[&B::Shader],
         options: &LinkOptions,
     ) -> Result<B::Program, String> {
-        self.inner.link(vertex, fragment, options)
+        self.inner.link(shaders, options)
+    }
+    fn start_compile(&mut self, stage: ShaderStage, source: &str) -> Result<B::Shader, String> {
+        self.inner.start_compile(stage, source)
+    }
+    fn compile_done(&mut self, shader: &B::Shader) -> bool {
+        self.inner.compile_done(shader)
+    }
+    fn finish_compile(&mut self, shader: B::Shader) -> Result<B::Shader, String> {
+        self.inner.finish_compile(shader)
+    }
+    fn start_link(
+        &mut self,
+        shaders: &[&B::Shader],
+        options: &LinkOptions,
+    ) -> Result<B::Program, String> {
+        self.inner.start_link(shaders, options)
+    }
+    fn link_done(&mut self, program: &B::Program) -> bool {
+        self.inner.link_done(program)
+    }
+    fn finish_link(&mut self, program: B::Program) -> Result<B::Program, String> {
+        self.inner.finish_link(program)
+    }
+    fn program_interface(&mut self, program: &B::Program) -> program_cache::ProgramInterface {
+        self.inner.program_interface(program)
     }
     fn program_binary(&mut self, program: &B::Program) -> Result<ProgramBinaryData, String> {
         self.reads += 1;
@@ -229,7 +257,7 @@ mod tests {
             .compile(ShaderStage::Vertex, "in vec4 a_position;")
             .unwrap();
         let fs = d.compile(ShaderStage::Fragment, "void main() {}").unwrap();
-        d.link(&vs, &fs, &LinkOptions::default()).unwrap()
+        d.link(&[&vs, &fs], &LinkOptions::default()).unwrap()
     }
 
     #[test]

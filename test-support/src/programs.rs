@@ -30,14 +30,17 @@ pub fn program(vs: u8, fs: u8, binary_len: usize) -> CachedProgram {
                 gl_type: 0x8B52,
                 array_size: 1,
                 location: Some(0),
+                ..Default::default()
             }],
             uniforms: Vec::new(),
+            ..Default::default()
         },
         fragment: ShaderVariables::default(),
         binary: ProgramBinaryData {
             format: 1,
             bytes: vec![vs ^ fs; binary_len],
         },
+        ..Default::default()
     }
 }
 
@@ -49,6 +52,7 @@ pub fn plain_program(vertex: ShaderHash, fragment: ShaderHash, bytes: Vec<u8>) -
         vertex: ShaderVariables::default(),
         fragment: ShaderVariables::default(),
         binary: ProgramBinaryData { format: 1, bytes },
+        ..Default::default()
     }
 }
 

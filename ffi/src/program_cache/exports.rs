@@ -211,6 +211,8 @@ unsafe fn key_of(
         attribute_bindings: &link.attribute_bindings,
         transform_feedback_varyings: &link.transform_feedback_varyings,
         transform_feedback_mode: link.transform_feedback_mode,
+        other_stages: &[],
+        separable: false,
     });
     Ok(key.into())
 }
@@ -393,6 +395,7 @@ pub unsafe extern "C" fn gpusvc_program_cache_save(
                 format: desc.binary_format,
                 bytes: bytes.to_vec(),
             },
+            ..Default::default()
         };
         let page = desc.has_page.then_some(desc.page);
         let report = cache.save(key, value, page).map_err(|e| save_error(&e))?;

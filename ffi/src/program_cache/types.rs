@@ -564,6 +564,7 @@ unsafe fn variables_in(
                 gl_type: v.gl_type,
                 array_size: v.array_size,
                 location: v.has_location.then_some(v.location),
+                ..Default::default()
             })
         })
         .collect()
@@ -581,6 +582,7 @@ pub(crate) unsafe fn shader_variables_in(
         attributes: unsafe { variables_in(v.attributes, v.attribute_count, "attributes") }?,
         // SAFETY: forwarded from this function's contract.
         uniforms: unsafe { variables_in(v.uniforms, v.uniform_count, "uniforms") }?,
+        ..Default::default()
     })
 }
 

@@ -351,10 +351,12 @@ impl ProgramBackend for HostBackend {
 
     fn link(
         &mut self,
-        vertex: &Self::Shader,
-        fragment: &Self::Shader,
+        shaders: &[&Self::Shader],
         options: &LinkOptions,
     ) -> Result<Self::Program, String> {
+        let [vertex, fragment] = shaders else {
+            return Err("the host's link callback takes a vertex and a fragment shader".into());
+        };
         let options = CLinkOptions::new(options);
         self.make(true, |user_data, id, log| {
             // SAFETY: the host's callback with its user_data; `options.view` points into

@@ -133,9 +133,9 @@ fn link_failure(e: &LinkFailure) -> FfiError {
         LinkFailure::Link { .. } => gpusvc_result::GPUSVC_PROGRAM_CACHE_LINK_FAILED,
         // "the vertex shader belongs to another program manager", "`vertex` is a fragment
         // shader": refused before anything was compiled or linked.
-        LinkFailure::ForeignShader { .. } | LinkFailure::WrongStage { .. } => {
-            gpusvc_result::GPUSVC_INVALID_ARGUMENT
-        }
+        LinkFailure::ForeignShader { .. }
+        | LinkFailure::WrongStage { .. }
+        | LinkFailure::Stages(_) => gpusvc_result::GPUSVC_INVALID_ARGUMENT,
     };
     FfiError::new(code, e.to_string())
 }

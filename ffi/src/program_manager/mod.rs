@@ -41,6 +41,13 @@ pub const GPUSVC_PROGRAM_MANAGER_COMPILE_OUTCOME_COMPILED: u32 = 0u32;
 pub const GPUSVC_PROGRAM_MANAGER_COMPILE_OUTCOME_DEFERRED: u32 = 1u32;
 /// Compile outcome: the driver refused it; `gpusvc_program_manager_shader_info_log` has the log.
 pub const GPUSVC_PROGRAM_MANAGER_COMPILE_OUTCOME_FAILED: u32 = 2u32;
+/// Compile outcome: the cache holds the record of this exact shader failing to compile; the
+/// driver was not asked again and `gpusvc_program_manager_shader_info_log` has the driver's
+/// log, byte for byte.
+pub const GPUSVC_PROGRAM_MANAGER_COMPILE_OUTCOME_KNOWN_FAILURE: u32 = 3u32;
+/// Compile outcome: started on the driver without waiting (parallel compile); the result comes
+/// with `gpusvc_program_manager_finish_compile` or the link.
+pub const GPUSVC_PROGRAM_MANAGER_COMPILE_OUTCOME_PENDING: u32 = 4u32;
 
 /// Shader state: never compiled.
 pub const GPUSVC_PROGRAM_MANAGER_SHADER_STATE_NOT_COMPILED: u32 = 0u32;
@@ -50,6 +57,8 @@ pub const GPUSVC_PROGRAM_MANAGER_SHADER_STATE_COMPILED: u32 = 1u32;
 pub const GPUSVC_PROGRAM_MANAGER_SHADER_STATE_DEFERRED: u32 = 2u32;
 /// Shader state: the driver refused it.
 pub const GPUSVC_PROGRAM_MANAGER_SHADER_STATE_FAILED: u32 = 3u32;
+/// Shader state: its compile was started and not finished yet.
+pub const GPUSVC_PROGRAM_MANAGER_SHADER_STATE_COMPILING: u32 = 4u32;
 
 /// Link origin: restored from a cached binary.
 pub const GPUSVC_PROGRAM_MANAGER_LINK_ORIGIN_CACHE_HIT: u32 = 0u32;
@@ -62,6 +71,8 @@ c_enum!(fn compile_outcome_in / compile_outcome_out ("GPUSVC_PROGRAM_MANAGER_COM
     GPUSVC_PROGRAM_MANAGER_COMPILE_OUTCOME_COMPILED => CompileOutcome::Compiled,
     GPUSVC_PROGRAM_MANAGER_COMPILE_OUTCOME_DEFERRED => CompileOutcome::Deferred,
     GPUSVC_PROGRAM_MANAGER_COMPILE_OUTCOME_FAILED => CompileOutcome::Failed,
+    GPUSVC_PROGRAM_MANAGER_COMPILE_OUTCOME_KNOWN_FAILURE => CompileOutcome::KnownFailure,
+    GPUSVC_PROGRAM_MANAGER_COMPILE_OUTCOME_PENDING => CompileOutcome::Pending,
 });
 
 c_enum!(fn link_origin_in / link_origin_out ("GPUSVC_PROGRAM_MANAGER_LINK_ORIGIN") -> LinkOrigin {

@@ -16,9 +16,10 @@ use crate::program_cache::{
 };
 use crate::program_manager::objects::{ShaderHandle, manager, shader, shader_query};
 use crate::program_manager::{
-    GPUSVC_PROGRAM_MANAGER_SHADER_STATE_COMPILED, GPUSVC_PROGRAM_MANAGER_SHADER_STATE_DEFERRED,
-    GPUSVC_PROGRAM_MANAGER_SHADER_STATE_FAILED, GPUSVC_PROGRAM_MANAGER_SHADER_STATE_NOT_COMPILED,
-    gpusvc_program_manager, gpusvc_program_manager_shader,
+    GPUSVC_PROGRAM_MANAGER_SHADER_STATE_COMPILED, GPUSVC_PROGRAM_MANAGER_SHADER_STATE_COMPILING,
+    GPUSVC_PROGRAM_MANAGER_SHADER_STATE_DEFERRED, GPUSVC_PROGRAM_MANAGER_SHADER_STATE_FAILED,
+    GPUSVC_PROGRAM_MANAGER_SHADER_STATE_NOT_COMPILED, gpusvc_program_manager,
+    gpusvc_program_manager_shader,
 };
 
 /// Creates a shader of `manager` with a stage (`GPUSVC_PROGRAM_CACHE_SHADER_STAGE_*`) and `source_len` bytes
@@ -161,6 +162,7 @@ pub unsafe extern "C" fn gpusvc_program_manager_shader_state(
                 ShaderState::Compiled { .. } => GPUSVC_PROGRAM_MANAGER_SHADER_STATE_COMPILED,
                 ShaderState::Deferred { .. } => GPUSVC_PROGRAM_MANAGER_SHADER_STATE_DEFERRED,
                 ShaderState::Failed { .. } => GPUSVC_PROGRAM_MANAGER_SHADER_STATE_FAILED,
+                ShaderState::Compiling { .. } => GPUSVC_PROGRAM_MANAGER_SHADER_STATE_COMPILING,
             })
         })
     }

@@ -8,7 +8,7 @@ use crate::program::CachedProgram;
 /// First eight bytes of every entry.
 pub const MAGIC: [u8; 8] = *b"GPUSVCPB";
 /// Entry format version; part of the stamp, so a new version starts a new store.
-pub const FORMAT_VERSION: u32 = 1;
+pub const FORMAT_VERSION: u32 = 2;
 /// Header size in bytes.
 pub const HEADER_LEN: usize = 96;
 /// Flag: the payload is LZ4 (block format, `lz4_flex`).
@@ -146,10 +146,7 @@ pub fn encode_bounded(
     compress: bool,
 ) -> Option<Vec<u8>> {
     // The binary alone bounds the raw payload from below: skip the encoding when it is over.
-    if program.binary.bytes.len() as u64 > MAX_PAYLOAD
-        || !program.vertex.within_stored_bound()
-        || !program.fragment.within_stored_bound()
-    {
+    if program.binary.bytes.len() as u64 > MAX_PAYLOAD || !program.is_well_formed() {
         return None;
     }
     let bytes = encode(key, program, stamp_hash, created_ms, compress);

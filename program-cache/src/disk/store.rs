@@ -413,8 +413,10 @@ pub(crate) fn check_entry(entry: &[u8], stamp_hash: &[u8; 20]) -> Result<Program
     let (header, program) = format::decode(entry, stamp_hash, None)?;
     // The GPU side refuses an empty binary (`InsertError::EmptyBinary`): keeping one would
     // stream it back at every start for nothing.
-    if program.binary.bytes.is_empty() {
-        return Err(EntryError::Decode("the program binary is empty".into()));
+    if !program.is_well_formed() {
+        return Err(EntryError::Decode(
+            "the program binary is empty or the entry is malformed".into(),
+        ));
     }
     Ok(header.key)
 }

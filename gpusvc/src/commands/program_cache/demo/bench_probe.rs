@@ -112,7 +112,7 @@ pub(super) fn plain_pass(ctx: &GlContext, programs: &[ProgramSource]) -> (usize,
         let Ok(fs) = backend.compile(ShaderStage::Fragment, &program.fragment) else {
             continue;
         };
-        if let Ok(p) = backend.link(&vs, &fs, &LinkOptions::default()) {
+        if let Ok(p) = backend.link(&[&vs, &fs], &LinkOptions::default()) {
             std::hint::black_box((backend.active_attributes(&p), backend.active_uniforms(&p)));
             linked += 1;
         }

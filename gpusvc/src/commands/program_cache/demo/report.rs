@@ -59,6 +59,7 @@ pub(super) fn counters_delta(after: Counters, before: Counters) -> Counters {
         rejected_saves: after.rejected_saves - before.rejected_saves,
         status_hits: after.status_hits - before.status_hits,
         status_misses: after.status_misses - before.status_misses,
+        failure_hits: after.failure_hits - before.failure_hits,
     }
 }
 
