@@ -175,6 +175,12 @@ pub struct Counting<B> {
     pub reads: usize,
     /// Calls of [`ProgramBackend::program_binary_length`].
     pub length_queries: usize,
+    /// Compiles handed to the driver (`compile` and `start_compile`).
+    pub compiles: usize,
+    /// Links handed to the driver (`link` and `start_link`).
+    pub links: usize,
+    /// Binaries loaded ([`ProgramBackend::load_binary`]).
+    pub loads: usize,
 }
 
 impl<B> Counting<B> {
@@ -184,6 +190,9 @@ impl<B> Counting<B> {
             inner,
             reads: 0,
             length_queries: 0,
+            compiles: 0,
+            links: 0,
+            loads: 0,
         }
     }
 }
@@ -193,6 +202,7 @@ impl<B: ProgramBackend> ProgramBackend for Counting<B> {
     type Program = B::Program;
 
     fn compile(&mut self, stage: ShaderStage, source: &str) -> Result<B::Shader, String> {
+        self.compiles += 1;
         self.inner.compile(stage, source)
     }
     fn link(
@@ -200,9 +210,11 @@ impl<B: ProgramBackend> ProgramBackend for Counting<B> {
         shaders: &[&B::Shader],
         options: &LinkOptions,
     ) -> Result<B::Program, String> {
+        self.links += 1;
         self.inner.link(shaders, options)
     }
     fn start_compile(&mut self, stage: ShaderStage, source: &str) -> Result<B::Shader, String> {
+        self.compiles += 1;
         self.inner.start_compile(stage, source)
     }
     fn compile_done(&mut self, shader: &B::Shader) -> bool {
@@ -216,6 +228,7 @@ impl<B: ProgramBackend> ProgramBackend for Counting<B> {
         shaders: &[&B::Shader],
         options: &LinkOptions,
     ) -> Result<B::Program, String> {
+        self.links += 1;
         self.inner.start_link(shaders, options)
     }
     fn link_done(&mut self, program: &B::Program) -> bool {
@@ -236,6 +249,7 @@ impl<B: ProgramBackend> ProgramBackend for Counting<B> {
         self.inner.program_binary_length(program)
     }
     fn load_binary(&mut self, binary: &ProgramBinaryData) -> Result<B::Program, String> {
+        self.loads += 1;
         self.inner.load_binary(binary)
     }
     fn active_attributes(&mut self, program: &B::Program) -> Vec<ActiveVariable> {
