@@ -50,17 +50,21 @@ mod context;
 mod draw;
 mod driver;
 mod program;
+mod reflect;
 
 pub use context::{
     ApiPreference, ContextError, ContextOptions, ContextProfile, DEVICE_ENV, DeviceSelection,
     DeviceSelectionError, GlContext, KeepHostCurrent, NotCurrent,
 };
-pub use draw::{DrawCall, DrawError, OffscreenTarget, UniformValue, VertexAttribute};
+pub use draw::{
+    DrawCall, DrawError, OffscreenTarget, StorageBuffer, UniformValue, VertexAttribute,
+};
 pub use driver::{DeviceInfo, DriverInfo, GlApi, GlVersion};
 pub use program::{
-    ActiveVariable, AttributeBinding, BinaryError, BuildError, ForeignObject, LinkError,
-    LinkOptions, Program, ProgramBinary, ReflectError, Shader, ShaderError, ShaderStage,
-    TransformFeedbackMode,
+    ActiveVariable, AttributeBinding, BinaryError, BlockMember, BuildError, ForeignObject,
+    InterfaceBlock, LinkError, LinkOptions, Program, ProgramBinary, ProgramInterface,
+    ProgramOutput, ReflectError, Shader, ShaderError, ShaderStage, StageMask,
+    TransformFeedbackMode, Varying,
 };
 
 /// The `glow` crate this crate is built on, re-exported so callers use the same version for the
