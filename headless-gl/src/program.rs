@@ -515,15 +515,20 @@ impl GlContext {
     /// Loads a binary into a new program object. A blob the driver refuses
     /// (`GL_LINK_STATUS` false) is [`BinaryError::Rejected`]; the caller recompiles from source.
     ///
-    /// The loaded program's [`Program::stages`] come from the driver, which has no query for
-    /// them: compute, geometry and the tessellation stages are found by the program queries only
-    /// they answer (`GL_COMPUTE_WORK_GROUP_SIZE`, `GL_GEOMETRY_VERTICES_OUT`,
-    /// `GL_TESS_CONTROL_OUTPUT_VERTICES`, `GL_TESS_GEN_MODE`); vertex and fragment by any
-    /// resource they reference (`GL_REFERENCED_BY_*_SHADER` of inputs, outputs, uniforms and
-    /// blocks). A program that is not separable and has a fragment or pre-rasterization stage
-    /// also counts the vertex stage, and on GLES also the fragment stage (both are required
-    /// there); so a desktop non-separable fragment-only program, which the spec allows, reads
-    /// as vertex + fragment.
+    /// The loaded program's [`Program::stages`] come from the driver, which has no query that
+    /// lists them: compute, geometry and the tessellation stages are found by the program
+    /// queries only they answer (`GL_COMPUTE_WORK_GROUP_SIZE`, `GL_GEOMETRY_VERTICES_OUT`,
+    /// `GL_TESS_CONTROL_OUTPUT_VERTICES`, `GL_TESS_GEN_MODE`); any stage that references a
+    /// resource (`GL_REFERENCED_BY_*_SHADER` of inputs, outputs, uniforms, blocks, buffer
+    /// variables, atomic counter buffers) is there. A program that is not separable also has,
+    /// on GLES, both vertex and fragment stages (GLES links no other); on desktop GL, the vertex
+    /// stage unless its inputs (`GL_PROGRAM_INPUT`, the first stage's) are the fragment
+    /// stage's, and the fragment stage unless its outputs (`GL_PROGRAM_OUTPUT`, the last
+    /// stage's) are a vertex, tessellation evaluation or geometry stage's. So what is not
+    /// recovered is a stage that shows in none of these: a separable program's stage that
+    /// references nothing, and a desktop fragment-only program that is not separable (Mesa
+    /// lists neither its inputs nor its outputs; it reads as vertex + fragment, and cannot draw
+    /// in a core profile anyway).
     pub fn load_program_binary(&self, binary: &ProgramBinary) -> Result<Program, BinaryError> {
         if binary.bytes.is_empty() {
             return Err(BinaryError::Empty);

@@ -336,28 +336,33 @@ fn check(gl: &glow::Context, what: &'static str) -> Result<(), ReflectError> {
 }
 
 /// The stages of a linked program that has no record of them (one loaded from a binary); see
-/// [`GlContext::load_program_binary`].
+/// [`GlContext::load_program_binary`] for the rules.
 pub(crate) fn infer_stages(ctx: &GlContext, gl: &glow::Context, raw: glow::Program) -> StageMask {
     let ext = ctx.inner.ext;
+    let both = ShaderStage::Vertex.bit().with(ShaderStage::Fragment);
     let Some(get_program_iv) = ext.get_program_iv else {
-        return ShaderStage::Vertex.bit().with(ShaderStage::Fragment);
+        return both;
     };
     let program = raw.0.get();
-    let mut stages = StageMask::default();
+    let mut probed = StageMask::default();
+    let mut referenced = StageMask::default();
+    // The stages that use the first stage's inputs and the last stage's outputs.
+    let (mut first, mut last) = (StageMask::default(), StageMask::default());
     // SAFETY: the context is current and owns the linked program; each probe writes at most
     // three GLints (GL_COMPUTE_WORK_GROUP_SIZE) into a buffer of three; a probe of a stage the
-    // program lacks raises GL_INVALID_OPERATION, which is read and cleared here.
-    unsafe {
+    // program lacks raises GL_INVALID_OPERATION, which is read and cleared here; the interface
+    // queries are bounded as in `Query`.
+    let separable = unsafe {
         clear_errors(gl);
         for (stage, pname) in stage_probes(ctx, gl) {
             let mut values = [0i32; 3];
             get_program_iv(program, pname, values.as_mut_ptr());
             if gl.get_error() == glow::NO_ERROR {
-                stages = stages.with(stage);
+                probed = probed.with(stage);
             }
         }
         clear_errors(gl);
-        if stages.contains(ShaderStage::Compute) {
+        if probed.contains(ShaderStage::Compute) {
             return ShaderStage::Compute.bit();
         }
         if let Some(f) = ext.interface {
@@ -378,7 +383,13 @@ pub(crate) fn infer_stages(ctx: &GlContext, gl: &glow::Context, raw: glow::Progr
             ] {
                 let (count, _) = query.count(interface);
                 for i in 0..count {
-                    stages.0 |= query.referenced_by(interface, i).0;
+                    let mask = query.referenced_by(interface, i);
+                    referenced.0 |= mask.0;
+                    match interface {
+                        glow::PROGRAM_INPUT => first.0 |= mask.0,
+                        glow::PROGRAM_OUTPUT => last.0 |= mask.0,
+                        _ => {}
+                    }
                 }
             }
             clear_errors(gl);
@@ -386,12 +397,29 @@ pub(crate) fn infer_stages(ctx: &GlContext, gl: &glow::Context, raw: glow::Progr
         let separable = ext.pipelines.is_some()
             && gl.get_program_parameter_i32(raw, glow::PROGRAM_SEPARABLE) != 0;
         clear_errors(gl);
-        if !separable {
-            stages = stages.with(ShaderStage::Vertex);
-            if ctx.info().api == GlApi::Gles {
-                stages = stages.with(ShaderStage::Fragment);
-            }
-        }
+        separable
+    };
+    let mut stages = StageMask(probed.0 | referenced.0);
+    if separable {
+        return stages;
+    }
+    if ctx.info().api == GlApi::Gles {
+        // GLES links a non-separable program only with both.
+        return StageMask(stages.0 | both.0);
+    }
+    // Desktop: the vertex stage is there unless the first stage's inputs belong to the
+    // fragment stage; the fragment stage unless the last stage's outputs belong to a
+    // pre-rasterization stage.
+    if !first.contains(ShaderStage::Fragment) {
+        stages = stages.with(ShaderStage::Vertex);
+    }
+    let pre_rasterization = [
+        ShaderStage::Vertex,
+        ShaderStage::TessEvaluation,
+        ShaderStage::Geometry,
+    ];
+    if !pre_rasterization.iter().any(|&s| last.contains(s)) {
+        stages = stages.with(ShaderStage::Fragment);
     }
     stages
 }

@@ -6,17 +6,23 @@
 
 use headless_gl::glow::HasContext;
 use headless_gl::{
-    BlockMember, DrawCall, DrawError, GlApi, GlContext, GlVersion, LinkError, LinkOptions,
-    OffscreenTarget, Program, ProgramInterface, ProgramOutput, ReflectError, ShaderStage,
-    StageMask, StorageBuffer, TransformFeedbackMode, UniformValue, Varying, VertexAttribute, glow,
+    ApiPreference, BlockMember, ContextOptions, DrawCall, DrawError, GlApi, GlContext, GlVersion,
+    LinkError, LinkOptions, OffscreenTarget, Program, ProgramInterface, ProgramOutput,
+    ReflectError, ShaderStage, StageMask, StorageBuffer, TransformFeedbackMode, UniformValue,
+    Varying, VertexAttribute, glow,
 };
-use test_support::gl::context_or_skip;
+use test_support::gl::open_or_skip;
 
 const SIZE: u32 = 32;
 
-/// A GL 4.3 / GLES 3.2 context, or a skip (with the reason printed) for a context below that.
-fn context(test: &str) -> Option<GlContext> {
-    let ctx = context_or_skip(test)?;
+/// A GL 4.3 / GLES 3.2 context of `api`, or a skip (with the reason printed) for a context
+/// below that.
+fn context(test: &str, api: ApiPreference) -> Option<GlContext> {
+    let options = ContextOptions {
+        api,
+        ..ContextOptions::default()
+    };
+    let ctx = open_or_skip(test, &options)?;
     let enough = match ctx.info().api {
         GlApi::DesktopCore => ctx.info().version_numbers >= GlVersion::new(4, 3),
         GlApi::Gles => ctx.info().version_numbers >= GlVersion::new(3, 2),
@@ -140,12 +146,7 @@ fn compute_expected(input: &[u32], scale: u32, offsets: [u32; 4], add: [u32; 4])
         .collect()
 }
 
-#[test]
-fn compute_dispatches_reads_back_and_survives_the_binary_round_trip() {
-    let Some(ctx) = context("compute_dispatches_reads_back_and_survives_the_binary_round_trip")
-    else {
-        return;
-    };
+fn compute_dispatches_reads_back_and_survives_the_binary_round_trip(ctx: &GlContext) {
     let program = link(
         &ctx,
         &[(ShaderStage::Compute, COMPUTE)],
@@ -322,12 +323,7 @@ fn draw_points(ctx: &GlContext, program: &Program) -> Vec<u8> {
     ctx.read_rgba8(&target).unwrap()
 }
 
-#[test]
-fn geometry_stage_draws_reads_back_and_survives_the_binary_round_trip() {
-    let Some(ctx) = context("geometry_stage_draws_reads_back_and_survives_the_binary_round_trip")
-    else {
-        return;
-    };
+fn geometry_stage_draws_reads_back_and_survives_the_binary_round_trip(ctx: &GlContext) {
     let program = link(
         &ctx,
         &[
@@ -446,12 +442,7 @@ fn draw_patch(ctx: &GlContext, program: &Program) -> Vec<u8> {
     ctx.read_rgba8(&target).unwrap()
 }
 
-#[test]
-fn tessellation_stages_draw_read_back_and_survive_the_binary_round_trip() {
-    let Some(ctx) = context("tessellation_stages_draw_read_back_and_survive_the_binary_round_trip")
-    else {
-        return;
-    };
+fn tessellation_stages_draw_read_back_and_survive_the_binary_round_trip(ctx: &GlContext) {
     let program = link(
         &ctx,
         &[
@@ -561,13 +552,7 @@ fn draw_through_pipeline(
     Ok(ctx.read_rgba8(&target).unwrap())
 }
 
-#[test]
-fn separable_programs_draw_in_a_pipeline_and_stay_separable_through_the_binary() {
-    let Some(ctx) =
-        context("separable_programs_draw_in_a_pipeline_and_stay_separable_through_the_binary")
-    else {
-        return;
-    };
+fn separable_programs_draw_in_a_pipeline_and_stay_separable_through_the_binary(ctx: &GlContext) {
     let separable = LinkOptions {
         separable: true,
         ..LinkOptions::default()
@@ -613,10 +598,13 @@ fn separable_programs_draw_in_a_pipeline_and_stay_separable_through_the_binary()
     // A program linked without the flag is not separable, and a pipeline refuses it.
     let plain = link(
         &ctx,
-        &[(ShaderStage::Fragment, SEPARABLE_FS)],
+        &[
+            (ShaderStage::Vertex, SEPARABLE_VS),
+            (ShaderStage::Fragment, SEPARABLE_FS),
+        ],
         &LinkOptions::default(),
     )
-    .expect("a fragment-only program links on desktop GL");
+    .expect("the same stages link into one program");
     assert!(!ctx.program_interface(&plain).unwrap().separable);
     match draw_through_pipeline(&ctx, &vertex, &plain) {
         Err(DrawError::Gl(code, _)) => assert_eq!(code, glow::INVALID_OPERATION),
@@ -674,13 +662,7 @@ fn capture_expected() -> Vec<(f32, [f32; 4])> {
         .collect()
 }
 
-#[test]
-fn transform_feedback_captures_reads_back_and_survives_the_binary_round_trip() {
-    let Some(ctx) =
-        context("transform_feedback_captures_reads_back_and_survives_the_binary_round_trip")
-    else {
-        return;
-    };
+fn transform_feedback_captures_reads_back_and_survives_the_binary_round_trip(ctx: &GlContext) {
     let stages_list = [
         (ShaderStage::Vertex, CAPTURE_VS),
         (ShaderStage::Fragment, CAPTURE_FS),
@@ -742,12 +724,7 @@ fn transform_feedback_captures_reads_back_and_survives_the_binary_round_trip() {
     assert_eq!(interface.varyings[0].name, "tf_a");
 }
 
-#[test]
-fn reflection_needs_a_linked_program_and_reads_row_major_matrices() {
-    let Some(ctx) = context("reflection_needs_a_linked_program_and_reads_row_major_matrices")
-    else {
-        return;
-    };
+fn reflection_needs_a_linked_program_and_reads_row_major_matrices(ctx: &GlContext) {
     // A failed link has no interface.
     let vs = ctx
         .compile_shader(
@@ -841,4 +818,86 @@ void main() { first = vec4(1.0); second = vec4(0.5); }
         .map(|o| (o.name.as_str(), o.location))
         .collect();
     assert_eq!(locations, [("first", 0), ("second", 1)]);
+}
+
+/// Programs whose stages leave few traces: each loaded from its binary reports the stages it
+/// was linked from.
+fn binary_loaded_programs_report_the_stages_they_were_linked_from(ctx: &GlContext) {
+    let bare_vs = "void main() { gl_Position = vec4(0.0, 0.0, 0.0, 1.0); }";
+    let empty_fs = "void main() {}";
+    let capture_vs = "out float tf_x;\nvoid main() { tf_x = 1.0; gl_Position = vec4(tf_x); }";
+    let points_gs = "layout(points) in;\nlayout(points, max_vertices = 1) out;\n\
+                     void main() { gl_Position = vec4(0.5); EmitVertex(); }";
+    let input_fs = "in vec4 v;\nlayout(location = 0) out vec4 o;\nvoid main() { o = v; }";
+    let separable = LinkOptions {
+        separable: true,
+        ..LinkOptions::default()
+    };
+    let capture = LinkOptions {
+        transform_feedback_varyings: vec!["tf_x".into()],
+        ..LinkOptions::default()
+    };
+    let plain = LinkOptions::default();
+    let mut cases: Vec<(Vec<(ShaderStage, &str)>, &LinkOptions)> = vec![
+        // A depth-only pass: nothing references either stage.
+        (
+            vec![
+                (ShaderStage::Vertex, bare_vs),
+                (ShaderStage::Fragment, empty_fs),
+            ],
+            &plain,
+        ),
+        (
+            vec![
+                (ShaderStage::Vertex, bare_vs),
+                (ShaderStage::Geometry, points_gs),
+                (ShaderStage::Fragment, empty_fs),
+            ],
+            &plain,
+        ),
+        (vec![(ShaderStage::Vertex, capture_vs)], &separable),
+        (vec![(ShaderStage::Fragment, input_fs)], &separable),
+    ];
+    if ctx.info().api == GlApi::DesktopCore {
+        // Desktop GL also links a vertex-only program that is not separable (for transform
+        // feedback).
+        cases.push((vec![(ShaderStage::Vertex, capture_vs)], &capture));
+    }
+    for (shaders, options) in cases {
+        let program = link(ctx, &shaders, options).expect("links");
+        let expected = stages(&shaders.iter().map(|&(s, _)| s).collect::<Vec<_>>());
+        assert_eq!(program.stages(), expected);
+        let (loaded, interface) = reload(ctx, &program);
+        assert_eq!(loaded.stages(), expected, "{shaders:?}");
+        assert_eq!(interface.stages, expected);
+        assert_eq!(interface.separable, options.separable);
+    }
+}
+
+/// One test on a desktop GL core context and one on a GLES 3.2 context for each body.
+macro_rules! on_both_apis {
+    ($($body:ident => $desktop:ident, $gles:ident;)*) => {$(
+        #[test]
+        fn $desktop() {
+            if let Some(ctx) = context(stringify!($desktop), ApiPreference::DesktopCore) {
+                $body(&ctx);
+            }
+        }
+        #[test]
+        fn $gles() {
+            if let Some(ctx) = context(stringify!($gles), ApiPreference::Gles) {
+                $body(&ctx);
+            }
+        }
+    )*};
+}
+
+on_both_apis! {
+    compute_dispatches_reads_back_and_survives_the_binary_round_trip => compute_dispatches_reads_back_and_survives_the_binary_round_trip_desktop, compute_dispatches_reads_back_and_survives_the_binary_round_trip_gles;
+    geometry_stage_draws_reads_back_and_survives_the_binary_round_trip => geometry_stage_draws_reads_back_and_survives_the_binary_round_trip_desktop, geometry_stage_draws_reads_back_and_survives_the_binary_round_trip_gles;
+    tessellation_stages_draw_read_back_and_survive_the_binary_round_trip => tessellation_stages_draw_read_back_and_survive_the_binary_round_trip_desktop, tessellation_stages_draw_read_back_and_survive_the_binary_round_trip_gles;
+    separable_programs_draw_in_a_pipeline_and_stay_separable_through_the_binary => separable_programs_draw_in_a_pipeline_and_stay_separable_through_the_binary_desktop, separable_programs_draw_in_a_pipeline_and_stay_separable_through_the_binary_gles;
+    transform_feedback_captures_reads_back_and_survives_the_binary_round_trip => transform_feedback_captures_reads_back_and_survives_the_binary_round_trip_desktop, transform_feedback_captures_reads_back_and_survives_the_binary_round_trip_gles;
+    binary_loaded_programs_report_the_stages_they_were_linked_from => binary_loaded_programs_report_the_stages_they_were_linked_from_desktop, binary_loaded_programs_report_the_stages_they_were_linked_from_gles;
+    reflection_needs_a_linked_program_and_reads_row_major_matrices => reflection_needs_a_linked_program_and_reads_row_major_matrices_desktop, reflection_needs_a_linked_program_and_reads_row_major_matrices_gles;
 }
