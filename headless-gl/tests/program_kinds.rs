@@ -148,7 +148,7 @@ fn compute_expected(input: &[u32], scale: u32, offsets: [u32; 4], add: [u32; 4])
 
 fn compute_dispatches_reads_back_and_survives_the_binary_round_trip(ctx: &GlContext) {
     let program = link(
-        &ctx,
+        ctx,
         &[(ShaderStage::Compute, COMPUTE)],
         &LinkOptions::default(),
     )
@@ -194,7 +194,7 @@ fn compute_dispatches_reads_back_and_survives_the_binary_round_trip(ctx: &GlCont
     assert_eq!(values, compute_expected(&input, scale, offsets, add));
     assert_eq!(params_after, params, "the read-only buffer is unchanged");
 
-    let (loaded, interface) = reload(&ctx, &program);
+    let (loaded, interface) = reload(ctx, &program);
     assert_eq!(run(&loaded), (values, params_after.clone()));
 
     assert_eq!(interface.stages, ShaderStage::Compute.bit());
@@ -325,7 +325,7 @@ fn draw_points(ctx: &GlContext, program: &Program) -> Vec<u8> {
 
 fn geometry_stage_draws_reads_back_and_survives_the_binary_round_trip(ctx: &GlContext) {
     let program = link(
-        &ctx,
+        ctx,
         &[
             (ShaderStage::Vertex, PASS_VS),
             (ShaderStage::Geometry, GEOMETRY),
@@ -334,7 +334,7 @@ fn geometry_stage_draws_reads_back_and_survives_the_binary_round_trip(ctx: &GlCo
         &LinkOptions::default(),
     )
     .expect("vertex + geometry + fragment links");
-    let pixels = draw_points(&ctx, &program);
+    let pixels = draw_points(ctx, &program);
     // Each point became a quad half a unit wide: NDC [-0.75, -0.25] is pixels [4, 12).
     for (x, y, expected) in [
         (4, 4, [255, 0, 0, 255]),
@@ -356,8 +356,8 @@ fn geometry_stage_draws_reads_back_and_survives_the_binary_round_trip(ctx: &GlCo
         .count();
     assert_eq!(coloured, 128);
 
-    let (loaded, interface) = reload(&ctx, &program);
-    assert_eq!(draw_points(&ctx, &loaded), pixels);
+    let (loaded, interface) = reload(ctx, &program);
+    assert_eq!(draw_points(ctx, &loaded), pixels);
     assert_eq!(
         interface.stages,
         stages(&[
@@ -444,7 +444,7 @@ fn draw_patch(ctx: &GlContext, program: &Program) -> Vec<u8> {
 
 fn tessellation_stages_draw_read_back_and_survive_the_binary_round_trip(ctx: &GlContext) {
     let program = link(
-        &ctx,
+        ctx,
         &[
             (ShaderStage::Vertex, TESS_VS),
             (ShaderStage::TessControl, TESS_CONTROL),
@@ -454,7 +454,7 @@ fn tessellation_stages_draw_read_back_and_survive_the_binary_round_trip(ctx: &Gl
         &LinkOptions::default(),
     )
     .expect("vertex + tessellation + fragment links");
-    let pixels = draw_patch(&ctx, &program);
+    let pixels = draw_patch(ctx, &program);
     // The evaluation stage halved the triangle: x, y >= -0.5 and x + y <= 0 in NDC, pixels
     // from 8 on; every pixel centre strictly inside is blue, the rest black.
     let blue = [0, 0, 255, 255];
@@ -476,8 +476,8 @@ fn tessellation_stages_draw_read_back_and_survive_the_binary_round_trip(ctx: &Gl
     // Without the evaluation stage's scale the whole lower-left half would be blue.
     assert_eq!(pixel(&pixels, 2, 2), black);
 
-    let (loaded, interface) = reload(&ctx, &program);
-    assert_eq!(draw_patch(&ctx, &loaded), pixels);
+    let (loaded, interface) = reload(ctx, &program);
+    assert_eq!(draw_patch(ctx, &loaded), pixels);
     assert_eq!(
         interface.stages,
         stages(&[
@@ -557,11 +557,11 @@ fn separable_programs_draw_in_a_pipeline_and_stay_separable_through_the_binary(c
         separable: true,
         ..LinkOptions::default()
     };
-    let vertex = link(&ctx, &[(ShaderStage::Vertex, SEPARABLE_VS)], &separable)
+    let vertex = link(ctx, &[(ShaderStage::Vertex, SEPARABLE_VS)], &separable)
         .expect("separable vertex program links");
-    let fragment = link(&ctx, &[(ShaderStage::Fragment, SEPARABLE_FS)], &separable)
+    let fragment = link(ctx, &[(ShaderStage::Fragment, SEPARABLE_FS)], &separable)
         .expect("separable fragment program links");
-    let pixels = draw_through_pipeline(&ctx, &vertex, &fragment).expect("pipeline draw");
+    let pixels = draw_through_pipeline(ctx, &vertex, &fragment).expect("pipeline draw");
     // a_color (1, 1, 0) from the vertex program times u_tint (1, 0, 1), set in the fragment
     // program: red inside the lower-left half-triangle, black outside.
     assert_eq!(pixel(&pixels, 4, 4), [255, 0, 0, 255]);
@@ -578,26 +578,26 @@ fn separable_programs_draw_in_a_pipeline_and_stay_separable_through_the_binary(c
     assert_eq!(red + black, (SIZE * SIZE) as usize);
     assert!((480..=560).contains(&red), "{red} red pixels");
 
-    let (vertex_loaded, vertex_interface) = reload(&ctx, &vertex);
-    let (fragment_loaded, fragment_interface) = reload(&ctx, &fragment);
+    let (vertex_loaded, vertex_interface) = reload(ctx, &vertex);
+    let (fragment_loaded, fragment_interface) = reload(ctx, &fragment);
     assert!(vertex_interface.separable && fragment_interface.separable);
     assert_eq!(vertex_interface.stages, ShaderStage::Vertex.bit());
     assert_eq!(fragment_interface.stages, ShaderStage::Fragment.bit());
     assert_eq!(fragment_interface.outputs, [output("o_color")]);
     assert!(vertex_interface.outputs.is_empty());
     assert_eq!(
-        draw_through_pipeline(&ctx, &vertex_loaded, &fragment_loaded).unwrap(),
+        draw_through_pipeline(ctx, &vertex_loaded, &fragment_loaded).unwrap(),
         pixels
     );
     // Mixed: a loaded program with a source-linked one.
     assert_eq!(
-        draw_through_pipeline(&ctx, &vertex_loaded, &fragment).unwrap(),
+        draw_through_pipeline(ctx, &vertex_loaded, &fragment).unwrap(),
         pixels
     );
 
     // A program linked without the flag is not separable, and a pipeline refuses it.
     let plain = link(
-        &ctx,
+        ctx,
         &[
             (ShaderStage::Vertex, SEPARABLE_VS),
             (ShaderStage::Fragment, SEPARABLE_FS),
@@ -606,7 +606,7 @@ fn separable_programs_draw_in_a_pipeline_and_stay_separable_through_the_binary(c
     )
     .expect("the same stages link into one program");
     assert!(!ctx.program_interface(&plain).unwrap().separable);
-    match draw_through_pipeline(&ctx, &vertex, &plain) {
+    match draw_through_pipeline(ctx, &vertex, &plain) {
         Err(DrawError::Gl(code, _)) => assert_eq!(code, glow::INVALID_OPERATION),
         other => panic!("a pipeline with a non-separable program: {other:?}"),
     }
@@ -668,7 +668,7 @@ fn transform_feedback_captures_reads_back_and_survives_the_binary_round_trip(ctx
         (ShaderStage::Fragment, CAPTURE_FS),
     ];
     let interleaved = link(
-        &ctx,
+        ctx,
         &stages_list,
         &LinkOptions {
             transform_feedback_varyings: vec!["tf_b".into(), "tf_a".into()],
@@ -682,11 +682,11 @@ fn transform_feedback_captures_reads_back_and_survives_the_binary_round_trip(ctx
         .iter()
         .flat_map(|(b, a)| std::iter::once(*b).chain(*a))
         .collect();
-    let out = capture(&ctx, &interleaved, &[flat.len() * 4]);
+    let out = capture(ctx, &interleaved, &[flat.len() * 4]);
     assert_eq!(f32s(&out[0]), flat);
 
-    let (loaded, interface) = reload(&ctx, &interleaved);
-    assert_eq!(capture(&ctx, &loaded, &[flat.len() * 4]), out);
+    let (loaded, interface) = reload(ctx, &interleaved);
+    assert_eq!(capture(ctx, &loaded, &[flat.len() * 4]), out);
     // The varyings in link order, not sorted.
     assert_eq!(
         interface.varyings,
@@ -706,7 +706,7 @@ fn transform_feedback_captures_reads_back_and_survives_the_binary_round_trip(ctx
     assert_eq!(interface.outputs, [output("o_color")]);
 
     let separate = link(
-        &ctx,
+        ctx,
         &stages_list,
         &LinkOptions {
             transform_feedback_varyings: vec!["tf_a".into(), "tf_b".into()],
@@ -715,12 +715,12 @@ fn transform_feedback_captures_reads_back_and_survives_the_binary_round_trip(ctx
         },
     )
     .expect("separate capture program links");
-    let out = capture(&ctx, &separate, &[4 * 16, 4 * 4]);
+    let out = capture(ctx, &separate, &[4 * 16, 4 * 4]);
     let a: Vec<f32> = expected.iter().flat_map(|(_, a)| *a).collect();
     let b: Vec<f32> = expected.iter().map(|(b, _)| *b).collect();
     assert_eq!((f32s(&out[0]), f32s(&out[1])), (a, b));
-    let (loaded, interface) = reload(&ctx, &separate);
-    assert_eq!(capture(&ctx, &loaded, &[4 * 16, 4 * 4]), out);
+    let (loaded, interface) = reload(ctx, &separate);
+    assert_eq!(capture(ctx, &loaded, &[4 * 16, 4 * 4]), out);
     assert_eq!(interface.varyings[0].name, "tf_a");
 }
 
@@ -730,7 +730,7 @@ fn reflection_needs_a_linked_program_and_reads_row_major_matrices(ctx: &GlContex
         .compile_shader(
             ShaderStage::Vertex,
             &src(
-                &ctx,
+                ctx,
                 "out vec4 v;\nvoid main() { v = vec4(1.0); gl_Position = v; }",
             ),
         )
@@ -739,7 +739,7 @@ fn reflection_needs_a_linked_program_and_reads_row_major_matrices(ctx: &GlContex
         .compile_shader(
             ShaderStage::Fragment,
             &src(
-                &ctx,
+                ctx,
                 "in vec3 v;\nout vec4 o;\nvoid main() { o = vec4(v, 1.0); }",
             ),
         )
@@ -758,7 +758,7 @@ fn reflection_needs_a_linked_program_and_reads_row_major_matrices(ctx: &GlContex
 
     // Uniform block layout as the driver reports it: std140 offsets, strides, row-major.
     let program = link(
-        &ctx,
+        ctx,
         &[
             (
                 ShaderStage::Vertex,
@@ -784,7 +784,7 @@ void main() { first = vec4(1.0); second = vec4(0.5); }
         &LinkOptions::default(),
     )
     .unwrap();
-    let (_, interface) = reload(&ctx, &program);
+    let (_, interface) = reload(ctx, &program);
     let block = &interface.uniform_blocks[0];
     assert_eq!((block.name.as_str(), block.binding), ("Transform", 5));
     assert_eq!(block.data_size, 64 + 2 * 16 + 16);
