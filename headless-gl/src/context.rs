@@ -17,6 +17,7 @@ use glutin::error::ErrorKind;
 use glutin::prelude::PossiblyCurrentGlContext;
 
 use crate::driver::{DeviceInfo, DriverInfo, GlApi, GlVersion};
+use gl_types::{ShaderStage, StageMask};
 
 /// Which API to open.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -298,7 +299,7 @@ type UseProgramStages = unsafe extern "system" fn(u32, u32, u32);
 
 /// GL entry points glow 0.18 does not wrap (or wraps for one value only), each loaded only when
 /// the context's version or extensions promise it, so a `Some` is callable.
-#[derive(Clone, Copy, Default)]
+#[derive(Clone, Copy)]
 pub(crate) struct ExtFns {
     /// Program interface queries (GL 4.3, GLES 3.1, `GL_ARB_program_interface_query`).
     pub(crate) interface: Option<InterfaceFns>,
@@ -311,6 +312,15 @@ pub(crate) struct ExtFns {
     pub(crate) pipelines: Option<PipelineFns>,
     /// `GL_KHR_parallel_shader_compile` or `GL_ARB_parallel_shader_compile` is listed.
     pub(crate) parallel_compile: bool,
+    /// The context's API.
+    pub(crate) api: GlApi,
+    /// The stages the context offers (vertex and fragment always; compute from GL 4.3 /
+    /// GLES 3.1; geometry from GL 3.2 / GLES 3.2 or `GL_EXT_geometry_shader`; tessellation from
+    /// GL 4.0 / GLES 3.2 or `GL_EXT_tessellation_shader`).
+    pub(crate) stages: StageMask,
+    /// `GL_LOCATION_INDEX` of fragment outputs is queryable (desktop GL, or
+    /// `GL_EXT_blend_func_extended` on GLES).
+    pub(crate) location_index: bool,
 }
 
 /// The program interface query entry points.
@@ -408,6 +418,29 @@ impl ExtFns {
                 pipelines,
                 parallel_compile: has("GL_KHR_parallel_shader_compile")
                     || has("GL_ARB_parallel_shader_compile"),
+                api,
+                stages: {
+                    let mut stages = ShaderStage::Vertex.bit().with(ShaderStage::Fragment);
+                    if at_least((4, 3), (3, 1)) {
+                        stages = stages.with(ShaderStage::Compute);
+                    }
+                    if at_least((3, 2), (3, 2))
+                        || has("GL_EXT_geometry_shader")
+                        || has("GL_OES_geometry_shader")
+                    {
+                        stages = stages.with(ShaderStage::Geometry);
+                    }
+                    if at_least((4, 0), (3, 2))
+                        || has("GL_EXT_tessellation_shader")
+                        || has("GL_OES_tessellation_shader")
+                    {
+                        stages = stages
+                            .with(ShaderStage::TessControl)
+                            .with(ShaderStage::TessEvaluation);
+                    }
+                    stages
+                },
+                location_index: api == GlApi::DesktopCore || has("GL_EXT_blend_func_extended"),
             }
         }
     }

@@ -475,7 +475,7 @@ impl GlContext {
                         for program in &programs {
                             (fns.use_stages)(
                                 pipeline,
-                                stage_bits(program.stages),
+                                stage_bits(program.stages()),
                                 program.raw.0.get(),
                             );
                         }

@@ -1,5 +1,6 @@
 //! Shaders, programs, program binaries and reflection.
 
+use std::cell::Cell;
 use std::rc::Rc;
 
 use glow::HasContext;
@@ -60,14 +61,15 @@ impl Drop for Shader {
 pub struct Program {
     pub(crate) inner: Rc<Inner>,
     pub(crate) raw: glow::Program,
-    pub(crate) stages: StageMask,
+    /// Known from the link, or inferred from the driver on first use (a binary-loaded program).
+    pub(crate) stages: Cell<Option<StageMask>>,
 }
 
 impl std::fmt::Debug for Program {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Program")
             .field("raw", &self.raw)
-            .field("stages", &self.stages)
+            .field("stages", &self.stages.get())
             .finish()
     }
 }
@@ -78,9 +80,24 @@ impl Program {
         self.raw
     }
     /// The stages in the program: those of the shaders it was linked from, or, for a program
-    /// loaded from a binary, those the driver's answers show ([`GlContext::load_program_binary`]).
+    /// loaded from a binary, those the driver's answers show ([`GlContext::load_program_binary`]),
+    /// worked out on the first call (so loading pays nothing for it). Empty when that first
+    /// call cannot make the context current (logged; the next call tries again).
     pub fn stages(&self) -> StageMask {
-        self.stages
+        if let Some(stages) = self.stages.get() {
+            return stages;
+        }
+        match self.inner.gl() {
+            Ok(gl) => {
+                let stages = crate::reflect::infer_stages(&self.inner.ext, gl, self.raw);
+                self.stages.set(Some(stages));
+                stages
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "program stages unknown: context not current");
+                StageMask::default()
+            }
+        }
     }
 }
 
@@ -414,7 +431,7 @@ impl GlContext {
             let program = Program {
                 inner: self.inner.clone(),
                 raw,
-                stages,
+                stages: Cell::new(Some(stages)),
             };
             for shader in shaders {
                 gl.attach_shader(raw, shader.raw);
@@ -547,10 +564,10 @@ impl GlContext {
         // a GLsizei (checked above); glow passes the slice's pointer and length.
         unsafe {
             let raw = gl.create_program().map_err(BinaryError::Create)?;
-            let mut program = Program {
+            let program = Program {
                 inner: self.inner.clone(),
                 raw,
-                stages: StageMask::default(),
+                stages: Cell::new(None),
             };
             clear_errors(gl);
             gl.program_binary(
@@ -563,7 +580,6 @@ impl GlContext {
             // A refused blob may also raise GL_INVALID_* on some drivers; the link status decides.
             clear_errors(gl);
             if gl.get_program_link_status(raw) {
-                program.stages = crate::reflect::infer_stages(self, gl, raw);
                 Ok(program)
             } else {
                 Err(BinaryError::Rejected {

@@ -4,8 +4,8 @@
 
 use glow::HasContext;
 
-use crate::context::{GlContext, InterfaceFns};
-use crate::driver::{GlApi, GlVersion};
+use crate::context::{ExtFns, GlContext, InterfaceFns};
+use crate::driver::GlApi;
 use crate::program::{
     BlockMember, ForeignObject, InterfaceBlock, Program, ProgramInterface, ProgramOutput,
     ReflectError, ShaderStage, StageMask, Varying, clear_errors,
@@ -16,46 +16,35 @@ const MAX_NAME_BYTES: usize = 64 * 1024;
 /// The most resources read from one interface, or variables from one block.
 const MAX_RESOURCES: u32 = 1 << 16;
 
-/// The `GL_REFERENCED_BY_*_SHADER` properties the context accepts, with their stages.
-fn referenced_by_props(ctx: &GlContext, gl: &glow::Context) -> Vec<(ShaderStage, u32)> {
-    let info = ctx.info();
-    let has = |name: &str| gl.supported_extensions().contains(name);
-    let at_least = |desktop: (u8, u8), es: (u8, u8)| match info.api {
-        GlApi::DesktopCore => info.version_numbers >= GlVersion::new(desktop.0, desktop.1),
-        GlApi::Gles => info.version_numbers >= GlVersion::new(es.0, es.1),
-    };
-    let mut props = vec![
-        (ShaderStage::Vertex, glow::REFERENCED_BY_VERTEX_SHADER),
-        (ShaderStage::Fragment, glow::REFERENCED_BY_FRAGMENT_SHADER),
-    ];
-    if at_least((4, 3), (3, 1)) {
-        props.push((ShaderStage::Compute, glow::REFERENCED_BY_COMPUTE_SHADER));
+/// Each stage's `GL_REFERENCED_BY_*_SHADER` property.
+fn referenced_by_prop(stage: ShaderStage) -> u32 {
+    match stage {
+        ShaderStage::Vertex => glow::REFERENCED_BY_VERTEX_SHADER,
+        ShaderStage::Fragment => glow::REFERENCED_BY_FRAGMENT_SHADER,
+        ShaderStage::Compute => glow::REFERENCED_BY_COMPUTE_SHADER,
+        ShaderStage::Geometry => glow::REFERENCED_BY_GEOMETRY_SHADER,
+        ShaderStage::TessControl => glow::REFERENCED_BY_TESS_CONTROL_SHADER,
+        ShaderStage::TessEvaluation => glow::REFERENCED_BY_TESS_EVALUATION_SHADER,
     }
-    if at_least((3, 2), (3, 2)) || has("GL_EXT_geometry_shader") || has("GL_OES_geometry_shader") {
-        props.push((ShaderStage::Geometry, glow::REFERENCED_BY_GEOMETRY_SHADER));
-    }
-    if at_least((4, 0), (3, 2))
-        || has("GL_EXT_tessellation_shader")
-        || has("GL_OES_tessellation_shader")
-    {
-        props.push((
-            ShaderStage::TessControl,
-            glow::REFERENCED_BY_TESS_CONTROL_SHADER,
-        ));
-        props.push((
-            ShaderStage::TessEvaluation,
-            glow::REFERENCED_BY_TESS_EVALUATION_SHADER,
-        ));
-    }
-    props
+}
+
+/// The `GL_REFERENCED_BY_*_SHADER` properties the context accepts (those of its stages), with
+/// their stages.
+fn referenced_by_props(ext: &ExtFns) -> Vec<(ShaderStage, u32)> {
+    ShaderStage::ALL
+        .into_iter()
+        .filter(|&stage| ext.stages.contains(stage))
+        .map(|stage| (stage, referenced_by_prop(stage)))
+        .collect()
 }
 
 /// Stages a program may hold, with the `glGetProgramiv` query only a program with that stage
 /// answers without `GL_INVALID_OPERATION`.
-fn stage_probes(ctx: &GlContext, gl: &glow::Context) -> Vec<(ShaderStage, u32)> {
-    referenced_by_props(ctx, gl)
+fn stage_probes(ext: &ExtFns) -> Vec<(ShaderStage, u32)> {
+    ShaderStage::ALL
         .into_iter()
-        .filter_map(|(stage, _)| {
+        .filter(|&stage| ext.stages.contains(stage))
+        .filter_map(|stage| {
             let pname = match stage {
                 ShaderStage::Compute => glow::COMPUTE_WORK_GROUP_SIZE,
                 ShaderStage::Geometry => glow::GEOMETRY_VERTICES_OUT,
@@ -337,8 +326,7 @@ fn check(gl: &glow::Context, what: &'static str) -> Result<(), ReflectError> {
 
 /// The stages of a linked program that has no record of them (one loaded from a binary); see
 /// [`GlContext::load_program_binary`] for the rules.
-pub(crate) fn infer_stages(ctx: &GlContext, gl: &glow::Context, raw: glow::Program) -> StageMask {
-    let ext = ctx.inner.ext;
+pub(crate) fn infer_stages(ext: &ExtFns, gl: &glow::Context, raw: glow::Program) -> StageMask {
     let both = ShaderStage::Vertex.bit().with(ShaderStage::Fragment);
     let Some(get_program_iv) = ext.get_program_iv else {
         return both;
@@ -354,7 +342,7 @@ pub(crate) fn infer_stages(ctx: &GlContext, gl: &glow::Context, raw: glow::Progr
     // queries are bounded as in `Query`.
     let separable = unsafe {
         clear_errors(gl);
-        for (stage, pname) in stage_probes(ctx, gl) {
+        for (stage, pname) in stage_probes(ext) {
             let mut values = [0i32; 3];
             get_program_iv(program, pname, values.as_mut_ptr());
             if gl.get_error() == glow::NO_ERROR {
@@ -366,7 +354,7 @@ pub(crate) fn infer_stages(ctx: &GlContext, gl: &glow::Context, raw: glow::Progr
             return ShaderStage::Compute.bit();
         }
         if let Some(f) = ext.interface {
-            let referenced_by = referenced_by_props(ctx, gl);
+            let referenced_by = referenced_by_props(ext);
             let query = Query {
                 f,
                 program,
@@ -403,7 +391,7 @@ pub(crate) fn infer_stages(ctx: &GlContext, gl: &glow::Context, raw: glow::Progr
     if separable {
         return stages;
     }
-    if ctx.info().api == GlApi::Gles {
+    if ext.api == GlApi::Gles {
         // GLES links a non-separable program only with both.
         return StageMask(stages.0 | both.0);
     }
@@ -443,6 +431,7 @@ impl GlContext {
         let gl = self.inner.gl()?;
         let ext = self.inner.ext;
         let raw = program.raw;
+        let stages = program.stages();
         // SAFETY: the context is current and owns the program, which is linked (checked first);
         // the compute work-group size is read only from a program with a compute stage, into a
         // buffer of the three GLints the query writes; the interface queries are the driver's
@@ -455,7 +444,7 @@ impl GlContext {
             let separable = ext.pipelines.is_some()
                 && gl.get_program_parameter_i32(raw, glow::PROGRAM_SEPARABLE) != 0;
             let compute_work_group_size = match ext.get_program_iv {
-                Some(get) if program.stages.contains(ShaderStage::Compute) => {
+                Some(get) if stages.contains(ShaderStage::Compute) => {
                     let mut size = [0i32; 3];
                     get(
                         raw.0.get(),
@@ -468,24 +457,20 @@ impl GlContext {
             };
             check(gl, "program parameters")?;
             let mut interface = ProgramInterface {
-                stages: program.stages,
+                stages,
                 separable,
                 compute_work_group_size,
                 ..ProgramInterface::default()
             };
             match ext.interface {
                 Some(f) => {
-                    let referenced_by = referenced_by_props(self, gl);
+                    let referenced_by = referenced_by_props(&ext);
                     let query = Query {
                         f,
                         program: raw.0.get(),
                         referenced_by: &referenced_by,
                     };
-                    let with_index = self.info().api == GlApi::DesktopCore
-                        || gl
-                            .supported_extensions()
-                            .contains("GL_EXT_blend_func_extended");
-                    interface.outputs = query.outputs(with_index);
+                    interface.outputs = query.outputs(ext.location_index);
                     check(gl, "fragment outputs")?;
                     interface.varyings = query.varyings();
                     check(gl, "transform-feedback varyings")?;
