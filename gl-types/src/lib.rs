@@ -235,14 +235,16 @@ pub struct InterfaceBlock {
 }
 
 /// What a driver reports about a linked program beyond its attributes and uniforms: what a
-/// validating GL front end answers queries from. Lists are sorted by name.
+/// validating GL front end answers queries from. Lists are sorted by name, except `varyings`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
 pub struct ProgramInterface {
     /// The stages linked into the program.
     pub stages: StageMask,
     /// Fragment outputs.
     pub outputs: Vec<ProgramOutput>,
-    /// Transform-feedback varyings.
+    /// Transform-feedback varyings in the driver's index order (the order of the link's
+    /// varyings, which `glGetTransformFeedbackVarying(i)` answers and the capture layout follows),
+    /// not sorted.
     pub varyings: Vec<Varying>,
     /// Uniform blocks.
     pub uniform_blocks: Vec<InterfaceBlock>,

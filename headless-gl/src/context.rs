@@ -1,7 +1,7 @@
 //! Opening a headless context: EGL device, display, config, context, make-current.
 
 use std::cell::Cell;
-use std::ffi::{CStr, c_void};
+use std::ffi::{CStr, c_char, c_void};
 use std::marker::PhantomData;
 use std::rc::Rc;
 
@@ -17,6 +17,7 @@ use glutin::error::ErrorKind;
 use glutin::prelude::PossiblyCurrentGlContext;
 
 use crate::driver::{DeviceInfo, DriverInfo, GlApi, GlVersion};
+use gl_types::{ShaderStage, StageMask};
 
 /// Which API to open.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -271,9 +272,178 @@ pub struct NotCurrent(pub(crate) String);
 pub(crate) struct Inner {
     // Field order is drop order: GL function pointers, then the context, then the display.
     gl: glow::Context,
+    /// Entry points glow does not wrap, loaded from the same driver.
+    pub(crate) ext: ExtFns,
     /// Always `Some` until drop takes it.
     context: Option<PossiblyCurrentContext>,
     display: Display,
+}
+
+/// `glGetProgramInterfaceiv`.
+type GetProgramInterfaceIv = unsafe extern "system" fn(u32, u32, u32, *mut i32);
+/// `glGetProgramResourceName`.
+type GetProgramResourceName = unsafe extern "system" fn(u32, u32, u32, i32, *mut i32, *mut c_char);
+/// `glGetProgramResourceiv`.
+type GetProgramResourceIv =
+    unsafe extern "system" fn(u32, u32, u32, i32, *const u32, i32, *mut i32, *mut i32);
+/// `glGetProgramiv` (glow's wrapper reads one value; `GL_COMPUTE_WORK_GROUP_SIZE` has three).
+type GetProgramIv = unsafe extern "system" fn(u32, u32, *mut i32);
+/// `glProgramParameteri`.
+type ProgramParameterI = unsafe extern "system" fn(u32, u32, i32);
+/// `glGenProgramPipelines` / `glDeleteProgramPipelines`.
+type ProgramPipelines = unsafe extern "system" fn(i32, *mut u32);
+/// `glBindProgramPipeline`.
+type BindProgramPipeline = unsafe extern "system" fn(u32);
+/// `glUseProgramStages`.
+type UseProgramStages = unsafe extern "system" fn(u32, u32, u32);
+
+/// GL entry points glow 0.18 does not wrap (or wraps for one value only), each loaded only when
+/// the context's version or extensions promise it, so a `Some` is callable.
+#[derive(Clone, Copy)]
+pub(crate) struct ExtFns {
+    /// Program interface queries (GL 4.3, GLES 3.1, `GL_ARB_program_interface_query`).
+    pub(crate) interface: Option<InterfaceFns>,
+    /// `glGetProgramiv` (every version).
+    pub(crate) get_program_iv: Option<GetProgramIv>,
+    /// `glProgramParameteri` (GL 4.1, GLES 3.0, `GL_ARB_get_program_binary`).
+    pub(crate) program_parameter_i: Option<ProgramParameterI>,
+    /// Separate shader objects: `GL_PROGRAM_SEPARABLE` and program pipelines (GL 4.1,
+    /// GLES 3.1, `GL_ARB_separate_shader_objects`).
+    pub(crate) pipelines: Option<PipelineFns>,
+    /// `GL_KHR_parallel_shader_compile` or `GL_ARB_parallel_shader_compile` is listed.
+    pub(crate) parallel_compile: bool,
+    /// The context's API.
+    pub(crate) api: GlApi,
+    /// The stages the context offers (vertex and fragment always; compute from GL 4.3 /
+    /// GLES 3.1; geometry from GL 3.2 / GLES 3.2 or `GL_EXT_geometry_shader`; tessellation from
+    /// GL 4.0 / GLES 3.2 or `GL_EXT_tessellation_shader`).
+    pub(crate) stages: StageMask,
+    /// `GL_LOCATION_INDEX` of fragment outputs is queryable (desktop GL, or
+    /// `GL_EXT_blend_func_extended` on GLES).
+    pub(crate) location_index: bool,
+}
+
+/// The program interface query entry points.
+#[derive(Clone, Copy)]
+pub(crate) struct InterfaceFns {
+    pub(crate) get_interface_iv: GetProgramInterfaceIv,
+    pub(crate) get_resource_name: GetProgramResourceName,
+    pub(crate) get_resource_iv: GetProgramResourceIv,
+}
+
+/// The program pipeline entry points.
+#[derive(Clone, Copy)]
+pub(crate) struct PipelineFns {
+    pub(crate) create: ProgramPipelines,
+    pub(crate) delete: ProgramPipelines,
+    pub(crate) bind: BindProgramPipeline,
+    pub(crate) use_stages: UseProgramStages,
+}
+
+impl ExtFns {
+    /// Loads what the context offers. `version` is the context's, `api` its API.
+    fn load(display: &Display, gl: &glow::Context, api: GlApi, version: GlVersion) -> Self {
+        let has = |name: &str| gl.supported_extensions().contains(name);
+        let at_least = |desktop: (u8, u8), es: (u8, u8)| match api {
+            GlApi::DesktopCore => version >= GlVersion::new(desktop.0, desktop.1),
+            GlApi::Gles => version >= GlVersion::new(es.0, es.1),
+        };
+        let lookup = |name: &CStr| {
+            let f = display.get_proc_address(name);
+            (!f.is_null()).then_some(f)
+        };
+        // SAFETY: each pointer comes from the driver's own `eglGetProcAddress` for the named
+        // entry point, is non-null, and is only kept when the context's version or extension
+        // list promises that entry point; the function types are the GL registry's prototypes
+        // (GLuint/GLenum = u32, GLint/GLsizei = i32, GLchar = c_char) with the platform's GL
+        // calling convention (`system`).
+        unsafe {
+            let interface = if at_least((4, 3), (3, 1)) || has("GL_ARB_program_interface_query") {
+                match (
+                    lookup(c"glGetProgramInterfaceiv"),
+                    lookup(c"glGetProgramResourceName"),
+                    lookup(c"glGetProgramResourceiv"),
+                ) {
+                    (Some(a), Some(b), Some(c)) => Some(InterfaceFns {
+                        get_interface_iv: std::mem::transmute::<*const c_void, GetProgramInterfaceIv>(
+                            a,
+                        ),
+                        get_resource_name: std::mem::transmute::<
+                            *const c_void,
+                            GetProgramResourceName,
+                        >(b),
+                        get_resource_iv: std::mem::transmute::<*const c_void, GetProgramResourceIv>(
+                            c,
+                        ),
+                    }),
+                    _ => None,
+                }
+            } else {
+                None
+            };
+            let program_parameter_i = if at_least((4, 1), (3, 0))
+                || has("GL_ARB_get_program_binary")
+                || has("GL_ARB_separate_shader_objects")
+            {
+                lookup(c"glProgramParameteri")
+                    .map(|f| std::mem::transmute::<*const c_void, ProgramParameterI>(f))
+            } else {
+                None
+            };
+            let pipelines = if at_least((4, 1), (3, 1)) || has("GL_ARB_separate_shader_objects") {
+                match (
+                    lookup(c"glGenProgramPipelines"),
+                    lookup(c"glDeleteProgramPipelines"),
+                    lookup(c"glBindProgramPipeline"),
+                    lookup(c"glUseProgramStages"),
+                ) {
+                    (Some(g), Some(d), Some(b), Some(u)) if program_parameter_i.is_some() => {
+                        Some(PipelineFns {
+                            create: std::mem::transmute::<*const c_void, ProgramPipelines>(g),
+                            delete: std::mem::transmute::<*const c_void, ProgramPipelines>(d),
+                            bind: std::mem::transmute::<*const c_void, BindProgramPipeline>(b),
+                            use_stages: std::mem::transmute::<*const c_void, UseProgramStages>(u),
+                        })
+                    }
+                    _ => None,
+                }
+            } else {
+                None
+            };
+            ExtFns {
+                interface,
+                get_program_iv: lookup(c"glGetProgramiv")
+                    .map(|f| std::mem::transmute::<*const c_void, GetProgramIv>(f)),
+                program_parameter_i,
+                pipelines,
+                parallel_compile: has("GL_KHR_parallel_shader_compile")
+                    || has("GL_ARB_parallel_shader_compile"),
+                api,
+                stages: {
+                    let mut stages = ShaderStage::Vertex.bit().with(ShaderStage::Fragment);
+                    if at_least((4, 3), (3, 1)) {
+                        stages = stages.with(ShaderStage::Compute);
+                    }
+                    if at_least((3, 2), (3, 2))
+                        || has("GL_EXT_geometry_shader")
+                        || has("GL_OES_geometry_shader")
+                    {
+                        stages = stages.with(ShaderStage::Geometry);
+                    }
+                    if at_least((4, 0), (3, 2))
+                        || has("GL_EXT_tessellation_shader")
+                        || has("GL_OES_tessellation_shader")
+                    {
+                        stages = stages
+                            .with(ShaderStage::TessControl)
+                            .with(ShaderStage::TessEvaluation);
+                    }
+                    stages
+                },
+                location_index: api == GlApi::DesktopCore || has("GL_EXT_blend_func_extended"),
+            }
+        }
+    }
 }
 
 impl Inner {
@@ -678,9 +848,11 @@ fn open_on_device(
         match create_current(&display, index, profile, min) {
             Ok((context, gl)) => {
                 let info = read_driver_info(&gl, api, profile, device_info(devices, index));
+                let ext = ExtFns::load(&display, &gl, api, info.version_numbers);
                 return Ok(GlContext {
                     inner: Rc::new(Inner {
                         gl,
+                        ext,
                         context: Some(context),
                         display,
                     }),

@@ -13,9 +13,16 @@
 //!
 //! On top of the context it offers what a GPU-process service needs to prove behaviour on a real
 //! driver: the driver identity ([`DriverInfo`]), compile and link from source with the driver's info
-//! log on failure, program binaries out of and into the driver (a binary the driver refuses is a
-//! typed [`BinaryError::Rejected`], never a crash), reflection of active attributes and uniforms, and
-//! drawing into an offscreen framebuffer with pixel read-back.
+//! log on failure — synchronously or in two phases (`start_*`, `*_completion`, `finish_*`) that
+//! let a driver with `KHR_parallel_shader_compile` work in the background — for every program
+//! kind (vertex, tessellation, geometry and fragment stages, compute, separable programs,
+//! transform feedback), program binaries out of and into the driver (a binary the driver refuses
+//! is a typed [`BinaryError::Rejected`], never a crash), reflection of active attributes and
+//! uniforms and of the rest of the program interface ([`GlContext::program_interface`]: fragment
+//! outputs, transform-feedback varyings, uniform and storage blocks with their members, static
+//! use, work-group size), and running programs with read-back: drawing into an offscreen
+//! framebuffer (also through tessellation, a program pipeline or with transform-feedback
+//! capture) and compute dispatches over shader storage buffers.
 //!
 //! # Guarantees
 //! * Every GL object ([`Shader`], [`Program`], [`OffscreenTarget`]) is owned by the context that
@@ -28,6 +35,17 @@
 //!   are current again when the outermost scope ends, failures included; nothing current before
 //!   means nothing current after (tests `the_host_context_is_current_again_after_a_scope`,
 //!   `with_nothing_current_before_nothing_is_current_after` in `tests/host_current.rs`).
+//! * The two-phase calls give what the synchronous ones give: a link started with
+//!   [`GlContext::start_link_program`] and finished with [`GlContext::finish_link_program`]
+//!   after polling [`GlContext::program_completion`] has the same result, info log and
+//!   reflection as [`GlContext::link_program`] of the same shaders; likewise for compiles (test
+//!   `started_links_finish_with_the_results_and_logs_of_synchronous_ones` in
+//!   `tests/parallel_link.rs`). Without the extension they work, synchronously.
+//! * A program loaded from its own binary runs like the program linked from source (same
+//!   pixels, buffers, captures) and has the same [`GlContext::program_interface`], stages and
+//!   `GL_PROGRAM_SEPARABLE` included, for compute, geometry, tessellation, separable and
+//!   transform-feedback programs on desktop GL and GLES (tests in `tests/program_kinds.rs`;
+//!   the stages of a loaded program are inferred, see [`GlContext::load_program_binary`]).
 //! * Nothing here panics on driver output: bad binaries, failing compiles, missing extensions and
 //!   unsupported versions all come back as error values that say what is missing.
 //!
@@ -50,17 +68,21 @@ mod context;
 mod draw;
 mod driver;
 mod program;
+mod reflect;
 
 pub use context::{
     ApiPreference, ContextError, ContextOptions, ContextProfile, DEVICE_ENV, DeviceSelection,
     DeviceSelectionError, GlContext, KeepHostCurrent, NotCurrent,
 };
-pub use draw::{DrawCall, DrawError, OffscreenTarget, UniformValue, VertexAttribute};
+pub use draw::{
+    DrawCall, DrawError, OffscreenTarget, StorageBuffer, UniformValue, VertexAttribute,
+};
 pub use driver::{DeviceInfo, DriverInfo, GlApi, GlVersion};
 pub use program::{
-    ActiveVariable, AttributeBinding, BinaryError, BuildError, ForeignObject, LinkError,
-    LinkOptions, Program, ProgramBinary, ReflectError, Shader, ShaderError, ShaderStage,
-    TransformFeedbackMode,
+    ActiveVariable, AttributeBinding, BinaryError, BlockMember, BuildError, ForeignObject,
+    InterfaceBlock, LinkError, LinkOptions, Program, ProgramBinary, ProgramInterface,
+    ProgramOutput, ReflectError, Shader, ShaderError, ShaderStage, StageMask,
+    TransformFeedbackMode, Varying,
 };
 
 /// The `glow` crate this crate is built on, re-exported so callers use the same version for the

@@ -1,5 +1,6 @@
 //! Shaders, programs, program binaries and reflection.
 
+use std::cell::Cell;
 use std::rc::Rc;
 
 use glow::HasContext;
@@ -9,7 +10,8 @@ use crate::context::{GlContext, Inner, NotCurrent};
 // The vocabulary types live in `gl-types` (no driver needed); re-exported from this crate's
 // root as before.
 pub use gl_types::{
-    ActiveVariable, AttributeBinding, LinkOptions, ShaderStage, TransformFeedbackMode,
+    ActiveVariable, AttributeBinding, BlockMember, InterfaceBlock, LinkOptions, ProgramInterface,
+    ProgramOutput, ShaderStage, StageMask, TransformFeedbackMode, Varying,
 };
 
 /// An object of one context was handed to another context.
@@ -54,15 +56,21 @@ impl Drop for Shader {
     }
 }
 
-/// A linked program object, deleted on drop.
+/// A program object (linked, or with a link under way between [`GlContext::start_link_program`]
+/// and [`GlContext::finish_link_program`]), deleted on drop.
 pub struct Program {
     pub(crate) inner: Rc<Inner>,
     pub(crate) raw: glow::Program,
+    /// Known from the link, or inferred from the driver on first use (a binary-loaded program).
+    pub(crate) stages: Cell<Option<StageMask>>,
 }
 
 impl std::fmt::Debug for Program {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Program").field("raw", &self.raw).finish()
+        f.debug_struct("Program")
+            .field("raw", &self.raw)
+            .field("stages", &self.stages.get())
+            .finish()
     }
 }
 
@@ -70,6 +78,26 @@ impl Program {
     /// The GL name.
     pub fn raw(&self) -> glow::Program {
         self.raw
+    }
+    /// The stages in the program: those of the shaders it was linked from, or, for a program
+    /// loaded from a binary, those the driver's answers show ([`GlContext::load_program_binary`]),
+    /// worked out on the first call (so loading pays nothing for it). Empty when that first
+    /// call cannot make the context current (logged; the next call tries again).
+    pub fn stages(&self) -> StageMask {
+        if let Some(stages) = self.stages.get() {
+            return stages;
+        }
+        match self.inner.gl() {
+            Ok(gl) => {
+                let stages = crate::reflect::infer_stages(&self.inner.ext, gl, self.raw);
+                self.stages.set(Some(stages));
+                stages
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "program stages unknown: context not current");
+                StageMask::default()
+            }
+        }
     }
 }
 
@@ -97,9 +125,12 @@ pub enum ShaderError {
     /// The source is longer than GL can take (`GLint` length).
     #[error("shader source of {0} bytes is too long for GL")]
     SourceTooLong(usize),
-    /// `glCreateShader` failed.
+    /// `glCreateShader` failed (a stage the context does not offer, among others).
     #[error("glCreateShader failed: {0}")]
     Create(String),
+    /// A shader of another context was passed.
+    #[error(transparent)]
+    Foreign(#[from] ForeignObject),
     /// See [`NotCurrent`].
     #[error(transparent)]
     NotCurrent(#[from] NotCurrent),
@@ -120,6 +151,10 @@ pub enum LinkError {
     /// `glCreateProgram` failed.
     #[error("glCreateProgram failed: {0}")]
     Create(String),
+    /// The options ask for something the context cannot do (`separable` without separate
+    /// shader objects).
+    #[error("the context cannot link this program: {0}")]
+    Unsupported(&'static str),
     /// A shader of another context was passed.
     #[error(transparent)]
     Foreign(#[from] ForeignObject),
@@ -204,6 +239,17 @@ pub enum BinaryError {
 /// Why reflection failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ReflectError {
+    /// The program is not linked (a failed link, or one not finished), so it has no interface.
+    #[error("program is not linked")]
+    NotLinked,
+    /// A query raised a GL error: the answers are not trusted.
+    #[error("GL error {code:#x} while reading the program's {what}")]
+    Gl {
+        /// `glGetError`.
+        code: u32,
+        /// What was being read.
+        what: &'static str,
+    },
     /// A program of another context was passed.
     #[error(transparent)]
     Foreign(#[from] ForeignObject),
@@ -223,8 +269,56 @@ pub(crate) fn clear_errors(gl: &glow::Context) {
 }
 
 impl GlContext {
-    /// Compiles one shader; on failure returns the driver's info log.
+    /// Whether the driver compiles and links in the background
+    /// (`GL_KHR_parallel_shader_compile` or `GL_ARB_parallel_shader_compile` is listed). Without
+    /// it the two-phase calls still work: [`GlContext::shader_completion`] and
+    /// [`GlContext::program_completion`] answer `true` and the work happens in the finish call.
+    pub fn parallel_shader_compile(&self) -> bool {
+        self.inner.ext.parallel_compile
+    }
+
+    /// `GL_MAX_SHADER_COMPILER_THREADS_KHR`: how many threads the driver may compile on
+    /// (`0xFFFFFFFF`: as many as it likes); `None` without the extension.
+    pub fn max_shader_compiler_threads(&self) -> Result<Option<u32>, NotCurrent> {
+        if !self.inner.ext.parallel_compile {
+            return Ok(None);
+        }
+        let gl = self.inner.gl()?;
+        // SAFETY: a state query the listed extension defines, on the current context.
+        let value = unsafe { gl.get_parameter_i32(glow::MAX_SHADER_COMPILER_THREADS) };
+        Ok(Some(value as u32))
+    }
+
+    /// `glMaxShaderCompilerThreadsKHR(n)`: the number of background compiler threads the driver
+    /// may use (`0` turns background compiling off, `u32::MAX` lets the driver choose). Nothing
+    /// happens without the extension.
+    pub fn set_max_shader_compiler_threads(&self, n: u32) -> Result<(), NotCurrent> {
+        if !self.inner.ext.parallel_compile {
+            return Ok(());
+        }
+        let gl = self.inner.gl()?;
+        // SAFETY: the extension is listed, so glow loaded its entry point (KHR or ARB name);
+        // every count is valid.
+        unsafe { gl.max_shader_compiler_threads(n) };
+        Ok(())
+    }
+
+    /// Compiles one shader and waits for the result; on failure returns the driver's info log.
+    /// The same as [`GlContext::start_compile_shader`] then [`GlContext::finish_compile_shader`].
     pub fn compile_shader(&self, stage: ShaderStage, source: &str) -> Result<Shader, ShaderError> {
+        let shader = self.start_compile_shader(stage, source)?;
+        self.finish_compile_shader(shader)
+    }
+
+    /// Starts compiling one shader (`glShaderSource` + `glCompileShader`) without asking for
+    /// the result, so a driver with parallel compile works in the background. The shader is
+    /// usable for [`GlContext::start_link_program`] right away; its status comes from
+    /// [`GlContext::finish_compile_shader`] (or a link's log).
+    pub fn start_compile_shader(
+        &self,
+        stage: ShaderStage,
+        source: &str,
+    ) -> Result<Shader, ShaderError> {
         if i32::try_from(source.len()).is_err() {
             return Err(ShaderError::SourceTooLong(source.len()));
         }
@@ -235,26 +329,70 @@ impl GlContext {
             let raw = gl
                 .create_shader(stage.gl_enum())
                 .map_err(ShaderError::Create)?;
-            let shader = Shader {
+            gl.shader_source(raw, source);
+            gl.compile_shader(raw);
+            Ok(Shader {
                 inner: self.inner.clone(),
                 raw,
                 stage,
-            };
-            gl.shader_source(raw, source);
-            gl.compile_shader(raw);
-            if gl.get_shader_compile_status(raw) {
+            })
+        }
+    }
+
+    /// Whether the shader's compile is done (`GL_COMPLETION_STATUS_KHR`), so that
+    /// [`GlContext::finish_compile_shader`] will not wait. `true` without the extension, for a
+    /// shader of another context, and when the context cannot be made current (the finish call
+    /// then reports the error).
+    pub fn shader_completion(&self, shader: &Shader) -> bool {
+        if !self.inner.ext.parallel_compile || !self.owns(&shader.inner) {
+            return true;
+        }
+        match self.inner.gl() {
+            // SAFETY: the extension is listed, the context is current and owns the shader.
+            Ok(gl) => unsafe { gl.get_shader_completion_status(shader.raw) },
+            Err(_) => true,
+        }
+    }
+
+    /// Waits for the shader's compile and returns it, or the driver's info log when it failed
+    /// (the shader is deleted then).
+    pub fn finish_compile_shader(&self, shader: Shader) -> Result<Shader, ShaderError> {
+        if !self.owns(&shader.inner) {
+            return Err(ShaderError::Foreign(ForeignObject));
+        }
+        let gl = self.inner.gl()?;
+        // SAFETY: the context is current and owns the shader.
+        unsafe {
+            if gl.get_shader_compile_status(shader.raw) {
                 Ok(shader)
             } else {
                 Err(ShaderError::Compile {
-                    stage,
-                    log: gl.get_shader_info_log(raw),
+                    stage: shader.stage,
+                    log: gl.get_shader_info_log(shader.raw),
                 })
             }
         }
     }
 
-    /// Links shaders into a program (binary-retrievable); on failure returns the info log.
+    /// Links shaders into a program (binary-retrievable) and waits for the result; on failure
+    /// returns the info log. The same as [`GlContext::start_link_program`] then
+    /// [`GlContext::finish_link_program`].
     pub fn link_program(
+        &self,
+        shaders: &[&Shader],
+        options: &LinkOptions,
+    ) -> Result<Program, LinkError> {
+        let program = self.start_link_program(shaders, options)?;
+        self.finish_link_program(program)
+    }
+
+    /// Starts a link without asking for the result: creates the program, attaches the shaders,
+    /// binds the attribute locations, sets the transform-feedback varyings,
+    /// `GL_PROGRAM_BINARY_RETRIEVABLE_HINT` and (for [`LinkOptions::separable`])
+    /// `GL_PROGRAM_SEPARABLE`, calls `glLinkProgram` and detaches the shaders again (the shaders
+    /// may be dropped at once). Shaders whose compile has not finished are fine: a failed one
+    /// makes the link fail. The result comes from [`GlContext::finish_link_program`].
+    pub fn start_link_program(
         &self,
         shaders: &[&Shader],
         options: &LinkOptions,
@@ -270,14 +408,30 @@ impl GlContext {
         if let Some(bad) = names.into_iter().find(|n| n.contains('\0')) {
             return Err(LinkError::InvalidName(bad.clone()));
         }
+        let ext = self.inner.ext;
+        let separable = match (options.separable, ext.pipelines, ext.program_parameter_i) {
+            (false, _, _) => None,
+            (true, Some(_), Some(set)) => Some(set),
+            (true, _, _) => {
+                return Err(LinkError::Unsupported(
+                    "separable programs need GL 4.1, GLES 3.1 or GL_ARB_separate_shader_objects",
+                ));
+            }
+        };
+        let stages = shaders
+            .iter()
+            .fold(StageMask::default(), |mask, s| mask.with(s.stage));
         let gl = self.inner.gl()?;
         // SAFETY: the context is current; every shader belongs to it (checked above) and every
-        // name is NUL-free (checked above), so glow's CString conversions cannot panic.
+        // name is NUL-free (checked above), so glow's CString conversions cannot panic;
+        // `separable` is the driver's glProgramParameteri, loaded because the context supports
+        // separate shader objects, called with a program name this context just created.
         unsafe {
             let raw = gl.create_program().map_err(LinkError::Create)?;
             let program = Program {
                 inner: self.inner.clone(),
                 raw,
+                stages: Cell::new(Some(stages)),
             };
             for shader in shaders {
                 gl.attach_shader(raw, shader.raw);
@@ -298,16 +452,46 @@ impl GlContext {
                 gl.transform_feedback_varyings(raw, &varyings, mode);
             }
             gl.program_binary_retrievable_hint(raw, true);
+            if let Some(set) = separable {
+                set(raw.0.get(), glow::PROGRAM_SEPARABLE, 1);
+            }
             gl.link_program(raw);
-            let linked = gl.get_program_link_status(raw);
             for shader in shaders {
                 gl.detach_shader(raw, shader.raw);
             }
-            if linked {
+            Ok(program)
+        }
+    }
+
+    /// Whether the program's link is done (`GL_COMPLETION_STATUS_KHR`), so that
+    /// [`GlContext::finish_link_program`] will not wait. `true` without the extension, for a
+    /// program of another context, and when the context cannot be made current (the finish
+    /// call then reports the error).
+    pub fn program_completion(&self, program: &Program) -> bool {
+        if !self.inner.ext.parallel_compile || !self.owns(&program.inner) {
+            return true;
+        }
+        match self.inner.gl() {
+            // SAFETY: the extension is listed, the context is current and owns the program.
+            Ok(gl) => unsafe { gl.get_program_completion_status(program.raw) },
+            Err(_) => true,
+        }
+    }
+
+    /// Waits for the program's link and returns it, or the driver's info log when it failed
+    /// (the program is deleted then).
+    pub fn finish_link_program(&self, program: Program) -> Result<Program, LinkError> {
+        if !self.owns(&program.inner) {
+            return Err(ForeignObject.into());
+        }
+        let gl = self.inner.gl()?;
+        // SAFETY: the context is current and owns the program.
+        unsafe {
+            if gl.get_program_link_status(program.raw) {
                 Ok(program)
             } else {
                 Err(LinkError::Link {
-                    log: gl.get_program_info_log(raw),
+                    log: gl.get_program_info_log(program.raw),
                 })
             }
         }
@@ -347,6 +531,21 @@ impl GlContext {
 
     /// Loads a binary into a new program object. A blob the driver refuses
     /// (`GL_LINK_STATUS` false) is [`BinaryError::Rejected`]; the caller recompiles from source.
+    ///
+    /// The loaded program's [`Program::stages`] come from the driver, which has no query that
+    /// lists them: compute, geometry and the tessellation stages are found by the program
+    /// queries only they answer (`GL_COMPUTE_WORK_GROUP_SIZE`, `GL_GEOMETRY_VERTICES_OUT`,
+    /// `GL_TESS_CONTROL_OUTPUT_VERTICES`, `GL_TESS_GEN_MODE`); any stage that references a
+    /// resource (`GL_REFERENCED_BY_*_SHADER` of inputs, outputs, uniforms, blocks, buffer
+    /// variables, atomic counter buffers) is there. A program that is not separable also has,
+    /// on GLES, both vertex and fragment stages (GLES links no other); on desktop GL, the vertex
+    /// stage unless its inputs (`GL_PROGRAM_INPUT`, the first stage's) are the fragment
+    /// stage's, and the fragment stage unless its outputs (`GL_PROGRAM_OUTPUT`, the last
+    /// stage's) are a vertex, tessellation evaluation or geometry stage's. So what is not
+    /// recovered is a stage that shows in none of these: a separable program's stage that
+    /// references nothing, and a desktop fragment-only program that is not separable (Mesa
+    /// lists neither its inputs nor its outputs; it reads as vertex + fragment, and cannot draw
+    /// in a core profile anyway).
     pub fn load_program_binary(&self, binary: &ProgramBinary) -> Result<Program, BinaryError> {
         if binary.bytes.is_empty() {
             return Err(BinaryError::Empty);
@@ -368,6 +567,7 @@ impl GlContext {
             let program = Program {
                 inner: self.inner.clone(),
                 raw,
+                stages: Cell::new(None),
             };
             clear_errors(gl);
             gl.program_binary(
@@ -453,5 +653,14 @@ mod tests {
         assert_eq!(ShaderStage::Vertex.gl_enum(), glow::VERTEX_SHADER);
         assert_eq!(ShaderStage::Fragment.gl_enum(), glow::FRAGMENT_SHADER);
         assert_eq!(ShaderStage::Compute.gl_enum(), glow::COMPUTE_SHADER);
+        assert_eq!(ShaderStage::Geometry.gl_enum(), glow::GEOMETRY_SHADER);
+        assert_eq!(
+            ShaderStage::TessControl.gl_enum(),
+            glow::TESS_CONTROL_SHADER
+        );
+        assert_eq!(
+            ShaderStage::TessEvaluation.gl_enum(),
+            glow::TESS_EVALUATION_SHADER
+        );
     }
 }
