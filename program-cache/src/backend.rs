@@ -119,6 +119,25 @@ impl ObjectId for headless_gl::Program {
     }
 }
 
+/// The driver's info log of a failed compile, byte for byte (what a host hands the
+/// application, and what the cache records); other errors as text.
+#[cfg(feature = "gl")]
+fn shader_log(e: headless_gl::ShaderError) -> String {
+    match e {
+        headless_gl::ShaderError::Compile { log, .. } => log,
+        other => other.to_string(),
+    }
+}
+
+/// The driver's info log of a failed link, byte for byte; other errors as text.
+#[cfg(feature = "gl")]
+fn link_log(e: headless_gl::LinkError) -> String {
+    match e {
+        headless_gl::LinkError::Link { log } => log,
+        other => other.to_string(),
+    }
+}
+
 /// [`ProgramBackend`] over a headless-gl context (glow) that it borrows.
 #[cfg(feature = "gl")]
 #[derive(Debug, Clone, Copy)]
@@ -140,9 +159,7 @@ impl ProgramBackend for GlBackend<'_> {
     type Program = headless_gl::Program;
 
     fn compile(&mut self, stage: ShaderStage, source: &str) -> Result<Self::Shader, String> {
-        self.ctx
-            .compile_shader(stage, source)
-            .map_err(|e| e.to_string())
+        self.ctx.compile_shader(stage, source).map_err(shader_log)
     }
 
     fn link(
@@ -150,9 +167,43 @@ impl ProgramBackend for GlBackend<'_> {
         shaders: &[&Self::Shader],
         options: &LinkOptions,
     ) -> Result<Self::Program, String> {
+        self.ctx.link_program(shaders, options).map_err(link_log)
+    }
+
+    fn start_compile(&mut self, stage: ShaderStage, source: &str) -> Result<Self::Shader, String> {
         self.ctx
-            .link_program(shaders, options)
-            .map_err(|e| e.to_string())
+            .start_compile_shader(stage, source)
+            .map_err(shader_log)
+    }
+
+    fn compile_done(&mut self, shader: &Self::Shader) -> bool {
+        self.ctx.shader_completion(shader)
+    }
+
+    fn finish_compile(&mut self, shader: Self::Shader) -> Result<Self::Shader, String> {
+        self.ctx.finish_compile_shader(shader).map_err(shader_log)
+    }
+
+    fn start_link(
+        &mut self,
+        shaders: &[&Self::Shader],
+        options: &LinkOptions,
+    ) -> Result<Self::Program, String> {
+        self.ctx
+            .start_link_program(shaders, options)
+            .map_err(link_log)
+    }
+
+    fn link_done(&mut self, program: &Self::Program) -> bool {
+        self.ctx.program_completion(program)
+    }
+
+    fn finish_link(&mut self, program: Self::Program) -> Result<Self::Program, String> {
+        self.ctx.finish_link_program(program).map_err(link_log)
+    }
+
+    fn program_interface(&mut self, program: &Self::Program) -> ProgramInterface {
+        self.ctx.program_interface(program).unwrap_or_default()
     }
 
     fn program_binary(&mut self, program: &Self::Program) -> Result<ProgramBinaryData, String> {
@@ -237,6 +288,38 @@ impl ProgramBackend for OwnedGlBackend {
         options: &LinkOptions,
     ) -> Result<Self::Program, String> {
         GlBackend::new(&self.ctx).link(shaders, options)
+    }
+
+    fn start_compile(&mut self, stage: ShaderStage, source: &str) -> Result<Self::Shader, String> {
+        GlBackend::new(&self.ctx).start_compile(stage, source)
+    }
+
+    fn compile_done(&mut self, shader: &Self::Shader) -> bool {
+        GlBackend::new(&self.ctx).compile_done(shader)
+    }
+
+    fn finish_compile(&mut self, shader: Self::Shader) -> Result<Self::Shader, String> {
+        GlBackend::new(&self.ctx).finish_compile(shader)
+    }
+
+    fn start_link(
+        &mut self,
+        shaders: &[&Self::Shader],
+        options: &LinkOptions,
+    ) -> Result<Self::Program, String> {
+        GlBackend::new(&self.ctx).start_link(shaders, options)
+    }
+
+    fn link_done(&mut self, program: &Self::Program) -> bool {
+        GlBackend::new(&self.ctx).link_done(program)
+    }
+
+    fn finish_link(&mut self, program: Self::Program) -> Result<Self::Program, String> {
+        GlBackend::new(&self.ctx).finish_link(program)
+    }
+
+    fn program_interface(&mut self, program: &Self::Program) -> ProgramInterface {
+        GlBackend::new(&self.ctx).program_interface(program)
     }
 
     fn program_binary(&mut self, program: &Self::Program) -> Result<ProgramBinaryData, String> {

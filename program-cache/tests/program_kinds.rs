@@ -24,15 +24,13 @@ const V430: &str = "#version 430 core\n";
 /// A context with compute, geometry and tessellation (desktop GL 4.3+), or a printed skip.
 fn context(test: &str) -> Option<GlContext> {
     let ctx = context_or_skip(test)?;
-    let version = ctx.info().gl_version.clone();
-    let number: Vec<u32> = version
-        .split(|c: char| !c.is_ascii_digit())
-        .filter(|s| !s.is_empty())
-        .take(2)
-        .filter_map(|s| s.parse().ok())
-        .collect();
-    if version.contains("OpenGL ES") || number.as_slice() < [4, 3].as_slice() {
-        println!("SKIP {test}: the context is {version}, not desktop GL 4.3+");
+    let info = ctx.info();
+    let v = info.version_numbers;
+    if info.api != headless_gl::GlApi::DesktopCore || (v.major, v.minor) < (4, 3) {
+        println!(
+            "SKIP {test}: the context is {}, not desktop GL 4.3+",
+            info.version
+        );
         return None;
     }
     Some(ctx)
@@ -51,7 +49,10 @@ fn link(
     m: &mut Manager<'_>,
     sources: &[(ShaderStage, &str)],
     options: &ProgramOptions,
-) -> (Result<LinkedProgram<Program>, LinkFailure>, Vec<CompileOutcome>) {
+) -> (
+    Result<LinkedProgram<Program>, LinkFailure>,
+    Vec<CompileOutcome>,
+) {
     let mut shaders: Vec<Shader<headless_gl::Shader>> = sources
         .iter()
         .map(|(stage, body)| Shader::new(*stage, format!("{V430}{body}")))
@@ -135,7 +136,10 @@ fn a_compute_program_is_restored_from_its_binary_and_dispatches_the_same() {
     };
     let sources = [(ShaderStage::Compute, COMPUTE)];
     let (cold, warm) = cold_then_warm(&ctx, &sources, &ProgramOptions::default());
-    assert_eq!(cold.interface.compute_work_group_size, warm.interface.compute_work_group_size);
+    assert_eq!(
+        cold.interface.compute_work_group_size,
+        warm.interface.compute_work_group_size
+    );
     let expected: Vec<u32> = (0..32).map(|i| i * i + 7).collect();
     assert_eq!(dispatch(&ctx, &cold.program), expected);
     assert_eq!(dispatch(&ctx, &warm.program), expected);
@@ -205,7 +209,11 @@ fn a_geometry_program_is_restored_from_its_binary_and_draws_the_same() {
     let (cold, warm) = cold_then_warm(&ctx, &sources, &ProgramOptions::default());
     assert_eq!(
         cold.stages,
-        [ShaderStage::Vertex, ShaderStage::Geometry, ShaderStage::Fragment]
+        [
+            ShaderStage::Vertex,
+            ShaderStage::Geometry,
+            ShaderStage::Fragment
+        ]
     );
     let a = draw(&ctx, &cold.program, glow::POINTS, 1);
     let b = draw(&ctx, &warm.program, glow::POINTS, 1);
@@ -214,7 +222,10 @@ fn a_geometry_program_is_restored_from_its_binary_and_draws_the_same() {
     // upwards.
     let low = pixel(&a, 0, 0);
     let high = pixel(&a, 15, 15);
-    assert!(low[0] < 16 && low[1] < 16 && high[0] > 230 && high[1] > 230, "{low:?} {high:?}");
+    assert!(
+        low[0] < 16 && low[1] < 16 && high[0] > 230 && high[1] > 230,
+        "{low:?} {high:?}"
+    );
     assert!((60..=68).contains(&low[2]) && low[3] == 255, "{low:?}");
     assert_eq!(cold.interface.outputs.len(), 1, "{:?}", cold.interface);
 }
@@ -265,9 +276,13 @@ fn a_tessellation_program_is_restored_from_its_binary_and_draws_the_same() {
     assert_eq!(a, b);
     // The big triangle covers the target; the bottom-left corner is near its first vertex.
     let corner = pixel(&a, 0, 0);
-    assert!(corner[0] > 200 && corner[1] < 40 && corner[2] < 60, "{corner:?}");
     assert!(
-        a.chunks_exact(4).all(|p| p[3] == 255 && p[..3] != [0, 0, 0]),
+        corner[0] > 200 && corner[1] < 40 && corner[2] < 60,
+        "{corner:?}"
+    );
+    assert!(
+        a.chunks_exact(4)
+            .all(|p| p[3] == 255 && p[..3] != [0, 0, 0]),
         "every pixel is covered"
     );
 }
@@ -295,10 +310,13 @@ fn tf_options() -> ProgramOptions {
 
 /// Captures `v_value` of 4 points with transform feedback.
 fn capture(ctx: &GlContext, program: &Program) -> Vec<f32> {
+    // A complete framebuffer bound: a surfaceless context's default one is not.
+    let target = ctx.offscreen_target(1, 1).expect("target");
     let gl = ctx.gl().expect("current");
     // SAFETY: the context is current; the buffer and vertex array are created, bound and
     // deleted here; the read-back slice is exactly the buffer's 16 bytes.
     unsafe {
+        gl.bind_framebuffer(glow::FRAMEBUFFER, Some(target.framebuffer()));
         let buffer = gl.create_buffer().expect("buffer");
         gl.bind_buffer(glow::TRANSFORM_FEEDBACK_BUFFER, Some(buffer));
         gl.buffer_data_size(glow::TRANSFORM_FEEDBACK_BUFFER, 16, glow::DYNAMIC_READ);
@@ -335,7 +353,11 @@ fn a_transform_feedback_program_is_restored_from_its_binary_and_captures_the_sam
     assert_eq!(capture(&ctx, &cold.program), [1.0, 3.0, 5.0, 7.0]);
     assert_eq!(capture(&ctx, &warm.program), [1.0, 3.0, 5.0, 7.0]);
     assert_eq!(
-        cold.interface.varyings.iter().map(|v| v.name.as_str()).collect::<Vec<_>>(),
+        cold.interface
+            .varyings
+            .iter()
+            .map(|v| v.name.as_str())
+            .collect::<Vec<_>>(),
         ["v_value"],
         "{:?}",
         cold.interface
@@ -363,7 +385,11 @@ fn a_cache_that_keeps_transform_feedback_out_never_stores_or_restores_such_progr
         assert_eq!(capture(&ctx, &linked.program), [1.0, 3.0, 5.0, 7.0]);
     }
     assert_eq!(cache.len(), 0);
-    assert_eq!(cache.counters().hits + cache.counters().misses, 0, "never looked up");
+    assert_eq!(
+        cache.counters().hits + cache.counters().misses,
+        0,
+        "never looked up"
+    );
     // The same cache still caches a program without transform feedback.
     let mut m = manager(&ctx, &cache);
     let (linked, _) = link(&mut m, &sources, &ProgramOptions::default());
@@ -397,10 +423,11 @@ fn failed_compiles_and_links_come_back_from_disk_with_the_drivers_exact_log() {
         cache
     };
     // What the driver itself says, with no cache at all.
-    let driver_compile_log = match ctx.compile_shader(ShaderStage::Fragment, &format!("{V430}{BAD_FS}")) {
-        Err(headless_gl::ShaderError::Compile { log, .. }) => log,
-        other => panic!("the bad shader compiled: {other:?}"),
-    };
+    let driver_compile_log =
+        match ctx.compile_shader(ShaderStage::Fragment, &format!("{V430}{BAD_FS}")) {
+            Err(headless_gl::ShaderError::Compile { log, .. }) => log,
+            other => panic!("the bad shader compiled: {other:?}"),
+        };
 
     let (compile_log, link_log) = {
         let cache = open();
@@ -414,7 +441,10 @@ fn failed_compiles_and_links_come_back_from_disk_with_the_drivers_exact_log() {
             (ShaderStage::Fragment, MISMATCH_FS),
         ];
         let (linked, outcomes) = link(&mut m, &sources, &ProgramOptions::default());
-        assert_eq!(outcomes, [CompileOutcome::Compiled, CompileOutcome::Compiled]);
+        assert_eq!(
+            outcomes,
+            [CompileOutcome::Compiled, CompileOutcome::Compiled]
+        );
         let Err(LinkFailure::Link { log: link_log }) = linked else {
             panic!("the mismatched program linked: {linked:?}");
         };
@@ -428,7 +458,11 @@ fn failed_compiles_and_links_come_back_from_disk_with_the_drivers_exact_log() {
     let mut m = manager(&ctx, &cache);
     let mut bad = Shader::new(ShaderStage::Fragment, format!("{V430}{BAD_FS}"));
     assert_eq!(m.compile(&mut bad).unwrap(), CompileOutcome::KnownFailure);
-    assert_eq!(bad.info_log(), Some(compile_log.as_str()), "byte-identical log");
+    assert_eq!(
+        bad.info_log(),
+        Some(compile_log.as_str()),
+        "byte-identical log"
+    );
     assert!(!bad.compile_status());
     let sources = [
         (ShaderStage::Vertex, MISMATCH_VS),
@@ -436,12 +470,19 @@ fn failed_compiles_and_links_come_back_from_disk_with_the_drivers_exact_log() {
     ];
     let (linked, outcomes) = link(&mut m, &sources, &ProgramOptions::default());
     // The shaders of a program that fails only at link keep their compiled status.
-    assert_eq!(outcomes, [CompileOutcome::Deferred, CompileOutcome::Deferred]);
+    assert_eq!(
+        outcomes,
+        [CompileOutcome::Deferred, CompileOutcome::Deferred]
+    );
     match linked {
         Err(LinkFailure::Link { log }) => assert_eq!(log, link_log, "byte-identical log"),
         other => panic!("expected the cached link failure: {other:?}"),
     }
     let b = m.backend();
-    assert_eq!((b.compiles, b.links, b.loads), (0, 0, 0), "the driver was not asked");
+    assert_eq!(
+        (b.compiles, b.links, b.loads),
+        (0, 0, 0),
+        "the driver was not asked"
+    );
     assert_eq!(cache.counters().failure_hits, 2);
 }
