@@ -84,6 +84,15 @@ struct Counts {
     drawn_non_clear: usize,
     draw_errors: usize,
     not_drawable: BTreeMap<&'static str, usize>,
+    /// Restored programs whose full driver reflection (fragment outputs, transform-feedback
+    /// varyings, uniform and storage blocks with members, static use) equals the cold one's,
+    /// and whose shaders got back exactly the maps the cold link stored.
+    reflection_equal: usize,
+    with_outputs: usize,
+    with_uniform_blocks: usize,
+    with_storage_blocks: usize,
+    /// Maps restored to the warm shaders that name blocks or outputs.
+    maps_with_blocks_or_outputs: usize,
 }
 
 #[test]
@@ -157,7 +166,9 @@ fn piglit_programs_restore_from_the_cache_identically() {
     eprintln!(
         "corpus counts: tried {}, linked {}, cached {}, loaded {}, rejected {} \
          (compile {}, link {}), binary rejected {}, drawn {} ({} with pixels besides the clear \
-         colour), draw errors on both {}, not drawable {not_drawable} {:?}; {:.1} s",
+         colour), draw errors on both {}, not drawable {not_drawable} {:?}; reflection equal {} \
+         (with fragment outputs {}, uniform blocks {}, storage blocks {}; restored maps naming \
+         blocks or outputs {}); {:.1} s",
         counts.tried,
         counts.linked,
         counts.cached,
@@ -170,6 +181,11 @@ fn piglit_programs_restore_from_the_cache_identically() {
         counts.drawn_non_clear,
         counts.draw_errors,
         counts.not_drawable,
+        counts.reflection_equal,
+        counts.with_outputs,
+        counts.with_uniform_blocks,
+        counts.with_storage_blocks,
+        counts.maps_with_blocks_or_outputs,
         start.elapsed().as_secs_f64()
     );
     assert!(
@@ -192,7 +208,23 @@ fn piglit_programs_restore_from_the_cache_identically() {
     );
     assert!(counts.linked > 0, "no piglit program linked");
     assert!(counts.drawn_non_clear > 0, "no draw changed a pixel");
-    assert_eq!(cache.len(), counts.linked, "every linked program is cached");
+    assert_eq!(counts.reflection_equal, counts.linked);
+    assert!(counts.with_outputs > 0 && counts.with_uniform_blocks > 0);
+    // Every linked program is cached, and so is every failure (negative results).
+    let failures = cache
+        .eviction_order()
+        .iter()
+        .filter(|k| cache.peek(k).is_some_and(|p| p.failure.is_some()))
+        .count();
+    assert_eq!(
+        cache.len(),
+        counts.linked + failures,
+        "every linked program is cached"
+    );
+    assert!(
+        failures >= counts.rejected_link,
+        "every failed link is cached"
+    );
     assert_eq!(cache.stats().counters.driver_rejections, 0);
 }
 
@@ -266,6 +298,27 @@ fn run_one(
             cold.uniforms, warm.uniforms
         ));
     }
+    if warm.interface != cold.interface {
+        return Err(format!(
+            "reflection differs: cold {:?}, warm {:?}",
+            cold.interface, warm.interface
+        ));
+    }
+    let stored = cache.peek(&cold.key).ok_or("the entry left the cache")?;
+    if vertex.variables() != Some(&stored.vertex) || fragment.variables() != Some(&stored.fragment)
+    {
+        return Err("the warm shaders did not get back the stored maps".into());
+    }
+    let i = &cold.interface;
+    counts.reflection_equal += 1;
+    counts.with_outputs += usize::from(!i.outputs.is_empty());
+    counts.with_uniform_blocks += usize::from(!i.uniform_blocks.is_empty());
+    counts.with_storage_blocks += usize::from(!i.storage_blocks.is_empty());
+    let names = |v: &program_cache::ShaderVariables| {
+        !v.outputs.is_empty() || !v.uniform_blocks.is_empty() || !v.storage_blocks.is_empty()
+    };
+    counts.maps_with_blocks_or_outputs +=
+        usize::from(names(&stored.vertex) || names(&stored.fragment));
 
     let inputs = match DrawInputs::for_program(&cold) {
         Ok(inputs) => inputs,
@@ -560,4 +613,51 @@ fn unit(seed: u64, index: u64) -> f32 {
     z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
     z ^= z >> 31;
     (z >> 40) as f32 / (1u64 << 24) as f32
+}
+
+/// The built-in corpus (48 programs, desktop core 3.30 dialect) through the same checks as
+/// piglit: every program links, is cached, comes back from its binary with equal reflection and
+/// the stored maps, and draws the same pixels.
+#[test]
+fn builtin_programs_restore_from_the_cache_identically() {
+    const TEST: &str = "builtin_programs_restore_from_the_cache_identically";
+    let options = ContextOptions {
+        api: ApiPreference::DesktopCore,
+        ..ContextOptions::default()
+    };
+    let Some(ctx) = open_or_skip(TEST, &options) else {
+        return;
+    };
+    let programs = corpus::builtin(corpus::Dialect::DesktopCore330);
+    let cache = ProgramCache::builder(CacheConfig::with_budget(256 << 20)).build();
+    let mut manager = ProgramManager::new(GlBackend::new(&ctx), cache.clone(), "corpus-test");
+    let target = RawTarget::new(&ctx).expect("offscreen framebuffer");
+    let mut counts = Counts::default();
+    let mut failures = Vec::new();
+    for program in &programs {
+        counts.tried += 1;
+        if let Err(failure) = run_one(&mut manager, &cache, program, &target, &mut counts) {
+            failures.push(format!("{}: {failure}", program.name));
+        }
+    }
+    eprintln!(
+        "builtin counts: tried {}, linked {}, loaded {}, reflection equal {} (with fragment \
+         outputs {}, uniform blocks {}, storage blocks {}), drawn {}",
+        counts.tried,
+        counts.linked,
+        counts.loaded,
+        counts.reflection_equal,
+        counts.with_outputs,
+        counts.with_uniform_blocks,
+        counts.with_storage_blocks,
+        counts.drawn
+    );
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    assert_eq!(
+        counts.linked,
+        programs.len(),
+        "every built-in program links"
+    );
+    assert_eq!(counts.reflection_equal, counts.linked);
+    assert_eq!(counts.with_outputs, counts.linked);
 }
