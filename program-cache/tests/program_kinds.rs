@@ -64,8 +64,8 @@ fn link(
 
 /// Links cold with one manager, then with another on the same cache: the second is a cache hit
 /// with every compile deferred and neither a driver compile nor a driver link.
-fn cold_then_warm<'a>(
-    ctx: &'a GlContext,
+fn cold_then_warm(
+    ctx: &GlContext,
     sources: &[(ShaderStage, &str)],
     options: &ProgramOptions,
 ) -> (LinkedProgram<Program>, LinkedProgram<Program>) {
@@ -485,4 +485,222 @@ fn failed_compiles_and_links_come_back_from_disk_with_the_drivers_exact_log() {
         "the driver was not asked"
     );
     assert_eq!(cache.counters().failure_hits, 2);
+}
+
+const SEPARABLE_VS: &str = "in vec2 a_position;
+in vec4 a_color;
+uniform float u_scale;
+layout(location = 0) out vec4 v_color;
+out gl_PerVertex { vec4 gl_Position; };
+void main() {
+    v_color = a_color;
+    gl_Position = vec4(a_position * u_scale, 0.0, 1.0);
+}
+";
+const SEPARABLE_FS: &str = "layout(location = 0) in vec4 v_color;
+uniform vec4 u_tint;
+layout(location = 0) out vec4 o_color;
+void main() { o_color = v_color * u_tint; }
+";
+
+fn draw_pipeline(ctx: &GlContext, vertex: &Program, fragment: &Program) -> Vec<u8> {
+    use headless_gl::{DrawCall, UniformValue, VertexAttribute};
+    let target = ctx.offscreen_target(16, 16).expect("target");
+    ctx.draw_pipeline(
+        &target,
+        &DrawCall {
+            program: vertex,
+            attributes: &[
+                VertexAttribute {
+                    name: "a_position",
+                    components: 2,
+                    data: &[-1.0, -1.0, 1.0, -1.0, -1.0, 1.0],
+                },
+                VertexAttribute {
+                    name: "a_color",
+                    components: 4,
+                    data: &[1.0, 1.0, 0.0, 1.0].repeat(3),
+                },
+            ],
+            uniforms: &[
+                ("u_scale", UniformValue::Float(1.0)),
+                ("u_tint", UniformValue::Vec4([1.0, 0.0, 1.0, 1.0])),
+            ],
+            mode: glow::TRIANGLES,
+            vertex_count: 3,
+            clear: Some([0.0, 0.0, 0.0, 1.0]),
+        },
+        &[fragment],
+    )
+    .expect("pipeline draw");
+    ctx.read_rgba8(&target).expect("pixels")
+}
+
+#[test]
+fn separable_programs_are_keyed_apart_restored_and_draw_the_same_in_a_pipeline() {
+    let Some(ctx) = context("separable_programs_are_keyed_apart") else {
+        return;
+    };
+    let separable = ProgramOptions {
+        link: LinkOptions {
+            separable: true,
+            ..LinkOptions::default()
+        },
+        page: None,
+    };
+    let (vs_cold, vs_warm) =
+        cold_then_warm(&ctx, &[(ShaderStage::Vertex, SEPARABLE_VS)], &separable);
+    let (fs_cold, fs_warm) =
+        cold_then_warm(&ctx, &[(ShaderStage::Fragment, SEPARABLE_FS)], &separable);
+    assert!(vs_warm.interface.separable && fs_warm.interface.separable);
+    let pixels = draw_pipeline(&ctx, &vs_cold.program, &fs_cold.program);
+    assert_eq!(pixel(&pixels, 2, 2), [255, 0, 0, 255]);
+    assert_eq!(pixel(&pixels, 14, 14), [0, 0, 0, 255]);
+    assert_eq!(
+        draw_pipeline(&ctx, &vs_warm.program, &fs_warm.program),
+        pixels
+    );
+
+    // The same two shaders linked into one program that is not separable: another key, and a
+    // program that is not separable.
+    let cache = ProgramCache::builder(CacheConfig::desktop()).build();
+    let mut m = manager(&ctx, &cache);
+    let sources = [
+        (ShaderStage::Vertex, SEPARABLE_VS),
+        (ShaderStage::Fragment, SEPARABLE_FS),
+    ];
+    let (plain, _) = link(&mut m, &sources, &ProgramOptions::default());
+    let plain = plain.expect("links");
+    assert!(!plain.interface.separable);
+    assert_ne!(plain.key, vs_cold.key);
+    // Without the flag one stage alone is not a program.
+    let (alone, _) = link(
+        &mut m,
+        &[(ShaderStage::Vertex, SEPARABLE_VS)],
+        &ProgramOptions::default(),
+    );
+    assert!(matches!(alone, Err(LinkFailure::Stages(_))), "{alone:?}");
+}
+
+#[test]
+fn links_started_together_and_polled_give_what_synchronous_links_give() {
+    let Some(ctx) = context("links_started_together_and_polled") else {
+        return;
+    };
+    let programs = corpus::builtin(corpus::Dialect::DesktopCore330);
+    let options = ProgramOptions::default();
+    // Synchronous, on one cache.
+    let sync_cache = ProgramCache::builder(CacheConfig::desktop()).build();
+    let mut sync = manager(&ctx, &sync_cache);
+    let mut expected = Vec::new();
+    for p in &programs {
+        let mut vs = Shader::new(ShaderStage::Vertex, p.vertex.as_str());
+        let mut fs = Shader::new(ShaderStage::Fragment, p.fragment.as_str());
+        sync.compile(&mut vs).unwrap();
+        sync.compile(&mut fs).unwrap();
+        let linked = sync.link(&mut vs, &mut fs, &options).expect("links");
+        expected.push((
+            linked.key,
+            linked.attributes,
+            linked.uniforms,
+            linked.interface,
+        ));
+    }
+    // Started together and polled, on another cache, twice: cold, then all cache hits.
+    let cache = ProgramCache::builder(CacheConfig::desktop()).build();
+    for round in 0..2 {
+        let mut m = manager(&ctx, &cache);
+        let mut shaders: Vec<_> = programs
+            .iter()
+            .map(|p| {
+                (
+                    Shader::new(ShaderStage::Vertex, p.vertex.as_str()),
+                    Shader::new(ShaderStage::Fragment, p.fragment.as_str()),
+                )
+            })
+            .collect();
+        for (vs, fs) in &mut shaders {
+            let expect = if round == 0 {
+                CompileOutcome::Pending
+            } else {
+                CompileOutcome::Deferred
+            };
+            assert_eq!(m.start_compile(vs).unwrap(), expect);
+            assert_eq!(m.start_compile(fs).unwrap(), expect);
+        }
+        let mut pending: Vec<Option<_>> = shaders
+            .iter_mut()
+            .map(|(vs, fs)| Some(m.start_link(&mut [vs, fs], &options).expect("starts")))
+            .collect();
+        let mut done: Vec<Option<LinkedProgram<Program>>> =
+            (0..pending.len()).map(|_| None).collect();
+        while pending.iter().any(Option::is_some) {
+            for (slot, out) in pending.iter_mut().zip(&mut done) {
+                if slot.as_ref().is_some_and(|p| m.link_ready(p)) {
+                    let p = slot.take().expect("checked");
+                    *out = Some(m.finish_link(p).expect("links"));
+                }
+            }
+        }
+        for (i, linked) in done.into_iter().enumerate() {
+            let linked = linked.unwrap();
+            let want = if round == 0 {
+                LinkOrigin::Linked
+            } else {
+                LinkOrigin::CacheHit
+            };
+            assert_eq!(linked.origin, want, "round {round}, {}", programs[i].name);
+            let (key, attributes, uniforms, interface) = &expected[i];
+            assert_eq!(&linked.key, key);
+            assert_eq!(&linked.attributes, attributes);
+            assert_eq!(&linked.uniforms, uniforms);
+            assert_eq!(&linked.interface, interface);
+        }
+        let b = m.backend();
+        if round == 1 {
+            assert_eq!((b.compiles, b.links, b.loads), (0, 0, programs.len()));
+        }
+    }
+    assert_eq!(cache.len(), programs.len());
+}
+
+#[test]
+fn deferred_binary_reads_happen_when_the_host_asks() {
+    let Some(ctx) = context("deferred_binary_reads_happen_when_the_host_asks") else {
+        return;
+    };
+    let cache = ProgramCache::builder(CacheConfig::desktop()).build();
+    let mut m = manager(&ctx, &cache);
+    m.set_defer_binary_reads(true);
+    let (linked, _) = link(
+        &mut m,
+        &[(ShaderStage::Compute, COMPUTE)],
+        &ProgramOptions::default(),
+    );
+    let mut linked = linked.expect("links");
+    assert!(linked.binary_deferred);
+    assert_eq!(
+        (m.backend().reads, cache.len(), m.deferred_binaries()),
+        (0, 0, 1)
+    );
+    // The program works before its binary is read.
+    let expected: Vec<u32> = (0..32).map(|i| i * i + 7).collect();
+    assert_eq!(dispatch(&ctx, &linked.program), expected);
+    assert!(m.save_deferred_binary(&mut linked));
+    assert!(!linked.binary_deferred);
+    assert_eq!(
+        (m.backend().reads, cache.len(), m.deferred_binaries()),
+        (1, 1, 0)
+    );
+    assert!(!m.save_deferred_binary(&mut linked), "read once");
+    // Another manager restores it.
+    let mut warm = manager(&ctx, &cache);
+    let (restored, _) = link(
+        &mut warm,
+        &[(ShaderStage::Compute, COMPUTE)],
+        &ProgramOptions::default(),
+    );
+    let restored = restored.expect("restored");
+    assert_eq!(restored.origin, LinkOrigin::CacheHit);
+    assert_eq!(dispatch(&ctx, &restored.program), expected);
 }
