@@ -30,6 +30,30 @@
 //!   driver.
 //! * [`ProgramCache::eviction_order`] lists the stored programs in exactly the order successive
 //!   evictions would remove them, under every policy.
+//! * Every program kind goes through the cache — vertex + fragment with optional tessellation
+//!   and geometry stages, compute alone, separable programs, transform feedback — keyed by all
+//!   its stages and options, and a restored program runs exactly as one linked from source
+//!   (`tests/program_kinds.rs` on the real driver: a compute dispatch, geometry and
+//!   tessellation draws, a transform-feedback capture and a separable pipeline read back
+//!   identically, restored by a second manager with no driver compile or link).
+//! * A restored program reports the same driver reflection — attributes, uniforms, fragment
+//!   outputs, transform-feedback varyings, uniform and storage blocks with their members,
+//!   static use — and its shaders get back exactly the maps stored with it
+//!   (`tests/corpus.rs` over piglit and the built-in corpus).
+//! * A compile or link that failed is answered from the cache, without the driver, with the
+//!   driver's info log byte for byte, also after a disk round trip; the shaders of a program
+//!   that failed only at link keep their compiled status
+//!   (`failed_compiles_and_links_come_back_from_disk_with_the_drivers_exact_log`). A log over
+//!   [`MAX_FAILURE_LOG`] is not cached.
+//! * Links started together and polled ([`ProgramManager::start_link`],
+//!   [`ProgramManager::link_ready`], [`ProgramManager::finish_link`]) give what synchronous
+//!   links give, cold and warm
+//!   (`links_started_together_and_polled_give_what_synchronous_links_give`); with
+//!   [`ProgramManager::set_defer_binary_reads`] no binary is read until the host asks
+//!   (`deferred_binary_reads_happen_when_the_host_asks`).
+//! * A cache built with [`ProgramCacheBuilder::cache_transform_feedback`]`(false)` never looks
+//!   up, reads or stores a program with transform-feedback varyings
+//!   (`a_cache_that_keeps_transform_feedback_out_never_stores_or_restores_such_programs`).
 //!
 //! The disk store ([`disk`], protocol in `FORMAT.md`; each bullet is tested in
 //! `tests/disk_hostile.rs`, with `tests/disk.rs`, `tests/disk_faults.rs`,
