@@ -1062,3 +1062,161 @@ pub fn load_dir(root: &Path, dialect: Dialect) -> Result<Glmark2Corpus, Glmark2E
         templates,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn translation_maps_whole_identifiers_outside_comments() {
+        let vertex = "attribute vec3 position; // attribute varying\nvarying vec2 uv;\n\
+                      /* varying\ntexture2D */ vec4 t = texture2D(s, uv) + texture2DBilinear(s);\n\
+                      float x = 1e5; vec2 attribute_x;\n";
+        let out = translate(vertex, Stage::Vertex, Dialect::DesktopCore330);
+        assert_eq!(
+            out,
+            "#version 330 core\nin vec3 position; // attribute varying\nout vec2 uv;\n\
+             /* varying\ntexture2D */ vec4 t = texture(s, uv) + texture2DBilinear(s);\n\
+             float x = 1e5; vec2 attribute_x;\n"
+        );
+        let fragment = "varying vec2 uv;\nvoid main() { gl_FragColor = vec4(uv, 0.0, 1.0); }\n";
+        assert_eq!(
+            translate(fragment, Stage::Fragment, Dialect::Es300),
+            "#version 300 es\nout mediump vec4 glmark2_FragColor;\nin vec2 uv;\n\
+             void main() { glmark2_FragColor = vec4(uv, 0.0, 1.0); }\n"
+        );
+        assert!(
+            translate(fragment, Stage::Fragment, Dialect::DesktopCore330)
+                .starts_with("#version 330 core\nout vec4 glmark2_FragColor;\n")
+        );
+    }
+
+    #[test]
+    fn globals_go_after_the_last_precision_block_else_first() {
+        let mut s = Source::new("uniform float a;\n");
+        s.add_float("A", 1.0);
+        s.add_vec("B", &[0.5, 2.0]);
+        // Each addition goes to the very start: the later one comes first.
+        assert_eq!(
+            s.text,
+            "const vec2 B = vec2(0.500000, 2.000000);\nconst float A = 1.000000;\nuniform float a;\n"
+        );
+        let mut s = Source::new(
+            "#ifdef GL_ES\nprecision mediump float;\n#endif\n#if X\n#endif\nvoid main() {}\n",
+        );
+        s.add_float("K", 0.25);
+        assert_eq!(
+            s.text,
+            "#ifdef GL_ES\nprecision mediump float;\n#endif\nconst float K = 0.250000;\n\
+             #if X\n#endif\nvoid main() {}\n"
+        );
+        // A precision statement outside a block: the next line.
+        let mut s = Source::new("precision highp float;\nvoid main() {}\n");
+        s.add_float("K", 1.0);
+        assert_eq!(
+            s.text,
+            "precision highp float;\nconst float K = 1.000000;\nvoid main() {}\n"
+        );
+    }
+
+    #[test]
+    fn finish_adds_the_precision_block_glmark2_adds() {
+        let v = Source::new("void main() { gl_Position = vec4(0.0); }\n").finish();
+        assert!(v.starts_with("#if defined(GL_ES)\n#define HIGHP_OR_DEFAULT highp\n"));
+        assert!(!v.contains("precision"), "{v}");
+        let f = Source::new("void main() { gl_FragColor = vec4(0.0); }\n").finish();
+        assert!(f.starts_with("#if defined(GL_ES) && defined(GL_FRAGMENT_PRECISION_HIGH)\n"));
+        assert!(f.contains("#ifdef GL_ES\nprecision mediump float;\n#endif\nvoid main()"));
+        let mut high = Source::new("void main() { gl_FragColor = vec4(0.0); }\n");
+        high.high_float = true;
+        assert!(high.finish().contains(
+            "#ifdef GL_ES\n#ifdef GL_FRAGMENT_PRECISION_HIGH\nprecision highp float;\n#else\n\
+             precision mediump float;\n#endif\n#endif\n"
+        ));
+        // A snippet (neither stage): macros only.
+        let snippet = Source::new("d = 1.0;\n").finish();
+        assert!(snippet.starts_with("#if defined(GL_ES)\n#define HIGHP"));
+        assert!(snippet.ends_with("#endif\nd = 1.0;\n"));
+    }
+
+    #[test]
+    fn kernels_blurs_and_vectors_follow_glmark2s_arithmetic() {
+        let (mut k, w, h) = parse_kernel("0,1,0;1,-4,1;0,1,0;");
+        assert_eq!((w, h), (3, 3));
+        normalize_kernel(&mut k);
+        // Zero-sum: divided by the sum of the positive weights.
+        assert_eq!(k, [0.0, 0.25, 0.0, 0.25, -1.0, 0.25, 0.0, 0.25, 0.0]);
+        let (mut k, _, _) = parse_kernel("1,1;1,1;");
+        normalize_kernel(&mut k);
+        assert_eq!(k, [0.25; 4]);
+        let sum = blur_sum(1, Direction::Horizontal, "sx", "sy");
+        assert_eq!(
+            sum,
+            "result = \ntexture2D(Texture0, TextureCoord + vec2(-1.0 * sx, 0.0)) * Kernel1 +\n\
+             texture2D(Texture0, TextureCoord + vec2(0.0 * sx, 0.0)) * Kernel0 +\n\
+             texture2D(Texture0, TextureCoord + vec2(1.0 * sx, 0.0)) * Kernel1 +\n0.0 ;\n"
+        );
+        assert_eq!(
+            blur_sum(2, Direction::Both, "x", "y")
+                .matches("texture2D")
+                .count(),
+            25
+        );
+        let g0 = gaussian(0, 1.0);
+        assert!((g0 - 1.0 / (2.0 * PI).sqrt()).abs() < 1e-6);
+        let h = half_vector([0.0, 0.0, 5.0, 1.0]);
+        assert_eq!(h, [0.0, 0.0, 1.0]);
+    }
+
+    #[test]
+    fn a_missing_directory_or_template_is_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(matches!(
+            load_dir(&dir.path().join("nope"), Dialect::DesktopCore330),
+            Err(Glmark2Error::NotADirectory(_))
+        ));
+        let err = load_dir(dir.path(), Dialect::DesktopCore330).unwrap_err();
+        assert!(
+            matches!(&err, Glmark2Error::MissingTemplate(p) if p.ends_with("light-basic.vert")),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn unusable_template_files_say_why() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t");
+        std::fs::write(&path, [0xff, 0xfe]).unwrap();
+        assert!(matches!(
+            read_template(&path),
+            Err(Glmark2Error::NotUtf8(_))
+        ));
+        std::fs::write(&path, vec![b' '; MAX_TEMPLATE_BYTES as usize + 1]).unwrap();
+        assert!(matches!(
+            read_template(&path),
+            Err(Glmark2Error::TooLarge(_))
+        ));
+        std::fs::write(&path, vec![b' '; MAX_TEMPLATE_BYTES as usize]).unwrap();
+        assert_eq!(
+            read_template(&path).unwrap().len(),
+            MAX_TEMPLATE_BYTES as usize
+        );
+        std::fs::create_dir(dir.path().join("d")).unwrap();
+        assert!(matches!(
+            read_template(&dir.path().join("d")),
+            Err(Glmark2Error::MissingTemplate(_))
+        ));
+        #[cfg(unix)]
+        {
+            let link = dir.path().join("l");
+            std::os::unix::fs::symlink(&path, &link).unwrap();
+            assert!(matches!(
+                read_template(&link),
+                Err(Glmark2Error::MissingTemplate(_))
+            ));
+        }
+        let mut s = Source::new("no token here");
+        let err = s.replace("x.frag", "$MAIN$", "").unwrap_err();
+        assert_eq!(err.to_string(), "template x.frag has no $MAIN$ placeholder");
+    }
+}

@@ -80,3 +80,57 @@ fn every_glmark2_program_links_on_desktop_core() {
 fn every_glmark2_program_links_on_gles3() {
     check(ApiPreference::Gles, Dialect::Es300);
 }
+
+#[test]
+fn programs_are_distinct_deterministic_and_named_after_scenes() {
+    let Some(dir) = shaders_dir() else { return };
+    let corpus = glmark2::load_dir(&dir, Dialect::DesktopCore330).unwrap();
+    assert_eq!(
+        glmark2::load_dir(&dir, Dialect::DesktopCore330).unwrap(),
+        corpus
+    );
+    let mut pairs = std::collections::HashSet::new();
+    let mut names = std::collections::HashSet::new();
+    for p in &corpus.programs {
+        assert!(pairs.insert((&p.vertex, &p.fragment)), "{} repeats", p.name);
+        assert!(names.insert(&p.name), "{} named twice", p.name);
+        assert!(p.name.starts_with("glmark2/"), "{}", p.name);
+        for source in [&p.vertex, &p.fragment] {
+            assert!(source.starts_with("#version 330 core\n"), "{}", p.name);
+            assert!(!source.contains('$'), "{}: a placeholder is left", p.name);
+        }
+    }
+    // Every template file the package ships is used by some scene.
+    let shipped = std::fs::read_dir(&dir)
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|n| n.ends_with(".vert") || n.ends_with(".frag") || n.ends_with(".all"))
+        .count();
+    assert_eq!(corpus.templates, shipped);
+    let es = glmark2::load_dir(&dir, Dialect::Es300).unwrap();
+    assert_eq!(es.programs.len(), corpus.programs.len());
+    assert!(
+        es.programs
+            .iter()
+            .all(|p| p.es && p.vertex.starts_with("#version 300 es\n"))
+    );
+}
+
+#[test]
+fn a_template_without_its_placeholder_is_refused() {
+    let Some(dir) = shaders_dir() else { return };
+    let copy = tempfile::tempdir().unwrap();
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let entry = entry.unwrap();
+        std::fs::copy(entry.path(), copy.path().join(entry.file_name())).unwrap();
+    }
+    assert!(glmark2::load_dir(copy.path(), Dialect::DesktopCore330).is_ok());
+    let phong = copy.path().join("light-phong.frag");
+    let text = std::fs::read_to_string(&phong).unwrap();
+    std::fs::write(&phong, text.replace("$DO_LIGHTS$", "")).unwrap();
+    let err = glmark2::load_dir(copy.path(), Dialect::DesktopCore330).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "template light-phong.frag has no $DO_LIGHTS$ placeholder"
+    );
+}
