@@ -25,7 +25,8 @@ impl Dialect {
         }
     }
 
-    fn version(self) -> GlslVersion {
+    /// The GLSL version of the dialect (3.30 or 3.00).
+    pub fn version(self) -> GlslVersion {
         match self {
             Dialect::DesktopCore330 => GlslVersion::new(3, 30),
             Dialect::Es300 => GlslVersion::new(3, 0),
@@ -50,7 +51,7 @@ pub fn builtin(dialect: Dialect) -> Vec<ProgramSource> {
             fragment: fragment_shader(dialect, i),
             glsl: Some(dialect.version()),
             es: dialect == Dialect::Es300,
-            extensions: Vec::new(),
+            ..ProgramSource::default()
         })
         .collect()
 }

@@ -3,14 +3,15 @@
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-use crate::{GlslVersion, ProgramSource};
+use crate::{ComputeSource, GlslVersion, ProgramSource};
 
-/// Why a `.shader_test` file gives no vertex + fragment program.
+/// Why a `.shader_test` file gives no program.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Skip {
     /// `[vertex shader passthrough]`: piglit supplies a vertex shader of its own, there is no source.
     PassthroughVertex,
-    /// A geometry, tessellation or compute stage (the section's name).
+    /// A `[compute shader]` beside graphics stages (the other section's name): neither a
+    /// compute program nor a graphics one.
     OtherStage(String),
     /// An ARB assembly program (`[vertex program]` / `[fragment program]`).
     AssemblyProgram,
@@ -18,7 +19,8 @@ pub enum Skip {
     ExternalSource,
     /// More than one shader of a stage (they are linked together; a program here has one each).
     MultipleShaders {
-        /// `vertex` or `fragment`.
+        /// `vertex`, `fragment`, `geometry`, `tessellation control`, `tessellation evaluation`
+        /// or `compute`.
         stage: &'static str,
         /// How many sections.
         count: usize,
@@ -42,7 +44,7 @@ impl Skip {
     pub fn label(&self) -> &'static str {
         match self {
             Skip::PassthroughVertex => "vertex shader passthrough",
-            Skip::OtherStage(_) => "geometry/tessellation/compute stage",
+            Skip::OtherStage(_) => "compute beside graphics stages",
             Skip::AssemblyProgram => "ARB assembly program",
             Skip::ExternalSource => "source in another file",
             Skip::MultipleShaders { .. } => "several shaders of one stage",
@@ -58,7 +60,9 @@ impl Skip {
 impl fmt::Display for Skip {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Skip::OtherStage(section) => write!(f, "has a [{section}] section"),
+            Skip::OtherStage(section) => {
+                write!(f, "has a [compute shader] and a [{section}] section")
+            }
             Skip::MultipleShaders { stage, count } => write!(f, "{count} {stage} shaders"),
             Skip::MissingStage(stage) => write!(f, "no [{stage} shader] section"),
             Skip::EmptyStage(stage) => write!(f, "empty [{stage} shader] section"),
@@ -69,24 +73,51 @@ impl fmt::Display for Skip {
     }
 }
 
-/// Parses one `.shader_test` file. `name` becomes [`ProgramSource::name`].
+/// What one usable `.shader_test` file holds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Parsed {
+    /// A graphics program: vertex + fragment, with geometry / tessellation stages when the
+    /// file has them.
+    Program(ProgramSource),
+    /// A compute program (`[compute shader]` and no graphics stage).
+    Compute(ComputeSource),
+}
+
+/// The stages a `.shader_test` file can give, in the order [`Stages::section`] knows them.
+const STAGES: [(&str, &str); 6] = [
+    ("vertex shader", "vertex"),
+    ("fragment shader", "fragment"),
+    ("geometry shader", "geometry"),
+    ("tessellation control shader", "tessellation control"),
+    ("tessellation evaluation shader", "tessellation evaluation"),
+    ("compute shader", "compute"),
+];
+const VERTEX: usize = 0;
+const FRAGMENT: usize = 1;
+const GEOMETRY: usize = 2;
+const TESS_CONTROL: usize = 3;
+const TESS_EVALUATION: usize = 4;
+const COMPUTE: usize = 5;
+
+/// Parses one `.shader_test` file. `name` becomes the program's name.
 ///
 /// A section starts at a line that begins with `[` and ends with `]` (piglit's own rule); text
-/// before the first section is a free-form preamble. Sections other than `[require]`,
-/// `[vertex shader]` and `[fragment shader]` are ignored unless they make the file unusable
-/// (see [`Skip`]); SPIR-V variants (`[vertex shader spirv]`) are alternatives piglit uses only
-/// with `-spirv` and are ignored.
-pub fn parse_shader_test(name: &str, text: &str) -> Result<ProgramSource, Skip> {
-    let mut vertex: Vec<String> = Vec::new();
-    let mut fragment: Vec<String> = Vec::new();
+/// before the first section is a free-form preamble. The sections read are `[require]` and the
+/// six GLSL stages (`[vertex shader]`, `[fragment shader]`, `[geometry shader]`,
+/// `[tessellation control shader]`, `[tessellation evaluation shader]`, `[compute shader]`);
+/// others are ignored unless they make the file unusable (see [`Skip`]); SPIR-V variants
+/// (`[vertex shader spirv]`) are alternatives piglit uses only with `-spirv` and are ignored.
+/// A file with a compute stage and no graphics stage is a [`Parsed::Compute`]; otherwise it
+/// needs exactly one vertex and one fragment shader, and at most one of each other stage.
+pub fn parse_shader_test(name: &str, text: &str) -> Result<Parsed, Skip> {
+    let mut stages: [Vec<String>; 6] = Default::default();
     let mut require = String::new();
     let mut unusable: Option<Skip> = None;
     // What the lines of the current section go into.
     enum Into {
         Nothing,
         Require,
-        Vertex,
-        Fragment,
+        Stage(usize),
     }
     let mut into = Into::Nothing;
 
@@ -100,26 +131,16 @@ pub fn parse_shader_test(name: &str, text: &str) -> Result<ProgramSource, Skip> 
                     into = Into::Require;
                     None
                 }
-                "vertex shader" => {
-                    vertex.push(String::new());
-                    into = Into::Vertex;
-                    None
-                }
-                "fragment shader" => {
-                    fragment.push(String::new());
-                    into = Into::Fragment;
-                    None
-                }
                 "vertex shader passthrough" => Some(Skip::PassthroughVertex),
                 "vertex program" | "fragment program" => Some(Skip::AssemblyProgram),
-                "vertex shader file" | "fragment shader file" => Some(Skip::ExternalSource),
-                s if s.starts_with("geometry shader")
-                    || s.starts_with("tessellation")
-                    || s.starts_with("compute shader") =>
-                {
-                    Some(Skip::OtherStage(s.to_string()))
+                s if s.ends_with(" shader file") => Some(Skip::ExternalSource),
+                s => {
+                    if let Some(stage) = STAGES.iter().position(|(header, _)| *header == s) {
+                        stages[stage].push(String::new());
+                        into = Into::Stage(stage);
+                    }
+                    None
                 }
-                _ => None,
             };
             // Stage problems outrank the rest: report the first one found.
             if let Some(problem) = problem {
@@ -130,11 +151,7 @@ pub fn parse_shader_test(name: &str, text: &str) -> Result<ProgramSource, Skip> 
         match into {
             Into::Nothing => {}
             Into::Require => require.push_str(line),
-            Into::Vertex => vertex
-                .last_mut()
-                .expect("pushed at the header")
-                .push_str(line),
-            Into::Fragment => fragment
+            Into::Stage(stage) => stages[stage]
                 .last_mut()
                 .expect("pushed at the header")
                 .push_str(line),
@@ -143,17 +160,52 @@ pub fn parse_shader_test(name: &str, text: &str) -> Result<ProgramSource, Skip> 
     if let Some(skip) = unusable {
         return Err(skip);
     }
-    let vertex = single("vertex", vertex)?;
-    let fragment = single("fragment", fragment)?;
+    let [
+        vertex,
+        fragment,
+        geometry,
+        tess_control,
+        tess_evaluation,
+        compute,
+    ] = stages;
+    if !compute.is_empty() {
+        let graphics = [
+            &vertex,
+            &fragment,
+            &geometry,
+            &tess_control,
+            &tess_evaluation,
+        ];
+        if let Some(other) = graphics.iter().position(|s| !s.is_empty()) {
+            return Err(Skip::OtherStage(STAGES[other].0.to_string()));
+        }
+        let compute = single(STAGES[COMPUTE].1, compute)?;
+        let (glsl, es, extensions) = parse_require(&require)?;
+        return Ok(Parsed::Compute(ComputeSource {
+            name: name.to_string(),
+            compute,
+            glsl,
+            es,
+            extensions,
+        }));
+    }
+    let vertex = single(STAGES[VERTEX].1, vertex)?;
+    let fragment = single(STAGES[FRAGMENT].1, fragment)?;
+    let geometry = optional(STAGES[GEOMETRY].1, geometry)?;
+    let tess_control = optional(STAGES[TESS_CONTROL].1, tess_control)?;
+    let tess_evaluation = optional(STAGES[TESS_EVALUATION].1, tess_evaluation)?;
     let (glsl, es, extensions) = parse_require(&require)?;
-    Ok(ProgramSource {
+    Ok(Parsed::Program(ProgramSource {
         name: name.to_string(),
         vertex,
         fragment,
+        geometry,
+        tess_control,
+        tess_evaluation,
         glsl,
         es,
         extensions,
-    })
+    }))
 }
 
 fn single(stage: &'static str, mut sources: Vec<String>) -> Result<String, Skip> {
@@ -168,6 +220,15 @@ fn single(stage: &'static str, mut sources: Vec<String>) -> Result<String, Skip>
             }
         }
         count => Err(Skip::MultipleShaders { stage, count }),
+    }
+}
+
+/// A stage a program may lack: none, or exactly one non-empty section.
+fn optional(stage: &'static str, sources: Vec<String>) -> Result<Option<String>, Skip> {
+    if sources.is_empty() {
+        Ok(None)
+    } else {
+        single(stage, sources).map(Some)
     }
 }
 
@@ -216,8 +277,14 @@ pub struct SkippedFile {
 pub struct LoadedCorpus {
     /// `.shader_test` files read.
     pub files: usize,
-    /// Programs, in name order.
+    /// Vertex + fragment programs (no other stage), in name order.
     pub programs: Vec<ProgramSource>,
+    /// Programs with a geometry or tessellation stage besides vertex + fragment, in name
+    /// order. Kept apart from [`LoadedCorpus::programs`] so that callers that compile only the
+    /// vertex and fragment stages never see them.
+    pub staged: Vec<ProgramSource>,
+    /// Compute programs, in name order.
+    pub compute: Vec<ComputeSource>,
     /// Files that gave no program, in name order.
     pub skipped: Vec<SkippedFile>,
 }
@@ -270,7 +337,11 @@ pub fn load_dir(root: &Path) -> Result<LoadedCorpus, LoadError> {
             Err(_) => Err(Skip::NotUtf8),
         };
         match parsed {
-            Ok(program) => corpus.programs.push(program),
+            Ok(Parsed::Program(program)) if program.has_other_stages() => {
+                corpus.staged.push(program)
+            }
+            Ok(Parsed::Program(program)) => corpus.programs.push(program),
+            Ok(Parsed::Compute(program)) => corpus.compute.push(program),
             Err(reason) => corpus.skipped.push(SkippedFile { name, reason }),
         }
     }
@@ -330,9 +401,17 @@ draw rect -1 -1 2 2
 probe all rgba 1.0 1.0 1.0 1.0
 ";
 
+    /// The graphics program a file gives (panics on a skip or a compute program).
+    fn graphics(name: &str, text: &str) -> ProgramSource {
+        match parse_shader_test(name, text) {
+            Ok(Parsed::Program(p)) => p,
+            other => panic!("{name}: {other:?}"),
+        }
+    }
+
     #[test]
     fn parses_require_and_both_stages_verbatim() {
-        let p = parse_shader_test("spec/x.shader_test", BASIC).unwrap();
+        let p = graphics("spec/x.shader_test", BASIC);
         assert_eq!(p.name, "spec/x.shader_test");
         assert_eq!(
             p.vertex,
@@ -350,12 +429,12 @@ probe all rgba 1.0 1.0 1.0 1.0
     #[test]
     fn glsl_es_requirement_sets_es() {
         let text = "[require]\nGLSL ES >= 3.00\n[vertex shader]\nv\n[fragment shader]\nf\n";
-        let p = parse_shader_test("es", text).unwrap();
+        let p = graphics("es", text);
         assert_eq!(p.glsl, Some(GlslVersion::new(3, 0)));
         assert_eq!(p.glsl.unwrap().number(), 300);
         assert!(p.es);
         let text = "[require]\nGL ES >= 3.0\n[vertex shader]\nv\n[fragment shader]\nf\n";
-        let p = parse_shader_test("gles", text).unwrap();
+        let p = graphics("gles", text);
         assert!(p.es);
         assert_eq!(p.glsl, None);
     }
@@ -385,16 +464,48 @@ probe all rgba 1.0 1.0 1.0 1.0
                 Skip::PassthroughVertex,
             ),
             (
-                "[vertex shader]\nv\n[geometry shader]\ng\n[fragment shader]\nf\n",
+                "[vertex shader]\nv\n[compute shader]\nc\n[fragment shader]\nf\n",
+                Skip::OtherStage("vertex shader".into()),
+            ),
+            (
+                "[compute shader]\nc\n[geometry shader]\ng\n",
                 Skip::OtherStage("geometry shader".into()),
             ),
             (
-                "[vertex shader]\nv\n[tessellation control shader]\nt\n[fragment shader]\nf\n",
-                Skip::OtherStage("tessellation control shader".into()),
+                "[compute shader]\nc\n[compute shader]\nd\n",
+                Skip::MultipleShaders {
+                    stage: "compute",
+                    count: 2,
+                },
+            ),
+            ("[compute shader]\n \n", Skip::EmptyStage("compute")),
+            (
+                "[vertex shader]\nv\n[geometry shader]\ng\n[geometry shader]\nh\n\
+                 [fragment shader]\nf\n",
+                Skip::MultipleShaders {
+                    stage: "geometry",
+                    count: 2,
+                },
             ),
             (
-                "[compute shader]\nc\n",
-                Skip::OtherStage("compute shader".into()),
+                "[vertex shader]\nv\n[tessellation control shader]\n\n[fragment shader]\nf\n",
+                Skip::EmptyStage("tessellation control"),
+            ),
+            (
+                "[vertex shader passthrough]\n[geometry shader]\ng\n[fragment shader]\nf\n",
+                Skip::PassthroughVertex,
+            ),
+            (
+                "[geometry shader]\ng\n[fragment shader]\nf\n",
+                Skip::MissingStage("vertex"),
+            ),
+            (
+                "[vertex shader]\nv\n[tessellation evaluation shader]\nt\n",
+                Skip::MissingStage("fragment"),
+            ),
+            (
+                "[vertex shader]\nv\n[geometry shader file]\ng.geom\n[fragment shader]\nf\n",
+                Skip::ExternalSource,
             ),
             (
                 "[vertex program]\n!!ARBvp1.0\n[fragment shader]\nf\n",
@@ -441,10 +552,55 @@ probe all rgba 1.0 1.0 1.0 1.0
     }
 
     #[test]
+    fn geometry_and_tessellation_stages_are_read_verbatim() {
+        let text = "[require]\nGLSL >= 4.00\n[vertex shader]\nv\n\
+                    [tessellation control shader]\ntc\n[tessellation evaluation shader]\nte\n\
+                    [geometry shader]\ng 1\ng 2\n[geometry layout]\ninput(triangles)\n\
+                    [fragment shader]\nf\n[test]\ndraw arrays GL_PATCHES 0 3\n";
+        let p = graphics("tess", text);
+        assert_eq!(p.vertex, "v\n");
+        assert_eq!(p.fragment, "f\n");
+        assert_eq!(p.geometry.as_deref(), Some("g 1\ng 2\n"));
+        assert_eq!(p.tess_control.as_deref(), Some("tc\n"));
+        assert_eq!(p.tess_evaluation.as_deref(), Some("te\n"));
+        assert!(p.has_other_stages());
+        assert_eq!(p.glsl, Some(GlslVersion::new(4, 0)));
+
+        let only_geometry = graphics(
+            "geom",
+            "[vertex shader]\nv\n[geometry shader]\ng\n[fragment shader]\nf\n",
+        );
+        assert_eq!(only_geometry.geometry.as_deref(), Some("g\n"));
+        assert_eq!(only_geometry.tess_control, None);
+        assert_eq!(only_geometry.tess_evaluation, None);
+
+        let plain = graphics("vf", "[vertex shader]\nv\n[fragment shader]\nf\n");
+        assert!(!plain.has_other_stages());
+    }
+
+    #[test]
+    fn compute_files_are_compute_programs() {
+        let text = "[require]\nGL ES >= 3.1\nGLSL ES >= 3.10\nGL_ARB_compute_shader\n\
+                    [compute shader]\n#version 310 es\nlayout(local_size_x = 1) in;\n\
+                    void main() {}\n[compute shader spirv]\n; asm\n[test]\ncompute 1 1 1\n";
+        let Ok(Parsed::Compute(c)) = parse_shader_test("spec/c.shader_test", text) else {
+            panic!("not a compute program");
+        };
+        assert_eq!(c.name, "spec/c.shader_test");
+        assert_eq!(
+            c.compute,
+            "#version 310 es\nlayout(local_size_x = 1) in;\nvoid main() {}\n"
+        );
+        assert_eq!(c.glsl, Some(GlslVersion::new(3, 10)));
+        assert!(c.es);
+        assert_eq!(c.extensions, ["GL_ARB_compute_shader"]);
+    }
+
+    #[test]
     fn spirv_alternatives_and_crlf_headers_are_tolerated() {
         let text = "[require]\r\nGLSL >= 4.50\r\n[vertex shader spirv]\r\n; asm\r\n\
                     [vertex shader]\r\nv\r\n[fragment shader]\r\nf\r\n";
-        let p = parse_shader_test("t", text).unwrap();
+        let p = graphics("t", text);
         assert_eq!(p.vertex, "v\r\n");
         assert_eq!(p.fragment, "f\r\n");
         assert_eq!(p.glsl, Some(GlslVersion::new(4, 50)));
@@ -468,10 +624,19 @@ probe all rgba 1.0 1.0 1.0 1.0
         write("b/skip.shader_test", b"[vertex shader passthrough]\n");
         write("b/binary.shader_test", &[0xff, 0xfe, b'[']);
         write("b/notes.txt", b"[vertex shader]\nv\n[fragment shader]\nf\n");
+        write(
+            "g.shader_test",
+            b"[vertex shader]\nv\n[geometry shader]\ng\n[fragment shader]\nf\n",
+        );
+        write("b/c.shader_test", b"[compute shader]\nc\n");
         write("c.shader_test.orig", program("orig").as_bytes());
 
         let corpus = load_dir(root).unwrap();
-        assert_eq!(corpus.files, 5);
+        assert_eq!(corpus.files, 7);
+        let staged: Vec<_> = corpus.staged.iter().map(|p| p.name.as_str()).collect();
+        assert_eq!(staged, ["g.shader_test"]);
+        let compute: Vec<_> = corpus.compute.iter().map(|p| p.name.as_str()).collect();
+        assert_eq!(compute, ["b/c.shader_test"]);
         let names: Vec<_> = corpus.programs.iter().map(|p| p.name.as_str()).collect();
         assert_eq!(
             names,

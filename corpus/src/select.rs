@@ -14,12 +14,21 @@ pub fn spread<T: Clone>(items: &[T], limit: usize) -> Vec<T> {
     (0..limit).map(|k| items[k * len / limit].clone()).collect()
 }
 
-/// Drops every program whose vertex and fragment sources both equal an earlier program's (piglit
-/// has such twins under different names); returns how many were dropped. Order is kept.
+/// Drops every program whose stage sources all equal an earlier program's (piglit has such twins
+/// under different names); returns how many were dropped. Order is kept. Two programs that
+/// differ only in a geometry or tessellation stage are both kept.
 pub fn dedup_sources(programs: &mut Vec<ProgramSource>) -> usize {
     let before = programs.len();
     let mut seen = HashSet::new();
-    programs.retain(|p| seen.insert((p.vertex.clone(), p.fragment.clone())));
+    programs.retain(|p| {
+        seen.insert((
+            p.vertex.clone(),
+            p.fragment.clone(),
+            p.geometry.clone(),
+            p.tess_control.clone(),
+            p.tess_evaluation.clone(),
+        ))
+    });
     before - programs.len()
 }
 
@@ -48,9 +57,7 @@ mod tests {
             name: name.into(),
             vertex: v.into(),
             fragment: f.into(),
-            glsl: None,
-            es: false,
-            extensions: Vec::new(),
+            ..ProgramSource::default()
         };
         let mut programs = vec![
             p("a", "v1", "f1"),

@@ -15,11 +15,21 @@
 //!   straight on the driver), `MESA_SHADER_CACHE_DIR` populated by a previous such run and
 //!   reused.
 //!
-//! Corpus: piglit (`GPUSVC_PIGLIT_DIR`, default `<workspace>/target/corpora/piglit/tests`, filled
-//! by `scripts/fetch-corpus`), every distinct vertex + fragment program (`GPUSVC_CORPUS_LIMIT`
-//! samples it down); without it, the built-in corpus, with a printed note.
+//! Corpora, one after the other, each with its own table and JSON metrics
+//! (`startup_<corpus>_ours_warm_vs_mesa_warm`, `link_pass_<corpus>_ours_warm_vs_mesa_warm`, ...):
+//! * piglit (`GPUSVC_PIGLIT_DIR`, default `<workspace>/target/corpora/piglit/tests`, filled by
+//!   `scripts/fetch-corpus`), every distinct vertex + fragment program; without it, the built-in
+//!   corpus (`builtin`), with a printed note;
+//! * glmark2 (`GPUSVC_GLMARK2_DIR`, default `<workspace>/target/corpora/glmark2/shaders`, filled
+//!   by `scripts/fetch-corpus glmark2`): the programs glmark2's scenes build
+//!   (`corpus::glmark2`); without it, a printed note and no glmark2 rows.
 //!
-//! Then, in this process, over the entries the cold run wrote (re-stored under a synthetic stamp,
+//! `GPUSVC_CORPUS_LIMIT` samples each corpus down. The link-pass-only ratio compares our pass
+//! plus the time the child waited for our disk load against Mesa's pass; each table is followed
+//! by where the link pass's time went (failing programs, cache hits and binary restores,
+//! driver compiles; Mesa: compile, link, reflection).
+//!
+//! Then, in this process, over the entries the first corpus's cold run wrote (re-stored under a synthetic stamp,
 //! so no GL is needed here): the loader's throughput (cache open + `wait_until_loaded`, MB of
 //! entry files per second) against plain sequential `std::fs::read` of the same files, and LZ4
 //! on versus off (bytes on disk, load time). Results: a table and
@@ -97,26 +107,68 @@ fn gpusvc_binary() -> PathBuf {
     bin
 }
 
-/// The corpus arguments of the child, and a description.
-fn corpus_args() -> (Vec<String>, String) {
+/// One corpus the startup cases run on.
+struct Corpus {
+    /// Short name for metric names: `piglit`, `builtin` or `glmark2`.
+    key: &'static str,
+    /// The child's corpus arguments.
+    args: Vec<String>,
+    /// What it is, for the table.
+    label: String,
+}
+
+/// The corpora: piglit (else the built-in corpus, with a note) and glmark2 (when fetched, else
+/// a note).
+fn corpora() -> Vec<Corpus> {
+    let limit: Vec<String> = match std::env::var("GPUSVC_CORPUS_LIMIT") {
+        Ok(limit) => vec!["--limit".into(), limit],
+        Err(_) => Vec::new(),
+    };
     let dir = std::env::var_os("GPUSVC_PIGLIT_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| workspace().join("target/corpora/piglit/tests"));
-    let mut args = Vec::new();
-    let label = if dir.is_dir() {
-        args.extend(["--corpus".to_string(), dir.display().to_string()]);
-        format!("piglit at {}", dir.display())
+    let mut out = Vec::new();
+    if dir.is_dir() {
+        out.push(Corpus {
+            key: "piglit",
+            args: [
+                vec!["--corpus".to_string(), dir.display().to_string()],
+                limit.clone(),
+            ]
+            .concat(),
+            label: format!("piglit at {}", dir.display()),
+        });
     } else {
         println!(
             "note: no piglit corpus at {} (run scripts/fetch-corpus); using the built-in corpus",
             dir.display()
         );
-        "built-in".to_string()
-    };
-    if let Ok(limit) = std::env::var("GPUSVC_CORPUS_LIMIT") {
-        args.extend(["--limit".to_string(), limit]);
+        out.push(Corpus {
+            key: "builtin",
+            args: limit.clone(),
+            label: "built-in".to_string(),
+        });
     }
-    (args, label)
+    let dir = std::env::var_os("GPUSVC_GLMARK2_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace().join("target/corpora/glmark2/shaders"));
+    if dir.is_dir() {
+        out.push(Corpus {
+            key: "glmark2",
+            args: [
+                vec!["--glmark2".to_string(), dir.display().to_string()],
+                limit,
+            ]
+            .concat(),
+            label: format!("glmark2 at {}", dir.display()),
+        });
+    } else {
+        println!(
+            "note: no glmark2 corpus at {} (run scripts/fetch-corpus glmark2); glmark2 case skipped",
+            dir.display()
+        );
+    }
+    out
 }
 
 /// How the child runs its programs.
@@ -153,6 +205,19 @@ struct Probe {
     /// How long the child was blocked waiting for that load.
     wait_ms: f64,
     pass_ms: f64,
+    /// Of `pass_ms`: programs that failed to compile or link.
+    failed_ms: f64,
+    /// Ours: programs served from the cache; programs compiled and linked on the driver.
+    hit_ms: f64,
+    relinked_ms: f64,
+    /// Ours: the cache's histograms over the pass (compile-status hits, driver compiles,
+    /// binary restores, links on a miss). Mesa: `compile_ms`, `link_ms`, `reflect_ms` of the
+    /// linked programs.
+    status_hit_ms: f64,
+    compile_ms: f64,
+    binary_hit_ms: f64,
+    link_ms: f64,
+    reflect_ms: f64,
     writes: u64,
     dropped: u64,
 }
@@ -204,6 +269,14 @@ fn probe(
             probe.load_ms = field(&line, "load_ms");
             probe.wait_ms = field(&line, "wait_ms");
             probe.pass_ms = field(&line, "pass_ms");
+            probe.failed_ms = field(&line, "failed_ms");
+            probe.hit_ms = field(&line, "hit_ms");
+            probe.relinked_ms = field(&line, "relinked_ms");
+            probe.status_hit_ms = field(&line, "status_hit_ms");
+            probe.compile_ms = field(&line, "compile_ms");
+            probe.binary_hit_ms = field(&line, "binary_hit_ms");
+            probe.link_ms = field(&line, "link_ms");
+            probe.reflect_ms = field(&line, "reflect_ms");
             reported = true;
         } else if line.starts_with("gpusvc-startup-done ") {
             probe.writes = field(&line, "writes");
@@ -358,15 +431,17 @@ fn timed_reads(files: &[PathBuf]) -> f64 {
     start.elapsed().as_secs_f64() * 1e3
 }
 
-fn main() {
-    let reps = env_number("GPUSVC_BENCH_REPS", DEFAULT_REPS).max(1);
-    let bin = gpusvc_binary();
-    let (corpus, corpus_label) = corpus_args();
-    println!(
-        "startup bench: {} ; corpus: {corpus_label}; {reps} fresh processes per case",
-        bin.display()
-    );
+/// The three cases on one corpus.
+struct Startup {
+    cold: Vec<Probe>,
+    ours: Vec<Probe>,
+    mesa: Vec<Probe>,
+    /// Our disk cache as the first cold run left it (the warm runs' folder).
+    populated: tempfile::TempDir,
+}
 
+/// Runs cold / ours warm / Mesa warm, `reps` fresh processes each, interleaved, on `corpus`.
+fn run_corpus(bin: &Path, corpus: &[String], reps: usize) -> Startup {
     // Our disk cache, populated by the first cold run; Mesa's cache, populated by a plain run.
     let populated = tempdir("gpusvc-startup-bench-ours-");
     let mesa_warm = tempdir("gpusvc-startup-bench-mesa-");
@@ -377,8 +452,8 @@ fn main() {
     let mut mesa_bytes = 0;
     for attempt in 1..=MESA_POPULATE_RUNS {
         let p = probe(
-            &bin,
-            &corpus,
+            bin,
+            corpus,
             &["--plain-driver", "--settle-driver-cache"],
             None,
             mesa_warm.path(),
@@ -408,7 +483,7 @@ fn main() {
                     } else {
                         ours.path()
                     };
-                    let p = probe(&bin, &corpus, &[], Some(dir), fresh_mesa.path());
+                    let p = probe(bin, corpus, &[], Some(dir), fresh_mesa.path());
                     if rep == 0 && (p.dropped > 0 || p.writes as usize != p.linked) {
                         fail(format!(
                             "the populating run wrote {} of {} programs ({} dropped)",
@@ -418,13 +493,7 @@ fn main() {
                     p
                 }
                 Case::OursWarm => {
-                    let p = probe(
-                        &bin,
-                        &corpus,
-                        &[],
-                        Some(populated.path()),
-                        fresh_mesa.path(),
-                    );
+                    let p = probe(bin, corpus, &[], Some(populated.path()), fresh_mesa.path());
                     if p.hits != p.linked {
                         fail(format!(
                             "warm run: {} cache hits of {} linked programs",
@@ -433,7 +502,7 @@ fn main() {
                     }
                     p
                 }
-                Case::MesaWarm => probe(&bin, &corpus, &["--plain-driver"], None, mesa_warm.path()),
+                Case::MesaWarm => probe(bin, corpus, &["--plain-driver"], None, mesa_warm.path()),
             };
             println!(
                 "  run {}/{reps} {:<30} {:>9.1} ms to all linked ({} of {} linked, {} hits)",
@@ -453,21 +522,31 @@ fn main() {
             .map(|(_, p)| p.clone())
             .collect()
     };
-    let (cold, ours, mesa) = (of(Case::Cold), of(Case::OursWarm), of(Case::MesaWarm));
+    Startup {
+        cold: of(Case::Cold),
+        ours: of(Case::OursWarm),
+        mesa: of(Case::MesaWarm),
+        populated,
+    }
+}
 
+/// Prints one corpus's table; returns its rows for the JSON.
+fn startup_table(key: &str, label: &str, s: &Startup, reps: usize) -> Vec<Row> {
+    let (cold, ours, mesa) = (&s.cold, &s.ours, &s.mesa);
     println!(
-        "\nprocess start -> all {} programs linked ({} linked), fresh process per run, medians of {reps}",
+        "\n{label}: process start -> all {} programs linked ({} linked), fresh process per run, \
+         medians of {reps}",
         cold[0].programs, cold[0].linked
     );
     println!(
         "{:<30} {:>9} {:>9} {:>9} {:>11} {:>9} {:>9} {:>8}",
         "case", "total ms", "context", "corpus", "disk load*", "waited", "link", "vs cold"
     );
-    let cold_total = med(&cold, |p| p.wall_ms);
+    let cold_total = med(cold, |p| p.wall_ms);
     for (case, probes) in [
-        (Case::Cold, &cold),
-        (Case::OursWarm, &ours),
-        (Case::MesaWarm, &mesa),
+        (Case::Cold, cold),
+        (Case::OursWarm, ours),
+        (Case::MesaWarm, mesa),
     ] {
         let total = med(probes, |p| p.wall_ms);
         println!(
@@ -487,10 +566,27 @@ fn main() {
          `waited` is what the child was blocked on it. The rest of `total` is exec, dynamic \
          loading and process setup."
     );
-    let ours_total = med(&ours, |p| p.wall_ms);
-    let mesa_total = med(&mesa, |p| p.wall_ms);
     println!(
-        "headline: ours warm {ours_total:.1} ms vs Mesa warm {mesa_total:.1} ms: ratio {:.3} ({})",
+        "link pass, where the time went (ms, medians): ours warm: {:.1} on failing programs, \
+         {:.1} on cache hits (of which binary restore {:.1}, compile-status hits {:.1}), \
+         {:.1} on programs relinked, {:.1} in driver compiles; Mesa warm: {:.1} on failing \
+         programs, {:.1} compiling, {:.1} linking, {:.1} reflecting the linked ones",
+        med(ours, |p| p.failed_ms),
+        med(ours, |p| p.hit_ms),
+        med(ours, |p| p.binary_hit_ms),
+        med(ours, |p| p.status_hit_ms),
+        med(ours, |p| p.relinked_ms),
+        med(ours, |p| p.compile_ms),
+        med(mesa, |p| p.failed_ms),
+        med(mesa, |p| p.compile_ms),
+        med(mesa, |p| p.link_ms),
+        med(mesa, |p| p.reflect_ms),
+    );
+    let ours_total = med(ours, |p| p.wall_ms);
+    let mesa_total = med(mesa, |p| p.wall_ms);
+    println!(
+        "headline ({key}): ours warm {ours_total:.1} ms vs Mesa warm {mesa_total:.1} ms: ratio \
+         {:.3} ({})",
         ours_total / mesa_total,
         if ours_total < mesa_total {
             "our warm start beats Mesa's"
@@ -498,12 +594,66 @@ fn main() {
             "our warm start does NOT beat Mesa's"
         }
     );
+    let ours_link = med(ours, |p| p.wait_ms + p.pass_ms);
+    let mesa_link = med(mesa, |p| p.pass_ms);
     println!(
-        "link pass (+ the wait for our load): ours warm {:.1} ms vs Mesa warm {:.1} ms (ratio {:.3})",
-        med(&ours, |p| p.wait_ms + p.pass_ms),
-        med(&mesa, |p| p.pass_ms),
-        med(&ours, |p| p.wait_ms + p.pass_ms) / med(&mesa, |p| p.pass_ms)
+        "link pass ({key}, + the wait for our load): ours warm {ours_link:.1} ms vs Mesa warm \
+         {mesa_link:.1} ms (ratio {:.3})",
+        ours_link / mesa_link
     );
+    vec![
+        Row {
+            metric: format!("startup_{key}_ours_warm_vs_mesa_warm"),
+            unit: "ms",
+            ours: ours_total,
+            baseline: mesa_total,
+            ratio_note: "ours warm / Mesa warm, process start to all linked (goal < 0.8)",
+        },
+        Row {
+            metric: format!("link_pass_{key}_ours_warm_vs_mesa_warm"),
+            unit: "ms",
+            ours: ours_link,
+            baseline: mesa_link,
+            ratio_note: "ours warm / Mesa warm, the link pass alone (+ our load wait)",
+        },
+        Row {
+            metric: format!("startup_{key}_ours_warm_vs_cold"),
+            unit: "ms",
+            ours: ours_total,
+            baseline: cold_total,
+            ratio_note: "ours warm / cold, process start to all linked",
+        },
+        Row {
+            metric: format!("startup_{key}_mesa_warm_vs_cold"),
+            unit: "ms",
+            ours: mesa_total,
+            baseline: cold_total,
+            ratio_note: "peer: Mesa warm / cold (for reference)",
+        },
+    ]
+}
+
+fn main() {
+    let reps = env_number("GPUSVC_BENCH_REPS", DEFAULT_REPS).max(1);
+    let bin = gpusvc_binary();
+    let corpora = corpora();
+    let labels: Vec<&str> = corpora.iter().map(|c| c.label.as_str()).collect();
+    println!(
+        "startup bench: {} ; corpora: {}; {reps} fresh processes per case",
+        bin.display(),
+        labels.join(", ")
+    );
+    let mut startups = Vec::new();
+    for corpus in &corpora {
+        println!("\n== {}", corpus.label);
+        startups.push(run_corpus(&bin, &corpus.args, reps));
+    }
+    let mut rows = Vec::new();
+    for (corpus, startup) in corpora.iter().zip(&startups) {
+        rows.extend(startup_table(corpus.key, &corpus.label, startup, reps));
+    }
+    // The loader section reads the first corpus's (piglit's) entries.
+    let populated = &startups[0].populated;
 
     // ---- the loader, in this process ----
     let entries = read_entries(populated.path());
@@ -582,51 +732,28 @@ fn main() {
         load_lz4 / load_raw
     );
 
-    report(
-        "program_cache_startup",
-        &[
-            Row {
-                metric: "startup_ours_warm_vs_mesa_warm".into(),
-                unit: "ms",
-                ours: ours_total,
-                baseline: mesa_total,
-                ratio_note: "ours warm / Mesa warm, process start to all linked (goal < 1)",
-            },
-            Row {
-                metric: "startup_ours_warm_vs_cold".into(),
-                unit: "ms",
-                ours: ours_total,
-                baseline: cold_total,
-                ratio_note: "ours warm / cold, process start to all linked",
-            },
-            Row {
-                metric: "startup_mesa_warm_vs_cold".into(),
-                unit: "ms",
-                ours: mesa_total,
-                baseline: cold_total,
-                ratio_note: "peer: Mesa warm / cold (for reference)",
-            },
-            Row {
-                metric: "loader_throughput".into(),
-                unit: "MB/s",
-                ours: mb(lz4_bytes, load_lz4),
-                baseline: mb(lz4_bytes, read_lz4),
-                ratio_note: "loader / plain sequential reads (higher is better)",
-            },
-            Row {
-                metric: "lz4_bytes_on_disk".into(),
-                unit: "bytes",
-                ours: lz4_bytes as f64,
-                baseline: raw_bytes as f64,
-                ratio_note: "LZ4 / uncompressed",
-            },
-            Row {
-                metric: "lz4_load_time".into(),
-                unit: "ms",
-                ours: load_lz4,
-                baseline: load_raw,
-                ratio_note: "LZ4 / uncompressed, open + wait_until_loaded",
-            },
-        ],
-    );
+    rows.extend([
+        Row {
+            metric: "loader_throughput".into(),
+            unit: "MB/s",
+            ours: mb(lz4_bytes, load_lz4),
+            baseline: mb(lz4_bytes, read_lz4),
+            ratio_note: "loader / plain sequential reads (higher is better)",
+        },
+        Row {
+            metric: "lz4_bytes_on_disk".into(),
+            unit: "bytes",
+            ours: lz4_bytes as f64,
+            baseline: raw_bytes as f64,
+            ratio_note: "LZ4 / uncompressed",
+        },
+        Row {
+            metric: "lz4_load_time".into(),
+            unit: "ms",
+            ours: load_lz4,
+            baseline: load_raw,
+            ratio_note: "LZ4 / uncompressed, open + wait_until_loaded",
+        },
+    ]);
+    report("program_cache_startup", &rows);
 }

@@ -7,7 +7,8 @@ use std::time::Instant;
 
 use corpus::ProgramSource;
 use headless_gl::{GlContext, LinkOptions, ShaderStage};
-use program_cache::{GlBackend, ProgramBackend as _, ProgramManager};
+use program_cache::stats::names;
+use program_cache::{GlBackend, ProgramBackend as _, ProgramCache, ProgramManager};
 
 use super::driver_cache::settle;
 use super::passes::pass;
@@ -55,25 +56,35 @@ pub(super) fn single_pass_report(
         corpus_ms,
     } = phases;
     if args.plain_driver {
-        let (linked, pass_ms) = plain_pass(ctx, programs);
+        let plain = plain_pass(ctx, programs);
         writeln!(
             out,
-            "gpusvc-startup programs={} linked={linked} hits=0 loaded=0 since_start_ms={:.3} \
+            "gpusvc-startup programs={} linked={} hits=0 loaded=0 since_start_ms={:.3} \
              context_ms={context_ms:.3} corpus_ms={corpus_ms:.3} load_ms=0 wait_ms=0 \
-             pass_ms={pass_ms:.3}",
+             pass_ms={:.3} failed_ms={:.3} compile_ms={:.3} link_ms={:.3} reflect_ms={:.3}",
             programs.len(),
-            ms_since(started)
+            plain.linked,
+            ms_since(started),
+            plain.total_ms,
+            plain.failed_ms,
+            plain.compile_ms,
+            plain.link_ms,
+            plain.reflect_ms,
         )?;
         out.flush()?;
         return Ok(());
     }
     let mut manager = ProgramManager::new(GlBackend::new(ctx), run.cache.clone(), "gpusvc demo");
+    let before = Histograms::of(&run.cache);
     let p = pass(&mut manager, programs, "cold");
+    let spent = Histograms::of(&run.cache).minus(&before);
+    let linked_ms: f64 = p.linked_ms.iter().sum();
     writeln!(
         out,
         "gpusvc-startup programs={} linked={} hits={} loaded={} since_start_ms={:.3} \
          context_ms={context_ms:.3} corpus_ms={corpus_ms:.3} load_ms={:.3} wait_ms={:.3} \
-         pass_ms={:.3}",
+         pass_ms={:.3} failed_ms={:.3} hit_ms={:.3} relinked_ms={:.3} status_hit_ms={:.3} \
+         compile_ms={:.3} binary_hit_ms={:.3} miss_link_ms={:.3}",
         p.programs,
         p.linked,
         p.served(),
@@ -81,7 +92,15 @@ pub(super) fn single_pass_report(
         ms_since(started),
         run.load_ms,
         run.wait_ms,
-        p.total_ms
+        p.total_ms,
+        // `+ 0.0`: an empty sum is -0.0.
+        p.total_ms - linked_ms + 0.0,
+        p.from_cache_ms.iter().sum::<f64>() + 0.0,
+        p.compiled_ms.iter().sum::<f64>() + 0.0,
+        spent.status_hit_ms,
+        spent.compile_ms,
+        spent.binary_hit_ms,
+        spent.miss_link_ms,
     )?;
     out.flush()?;
     run.cache.flush_disk();
@@ -98,24 +117,91 @@ pub(super) fn single_pass_report(
     Ok(())
 }
 
-/// Compiles, links and reflects every program straight on the driver, with no program cache
-/// (the `--plain-driver` probe: what the driver's own shader cache alone gives). Returns
-/// (linked, total ms).
-pub(super) fn plain_pass(ctx: &GlContext, programs: &[ProgramSource]) -> (usize, f64) {
-    let mut backend = GlBackend::new(ctx);
-    let start = Instant::now();
-    let mut linked = 0;
-    for program in programs {
-        let Ok(vs) = backend.compile(ShaderStage::Vertex, &program.vertex) else {
-            continue;
-        };
-        let Ok(fs) = backend.compile(ShaderStage::Fragment, &program.fragment) else {
-            continue;
-        };
-        if let Ok(p) = backend.link(&[&vs, &fs], &LinkOptions::default()) {
-            std::hint::black_box((backend.active_attributes(&p), backend.active_uniforms(&p)));
-            linked += 1;
+/// The cache's timing histograms (sums, in ms), to tell where a pass's time went.
+#[derive(Debug, Clone, Copy, Default)]
+struct Histograms {
+    /// Shader compiles skipped because the compile status was cached.
+    status_hit_ms: f64,
+    /// Shader compiles on the driver (successful or not).
+    compile_ms: f64,
+    /// Programs restored from a cached binary (glProgramBinary and what goes with it).
+    binary_hit_ms: f64,
+    /// Programs linked on the driver on a binary miss.
+    miss_link_ms: f64,
+}
+
+impl Histograms {
+    fn of(cache: &ProgramCache) -> Self {
+        let stats = cache.stats();
+        let sum = |name| stats.histograms.get(name).map_or(0.0, |h| h.sum / 1e3);
+        Histograms {
+            status_hit_ms: sum(names::STATUS_HIT_TIME),
+            compile_ms: sum(names::STATUS_MISS_COMPILE_TIME),
+            binary_hit_ms: sum(names::BINARY_HIT_TIME),
+            miss_link_ms: sum(names::BINARY_MISS_LINK_TIME),
         }
     }
-    (linked, start.elapsed().as_secs_f64() * 1e3)
+
+    fn minus(self, before: &Histograms) -> Self {
+        Histograms {
+            status_hit_ms: self.status_hit_ms - before.status_hit_ms,
+            compile_ms: self.compile_ms - before.compile_ms,
+            binary_hit_ms: self.binary_hit_ms - before.binary_hit_ms,
+            miss_link_ms: self.miss_link_ms - before.miss_link_ms,
+        }
+    }
+}
+
+/// Where a `--plain-driver` pass's time went, in ms.
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct PlainPass {
+    pub(super) linked: usize,
+    pub(super) total_ms: f64,
+    /// On programs that failed to compile or link (all their stages).
+    pub(super) failed_ms: f64,
+    /// Compiles of the linked programs' shaders.
+    pub(super) compile_ms: f64,
+    /// Links of the linked programs.
+    pub(super) link_ms: f64,
+    /// Reading the linked programs' attributes and uniforms.
+    pub(super) reflect_ms: f64,
+}
+
+/// Compiles, links and reflects every program straight on the driver, with no program cache
+/// (the `--plain-driver` probe: what the driver's own shader cache alone gives).
+pub(super) fn plain_pass(ctx: &GlContext, programs: &[ProgramSource]) -> PlainPass {
+    let mut backend = GlBackend::new(ctx);
+    let start = Instant::now();
+    let mut r = PlainPass::default();
+    let ms = |t: Instant| t.elapsed().as_secs_f64() * 1e3;
+    for program in programs {
+        let t = Instant::now();
+        let compiled = backend
+            .compile(ShaderStage::Vertex, &program.vertex)
+            .and_then(|vs| {
+                Ok((
+                    vs,
+                    backend.compile(ShaderStage::Fragment, &program.fragment)?,
+                ))
+            });
+        let Ok((vs, fs)) = compiled else {
+            r.failed_ms += ms(t);
+            continue;
+        };
+        let compile_ms = ms(t);
+        let t = Instant::now();
+        match backend.link(&[&vs, &fs], &LinkOptions::default()) {
+            Ok(p) => {
+                r.compile_ms += compile_ms;
+                r.link_ms += ms(t);
+                let t = Instant::now();
+                std::hint::black_box((backend.active_attributes(&p), backend.active_uniforms(&p)));
+                r.reflect_ms += ms(t);
+                r.linked += 1;
+            }
+            Err(_) => r.failed_ms += compile_ms + ms(t),
+        }
+    }
+    r.total_ms = ms(start);
+    r
 }

@@ -13,19 +13,20 @@ use std::time::{Duration, Instant};
 
 use clap::ValueEnum;
 use corpus::LoadError;
+use corpus::glmark2::Glmark2Error;
 use headless_gl::ContextError;
 use program_cache::{GlBackend, ProgramManager};
 
 use bench_probe::{Phases, single_pass};
 use driver_cache::{DriverCache, isolate_driver_cache};
-use passes::{limit_corpus, load_builtin, load_piglit, open_context, pass};
+use passes::{limit_corpus, load_builtin, load_glmark2, load_piglit, open_context, pass};
 use report::{RunFacts, disk_delta, disk_line, human_bytes, render_table, summary};
 use run_cache::open_cache;
 
 /// Which context the demo opens.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub(crate) enum Api {
-    /// Built-in corpus: desktop GL core, else GLES. `--corpus`: the desktop compatibility
+    /// Built-in and glmark2 corpora: desktop GL core, else GLES. `--corpus`: the desktop compatibility
     /// profile (piglit is mostly GLSL 1.10-1.40), else as for the built-in corpus.
     Auto,
     /// Desktop GL core profile.
@@ -41,8 +42,13 @@ pub(crate) enum Api {
 pub(crate) struct DemoArgs {
     /// A directory of piglit `.shader_test` files (searched recursively), e.g.
     /// target/corpora/piglit/tests after scripts/fetch-corpus. Default: the built-in corpus.
-    #[arg(long, value_name = "DIR")]
+    #[arg(long, value_name = "DIR", conflicts_with = "glmark2")]
     pub(crate) corpus: Option<PathBuf>,
+    /// glmark2's shaders directory, e.g. target/corpora/glmark2/shaders after
+    /// `scripts/fetch-corpus glmark2`: the programs glmark2's scenes build from its templates,
+    /// in the context's dialect (`#version 330 core` on desktop GL, `300 es` on GLES).
+    #[arg(long, value_name = "DIR")]
+    pub(crate) glmark2: Option<PathBuf>,
     /// Use at most N programs, spread evenly over the (sorted, de-duplicated) corpus.
     #[arg(long, value_name = "N")]
     pub(crate) limit: Option<usize>,
@@ -103,6 +109,9 @@ pub(crate) enum DemoError {
     /// The corpus directory could not be read.
     #[error("corpus: {0}")]
     Corpus(#[from] LoadError),
+    /// The glmark2 templates could not be made into programs.
+    #[error("glmark2 corpus: {0}")]
+    Glmark2(#[from] Glmark2Error),
     /// Nothing to run.
     #[error("corpus {0} has no vertex + fragment program to run")]
     EmptyCorpus(String),
@@ -170,6 +179,11 @@ pub(crate) fn run(args: &DemoArgs, started: Instant) -> Result<(), DemoError> {
     {
         return Err(LoadError::NotADirectory(dir.clone()).into());
     }
+    if let Some(dir) = &args.glmark2
+        && !dir.is_dir()
+    {
+        return Err(Glmark2Error::NotADirectory(dir.clone()).into());
+    }
     // Declared before the context, so it outlives it: the directory goes after the driver is done.
     let driver_cache = DriverCache::new(args.driver_cache_dir.as_deref())?;
     isolate_driver_cache(driver_cache.path());
@@ -181,9 +195,10 @@ pub(crate) fn run(args: &DemoArgs, started: Instant) -> Result<(), DemoError> {
     // the corpus) goes on.
     let mut run = open_cache(args, &ctx);
     let corpus_start = Instant::now();
-    let corpus = match &args.corpus {
-        Some(dir) => load_piglit(dir)?,
-        None => load_builtin(&ctx),
+    let corpus = match (&args.corpus, &args.glmark2) {
+        (Some(dir), _) => load_piglit(dir)?,
+        (None, Some(dir)) => load_glmark2(dir, &ctx)?,
+        (None, None) => load_builtin(&ctx),
     };
     let (label, programs) = limit_corpus(args, corpus)?;
     let corpus_ms = ms_since(corpus_start);

@@ -56,12 +56,35 @@ pub(super) fn load_piglit(dir: &Path) -> Result<(String, Vec<ProgramSource>), De
     Ok((label, programs))
 }
 
-/// The built-in corpus in the context's dialect, and a line describing it.
-pub(super) fn load_builtin(ctx: &GlContext) -> (String, Vec<ProgramSource>) {
-    let dialect = match ctx.info().api {
+/// The dialect the generated corpora use on `ctx`.
+fn dialect(ctx: &GlContext) -> Dialect {
+    match ctx.info().api {
         GlApi::DesktopCore => Dialect::DesktopCore330,
         GlApi::Gles => Dialect::Es300,
-    };
+    }
+}
+
+/// glmark2's programs in the context's dialect, and a line describing them.
+pub(super) fn load_glmark2(
+    dir: &Path,
+    ctx: &GlContext,
+) -> Result<(String, Vec<ProgramSource>), DemoError> {
+    let dialect = dialect(ctx);
+    let loaded = corpus::glmark2::load_dir(dir, dialect)?;
+    let label = format!(
+        "glmark2 at {}: {} distinct programs from {} templates ({} duplicate scene          configurations left out; {})",
+        dir.display(),
+        loaded.programs.len(),
+        loaded.templates,
+        loaded.duplicates,
+        dialect.prelude().lines().next().unwrap_or_default()
+    );
+    Ok((label, loaded.programs))
+}
+
+/// The built-in corpus in the context's dialect, and a line describing it.
+pub(super) fn load_builtin(ctx: &GlContext) -> (String, Vec<ProgramSource>) {
+    let dialect = dialect(ctx);
     let programs = builtin(dialect);
     let label = format!(
         "built-in: {} generated programs ({})",
@@ -86,6 +109,7 @@ pub(super) fn limit_corpus(
         let name = args
             .corpus
             .as_ref()
+            .or(args.glmark2.as_ref())
             .map_or_else(|| "built-in".into(), |d| d.display().to_string());
         return Err(DemoError::EmptyCorpus(name));
     }
