@@ -661,3 +661,143 @@ fn builtin_programs_restore_from_the_cache_identically() {
     assert_eq!(counts.reflection_equal, counts.linked);
     assert_eq!(counts.with_outputs, counts.linked);
 }
+
+/// Piglit's programs with geometry or tessellation stages and its compute programs (every one
+/// of them) through the cache on the real driver: each program that links cold is saved, comes
+/// back from its binary through a second set of shaders (compiles deferred, origin
+/// [`LinkOrigin::CacheHit`]) with the same key, stages and full reflection, and its shaders get
+/// back the stored maps; a program the driver refuses is cached as a failure and refused again
+/// with the same log without the driver.
+#[test]
+fn piglit_compute_and_multi_stage_programs_restore_from_the_cache() {
+    const TEST: &str = "piglit_compute_and_multi_stage_programs_restore_from_the_cache";
+    let dir = piglit_dir();
+    if !dir.is_dir() {
+        let reason = format!("no piglit corpus at {}", dir.display());
+        if gl_required() {
+            panic!("{TEST}: {REQUIRE_GL_ENV} is set but there is {reason}");
+        }
+        eprintln!("SKIP {TEST}: {reason}");
+        return;
+    }
+    let options = ContextOptions {
+        api: ApiPreference::DesktopCompatibility,
+        ..ContextOptions::default()
+    };
+    let Some(ctx) = open_or_skip(TEST, &options) else {
+        return;
+    };
+    let corpus = load_dir(&dir).expect("piglit corpus loads");
+    let mut sets: Vec<(&str, Vec<Vec<(ShaderStage, String)>>)> = Vec::new();
+    sets.push((
+        "geometry/tessellation",
+        corpus
+            .staged
+            .iter()
+            .map(|p| {
+                let mut stages = vec![(ShaderStage::Vertex, p.vertex.clone())];
+                for (stage, source) in [
+                    (ShaderStage::TessControl, &p.tess_control),
+                    (ShaderStage::TessEvaluation, &p.tess_evaluation),
+                    (ShaderStage::Geometry, &p.geometry),
+                ] {
+                    if let Some(source) = source {
+                        stages.push((stage, source.clone()));
+                    }
+                }
+                stages.push((ShaderStage::Fragment, p.fragment.clone()));
+                stages
+            })
+            .collect(),
+    ));
+    sets.push((
+        "compute",
+        corpus
+            .compute
+            .iter()
+            .map(|c| vec![(ShaderStage::Compute, c.compute.clone())])
+            .collect(),
+    ));
+    let cache = ProgramCache::builder(CacheConfig::with_budget(256 << 20)).build();
+    let mut failures = Vec::new();
+    let mut refused_total = 0;
+    for (label, programs) in &sets {
+        let (mut linked, mut restored, mut refused, mut refused_again) = (0, 0, 0, 0);
+        for (n, stages) in programs.iter().enumerate() {
+            let run = |manager: &mut Manager<'_>| {
+                let mut shaders: Vec<Shader<headless_gl::Shader>> = stages
+                    .iter()
+                    .map(|(stage, source)| Shader::new(*stage, source.as_str()))
+                    .collect();
+                let outcomes: Vec<CompileOutcome> = shaders
+                    .iter_mut()
+                    .map(|s| manager.compile(s).unwrap())
+                    .collect();
+                let failed = shaders.iter().find_map(|s| s.info_log().map(str::to_owned));
+                let mut refs: Vec<&mut Shader<headless_gl::Shader>> = shaders.iter_mut().collect();
+                let result = match failed {
+                    Some(log) => Err(log),
+                    None => manager
+                        .link_program(&mut refs, &ProgramOptions::default())
+                        .map_err(|e| match e {
+                            program_cache::LinkFailure::Link { log } => log,
+                            other => other.to_string(),
+                        }),
+                };
+                let maps: Vec<_> = shaders.iter().map(|s| s.variables().cloned()).collect();
+                (result, outcomes, maps)
+            };
+            let mut cold_manager = ProgramManager::new(GlBackend::new(&ctx), cache.clone(), "t");
+            let (cold, _, _) = run(&mut cold_manager);
+            let mut warm_manager = ProgramManager::new(GlBackend::new(&ctx), cache.clone(), "t");
+            let (warm, outcomes, maps) = run(&mut warm_manager);
+            match (cold, warm) {
+                (Ok(cold), Ok(warm)) => {
+                    linked += 1;
+                    let stored = cache.peek(&cold.key);
+                    let ok = warm.origin == LinkOrigin::CacheHit
+                        && outcomes.iter().all(|o| *o == CompileOutcome::Deferred)
+                        && warm.key == cold.key
+                        && warm.stages == cold.stages
+                        && warm.attributes == cold.attributes
+                        && warm.uniforms == cold.uniforms
+                        && warm.interface == cold.interface
+                        && stored.as_ref().is_some_and(|s| {
+                            stages.iter().zip(&maps).all(|((stage, _), m)| {
+                                m.as_ref() == s.stage_variables(stage.gl_enum())
+                            })
+                        });
+                    if ok {
+                        restored += 1;
+                    } else {
+                        failures.push(format!("{label} #{n}: not restored identically"));
+                    }
+                }
+                (Err(cold), Err(warm)) => {
+                    refused += 1;
+                    if cold == warm {
+                        refused_again += 1;
+                    } else {
+                        failures.push(format!("{label} #{n}: another log the second time"));
+                    }
+                }
+                (cold, warm) => failures.push(format!(
+                    "{label} #{n}: cold {:?} but warm {:?}",
+                    cold.is_ok(),
+                    warm.is_ok()
+                )),
+            }
+        }
+        eprintln!(
+            "{label}: {} programs, linked {linked}, restored identically {restored}, refused \
+             {refused} (refused again from the cache with the same log {refused_again})",
+            programs.len()
+        );
+        assert!(linked > 0, "no {label} program linked");
+        refused_total += refused;
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    // Each second refusal came from a failure record, not from the driver (cold runs hit
+    // records too: piglit files share failing shaders).
+    assert!(cache.counters().failure_hits >= refused_total as u64);
+}
