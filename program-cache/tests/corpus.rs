@@ -688,7 +688,9 @@ fn piglit_compute_and_multi_stage_programs_restore_from_the_cache() {
         return;
     };
     let corpus = load_dir(&dir).expect("piglit corpus loads");
-    let mut sets: Vec<(&str, Vec<Vec<(ShaderStage, String)>>)> = Vec::new();
+    /// A program as its stages' sources.
+    type Stages = Vec<(ShaderStage, String)>;
+    let mut sets: Vec<(&str, Vec<Stages>)> = Vec::new();
     sets.push((
         "geometry/tessellation",
         corpus
