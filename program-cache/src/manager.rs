@@ -236,6 +236,8 @@ pub enum LinkOrigin {
 /// A linked program and its reflection.
 #[derive(Debug)]
 pub struct LinkedProgram<P> {
+    /// The manager that linked it (whose backend owns the driver object).
+    pub manager: ProgramManagerId,
     /// The driver object.
     pub program: P,
     /// Its cache key.
@@ -315,6 +317,14 @@ pub enum LinkFailure {
     /// compiled, loaded or linked.
     #[error("these shaders do not make a program: {0}")]
     Stages(&'static str),
+    /// [`ProgramManager::finish_link`] was given a link another manager started: its driver
+    /// object is that manager's backend's. The pending link is dropped (its object with it);
+    /// nothing was saved.
+    #[error("the pending link belongs to another program manager")]
+    ForeignLink {
+        /// The manager that started it.
+        owner: ProgramManagerId,
+    },
 }
 
 /// Runs compile and link through a [`ProgramCache`] on a [`ProgramBackend`].
@@ -427,6 +437,7 @@ struct DeferredSave {
 /// driver's program object; dropping it drops the object.
 #[derive(Debug)]
 pub struct PendingLink<P> {
+    manager: ProgramManagerId,
     key: ProgramKey,
     stages: Vec<ShaderStage>,
     page: Option<PageId>,
@@ -460,6 +471,10 @@ impl<P> PendingLink<P> {
     /// The program's cache key.
     pub fn key(&self) -> ProgramKey {
         self.key
+    }
+    /// The manager that started it: only that manager polls or finishes it.
+    pub fn manager(&self) -> ProgramManagerId {
+        self.manager
     }
     /// Whether the program came from the cache (complete at once).
     pub fn is_cache_hit(&self) -> bool {
@@ -523,9 +538,12 @@ impl<B: ProgramBackend> ProgramManager<B> {
     }
 
     /// Reads and saves the binary of `linked` if it was deferred
-    /// ([`LinkedProgram::binary_deferred`]); returns whether it was read. The program object
-    /// must be the one the link returned (its binary is read from it).
+    /// ([`LinkedProgram::binary_deferred`]); returns whether it was read. A program another
+    /// manager linked is left alone (false).
     pub fn save_deferred_binary(&mut self, linked: &mut LinkedProgram<B::Program>) -> bool {
+        if linked.manager != self.id || !linked.binary_deferred {
+            return false;
+        }
         let Some(pending) = self.deferred.remove(&linked.key) else {
             return false;
         };
@@ -860,6 +878,7 @@ impl<B: ProgramBackend> ProgramManager<B> {
                             }
                         }
                         return Ok(PendingLink {
+                            manager: self.id,
                             key,
                             stages,
                             page: options.page,
@@ -886,6 +905,7 @@ impl<B: ProgramBackend> ProgramManager<B> {
         let save = cacheable.then(|| Box::new(save_plan(shaders)));
         match started {
             Ok(program) => Ok(PendingLink {
+                manager: self.id,
                 key,
                 stages,
                 page: options.page,
@@ -905,8 +925,13 @@ impl<B: ProgramBackend> ProgramManager<B> {
         }
     }
 
-    /// Whether a started link has finished on the driver (a cache hit: at once).
+    /// Whether a started link has finished on the driver (a cache hit: at once). A link
+    /// another manager started is not asked of this manager's driver: true, and
+    /// [`ProgramManager::finish_link`] refuses it.
     pub fn link_ready(&mut self, pending: &PendingLink<B::Program>) -> bool {
+        if pending.manager != self.id {
+            return true;
+        }
         match &pending.state {
             Pending::Restored(_) => true,
             Pending::Linking { program, .. } => self.backend.link_done(program),
@@ -921,7 +946,13 @@ impl<B: ProgramBackend> ProgramManager<B> {
         &mut self,
         pending: PendingLink<B::Program>,
     ) -> Result<LinkedProgram<B::Program>, LinkFailure> {
+        if pending.manager != self.id {
+            return Err(LinkFailure::ForeignLink {
+                owner: pending.manager,
+            });
+        }
         let PendingLink {
+            manager: _,
             key,
             stages,
             page,
@@ -1044,6 +1075,7 @@ impl<B: ProgramBackend> ProgramManager<B> {
         attributes.sort();
         uniforms.sort();
         LinkedProgram {
+            manager: self.id,
             program,
             key,
             origin,

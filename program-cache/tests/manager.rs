@@ -190,3 +190,49 @@ fn linking_an_uncompiled_or_failed_shader_is_an_error() {
         }
     );
 }
+
+#[test]
+fn a_pending_link_or_a_deferred_binary_of_another_manager_is_refused() {
+    let cache = ProgramCache::builder(CacheConfig::desktop()).build();
+    let mut a = ProgramManager::new(FakeDriver::default(), cache.clone(), "fake");
+    let mut b = ProgramManager::new(FakeDriver::default(), cache.clone(), "fake");
+    a.set_defer_binary_reads(true);
+    b.set_defer_binary_reads(true);
+    let mut vs = a.new_shader(ShaderStage::Vertex, VS);
+    let mut fs = a.new_shader(ShaderStage::Fragment, FS);
+    a.compile(&mut vs).unwrap();
+    a.compile(&mut fs).unwrap();
+    let pending = a
+        .start_link(&mut [&mut vs, &mut fs], &ProgramOptions::default())
+        .unwrap();
+    assert_eq!(pending.manager(), a.id());
+    assert!(
+        b.link_ready(&pending),
+        "b does not ask its driver about a's link"
+    );
+    match b.finish_link(pending) {
+        Err(LinkFailure::ForeignLink { owner }) => assert_eq!(owner, a.id()),
+        other => panic!("b finished a's link: {other:?}"),
+    }
+    assert_eq!(b.backend().links(), 0);
+    assert_eq!(cache.len(), 0, "nothing saved");
+
+    // The same program linked by both with deferred reads: b never reads from a's object.
+    let mut linked_a = a
+        .link(&mut vs, &mut fs, &ProgramOptions::default())
+        .unwrap();
+    let mut vs_b = b.new_shader(ShaderStage::Vertex, VS);
+    let mut fs_b = b.new_shader(ShaderStage::Fragment, FS);
+    b.compile(&mut vs_b).unwrap();
+    b.compile(&mut fs_b).unwrap();
+    let linked_b = b
+        .link(&mut vs_b, &mut fs_b, &ProgramOptions::default())
+        .unwrap();
+    assert!(linked_a.binary_deferred && linked_b.binary_deferred);
+    assert_eq!(linked_a.key, linked_b.key);
+    assert!(!b.save_deferred_binary(&mut linked_a));
+    assert_eq!((b.backend().binaries(), b.deferred_binaries()), (0, 1));
+    assert!(a.save_deferred_binary(&mut linked_a));
+    assert_eq!((a.backend().binaries(), a.deferred_binaries()), (1, 0));
+    assert_eq!(cache.len(), 1);
+}

@@ -135,7 +135,8 @@ fn link_failure(e: &LinkFailure) -> FfiError {
         // shader": refused before anything was compiled or linked.
         LinkFailure::ForeignShader { .. }
         | LinkFailure::WrongStage { .. }
-        | LinkFailure::Stages(_) => gpusvc_result::GPUSVC_INVALID_ARGUMENT,
+        | LinkFailure::Stages(_)
+        | LinkFailure::ForeignLink { .. } => gpusvc_result::GPUSVC_INVALID_ARGUMENT,
     };
     FfiError::new(code, e.to_string())
 }
