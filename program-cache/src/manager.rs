@@ -869,6 +869,10 @@ impl<B: ProgramBackend> ProgramManager<B> {
                 return Err(LinkFailure::Link { log });
             }
             if let Some(entry) = self.cache.load(&key, options.page) {
+                // A failure recorded by another thread since the lookup above.
+                if let Some(f) = &entry.failure {
+                    return Err(LinkFailure::Link { log: f.log.clone() });
+                }
                 match self.backend.load_binary(&entry.binary) {
                     Ok(program) => {
                         self.cache.binary_accepted(&key);
