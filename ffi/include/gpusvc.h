@@ -163,6 +163,17 @@
 #define GPUSVC_PROGRAM_CACHE_VARIABLE_KIND_UNIFORM 1u
 
 /*
+ Variable kind: varyings. In a shader's variable maps: the stage's varyings as a translator
+ reports them. Of a linked program: its transform-feedback varyings, in link order.
+ */
+#define GPUSVC_PROGRAM_CACHE_VARIABLE_KIND_VARYING 2u
+
+/*
+ Variable kind: fragment outputs (`location` is the output's location).
+ */
+#define GPUSVC_PROGRAM_CACHE_VARIABLE_KIND_OUTPUT 3u
+
+/*
  Bytes in a SHA-1 digest (`gpusvc_program_cache_sha1`).
  */
 #define GPUSVC_PROGRAM_CACHE_SHA1_LEN 20
@@ -182,6 +193,19 @@
  Compile outcome: the driver refused it; `gpusvc_program_manager_shader_info_log` has the log.
  */
 #define GPUSVC_PROGRAM_MANAGER_COMPILE_OUTCOME_FAILED 2u
+
+/*
+ Compile outcome: the cache holds the record of this exact shader failing to compile; the
+ driver was not asked again and `gpusvc_program_manager_shader_info_log` has the driver's
+ log, byte for byte.
+ */
+#define GPUSVC_PROGRAM_MANAGER_COMPILE_OUTCOME_KNOWN_FAILURE 3u
+
+/*
+ Compile outcome: started on the driver without waiting (parallel compile); the result comes
+ with `gpusvc_program_manager_finish_compile` or the link.
+ */
+#define GPUSVC_PROGRAM_MANAGER_COMPILE_OUTCOME_PENDING 4u
 
 /*
  Shader state: never compiled.
@@ -204,6 +228,11 @@
 #define GPUSVC_PROGRAM_MANAGER_SHADER_STATE_FAILED 3u
 
 /*
+ Shader state: its compile was started and not finished yet.
+ */
+#define GPUSVC_PROGRAM_MANAGER_SHADER_STATE_COMPILING 4u
+
+/*
  Link origin: restored from a cached binary.
  */
 #define GPUSVC_PROGRAM_MANAGER_LINK_ORIGIN_CACHE_HIT 0u
@@ -217,6 +246,16 @@
  Link origin: the driver refused the cached binary; linked from source instead.
  */
 #define GPUSVC_PROGRAM_MANAGER_LINK_ORIGIN_RELINKED_AFTER_REJECTION 2u
+
+/*
+ Block kind: uniform blocks (`GL_UNIFORM_BLOCK`).
+ */
+#define GPUSVC_PROGRAM_MANAGER_BLOCK_KIND_UNIFORM 0u
+
+/*
+ Block kind: shader storage blocks (`GL_SHADER_STORAGE_BLOCK`).
+ */
+#define GPUSVC_PROGRAM_MANAGER_BLOCK_KIND_STORAGE 1u
 
 /*
  Index type of a measured draw: 32-bit indices (`GL_UNSIGNED_INT`; the default, 0).
@@ -830,6 +869,14 @@ typedef struct gpusvc_program_manager_host_sink gpusvc_program_manager_host_sink
 typedef struct gpusvc_program_manager_linked_program gpusvc_program_manager_linked_program;
 
 /*
+ A link started with `gpusvc_program_manager_start_link` and not finished yet: it holds the
+ driver's program object. End it with `gpusvc_program_manager_finish_link` (which consumes
+ it) or drop it with `gpusvc_program_manager_pending_link_free`. Bound to its manager's
+ thread.
+ */
+typedef struct gpusvc_program_manager_pending_link gpusvc_program_manager_pending_link;
+
+/*
  An opaque shader of one program manager: stage, source, compile options, variable maps and
  compile state. Bound to its manager's thread.
  */
@@ -1255,6 +1302,19 @@ typedef struct gpusvc_program_cache_config {
    `_defaults` function write NULL here.
    */
   const struct gpusvc_program_cache_persist_sink *persist_sink;
+  /*
+   Whether programs linked with transform-feedback varyings go through the cache (the
+   default, true). False is the workaround browsers apply on drivers whose binaries of such
+   programs misbehave: a program manager on this cache links them from source every time,
+   never looks them up and never reads or saves their binaries. A host whose
+   `struct_size` stops before this field gets true.
+   */
+  bool cache_transform_feedback;
+  /*
+   Must be zero (else `GPUSVC_INVALID_ARGUMENT`): keeps the struct free of padding after its
+   last field, so a field added later lies past today's size.
+   */
+  uint8_t reserved[7];
 } gpusvc_program_cache_config;
 
 /*
@@ -1656,6 +1716,11 @@ typedef struct gpusvc_program_cache_stats_snapshot {
    Programs stored now.
    */
   size_t entries;
+  /*
+   Links and compiles answered from a cached failure (the driver's log handed back
+   without asking the driver again). 0 when the host's `struct_size` stops before it.
+   */
+  uint64_t failure_hits;
 } gpusvc_program_cache_stats_snapshot;
 
 /*
@@ -1987,7 +2052,99 @@ typedef struct gpusvc_program_manager_active_variable {
    Location.
    */
   int32_t location;
+  /*
+   A fragment output's `GL_LOCATION_INDEX` (dual-source blending); -1 for other variables
+   and when the driver has none (also when passed in with a `struct_size` that stops
+   before it).
+   */
+  int32_t location_index;
+  /*
+   Must be zero.
+   */
+  uint32_t reserved;
 } gpusvc_program_manager_active_variable;
+
+/*
+ A uniform block or shader storage block of a linked program, as the driver reports it. The
+ name belongs to the program's handle and stays valid until it is freed. The host sets
+ `struct_size = sizeof(struct gpusvc_program_manager_block)`; only that many bytes are
+ written and `struct_size` becomes the bytes written.
+ */
+typedef struct gpusvc_program_manager_block {
+  /*
+   `sizeof(struct gpusvc_program_manager_block)`, set by the host.
+   */
+  size_t struct_size;
+  /*
+   Name (`Block` or `Block[2]`), UTF-8, NUL-terminated.
+   */
+  const char *name;
+  /*
+   `GL_BUFFER_BINDING`.
+   */
+  int32_t binding;
+  /*
+   `GL_BUFFER_DATA_SIZE` in bytes.
+   */
+  int32_t data_size;
+  /*
+   The stages that statically use it (`GL_REFERENCED_BY_*_SHADER`): bit
+   `1 << GPUSVC_PROGRAM_CACHE_SHADER_STAGE_*` per stage.
+   */
+  uint32_t referenced_by;
+  /*
+   Zero.
+   */
+  uint32_t reserved;
+  /*
+   Members (`gpusvc_program_manager_linked_program_block_member`), sorted by name.
+   */
+  size_t member_count;
+} gpusvc_program_manager_block;
+
+/*
+ One member of a uniform or storage block (`GL_UNIFORM` / `GL_BUFFER_VARIABLE`). The name
+ belongs to the program's handle. The host sets `struct_size = sizeof(struct
+ gpusvc_program_manager_block_member)`.
+ */
+typedef struct gpusvc_program_manager_block_member {
+  /*
+   `sizeof(struct gpusvc_program_manager_block_member)`, set by the host.
+   */
+  size_t struct_size;
+  /*
+   Name (`Block.member` or `member`), UTF-8, NUL-terminated.
+   */
+  const char *name;
+  /*
+   GL type enum.
+   */
+  uint32_t gl_type;
+  /*
+   `GL_ARRAY_SIZE` (0 for an unsized trailing array).
+   */
+  int32_t array_size;
+  /*
+   `GL_OFFSET` in bytes.
+   */
+  int32_t offset;
+  /*
+   `GL_ARRAY_STRIDE`.
+   */
+  int32_t array_stride;
+  /*
+   `GL_MATRIX_STRIDE`.
+   */
+  int32_t matrix_stride;
+  /*
+   `GL_IS_ROW_MAJOR`.
+   */
+  bool row_major;
+  /*
+   Zero.
+   */
+  uint8_t reserved[3];
+} gpusvc_program_manager_block_member;
 
 /*
  The host's GL entry points, for a program manager over the host's own context (a browser's
@@ -2099,7 +2256,48 @@ typedef struct gpusvc_program_manager_program_options {
    The page / client the program is for (for GPUSVC_PROGRAM_CACHE_EVICTION_POLICY_PAGE_LRU_MRU).
    */
   uint64_t page;
+  /*
+   `GL_PROGRAM_SEPARABLE` set before linking (a program for a program pipeline; part of
+   the key). A separable program may have any graphics stages; one that is not needs a
+   vertex and a fragment shader (or a compute shader alone). False when the host's
+   `struct_size` stops before it. (`gpusvc_program_cache_link_options` has no
+   `struct_size`, being embedded by value here and in
+   `gpusvc_program_cache_program_key_input`, so it cannot grow; the flag lives here.)
+   */
+  bool separable;
+  /*
+   Must be zero (else `GPUSVC_INVALID_ARGUMENT`): keeps the struct free of padding after
+   its last field, so a field added later lies past today's size.
+   */
+  uint8_t reserved[7];
 } gpusvc_program_manager_program_options;
+
+/*
+ What a translator reports about a variable of a shader's maps besides
+ `gpusvc_program_cache_variable_info` (which has no `struct_size`, being an element of arrays
+ and embedded in other structs, so it cannot grow). The host sets `struct_size =
+ sizeof(struct gpusvc_program_manager_variable_qualifiers)`, both to pass one and to have one
+ filled.
+ */
+typedef struct gpusvc_program_manager_variable_qualifiers {
+  /*
+   `sizeof(struct gpusvc_program_manager_variable_qualifiers)`, set by the host.
+   */
+  size_t struct_size;
+  /*
+   Precision qualifier as a GL enum (`GL_LOW_FLOAT` 0x8DF0 ... `GL_HIGH_INT` 0x8DF5), 0
+   when none.
+   */
+  uint32_t precision;
+  /*
+   Whether the shader statically uses the variable.
+   */
+  bool static_use;
+  /*
+   Must be zero.
+   */
+  uint8_t reserved[3];
+} gpusvc_program_manager_variable_qualifiers;
 
 /*
  A host clock: monotonic nanoseconds from any origin. Called from any thread that uses the
@@ -3665,7 +3863,9 @@ gpusvc_result gpusvc_program_manager_linked_program_key(const struct gpusvc_prog
                                                         struct gpusvc_program_cache_sha1 *out);
 
 /*
- How many active variables of `kind` (`GPUSVC_PROGRAM_CACHE_VARIABLE_KIND_*`) the program has.
+ How many active variables of `kind` (`GPUSVC_PROGRAM_CACHE_VARIABLE_KIND_*`) the program
+ has: attributes, uniforms, transform-feedback varyings (`..._VARYING`, in link order) or
+ fragment outputs (`..._OUTPUT`, with `location_index`).
 
  # Safety
  `out` is NULL or valid for one write.
@@ -3688,6 +3888,89 @@ gpusvc_result gpusvc_program_manager_linked_program_variable(const struct gpusvc
                                                              uint32_t kind,
                                                              size_t index,
                                                              struct gpusvc_program_manager_active_variable *out);
+
+/*
+ The stages linked into the program: bit `1 << GPUSVC_PROGRAM_CACHE_SHADER_STAGE_*` per
+ stage.
+
+ # Safety
+ `out` is NULL or valid for one write.
+ */
+gpusvc_result gpusvc_program_manager_linked_program_stages(const struct gpusvc_program_manager_linked_program *program,
+                                                           uint32_t *out);
+
+/*
+ Whether the program's binary is still in the driver, not read yet
+ (`gpusvc_program_manager_set_defer_binary_reads`);
+ `gpusvc_program_manager_save_deferred_binary` reads and saves it.
+
+ # Safety
+ `out` is NULL or valid for one write.
+ */
+gpusvc_result gpusvc_program_manager_linked_program_binary_deferred(const struct gpusvc_program_manager_linked_program *program,
+                                                                    bool *out);
+
+/*
+ The stages that statically use uniform `index` (as listed by
+ `gpusvc_program_manager_linked_program_variable` with `..._VARIABLE_KIND_UNIFORM`): bit
+ `1 << GPUSVC_PROGRAM_CACHE_SHADER_STAGE_*` per stage; 0 when the driver does not say. An
+ index past the end is `GPUSVC_INVALID_ARGUMENT`.
+
+ # Safety
+ `out` is NULL or valid for one write.
+ */
+gpusvc_result gpusvc_program_manager_linked_program_uniform_static_use(const struct gpusvc_program_manager_linked_program *program,
+                                                                       size_t index,
+                                                                       uint32_t *out);
+
+/*
+ `GL_COMPUTE_WORK_GROUP_SIZE` of a compute program, into `out[0..3]`. A program without a
+ compute stage is `GPUSVC_INVALID_ARGUMENT` (nothing written).
+
+ # Safety
+ `out` is NULL or valid for three writes.
+ */
+gpusvc_result gpusvc_program_manager_linked_program_compute_work_group_size(const struct gpusvc_program_manager_linked_program *program,
+                                                                            uint32_t *out);
+
+/*
+ How many blocks of `kind` (`GPUSVC_PROGRAM_MANAGER_BLOCK_KIND_*`) the program has.
+
+ # Safety
+ `out` is NULL or valid for one write.
+ */
+gpusvc_result gpusvc_program_manager_linked_program_block_count(const struct gpusvc_program_manager_linked_program *program,
+                                                                uint32_t kind,
+                                                                size_t *out);
+
+/*
+ Block `index` of `kind`, sorted by name: name, binding, data size, the stages that use it
+ and its member count. The name belongs to the handle and stays valid until it is freed. An
+ index past the end is `GPUSVC_INVALID_ARGUMENT`. The host sets `out->struct_size`; only that
+ many bytes are written, and `struct_size` becomes the bytes written.
+
+ # Safety
+ `out` is NULL or valid for reading and writing `out->struct_size` bytes.
+ */
+gpusvc_result gpusvc_program_manager_linked_program_block(const struct gpusvc_program_manager_linked_program *program,
+                                                          uint32_t kind,
+                                                          size_t index,
+                                                          struct gpusvc_program_manager_block *out);
+
+/*
+ Member `member` of block `index` of `kind`, sorted by name: name, GL type, array size,
+ offset, array and matrix strides, row-major. An index past the end is
+ `GPUSVC_INVALID_ARGUMENT`. The host sets `out->struct_size` as for
+ `gpusvc_program_manager_linked_program_block`.
+
+ # Safety
+ `out` is NULL or valid for reading and writing `out->struct_size` bytes.
+ */
+gpusvc_result gpusvc_program_manager_linked_program_block_member(const struct gpusvc_program_manager_linked_program *program,
+                                                                 uint32_t kind,
+                                                                 size_t index,
+                                                                 size_t member,
+                                                                 struct gpusvc_program_manager_block_member *out);
 
 /*
  Creates a program manager over a headless GL context (`gpusvc_gl_context_open`) and a
@@ -3762,6 +4045,163 @@ gpusvc_result gpusvc_program_manager_link(const struct gpusvc_program_manager *m
                                           const struct gpusvc_program_manager_shader *fragment,
                                           const struct gpusvc_program_manager_program_options *options,
                                           struct gpusvc_program_manager_linked_program **out);
+
+/*
+ `gpusvc_program_manager_compile` without waiting for the driver
+ (`KHR_parallel_shader_compile`): a status hit (`..._DEFERRED`) or a compile the cache knows
+ to fail (`..._KNOWN_FAILURE`, the driver's log in `gpusvc_program_manager_shader_info_log`)
+ is answered at once; otherwise the driver compile starts and the outcome is
+ `GPUSVC_PROGRAM_MANAGER_COMPILE_OUTCOME_PENDING` (shader state `..._COMPILING`). Poll with
+ `gpusvc_program_manager_compile_ready`; `gpusvc_program_manager_finish_compile` (or a link)
+ gives the result. Without the extension the driver compiles at once and the same calls
+ work. A shader of another manager is `GPUSVC_INVALID_ARGUMENT`.
+
+ # Safety
+ `out_outcome` is NULL or valid for one write.
+ */
+gpusvc_result gpusvc_program_manager_start_compile(const struct gpusvc_program_manager *manager,
+                                                   const struct gpusvc_program_manager_shader *shader,
+                                                   uint32_t *out_outcome);
+
+/*
+ Whether the compile of `shader` has finished (`GL_COMPLETION_STATUS_KHR`): true unless it
+ was started with `gpusvc_program_manager_start_compile` and the driver is still at it. A
+ shader of another manager is `GPUSVC_INVALID_ARGUMENT`.
+
+ # Safety
+ `out` is NULL or valid for one write.
+ */
+gpusvc_result gpusvc_program_manager_compile_ready(const struct gpusvc_program_manager *manager,
+                                                   const struct gpusvc_program_manager_shader *shader,
+                                                   bool *out);
+
+/*
+ Ends a compile started with `gpusvc_program_manager_start_compile`, waiting for the driver
+ when needed, and writes its outcome (`..._COMPILED` or `..._FAILED`); a shader that is not
+ compiling keeps its state and reports it (`..._COMPILED`, `..._DEFERRED`, or `..._FAILED`
+ for one that failed or was never compiled). A shader of another manager is
+ `GPUSVC_INVALID_ARGUMENT`.
+
+ # Safety
+ `out_outcome` is NULL or valid for one write.
+ */
+gpusvc_result gpusvc_program_manager_finish_compile(const struct gpusvc_program_manager *manager,
+                                                    const struct gpusvc_program_manager_shader *shader,
+                                                    uint32_t *out_outcome);
+
+/*
+ Links any program kind through the cache (`glLinkProgram` of the attached shaders): a
+ vertex and a fragment shader with optional tessellation and geometry shaders, a compute
+ shader alone, or, with `options->separable`, any graphics stages for a program pipeline.
+ `shaders` holds `count` distinct shaders of `manager` in any order. A cached binary is
+ loaded (`GPUSVC_PROGRAM_MANAGER_LINK_ORIGIN_CACHE_HIT`); a miss compiles what was deferred,
+ links and saves the binary. `options` may be NULL.
+
+ Errors: `GPUSVC_INVALID_ARGUMENT` for `count` 0 or above 6, a repeated shader, a shader of
+ another manager, or shaders that do not make a program (two of one stage, compute with
+ another stage, a program that is not separable without a vertex and a fragment shader),
+ all refused before anything is compiled or linked; `GPUSVC_PROGRAM_CACHE_SHADER_NOT_COMPILED`,
+ `..._COMPILE_FAILED`, `..._LINK_FAILED` (the driver's log in `gpusvc_last_error_detail`,
+ byte for byte also when the cache answered a known failure without the driver).
+
+ # Safety
+ `shaders` is NULL or valid for `count` reads; `options` is NULL or valid for one read, its
+ pointers as documented on its fields; `out` is NULL or valid for one write.
+ */
+gpusvc_result gpusvc_program_manager_link_program(const struct gpusvc_program_manager *manager,
+                                                  const struct gpusvc_program_manager_shader *const *shaders,
+                                                  size_t count,
+                                                  const struct gpusvc_program_manager_program_options *options,
+                                                  struct gpusvc_program_manager_linked_program **out);
+
+/*
+ Starts a link like `gpusvc_program_manager_link_program` without waiting for the driver
+ (`KHR_parallel_shader_compile`): a cache hit is complete at once; a link the cache knows to
+ fail is `GPUSVC_PROGRAM_CACHE_LINK_FAILED` at once with the driver's log; otherwise deferred
+ shaders are compiled, pending compiles finished and the driver link started. `*out` gets a
+ pending link: poll it with `gpusvc_program_manager_link_ready`, end it with
+ `gpusvc_program_manager_finish_link`. The errors are those of
+ `gpusvc_program_manager_link_program`.
+
+ # Safety
+ As `gpusvc_program_manager_link_program`.
+ */
+gpusvc_result gpusvc_program_manager_start_link(const struct gpusvc_program_manager *manager,
+                                                const struct gpusvc_program_manager_shader *const *shaders,
+                                                size_t count,
+                                                const struct gpusvc_program_manager_program_options *options,
+                                                struct gpusvc_program_manager_pending_link **out);
+
+/*
+ Whether a started link has finished on the driver (`GL_COMPLETION_STATUS_KHR`; a cache hit:
+ at once). A pending link of another manager is `GPUSVC_INVALID_ARGUMENT`.
+
+ # Safety
+ `out` is NULL or valid for one write.
+ */
+gpusvc_result gpusvc_program_manager_link_ready(const struct gpusvc_program_manager *manager,
+                                                const struct gpusvc_program_manager_pending_link *pending,
+                                                bool *out);
+
+/*
+ Ends a started link, waiting for the driver when needed: the program is reflected and, on a
+ cache miss, its binary read and saved (now, or later with
+ `gpusvc_program_manager_set_defer_binary_reads`) or the failure recorded with the driver's
+ log. `pending` is consumed (freed) by every call that gets past the argument checks, on
+ success and on a link failure (`GPUSVC_PROGRAM_CACHE_LINK_FAILED`, log in
+ `gpusvc_last_error_detail`) alike: it is never used again. An argument error (NULL, a freed
+ handle, another thread, a pending link of another manager: `GPUSVC_INVALID_ARGUMENT`)
+ leaves it live.
+
+ # Safety
+ `out` is NULL or valid for one write.
+ */
+gpusvc_result gpusvc_program_manager_finish_link(const struct gpusvc_program_manager *manager,
+                                                 struct gpusvc_program_manager_pending_link *pending,
+                                                 struct gpusvc_program_manager_linked_program **out);
+
+/*
+ Drops a started link without finishing it (its driver program is deleted; nothing is
+ saved). NULL is a no-op; a freed, consumed or unknown handle is `GPUSVC_INVALID_HANDLE`;
+ from another thread `GPUSVC_WRONG_THREAD`.
+
+ # Safety
+ None beyond passing a value that came from gpusvc (or NULL).
+ */
+gpusvc_result gpusvc_program_manager_pending_link_free(struct gpusvc_program_manager_pending_link *pending);
+
+/*
+ Whether a link that misses the cache leaves the program binary in the driver until
+ `gpusvc_program_manager_save_deferred_binary` (a host calls it when its context is idle)
+ instead of reading it when the link finishes (the default, false). At most 1024 programs
+ wait; past that a link reads its binary at once.
+
+ # Safety
+ None beyond passing a value that came from gpusvc (or NULL).
+ */
+gpusvc_result gpusvc_program_manager_set_defer_binary_reads(const struct gpusvc_program_manager *manager,
+                                                            bool on);
+
+/*
+ Reads and saves the binary of `program` if its read was deferred
+ (`gpusvc_program_manager_linked_program_binary_deferred`); `*out` gets whether it was read.
+ A program linked by another manager is `GPUSVC_INVALID_ARGUMENT`.
+
+ # Safety
+ `out` is NULL or valid for one write.
+ */
+gpusvc_result gpusvc_program_manager_save_deferred_binary(const struct gpusvc_program_manager *manager,
+                                                          const struct gpusvc_program_manager_linked_program *program,
+                                                          bool *out);
+
+/*
+ How many linked programs of `manager` wait for their binary to be read.
+
+ # Safety
+ `out_count` is NULL or valid for one write.
+ */
+gpusvc_result gpusvc_program_manager_deferred_binaries(const struct gpusvc_program_manager *manager,
+                                                       size_t *out_count);
 
 /*
  Creates a shader of `manager` with a stage (`GPUSVC_PROGRAM_CACHE_SHADER_STAGE_*`) and `source_len` bytes
@@ -3891,6 +4331,47 @@ gpusvc_result gpusvc_program_manager_shader_variable(const struct gpusvc_program
                                                      uint32_t kind,
                                                      size_t index,
                                                      struct gpusvc_program_cache_variable_info *out);
+
+/*
+ Replaces one list of the shader's variable maps (`GPUSVC_PROGRAM_CACHE_VARIABLE_KIND_*`:
+ varyings and fragment outputs, which `gpusvc_program_cache_shader_variables` has no room
+ for, or attributes and uniforms) with `count` variables (copied; `variables` may be NULL
+ when `count` is 0). The other lists are kept (empty when the shader had no maps). Like every
+ map, they are stored with the program and restored on a cache hit.
+
+ # Safety
+ `variables` is NULL or valid for `count` reads, each entry's names NULL or NUL-terminated.
+ */
+gpusvc_result gpusvc_program_manager_shader_set_variable_list(const struct gpusvc_program_manager_shader *shader,
+                                                              uint32_t kind,
+                                                              const struct gpusvc_program_cache_variable_info *variables,
+                                                              size_t count);
+
+/*
+ Sets the precision and static use of variable `index` of `kind` in the shader's maps (as a
+ translator reports them; they default to 0 and false). An index past the end is
+ `GPUSVC_INVALID_ARGUMENT`; `qualifiers->reserved` must be zero.
+
+ # Safety
+ `qualifiers` is NULL or valid for reading `qualifiers->struct_size` bytes.
+ */
+gpusvc_result gpusvc_program_manager_shader_set_variable_qualifiers(const struct gpusvc_program_manager_shader *shader,
+                                                                    uint32_t kind,
+                                                                    size_t index,
+                                                                    const struct gpusvc_program_manager_variable_qualifiers *qualifiers);
+
+/*
+ The precision and static use of variable `index` of `kind` in the shader's maps. An index
+ past the end is `GPUSVC_INVALID_ARGUMENT`. The host sets `out->struct_size`; only that many
+ bytes are written, and `struct_size` becomes the bytes written.
+
+ # Safety
+ `out` is NULL or valid for reading and writing `out->struct_size` bytes.
+ */
+gpusvc_result gpusvc_program_manager_shader_variable_qualifiers(const struct gpusvc_program_manager_shader *shader,
+                                                                uint32_t kind,
+                                                                size_t index,
+                                                                struct gpusvc_program_manager_variable_qualifiers *out);
 
 /*
  Appends `len` bytes of text (an info log, a reason) to a sink; invalid UTF-8 is replaced.

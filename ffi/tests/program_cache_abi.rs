@@ -1181,6 +1181,8 @@ unsafe extern "C" fn fake_attributes(
         size: 1,
         has_location: true,
         location: 0,
+        location_index: -1,
+        reserved: 0,
     };
     // SAFETY: the sink of this callback and a live variable.
     unsafe { gpusvc_program_manager_host_sink_push_variable(out, &v) };
@@ -1199,6 +1201,8 @@ unsafe extern "C" fn fake_uniforms(
         size: 1,
         has_location: true,
         location: 1,
+        location_index: -1,
+        reserved: 0,
     };
     // SAFETY: the sink of this callback and a live variable; a non-UTF-8 name is refused.
     let r = unsafe { gpusvc_program_manager_host_sink_push_variable(out, &v) };
@@ -1328,6 +1332,8 @@ fn variables(
                     size: 0,
                     has_location: false,
                     location: 0,
+                    location_index: 0,
+                    reserved: 0,
                 };
                 assert_eq!(
                     gpusvc_program_manager_linked_program_variable(p, kind, i, &mut v),
@@ -1685,7 +1691,7 @@ fn shader_inputs_are_validated() {
             gpusvc_result::GPUSVC_INVALID_ARGUMENT
         );
         assert_eq!(
-            gpusvc_program_manager_shader_new(m, 3, c"x".as_ptr(), 1, &mut s),
+            gpusvc_program_manager_shader_new(m, 6, c"x".as_ptr(), 1, &mut s),
             gpusvc_result::GPUSVC_INVALID_ARGUMENT
         );
         assert!(s.is_null());

@@ -93,7 +93,8 @@ pub(crate) unsafe fn builder(
     histogram: gpusvc_program_cache_histogram_callback,
     user_data: *mut c_void,
 ) -> Result<(ProgramCacheBuilder, Vec<Arc<Gate>>), FfiError> {
-    let mut builder = ProgramCache::builder(config_in(config)?);
+    let mut builder = ProgramCache::builder(config_in(config)?)
+        .cache_transform_feedback(config.cache_transform_feedback);
     let mut gates = Vec::new();
     // SAFETY: forwarded from this function's contract.
     if let Some((persist, gate)) = unsafe { persist_in(config.persist_sink) }? {
@@ -144,7 +145,19 @@ pub unsafe extern "C" fn gpusvc_program_cache_current_config(
     out: *mut gpusvc_program_cache_config,
 ) -> gpusvc_result {
     // SAFETY: forwarded from this function's contract.
-    unsafe { answer_sized_into(|| self::cache(cache), out, "out", |c| Ok(c.config().into())) }
+    unsafe {
+        answer_sized_into(
+            || self::cache(cache),
+            out,
+            "out",
+            |c| {
+                Ok(gpusvc_program_cache_config {
+                    cache_transform_feedback: c.caches_transform_feedback(),
+                    ..c.config().into()
+                })
+            },
+        )
+    }
 }
 
 /// Hash of one shader as compiled: its stage (`GPUSVC_PROGRAM_CACHE_SHADER_STAGE_*`), the source
@@ -526,6 +539,7 @@ pub unsafe extern "C" fn gpusvc_program_cache_stats(
                     },
                     size_bytes: cache.size_bytes(),
                     entries: cache.len(),
+                    failure_hits: c.failure_hits,
                 })
             },
         )

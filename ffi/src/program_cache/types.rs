@@ -79,6 +79,11 @@ pub const GPUSVC_PROGRAM_CACHE_TRANSFORM_FEEDBACK_SEPARATE: u32 = 1u32;
 pub const GPUSVC_PROGRAM_CACHE_VARIABLE_KIND_ATTRIBUTE: u32 = 0u32;
 /// Variable kind: uniforms.
 pub const GPUSVC_PROGRAM_CACHE_VARIABLE_KIND_UNIFORM: u32 = 1u32;
+/// Variable kind: varyings. In a shader's variable maps: the stage's varyings as a translator
+/// reports them. Of a linked program: its transform-feedback varyings, in link order.
+pub const GPUSVC_PROGRAM_CACHE_VARIABLE_KIND_VARYING: u32 = 2u32;
+/// Variable kind: fragment outputs (`location` is the output's location).
+pub const GPUSVC_PROGRAM_CACHE_VARIABLE_KIND_OUTPUT: u32 = 3u32;
 
 /// Bytes in a SHA-1 digest (`gpusvc_program_cache_sha1`).
 pub const GPUSVC_PROGRAM_CACHE_SHA1_LEN: usize = 20;
@@ -133,11 +138,15 @@ c_enum!(fn transform_feedback_in / transform_feedback_out ("GPUSVC_PROGRAM_CACHE
 pub(crate) enum VariableKind {
     Attribute,
     Uniform,
+    Varying,
+    Output,
 }
 
 c_enum!(fn variable_kind_in("gpusvc variable kind") -> VariableKind {
     GPUSVC_PROGRAM_CACHE_VARIABLE_KIND_ATTRIBUTE => VariableKind::Attribute,
     GPUSVC_PROGRAM_CACHE_VARIABLE_KIND_UNIFORM => VariableKind::Uniform,
+    GPUSVC_PROGRAM_CACHE_VARIABLE_KIND_VARYING => VariableKind::Varying,
+    GPUSVC_PROGRAM_CACHE_VARIABLE_KIND_OUTPUT => VariableKind::Output,
 });
 
 // ---- plain C types ----
@@ -202,6 +211,15 @@ pub struct gpusvc_program_cache_config {
     /// `gpusvc_program_cache_free` has returned. `gpusvc_program_cache_current_config` and the
     /// `_defaults` function write NULL here.
     pub persist_sink: *const gpusvc_program_cache_persist_sink,
+    /// Whether programs linked with transform-feedback varyings go through the cache (the
+    /// default, true). False is the workaround browsers apply on drivers whose binaries of such
+    /// programs misbehave: a program manager on this cache links them from source every time,
+    /// never looks them up and never reads or saves their binaries. A host whose
+    /// `struct_size` stops before this field gets true.
+    pub cache_transform_feedback: bool,
+    /// Must be zero (else `GPUSVC_INVALID_ARGUMENT`): keeps the struct free of padding after its
+    /// last field, so a field added later lies past today's size.
+    pub reserved: [u8; 7],
 }
 
 impl From<CacheConfig> for gpusvc_program_cache_config {
@@ -212,13 +230,15 @@ impl From<CacheConfig> for gpusvc_program_cache_config {
             policy: policy_out(c.policy),
             max_unreferenced_shader_statuses: c.max_unreferenced_shader_statuses.get(),
             persist_sink: std::ptr::null(),
+            cache_transform_feedback: true,
+            reserved: [0; 7],
         }
     }
 }
 
 growable!(gpusvc_program_cache_config {
     first: max_unreferenced_shader_statuses,
-    last: persist_sink,
+    last: reserved,
     defaults: CacheConfig::desktop().into(),
 });
 
@@ -232,6 +252,11 @@ pub(crate) fn config_in(c: &gpusvc_program_cache_config) -> Result<CacheConfig, 
     let policy = policy_in(c.policy)?;
     let max = NonZeroUsize::new(c.max_unreferenced_shader_statuses)
         .ok_or_else(|| invalid_argument("max_unreferenced_shader_statuses is 0"))?;
+    if c.reserved != [0; 7] {
+        return Err(invalid_argument(
+            "gpusvc_program_cache_config.reserved is not all zero",
+        ));
+    }
     Ok(CacheConfig {
         budget_bytes: c.budget_bytes,
         policy,
@@ -295,11 +320,14 @@ pub struct gpusvc_program_cache_stats_snapshot {
     pub size_bytes: usize,
     /// Programs stored now.
     pub entries: usize,
+    /// Links and compiles answered from a cached failure (the driver's log handed back
+    /// without asking the driver again). 0 when the host's `struct_size` stops before it.
+    pub failure_hits: u64,
 }
 
 growable!(gpusvc_program_cache_stats_snapshot {
     first: entries,
-    last: entries
+    last: failure_hits
 });
 sized_default!(gpusvc_program_cache_stats_snapshot);
 
@@ -547,7 +575,7 @@ pub(crate) unsafe fn link_options_in(
 ///
 /// # Safety
 /// `ptr` is valid for `len` reads when `len > 0`, each entry's names NULL or NUL-terminated.
-unsafe fn variables_in(
+pub(crate) unsafe fn variables_in(
     ptr: *const gpusvc_program_cache_variable_info,
     len: usize,
     name: &str,
@@ -594,6 +622,8 @@ pub(crate) struct CVariable {
     gl_type: u32,
     array_size: i32,
     location: Option<i32>,
+    pub(crate) precision: u32,
+    pub(crate) static_use: bool,
 }
 
 impl CVariable {
@@ -604,6 +634,8 @@ impl CVariable {
             gl_type: v.gl_type,
             array_size: v.array_size,
             location: v.location,
+            precision: v.precision,
+            static_use: v.static_use,
         }
     }
 
@@ -624,13 +656,18 @@ impl CVariable {
 pub(crate) struct CShaderVariables {
     attributes: Vec<CVariable>,
     uniforms: Vec<CVariable>,
+    varyings: Vec<CVariable>,
+    outputs: Vec<CVariable>,
 }
 
 impl CShaderVariables {
     pub(crate) fn new(v: &ShaderVariables) -> Self {
+        let list = |l: &[VariableInfo]| l.iter().map(CVariable::new).collect();
         CShaderVariables {
-            attributes: v.attributes.iter().map(CVariable::new).collect(),
-            uniforms: v.uniforms.iter().map(CVariable::new).collect(),
+            attributes: list(&v.attributes),
+            uniforms: list(&v.uniforms),
+            varyings: list(&v.varyings),
+            outputs: list(&v.outputs),
         }
     }
 
@@ -638,6 +675,8 @@ impl CShaderVariables {
         match kind {
             VariableKind::Attribute => &self.attributes,
             VariableKind::Uniform => &self.uniforms,
+            VariableKind::Varying => &self.varyings,
+            VariableKind::Output => &self.outputs,
         }
     }
 
@@ -692,22 +731,19 @@ mod tests {
         for p in EvictionPolicy::ALL {
             assert_eq!(policy_in(policy_out(p)).unwrap(), p);
         }
-        for s in [
-            ShaderStage::Vertex,
-            ShaderStage::Fragment,
-            ShaderStage::Compute,
-        ] {
+        for s in ShaderStage::ALL {
             assert_eq!(stage_in(stage_out(s)).unwrap(), s);
         }
-        let e = stage_in(3).unwrap_err();
+        let e = stage_in(6).unwrap_err();
         assert!(
-            format!("{e:?}").contains("unknown gpusvc shader stage value 3"),
+            format!("{e:?}").contains("unknown gpusvc shader stage value 6"),
             "{e:?}"
         );
         assert!(format!("{:?}", policy_in(5).unwrap_err()).contains("INVALID_ARGUMENT"));
         assert!(memory_pressure_in(3).is_err());
         assert!(profile_in(3).is_err());
-        assert!(variable_kind_in(2).is_err());
+        assert!(variable_kind_in(3).is_ok());
+        assert!(variable_kind_in(4).is_err());
         assert!(transform_feedback_in(2).is_err());
     }
 }

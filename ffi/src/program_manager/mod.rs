@@ -104,6 +104,122 @@ pub struct gpusvc_program_manager_linked_program {
     _opaque: [u8; 0],
 }
 
+/// A link started with `gpusvc_program_manager_start_link` and not finished yet: it holds the
+/// driver's program object. End it with `gpusvc_program_manager_finish_link` (which consumes
+/// it) or drop it with `gpusvc_program_manager_pending_link_free`. Bound to its manager's
+/// thread.
+#[derive(Debug)]
+pub struct gpusvc_program_manager_pending_link {
+    _opaque: [u8; 0],
+}
+
+/// Block kind: uniform blocks (`GL_UNIFORM_BLOCK`).
+pub const GPUSVC_PROGRAM_MANAGER_BLOCK_KIND_UNIFORM: u32 = 0u32;
+/// Block kind: shader storage blocks (`GL_SHADER_STORAGE_BLOCK`).
+pub const GPUSVC_PROGRAM_MANAGER_BLOCK_KIND_STORAGE: u32 = 1u32;
+
+/// Which block list: `GPUSVC_PROGRAM_MANAGER_BLOCK_KIND_*`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum BlockKind {
+    Uniform,
+    Storage,
+}
+
+c_enum!(fn block_kind_in("GPUSVC_PROGRAM_MANAGER_BLOCK_KIND") -> BlockKind {
+    GPUSVC_PROGRAM_MANAGER_BLOCK_KIND_UNIFORM => BlockKind::Uniform,
+    GPUSVC_PROGRAM_MANAGER_BLOCK_KIND_STORAGE => BlockKind::Storage,
+});
+
+/// A uniform block or shader storage block of a linked program, as the driver reports it. The
+/// name belongs to the program's handle and stays valid until it is freed. The host sets
+/// `struct_size = sizeof(struct gpusvc_program_manager_block)`; only that many bytes are
+/// written and `struct_size` becomes the bytes written.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct gpusvc_program_manager_block {
+    /// `sizeof(struct gpusvc_program_manager_block)`, set by the host.
+    pub struct_size: usize,
+    /// Name (`Block` or `Block[2]`), UTF-8, NUL-terminated.
+    pub name: *const c_char,
+    /// `GL_BUFFER_BINDING`.
+    pub binding: i32,
+    /// `GL_BUFFER_DATA_SIZE` in bytes.
+    pub data_size: i32,
+    /// The stages that statically use it (`GL_REFERENCED_BY_*_SHADER`): bit
+    /// `1 << GPUSVC_PROGRAM_CACHE_SHADER_STAGE_*` per stage.
+    pub referenced_by: u32,
+    /// Zero.
+    pub reserved: u32,
+    /// Members (`gpusvc_program_manager_linked_program_block_member`), sorted by name.
+    pub member_count: usize,
+}
+
+growable!(gpusvc_program_manager_block {
+    first: member_count,
+    last: member_count,
+});
+
+/// One member of a uniform or storage block (`GL_UNIFORM` / `GL_BUFFER_VARIABLE`). The name
+/// belongs to the program's handle. The host sets `struct_size = sizeof(struct
+/// gpusvc_program_manager_block_member)`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct gpusvc_program_manager_block_member {
+    /// `sizeof(struct gpusvc_program_manager_block_member)`, set by the host.
+    pub struct_size: usize,
+    /// Name (`Block.member` or `member`), UTF-8, NUL-terminated.
+    pub name: *const c_char,
+    /// GL type enum.
+    pub gl_type: u32,
+    /// `GL_ARRAY_SIZE` (0 for an unsized trailing array).
+    pub array_size: i32,
+    /// `GL_OFFSET` in bytes.
+    pub offset: i32,
+    /// `GL_ARRAY_STRIDE`.
+    pub array_stride: i32,
+    /// `GL_MATRIX_STRIDE`.
+    pub matrix_stride: i32,
+    /// `GL_IS_ROW_MAJOR`.
+    pub row_major: bool,
+    /// Zero.
+    pub reserved: [u8; 3],
+}
+
+growable!(gpusvc_program_manager_block_member {
+    first: reserved,
+    last: reserved,
+});
+
+/// What a translator reports about a variable of a shader's maps besides
+/// `gpusvc_program_cache_variable_info` (which has no `struct_size`, being an element of arrays
+/// and embedded in other structs, so it cannot grow). The host sets `struct_size =
+/// sizeof(struct gpusvc_program_manager_variable_qualifiers)`, both to pass one and to have one
+/// filled.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct gpusvc_program_manager_variable_qualifiers {
+    /// `sizeof(struct gpusvc_program_manager_variable_qualifiers)`, set by the host.
+    pub struct_size: usize,
+    /// Precision qualifier as a GL enum (`GL_LOW_FLOAT` 0x8DF0 ... `GL_HIGH_INT` 0x8DF5), 0
+    /// when none.
+    pub precision: u32,
+    /// Whether the shader statically uses the variable.
+    pub static_use: bool,
+    /// Must be zero.
+    pub reserved: [u8; 3],
+}
+
+growable!(gpusvc_program_manager_variable_qualifiers {
+    first: reserved,
+    last: reserved,
+    defaults: gpusvc_program_manager_variable_qualifiers {
+        struct_size: 0,
+        precision: 0,
+        static_use: false,
+        reserved: [0; 3],
+    },
+});
+
 /// One active attribute or uniform of a linked program, as the driver reports it. In results
 /// `name` belongs to the handle and stays valid until it is freed; from a host callback it is
 /// copied. The host sets `struct_size = sizeof(struct gpusvc_program_manager_active_variable)`
@@ -126,11 +242,17 @@ pub struct gpusvc_program_manager_active_variable {
     pub has_location: bool,
     /// Location.
     pub location: i32,
+    /// A fragment output's `GL_LOCATION_INDEX` (dual-source blending); -1 for other variables
+    /// and when the driver has none (also when passed in with a `struct_size` that stops
+    /// before it).
+    pub location_index: i32,
+    /// Must be zero.
+    pub reserved: u32,
 }
 
 growable!(gpusvc_program_manager_active_variable {
     first: location,
-    last: location,
+    last: reserved,
     defaults: gpusvc_program_manager_active_variable {
         struct_size: 0,
         name: std::ptr::null(),
@@ -138,6 +260,8 @@ growable!(gpusvc_program_manager_active_variable {
         size: 1,
         has_location: false,
         location: -1,
+        location_index: -1,
+        reserved: 0,
     },
 });
 
@@ -156,15 +280,27 @@ pub struct gpusvc_program_manager_program_options {
     pub has_page: bool,
     /// The page / client the program is for (for GPUSVC_PROGRAM_CACHE_EVICTION_POLICY_PAGE_LRU_MRU).
     pub page: u64,
+    /// `GL_PROGRAM_SEPARABLE` set before linking (a program for a program pipeline; part of
+    /// the key). A separable program may have any graphics stages; one that is not needs a
+    /// vertex and a fragment shader (or a compute shader alone). False when the host's
+    /// `struct_size` stops before it. (`gpusvc_program_cache_link_options` has no
+    /// `struct_size`, being embedded by value here and in
+    /// `gpusvc_program_cache_program_key_input`, so it cannot grow; the flag lives here.)
+    pub separable: bool,
+    /// Must be zero (else `GPUSVC_INVALID_ARGUMENT`): keeps the struct free of padding after
+    /// its last field, so a field added later lies past today's size.
+    pub reserved: [u8; 7],
 }
 
 growable!(gpusvc_program_manager_program_options {
     first: page,
-    last: page,
+    last: reserved,
     defaults: gpusvc_program_manager_program_options {
         struct_size: 0,
         link: crate::program_cache::NO_LINK_OPTIONS,
         has_page: false,
         page: 0,
+        separable: false,
+        reserved: [0; 7],
     },
 });

@@ -11,9 +11,11 @@ use crate::kit::{
     text_out,
 };
 use crate::program_cache::{
-    gpusvc_program_cache_sha1, gpusvc_program_cache_shader_variables,
-    gpusvc_program_cache_variable_info, shader_variables_in, stage_in, stage_out, variable_kind_in,
+    VariableKind, gpusvc_program_cache_sha1, gpusvc_program_cache_shader_variables,
+    gpusvc_program_cache_variable_info, item_at, shader_variables_in, stage_in, stage_out,
+    variable_kind_in, variables_in,
 };
+use crate::program_manager::gpusvc_program_manager_variable_qualifiers;
 use crate::program_manager::objects::{ShaderHandle, manager, shader, shader_query};
 use crate::program_manager::{
     GPUSVC_PROGRAM_MANAGER_SHADER_STATE_COMPILED, GPUSVC_PROGRAM_MANAGER_SHADER_STATE_COMPILING,
@@ -270,5 +272,115 @@ pub unsafe extern "C" fn gpusvc_program_manager_shader_variable(
         // SAFETY: an output argument (this function's contract).
         let out = unsafe { Out::new(out, "out") }?;
         s.borrow_mut()?.c_variables().entry_out(kind, index, out)
+    })
+}
+
+/// The list of `kind` in a shader's maps.
+fn list_mut(
+    v: &mut program_cache::ShaderVariables,
+    kind: VariableKind,
+) -> &mut Vec<program_cache::VariableInfo> {
+    match kind {
+        VariableKind::Attribute => &mut v.attributes,
+        VariableKind::Uniform => &mut v.uniforms,
+        VariableKind::Varying => &mut v.varyings,
+        VariableKind::Output => &mut v.outputs,
+    }
+}
+
+/// Replaces one list of the shader's variable maps (`GPUSVC_PROGRAM_CACHE_VARIABLE_KIND_*`:
+/// varyings and fragment outputs, which `gpusvc_program_cache_shader_variables` has no room
+/// for, or attributes and uniforms) with `count` variables (copied; `variables` may be NULL
+/// when `count` is 0). The other lists are kept (empty when the shader had no maps). Like every
+/// map, they are stored with the program and restored on a cache hit.
+///
+/// # Safety
+/// `variables` is NULL or valid for `count` reads, each entry's names NULL or NUL-terminated.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gpusvc_program_manager_shader_set_variable_list(
+    shader: *const gpusvc_program_manager_shader,
+    kind: u32,
+    variables: *const gpusvc_program_cache_variable_info,
+    count: usize,
+) -> gpusvc_result {
+    ffi_guard(|| {
+        let s = self::shader(shader, "shader")?;
+        let kind = variable_kind_in(kind)?;
+        // SAFETY: forwarded from this function's contract.
+        let list = unsafe { variables_in(variables, count, "variables") }?;
+        let mut s = s.borrow_mut()?;
+        let mut v = s.shader.variables().cloned().unwrap_or_default();
+        *list_mut(&mut v, kind) = list;
+        s.shader.set_variables(v);
+        s.c_variables = None;
+        Ok(())
+    })
+}
+
+/// Sets the precision and static use of variable `index` of `kind` in the shader's maps (as a
+/// translator reports them; they default to 0 and false). An index past the end is
+/// `GPUSVC_INVALID_ARGUMENT`; `qualifiers->reserved` must be zero.
+///
+/// # Safety
+/// `qualifiers` is NULL or valid for reading `qualifiers->struct_size` bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gpusvc_program_manager_shader_set_variable_qualifiers(
+    shader: *const gpusvc_program_manager_shader,
+    kind: u32,
+    index: usize,
+    qualifiers: *const gpusvc_program_manager_variable_qualifiers,
+) -> gpusvc_result {
+    ffi_guard(|| {
+        let s = self::shader(shader, "shader")?;
+        let kind = variable_kind_in(kind)?;
+        // SAFETY: NULL or valid for `struct_size` bytes (contract).
+        let q = unsafe { crate::kit::sized_in(qualifiers, "qualifiers") }?;
+        if q.reserved != [0; 3] {
+            return Err(crate::kit::invalid_argument(
+                "qualifiers->reserved is not zero",
+            ));
+        }
+        let mut s = s.borrow_mut()?;
+        let mut v = s.shader.variables().cloned().unwrap_or_default();
+        let list = list_mut(&mut v, kind);
+        let len = list.len();
+        let var = list.get_mut(index).ok_or_else(|| {
+            crate::kit::invalid_argument(format!("index {index} is past the {len} variables"))
+        })?;
+        var.precision = q.precision;
+        var.static_use = q.static_use;
+        s.shader.set_variables(v);
+        s.c_variables = None;
+        Ok(())
+    })
+}
+
+/// The precision and static use of variable `index` of `kind` in the shader's maps. An index
+/// past the end is `GPUSVC_INVALID_ARGUMENT`. The host sets `out->struct_size`; only that many
+/// bytes are written, and `struct_size` becomes the bytes written.
+///
+/// # Safety
+/// `out` is NULL or valid for reading and writing `out->struct_size` bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gpusvc_program_manager_shader_variable_qualifiers(
+    shader: *const gpusvc_program_manager_shader,
+    kind: u32,
+    index: usize,
+    out: *mut gpusvc_program_manager_variable_qualifiers,
+) -> gpusvc_result {
+    ffi_guard(|| {
+        let s = self::shader(shader, "shader")?;
+        let kind = variable_kind_in(kind)?;
+        // SAFETY: an output argument (this function's contract).
+        let out = unsafe { crate::kit::SizedOut::new(out, "out") }?;
+        let mut s = s.borrow_mut()?;
+        let v = item_at(s.c_variables().list(kind), index, "variables")?;
+        out.write(gpusvc_program_manager_variable_qualifiers {
+            struct_size: 0,
+            precision: v.precision,
+            static_use: v.static_use,
+            reserved: [0; 3],
+        });
+        Ok(())
     })
 }

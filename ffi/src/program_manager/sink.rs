@@ -114,6 +114,11 @@ pub unsafe extern "C" fn gpusvc_program_manager_host_sink_push_variable(
         let sink = self::sink(sink)?;
         // SAFETY: NULL or valid for `struct_size` bytes (contract).
         let v = unsafe { sized_in(variable, "variable") }?;
+        if v.reserved != 0 {
+            return Err(crate::kit::invalid_argument(
+                "variable->reserved is not zero",
+            ));
+        }
         // SAFETY: forwarded from this function's contract.
         let name = unsafe { cstr_in(v.name, "variable->name") }?;
         sink.borrow_mut()?.variables.push(ActiveVariable {
