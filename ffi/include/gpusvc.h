@@ -2231,6 +2231,72 @@ typedef struct gpusvc_program_manager_host_gl {
    Deletes a program object gpusvc owns (a freed `gpusvc_program_manager_linked_program`). Optional.
    */
   void (*delete_program)(void *user_data, uint64_t program);
+  /*
+   Links `count` shaders (`shaders[i]` of stage `stages[i]`, a
+   `GPUSVC_PROGRAM_CACHE_SHADER_STAGE_*` value, in pipeline order) with `options`, and
+   `GL_PROGRAM_SEPARABLE` when `separable`: every program other than a vertex and a
+   fragment shader linked together not separable (which `link` does): compute,
+   tessellation, geometry, separable programs. As `link` otherwise. Optional (NULL: such
+   programs fail to link with a log saying so).
+   */
+  bool (*link_stages)(void *user_data,
+                      const uint64_t *shaders,
+                      const uint32_t *stages,
+                      size_t count,
+                      const struct gpusvc_program_cache_link_options *options,
+                      bool separable,
+                      uint64_t *out_program,
+                      struct gpusvc_program_manager_host_sink *log);
+  /*
+   Parallel compile (`KHR_parallel_shader_compile`), optional: all three of
+   `start_compile`, `compile_done` and `finish_compile`, or none (NULL: compiles wait, as
+   through `compile`; one or two of them is `GPUSVC_INVALID_ARGUMENT`). `start_compile`
+   takes `compile`'s arguments and returns at once: true with the shader id
+   (`glCompileShader` issued, status not asked), or false with a log for a failure known at
+   once (it deletes its own object then).
+   */
+  bool (*start_compile)(void *user_data,
+                        uint32_t stage,
+                        const char *source,
+                        size_t source_len,
+                        uint64_t *out_shader,
+                        struct gpusvc_program_manager_host_sink *log);
+  /*
+   `GL_COMPLETION_STATUS_KHR` of a started compile.
+   */
+  bool (*compile_done)(void *user_data, uint64_t shader);
+  /*
+   `GL_COMPILE_STATUS` of a started compile (waiting if needed): true, or false with the
+   info log written to `log` (gpusvc then deletes the shader through `delete_shader`).
+   */
+  bool (*finish_compile)(void *user_data,
+                         uint64_t shader,
+                         struct gpusvc_program_manager_host_sink *log);
+  /*
+   Parallel link, optional: all three of `start_link`, `link_done` and `finish_link`, or
+   none (NULL: links wait, through `link` / `link_stages`). `start_link` takes
+   `link_stages`' arguments (every program kind, vertex + fragment included) and returns at
+   once: true with the program id (`glLinkProgram` issued), or false with a log.
+   */
+  bool (*start_link)(void *user_data,
+                     const uint64_t *shaders,
+                     const uint32_t *stages,
+                     size_t count,
+                     const struct gpusvc_program_cache_link_options *options,
+                     bool separable,
+                     uint64_t *out_program,
+                     struct gpusvc_program_manager_host_sink *log);
+  /*
+   `GL_COMPLETION_STATUS_KHR` of a started link.
+   */
+  bool (*link_done)(void *user_data, uint64_t program);
+  /*
+   `GL_LINK_STATUS` of a started link (waiting if needed): true, or false with the info log
+   written to `log` (gpusvc then deletes the program through `delete_program`).
+   */
+  bool (*finish_link)(void *user_data,
+                      uint64_t program,
+                      struct gpusvc_program_manager_host_sink *log);
 } gpusvc_program_manager_host_gl;
 
 /*

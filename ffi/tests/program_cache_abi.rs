@@ -1236,6 +1236,13 @@ fn host_gl(state: &RefCell<FakeGl>) -> gpusvc_program_manager_host_gl {
         active_uniforms: Some(fake_uniforms),
         delete_shader: Some(fake_delete_shader),
         delete_program: Some(fake_delete_program),
+        link_stages: None,
+        start_compile: None,
+        compile_done: None,
+        finish_compile: None,
+        start_link: None,
+        link_done: None,
+        finish_link: None,
     }
 }
 
