@@ -1036,3 +1036,79 @@ fn translator_maps_take_varyings_outputs_and_qualifiers() {
     free_manager(m);
     free_cache(cache);
 }
+
+#[test]
+fn old_hosts_structs_get_the_defaults_of_the_appended_fields() {
+    const TEST: &str = "old_hosts_structs_get_the_defaults_of_the_appended_fields";
+    let cache = new_cache(cache_config(1 << 22));
+    let Some(m) = gl_manager(TEST, cache) else {
+        free_cache(cache);
+        return;
+    };
+    let vs_src = "#version 450 core\nvoid main() { gl_Position = vec4(0.0); }\n";
+    let vs = shader(m, GPUSVC_PROGRAM_CACHE_SHADER_STAGE_VERTEX, vs_src);
+    compile(m, vs);
+    // Options of a host from before `separable`: the bytes where it lies now say "true", but
+    // past the host's struct_size: not read, so a vertex shader alone is not a program.
+    // SAFETY: all-zero is a valid options struct.
+    let mut o: gpusvc_program_manager_program_options = unsafe { std::mem::zeroed() };
+    o.struct_size = std::mem::offset_of!(gpusvc_program_manager_program_options, separable);
+    o.separable = true;
+    let link = |o: &gpusvc_program_manager_program_options| {
+        let list = [vs.cast_const()];
+        let mut out = ptr::null_mut();
+        // SAFETY: live handles, array, options and out slot.
+        let r = unsafe { gpusvc_program_manager_link_program(m, list.as_ptr(), 1, o, &mut out) };
+        (r, out)
+    };
+    let (r, out) = link(&o);
+    assert_eq!(r, INVALID, "{}", last_detail());
+    assert!(out.is_null());
+    // Today's size: separable, so it links.
+    o.struct_size = size_of::<gpusvc_program_manager_program_options>();
+    let (r, p) = link(&o);
+    assert_eq!(r, OK, "{}", last_detail());
+    assert_eq!(stages(p), 1 << GPUSVC_PROGRAM_CACHE_SHADER_STAGE_VERTEX);
+
+    // An old host's active variable: the bytes past `location` are left alone.
+    #[repr(C)]
+    struct OldThenCanary {
+        v: gpusvc_program_manager_active_variable,
+    }
+    let fs = shader(m, GPUSVC_PROGRAM_CACHE_SHADER_STAGE_FRAGMENT, FS);
+    let vs2 = shader(m, GPUSVC_PROGRAM_CACHE_SHADER_STAGE_VERTEX, VS);
+    compile(m, fs);
+    compile(m, vs2);
+    let q = link_program(m, &[vs2, fs], None).unwrap_or_else(|e| panic!("{e:?}"));
+    // SAFETY: all-zero is a valid value.
+    let mut old: OldThenCanary = unsafe { std::mem::zeroed() };
+    old.v.struct_size =
+        std::mem::offset_of!(gpusvc_program_manager_active_variable, location_index);
+    old.v.location_index = 0x5a5a;
+    old.v.reserved = 0x5a5a;
+    // SAFETY: live handle; `old` holds more than `struct_size` bytes.
+    let r = unsafe {
+        gpusvc_program_manager_linked_program_variable(
+            q,
+            GPUSVC_PROGRAM_CACHE_VARIABLE_KIND_OUTPUT,
+            0,
+            &mut old.v,
+        )
+    };
+    assert_eq!(r, OK);
+    assert_eq!(
+        (old.v.location, old.v.location_index, old.v.reserved),
+        (0, 0x5a5a, 0x5a5a)
+    );
+    assert_eq!(
+        old.v.struct_size,
+        std::mem::offset_of!(gpusvc_program_manager_active_variable, location_index)
+    );
+    free_linked(p);
+    free_linked(q);
+    for s in [vs, fs, vs2] {
+        free_shader(s);
+    }
+    free_manager(m);
+    free_cache(cache);
+}
