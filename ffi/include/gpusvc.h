@@ -2366,6 +2366,48 @@ typedef struct gpusvc_program_manager_variable_qualifiers {
 } gpusvc_program_manager_variable_qualifiers;
 
 /*
+ A uniform or storage block of a shader's variable maps, as a translator reports it
+ (`gpusvc_program_manager_shader_set_blocks`, `gpusvc_program_manager_shader_block`). In
+ arguments the names must be non-NULL UTF-8 and `members` valid for `member_count` entries;
+ in results every pointer points into the shader's handle and stays valid until it is freed,
+ given new variables, or linked. No `struct_size`: an element of arrays passed with a count.
+ */
+typedef struct gpusvc_program_manager_shader_block_info {
+  /*
+   Block name in the application's source.
+   */
+  const char *name;
+  /*
+   Name in the translated source.
+   */
+  const char *mapped_name;
+  /*
+   `binding` layout qualifier (or `GL_BUFFER_BINDING`).
+   */
+  int32_t binding;
+  /*
+   `GL_BUFFER_DATA_SIZE` in bytes (0 when not known).
+   */
+  int32_t data_size;
+  /*
+   Whether the shader statically uses it.
+   */
+  bool static_use;
+  /*
+   Must be zero.
+   */
+  uint8_t reserved[7];
+  /*
+   Members (their `location` is the byte offset; may be NULL when `member_count` is 0).
+   */
+  const struct gpusvc_program_cache_variable_info *members;
+  /*
+   Number of members.
+   */
+  size_t member_count;
+} gpusvc_program_manager_shader_block_info;
+
+/*
  A host clock: monotonic nanoseconds from any origin. Called from any thread that uses the
  scheduler, possibly with scheduler locks held: it must not call `gpusvc_scheduler_*`.
  */
@@ -3338,6 +3380,16 @@ gpusvc_result gpusvc_program_cache_entry_shader_hashes(const struct gpusvc_progr
                                                        struct gpusvc_program_cache_sha1 *out_fragment);
 
 /*
+ The stages the cached program has: bit `1 << GPUSVC_PROGRAM_CACHE_SHADER_STAGE_*` per stage
+ (a vertex or fragment stage when its shader hash is not all zero).
+
+ # Safety
+ `out` is NULL or valid for one write.
+ */
+gpusvc_result gpusvc_program_cache_entry_stages(const struct gpusvc_program_cache_entry *program,
+                                                uint32_t *out);
+
+/*
  The program binary: `*out_format` gets its format and `*out_len` its length. With `buf` NULL
  and `len` 0 nothing else happens (a size query); otherwise `len` must be at least the
  length (else `GPUSVC_INSUFFICIENT_SIZE`, nothing written) and the bytes are copied to `buf`.
@@ -3354,7 +3406,9 @@ gpusvc_result gpusvc_program_cache_entry_binary(const struct gpusvc_program_cach
 
 /*
  How many variables of `kind` (`GPUSVC_PROGRAM_CACHE_VARIABLE_KIND_*`) the map of `stage`
- (`GPUSVC_PROGRAM_CACHE_SHADER_STAGE_VERTEX` or `_FRAGMENT`) holds.
+ holds: `GPUSVC_PROGRAM_CACHE_SHADER_STAGE_VERTEX` and `_FRAGMENT` always (empty for a
+ program without them), another stage when the program has it (see
+ `gpusvc_program_cache_entry_stages`; else `GPUSVC_INVALID_ARGUMENT`).
 
  # Safety
  `out` is NULL or valid for one write.
@@ -4438,6 +4492,44 @@ gpusvc_result gpusvc_program_manager_shader_variable_qualifiers(const struct gpu
                                                                 uint32_t kind,
                                                                 size_t index,
                                                                 struct gpusvc_program_manager_variable_qualifiers *out);
+
+/*
+ Replaces the uniform blocks or storage blocks (`GPUSVC_PROGRAM_MANAGER_BLOCK_KIND_*`) of the
+ shader's variable maps with `count` blocks (copied; `blocks` may be NULL when `count` is 0).
+ The other lists are kept. Stored with the program and restored on a cache hit.
+
+ # Safety
+ `blocks` is NULL or valid for `count` reads, each as documented on
+ `gpusvc_program_manager_shader_block_info`.
+ */
+gpusvc_result gpusvc_program_manager_shader_set_blocks(const struct gpusvc_program_manager_shader *shader,
+                                                       uint32_t kind,
+                                                       const struct gpusvc_program_manager_shader_block_info *blocks,
+                                                       size_t count);
+
+/*
+ How many blocks of `kind` (`GPUSVC_PROGRAM_MANAGER_BLOCK_KIND_*`) the shader's variable maps
+ hold.
+
+ # Safety
+ `out` is NULL or valid for one write.
+ */
+gpusvc_result gpusvc_program_manager_shader_block_count(const struct gpusvc_program_manager_shader *shader,
+                                                        uint32_t kind,
+                                                        size_t *out);
+
+/*
+ Block `index` of `kind` in the shader's variable maps, its members included (`members`
+ points into the shader's handle, like the names). An index past the end is
+ `GPUSVC_INVALID_ARGUMENT`.
+
+ # Safety
+ `out` is NULL or valid for one write.
+ */
+gpusvc_result gpusvc_program_manager_shader_block(const struct gpusvc_program_manager_shader *shader,
+                                                  uint32_t kind,
+                                                  size_t index,
+                                                  struct gpusvc_program_manager_shader_block_info *out);
 
 /*
  Appends `len` bytes of text (an info log, a reason) to a sink; invalid UTF-8 is replaced.

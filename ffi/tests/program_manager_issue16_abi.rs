@@ -434,6 +434,41 @@ fn a_compute_program_linked_through_link_program_comes_back_from_the_cache() {
     // the driver says, checked for a fragment-stage block in the parallel-link test.)
     assert_eq!(storage[0].4[0].0, "values[0]", "{storage:?}");
     let cold_reflection = reflection(p);
+    // The cached entry has the compute stage and its (driver-reflected) maps.
+    // SAFETY: live handles and out slots.
+    unsafe {
+        let key = written(gpusvc_program_cache_sha1::default(), |o| {
+            gpusvc_program_manager_linked_program_key(p, o)
+        });
+        let e = written(ptr::null_mut(), |o| {
+            gpusvc_program_cache_peek(cache, &key, o)
+        });
+        assert_eq!(
+            written(0, |o| gpusvc_program_cache_entry_stages(e, o)),
+            1 << GPUSVC_PROGRAM_CACHE_SHADER_STAGE_COMPUTE
+        );
+        let mut n = 9usize;
+        let r = gpusvc_program_cache_entry_variable_count(
+            e,
+            GPUSVC_PROGRAM_CACHE_SHADER_STAGE_COMPUTE,
+            GPUSVC_PROGRAM_CACHE_VARIABLE_KIND_UNIFORM,
+            &mut n,
+        );
+        assert_eq!(r, OK, "{}", last_detail());
+        let r = gpusvc_program_cache_entry_variable_count(
+            e,
+            GPUSVC_PROGRAM_CACHE_SHADER_STAGE_GEOMETRY,
+            GPUSVC_PROGRAM_CACHE_VARIABLE_KIND_UNIFORM,
+            &mut n,
+        );
+        assert_eq!(r, INVALID);
+        assert!(
+            last_detail().contains("no geometry stage"),
+            "{}",
+            last_detail()
+        );
+        assert_eq!(gpusvc_program_cache_entry_free(e), OK);
+    }
 
     let warm = gl_manager(TEST, cache).expect("a second context");
     let cs2 = shader(warm, GPUSVC_PROGRAM_CACHE_SHADER_STAGE_COMPUTE, CS);
@@ -1032,8 +1067,164 @@ fn translator_maps_take_varyings_outputs_and_qualifiers() {
             0
         );
     }
-    free_shader(s);
+    // Blocks: set with members, read back, stored with the program and restored by a second
+    // manager's cache hit.
+    let members = [
+        gpusvc_program_cache_variable_info {
+            name: c"p_offset".as_ptr(),
+            mapped_name: c"_up_offset".as_ptr(),
+            gl_type: 0x8B52,
+            array_size: 1,
+            has_location: true,
+            location: 0,
+        },
+        gpusvc_program_cache_variable_info {
+            name: c"p_m".as_ptr(),
+            mapped_name: c"_up_m".as_ptr(),
+            gl_type: 0x8B5C,
+            array_size: 1,
+            has_location: true,
+            location: 16,
+        },
+    ];
+    let block = gpusvc_program_manager_shader_block_info {
+        name: c"Params".as_ptr(),
+        mapped_name: c"_uParams".as_ptr(),
+        binding: 2,
+        data_size: 80,
+        static_use: true,
+        reserved: [0; 7],
+        members: members.as_ptr(),
+        member_count: 2,
+    };
+    let read_blocks = |s: Shader| -> Vec<String> {
+        // SAFETY: live handle and out slots; the strings belong to the shader.
+        unsafe {
+            let n = written(0, |o| {
+                gpusvc_program_manager_shader_block_count(
+                    s,
+                    GPUSVC_PROGRAM_MANAGER_BLOCK_KIND_UNIFORM,
+                    o,
+                )
+            });
+            (0..n)
+                .map(|i| {
+                    let mut b: gpusvc_program_manager_shader_block_info = std::mem::zeroed();
+                    let r = gpusvc_program_manager_shader_block(
+                        s,
+                        GPUSVC_PROGRAM_MANAGER_BLOCK_KIND_UNIFORM,
+                        i,
+                        &mut b,
+                    );
+                    assert_eq!(r, OK);
+                    let members: Vec<String> = (0..b.member_count)
+                        .map(|j| {
+                            let m = &*b.members.add(j);
+                            format!(
+                                "{}={} {:#x} @{}",
+                                CStr::from_ptr(m.name).to_string_lossy(),
+                                CStr::from_ptr(m.mapped_name).to_string_lossy(),
+                                m.gl_type,
+                                m.location
+                            )
+                        })
+                        .collect();
+                    format!(
+                        "{}={} b{} s{} {} {members:?}",
+                        CStr::from_ptr(b.name).to_string_lossy(),
+                        CStr::from_ptr(b.mapped_name).to_string_lossy(),
+                        b.binding,
+                        b.data_size,
+                        b.static_use
+                    )
+                })
+                .collect()
+        }
+    };
+    // SAFETY: live handle and list; bad values are the library's to refuse.
+    unsafe {
+        let bad = gpusvc_program_manager_shader_block_info {
+            reserved: [1; 7],
+            ..block
+        };
+        assert_eq!(
+            gpusvc_program_manager_shader_set_blocks(s, 0, &bad, 1),
+            INVALID
+        );
+        assert_eq!(
+            gpusvc_program_manager_shader_set_blocks(s, 2, &block, 1),
+            INVALID
+        );
+        assert_eq!(
+            gpusvc_program_manager_shader_set_blocks(s, 0, ptr::null(), 1),
+            NULL
+        );
+        assert_eq!(
+            gpusvc_program_manager_shader_set_blocks(s, 0, &block, 1),
+            OK
+        );
+        let mut b: gpusvc_program_manager_shader_block_info = std::mem::zeroed();
+        assert_eq!(
+            gpusvc_program_manager_shader_block(s, 0, 1, &mut b),
+            INVALID
+        );
+        assert_eq!(
+            gpusvc_program_manager_shader_block(s, 0, 0, ptr::null_mut()),
+            NULL
+        );
+    }
+    let before = read_blocks(s);
+    assert_eq!(
+        before,
+        [
+            "Params=_uParams b2 s80 true [\"p_offset=_up_offset 0x8b52 @0\", \"p_m=_up_m 0x8b5c @16\"]"
+        ]
+    );
+    let vs = shader(m, GPUSVC_PROGRAM_CACHE_SHADER_STAGE_VERTEX, VS);
+    compile(m, vs);
+    compile(m, s);
+    let p = link_program(m, &[vs, s], None).unwrap_or_else(|e| panic!("{e:?}"));
+    free_linked(p);
+    let m2 = gl_manager(TEST, cache).expect("a second context");
+    let (vs2, fs2) = (
+        shader(m2, GPUSVC_PROGRAM_CACHE_SHADER_STAGE_VERTEX, VS),
+        shader(m2, GPUSVC_PROGRAM_CACHE_SHADER_STAGE_FRAGMENT, FS),
+    );
+    assert_eq!(
+        compile(m2, vs2),
+        GPUSVC_PROGRAM_MANAGER_COMPILE_OUTCOME_DEFERRED
+    );
+    assert_eq!(
+        compile(m2, fs2),
+        GPUSVC_PROGRAM_MANAGER_COMPILE_OUTCOME_DEFERRED
+    );
+    let hit = link_program(m2, &[vs2, fs2], None).unwrap_or_else(|e| panic!("{e:?}"));
+    assert_eq!(origin(hit), GPUSVC_PROGRAM_MANAGER_LINK_ORIGIN_CACHE_HIT);
+    assert_eq!(read_blocks(fs2), before, "blocks restored");
+    // SAFETY: live handle and out slot.
+    let mut got: gpusvc_program_manager_variable_qualifiers = unsafe { std::mem::zeroed() };
+    got.struct_size = size_of_val(&got);
+    // SAFETY: live handle and sized output.
+    let r = unsafe {
+        gpusvc_program_manager_shader_variable_qualifiers(
+            fs2,
+            GPUSVC_PROGRAM_CACHE_VARIABLE_KIND_OUTPUT,
+            0,
+            &mut got,
+        )
+    };
+    assert_eq!(r, OK);
+    assert_eq!(
+        (got.precision, got.static_use),
+        (0x8DF2, true),
+        "qualifiers restored"
+    );
+    free_linked(hit);
+    for sh in [s, vs, vs2, fs2] {
+        free_shader(sh);
+    }
     free_manager(m);
+    free_manager(m2);
     free_cache(cache);
 }
 

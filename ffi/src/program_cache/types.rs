@@ -639,7 +639,7 @@ impl CVariable {
         }
     }
 
-    fn info(&self) -> gpusvc_program_cache_variable_info {
+    pub(crate) fn info(&self) -> gpusvc_program_cache_variable_info {
         gpusvc_program_cache_variable_info {
             name: self.name.as_ptr(),
             mapped_name: self.mapped_name.as_ptr(),
@@ -651,6 +651,46 @@ impl CVariable {
     }
 }
 
+/// A block of a shader's maps with C strings, and its members as C structs pointing into them.
+#[derive(Debug)]
+pub(crate) struct CShaderBlock {
+    pub(crate) name: CString,
+    pub(crate) mapped_name: CString,
+    pub(crate) binding: i32,
+    pub(crate) data_size: i32,
+    pub(crate) static_use: bool,
+    _members: Vec<CVariable>,
+    /// Point into `_members` (heap strings: moving the vectors keeps them valid).
+    pub(crate) member_infos: MemberInfos,
+}
+
+/// The C structs of a block's members, pointing into the block's own `CString`s.
+#[derive(Debug)]
+pub(crate) struct MemberInfos(pub(crate) Vec<gpusvc_program_cache_variable_info>);
+
+// SAFETY: the pointers inside point into `CString`s owned by the same `CShaderBlock`, which are
+// never changed or freed while it lives; sharing or sending read-only pointers to immutable
+// heap bytes is as safe as sharing the strings themselves.
+unsafe impl Send for MemberInfos {}
+// SAFETY: as above: nothing is ever written through these pointers.
+unsafe impl Sync for MemberInfos {}
+
+impl CShaderBlock {
+    fn new(b: &program_cache::BlockInfo) -> Self {
+        let members: Vec<CVariable> = b.members.iter().map(CVariable::new).collect();
+        let member_infos = MemberInfos(members.iter().map(CVariable::info).collect());
+        CShaderBlock {
+            name: c_string(&b.name),
+            mapped_name: c_string(&b.mapped_name),
+            binding: b.binding,
+            data_size: b.data_size,
+            static_use: b.static_use,
+            _members: members,
+            member_infos,
+        }
+    }
+}
+
 /// A shader's variable maps with C strings.
 #[derive(Debug, Default)]
 pub(crate) struct CShaderVariables {
@@ -658,6 +698,8 @@ pub(crate) struct CShaderVariables {
     uniforms: Vec<CVariable>,
     varyings: Vec<CVariable>,
     outputs: Vec<CVariable>,
+    uniform_blocks: Vec<CShaderBlock>,
+    storage_blocks: Vec<CShaderBlock>,
 }
 
 impl CShaderVariables {
@@ -668,6 +710,17 @@ impl CShaderVariables {
             uniforms: list(&v.uniforms),
             varyings: list(&v.varyings),
             outputs: list(&v.outputs),
+            uniform_blocks: v.uniform_blocks.iter().map(CShaderBlock::new).collect(),
+            storage_blocks: v.storage_blocks.iter().map(CShaderBlock::new).collect(),
+        }
+    }
+
+    /// The uniform blocks, or (`uniform` false) the storage blocks.
+    pub(crate) fn blocks(&self, uniform: bool) -> &[CShaderBlock] {
+        if uniform {
+            &self.uniform_blocks
+        } else {
+            &self.storage_blocks
         }
     }
 

@@ -190,6 +190,32 @@ growable!(gpusvc_program_manager_block_member {
     last: reserved,
 });
 
+/// A uniform or storage block of a shader's variable maps, as a translator reports it
+/// (`gpusvc_program_manager_shader_set_blocks`, `gpusvc_program_manager_shader_block`). In
+/// arguments the names must be non-NULL UTF-8 and `members` valid for `member_count` entries;
+/// in results every pointer points into the shader's handle and stays valid until it is freed,
+/// given new variables, or linked. No `struct_size`: an element of arrays passed with a count.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct gpusvc_program_manager_shader_block_info {
+    /// Block name in the application's source.
+    pub name: *const c_char,
+    /// Name in the translated source.
+    pub mapped_name: *const c_char,
+    /// `binding` layout qualifier (or `GL_BUFFER_BINDING`).
+    pub binding: i32,
+    /// `GL_BUFFER_DATA_SIZE` in bytes (0 when not known).
+    pub data_size: i32,
+    /// Whether the shader statically uses it.
+    pub static_use: bool,
+    /// Must be zero.
+    pub reserved: [u8; 7],
+    /// Members (their `location` is the byte offset; may be NULL when `member_count` is 0).
+    pub members: *const crate::program_cache::gpusvc_program_cache_variable_info,
+    /// Number of members.
+    pub member_count: usize,
+}
+
 /// What a translator reports about a variable of a shader's maps besides
 /// `gpusvc_program_cache_variable_info` (which has no `struct_size`, being an element of arrays
 /// and embedded in other structs, so it cannot grow). The host sets `struct_size =

@@ -15,8 +15,11 @@ use crate::program_cache::{
     gpusvc_program_cache_variable_info, item_at, shader_variables_in, stage_in, stage_out,
     variable_kind_in, variables_in,
 };
-use crate::program_manager::gpusvc_program_manager_variable_qualifiers;
 use crate::program_manager::objects::{ShaderHandle, manager, shader, shader_query};
+use crate::program_manager::{
+    BlockKind, block_kind_in, gpusvc_program_manager_shader_block_info,
+    gpusvc_program_manager_variable_qualifiers,
+};
 use crate::program_manager::{
     GPUSVC_PROGRAM_MANAGER_SHADER_STATE_COMPILED, GPUSVC_PROGRAM_MANAGER_SHADER_STATE_COMPILING,
     GPUSVC_PROGRAM_MANAGER_SHADER_STATE_DEFERRED, GPUSVC_PROGRAM_MANAGER_SHADER_STATE_FAILED,
@@ -380,6 +383,131 @@ pub unsafe extern "C" fn gpusvc_program_manager_shader_variable_qualifiers(
             precision: v.precision,
             static_use: v.static_use,
             reserved: [0; 3],
+        });
+        Ok(())
+    })
+}
+
+/// Replaces the uniform blocks or storage blocks (`GPUSVC_PROGRAM_MANAGER_BLOCK_KIND_*`) of the
+/// shader's variable maps with `count` blocks (copied; `blocks` may be NULL when `count` is 0).
+/// The other lists are kept. Stored with the program and restored on a cache hit.
+///
+/// # Safety
+/// `blocks` is NULL or valid for `count` reads, each as documented on
+/// `gpusvc_program_manager_shader_block_info`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gpusvc_program_manager_shader_set_blocks(
+    shader: *const gpusvc_program_manager_shader,
+    kind: u32,
+    blocks: *const gpusvc_program_manager_shader_block_info,
+    count: usize,
+) -> gpusvc_result {
+    ffi_guard(|| {
+        let s = self::shader(shader, "shader")?;
+        let kind = block_kind_in(kind)?;
+        // SAFETY: forwarded from this function's contract.
+        let list = unsafe { slice_in(blocks, count, "blocks") }?;
+        let list = list
+            .iter()
+            .map(|b| {
+                if b.reserved != [0; 7] {
+                    return Err(crate::kit::invalid_argument(
+                        "blocks[].reserved is not zero",
+                    ));
+                }
+                Ok(program_cache::BlockInfo {
+                    // SAFETY: names are NULL or NUL-terminated (contract).
+                    name: unsafe { crate::kit::cstr_in(b.name, "blocks[].name") }?.to_owned(),
+                    // SAFETY: as above.
+                    mapped_name: unsafe {
+                        crate::kit::cstr_in(b.mapped_name, "blocks[].mapped_name")
+                    }?
+                    .to_owned(),
+                    binding: b.binding,
+                    data_size: b.data_size,
+                    static_use: b.static_use,
+                    // SAFETY: `members` is valid for `member_count` entries (contract).
+                    members: unsafe {
+                        variables_in(b.members, b.member_count, "blocks[].members")
+                    }?,
+                })
+            })
+            .collect::<Result<Vec<_>, FfiError>>()?;
+        let mut s = s.borrow_mut()?;
+        let mut v = s.shader.variables().cloned().unwrap_or_default();
+        match kind {
+            BlockKind::Uniform => v.uniform_blocks = list,
+            BlockKind::Storage => v.storage_blocks = list,
+        }
+        s.shader.set_variables(v);
+        s.c_variables = None;
+        Ok(())
+    })
+}
+
+/// How many blocks of `kind` (`GPUSVC_PROGRAM_MANAGER_BLOCK_KIND_*`) the shader's variable maps
+/// hold.
+///
+/// # Safety
+/// `out` is NULL or valid for one write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gpusvc_program_manager_shader_block_count(
+    shader: *const gpusvc_program_manager_shader,
+    kind: u32,
+    out: *mut usize,
+) -> gpusvc_result {
+    ffi_guard(|| {
+        let s = self::shader(shader, "shader")?;
+        let kind = block_kind_in(kind)?;
+        // SAFETY: an output argument (this function's contract).
+        let out = unsafe { Out::new(out, "out") }?;
+        let n = s
+            .borrow_mut()?
+            .c_variables()
+            .blocks(kind == BlockKind::Uniform)
+            .len();
+        out.write(n);
+        Ok(())
+    })
+}
+
+/// Block `index` of `kind` in the shader's variable maps, its members included (`members`
+/// points into the shader's handle, like the names). An index past the end is
+/// `GPUSVC_INVALID_ARGUMENT`.
+///
+/// # Safety
+/// `out` is NULL or valid for one write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gpusvc_program_manager_shader_block(
+    shader: *const gpusvc_program_manager_shader,
+    kind: u32,
+    index: usize,
+    out: *mut gpusvc_program_manager_shader_block_info,
+) -> gpusvc_result {
+    ffi_guard(|| {
+        let s = self::shader(shader, "shader")?;
+        let kind = block_kind_in(kind)?;
+        // SAFETY: an output argument (this function's contract).
+        let out = unsafe { Out::new(out, "out") }?;
+        let mut s = s.borrow_mut()?;
+        let b = item_at(
+            s.c_variables().blocks(kind == BlockKind::Uniform),
+            index,
+            "blocks",
+        )?;
+        out.write(gpusvc_program_manager_shader_block_info {
+            name: b.name.as_ptr(),
+            mapped_name: b.mapped_name.as_ptr(),
+            binding: b.binding,
+            data_size: b.data_size,
+            static_use: b.static_use,
+            reserved: [0; 7],
+            members: if b.member_infos.0.is_empty() {
+                std::ptr::null()
+            } else {
+                b.member_infos.0.as_ptr()
+            },
+            member_count: b.member_infos.0.len(),
         });
         Ok(())
     })
