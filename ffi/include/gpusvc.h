@@ -1537,6 +1537,21 @@ typedef struct gpusvc_program_cache_link_options {
 } gpusvc_program_cache_link_options;
 
 /*
+ A stage and the hash of its shader as compiled. No `struct_size`: an element of arrays
+ passed with a count.
+ */
+typedef struct gpusvc_program_cache_stage_hash {
+  /*
+   A `GPUSVC_PROGRAM_CACHE_SHADER_STAGE_*` value.
+   */
+  uint32_t stage;
+  /*
+   The shader's hash (`gpusvc_program_cache_shader_hash`).
+   */
+  struct gpusvc_program_cache_sha1 hash;
+} gpusvc_program_cache_stage_hash;
+
+/*
  Everything a program key covers. The host sets `struct_size = sizeof(struct
  gpusvc_program_cache_program_key_input)`.
  */
@@ -1562,6 +1577,25 @@ typedef struct gpusvc_program_cache_program_key_input {
    Attribute bindings and transform feedback.
    */
   struct gpusvc_program_cache_link_options link;
+  /*
+   The program's other stages (geometry, tessellation, compute) with their shaders'
+   hashes, in any order, each stage at most once (may be NULL when the count is 0). A
+   program without a vertex or fragment shader has all-zero hashes there. None when the
+   host's `struct_size` stops before this field.
+   */
+  const struct gpusvc_program_cache_stage_hash *other_stages;
+  /*
+   Number of other stages.
+   */
+  size_t other_stage_count;
+  /*
+   `GL_PROGRAM_SEPARABLE`. False when the host's `struct_size` stops before it.
+   */
+  bool separable;
+  /*
+   Must be zero.
+   */
+  uint8_t reserved[7];
 } gpusvc_program_cache_program_key_input;
 
 /*
@@ -3519,8 +3553,10 @@ gpusvc_result gpusvc_program_cache_shader_hash(uint32_t stage,
                                                struct gpusvc_program_cache_sha1 *out);
 
 /*
- The program key of two compiled shaders with a backend identity and link options (binding
- order does not matter; varying order does).
+ The program key of compiled shaders (vertex, fragment and the other stages) with a backend
+ identity, link options and the separable flag (binding and stage order do not matter;
+ varying order does): the key `gpusvc_program_manager_linked_program_key` reports for the
+ same program.
 
  # Safety
  `input` is NULL or valid for reading `input->struct_size` bytes, its pointers as documented

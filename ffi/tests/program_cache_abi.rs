@@ -83,6 +83,10 @@ fn key(
             attribute_binding_count: list.len(),
             ..no_link_options()
         },
+        other_stages: ptr::null(),
+        other_stage_count: 0,
+        separable: false,
+        reserved: [0; 7],
     };
     let mut out = gpusvc_program_cache_sha1::default();
     // SAFETY: `input` points at live locals.
@@ -924,6 +928,10 @@ fn bad_sources_names_and_sizes_return_codes() {
             fragment: out,
             backend_identity: bad.as_ptr().cast(),
             link: no_link_options(),
+            other_stages: ptr::null(),
+            other_stage_count: 0,
+            separable: false,
+            reserved: [0; 7],
         };
         // `bad` is not NUL-terminated by itself; give it a terminator.
         let bad_c = [b'x', 0xFF, 0];

@@ -1303,3 +1303,161 @@ fn old_hosts_structs_get_the_defaults_of_the_appended_fields() {
     free_manager(m);
     free_cache(cache);
 }
+
+fn compiled_hash(s: Shader) -> gpusvc_program_cache_sha1 {
+    // SAFETY: live handle and out slot.
+    written(gpusvc_program_cache_sha1::default(), |o| unsafe {
+        gpusvc_program_manager_shader_compiled_hash(s, o)
+    })
+}
+
+#[test]
+fn program_keys_from_c_match_the_managers_for_every_stage() {
+    const TEST: &str = "program_keys_from_c_match_the_managers_for_every_stage";
+    let cache = new_cache(cache_config(1 << 22));
+    let Some(m) = gl_manager(TEST, cache) else {
+        free_cache(cache);
+        return;
+    };
+    let gs_src = "#version 450 core\nlayout(triangles) in;\nlayout(triangle_strip, max_vertices = 3) out;\n\
+                  in vec4 v_color[];\nout vec4 g_color;\nvoid main() { for (int i = 0; i < 3; ++i) { \
+                  g_color = v_color[i]; gl_Position = gl_in[i].gl_Position; EmitVertex(); } }\n";
+    let fs_src = "#version 450 core\nin vec4 g_color;\nout vec4 o;\nvoid main() { o = g_color; }\n";
+    let (vs, gs, fs, cs) = (
+        shader(m, GPUSVC_PROGRAM_CACHE_SHADER_STAGE_VERTEX, VS),
+        shader(m, GPUSVC_PROGRAM_CACHE_SHADER_STAGE_GEOMETRY, gs_src),
+        shader(m, GPUSVC_PROGRAM_CACHE_SHADER_STAGE_FRAGMENT, fs_src),
+        shader(m, GPUSVC_PROGRAM_CACHE_SHADER_STAGE_COMPUTE, CS),
+    );
+    for s in [vs, gs, fs, cs] {
+        assert_eq!(
+            compile(m, s),
+            GPUSVC_PROGRAM_MANAGER_COMPILE_OUTCOME_COMPILED,
+            "{}",
+            info_log(s)
+        );
+    }
+    let key_of = |p: Linked| {
+        // SAFETY: live handle and out slot.
+        written(gpusvc_program_cache_sha1::default(), |o| unsafe {
+            gpusvc_program_manager_linked_program_key(p, o)
+        })
+    };
+    let graphics = link_program(m, &[fs, gs, vs], None).unwrap_or_else(|e| panic!("{e:?}"));
+    assert_eq!(
+        stages(graphics),
+        (1 << GPUSVC_PROGRAM_CACHE_SHADER_STAGE_VERTEX)
+            | (1 << GPUSVC_PROGRAM_CACHE_SHADER_STAGE_GEOMETRY)
+            | (1 << GPUSVC_PROGRAM_CACHE_SHADER_STAGE_FRAGMENT)
+    );
+    let compute = link_program(m, &[cs], None).unwrap_or_else(|e| panic!("{e:?}"));
+    let (graphics_key, compute_key) = (key_of(graphics), key_of(compute));
+
+    let c_key = |input: &gpusvc_program_cache_program_key_input| {
+        let mut out = gpusvc_program_cache_sha1 { bytes: [7; 20] };
+        // SAFETY: live input and out slot.
+        let r = unsafe { gpusvc_program_cache_program_key(input, &mut out) };
+        (r, out)
+    };
+    let geometry = [gpusvc_program_cache_stage_hash {
+        stage: GPUSVC_PROGRAM_CACHE_SHADER_STAGE_GEOMETRY,
+        hash: compiled_hash(gs),
+    }];
+    let mut input = gpusvc_program_cache_program_key_input {
+        struct_size: size_of::<gpusvc_program_cache_program_key_input>(),
+        vertex: compiled_hash(vs),
+        fragment: compiled_hash(fs),
+        backend_identity: c"issue16".as_ptr(),
+        link: gpusvc_program_cache_link_options {
+            attribute_bindings: ptr::null(),
+            attribute_binding_count: 0,
+            transform_feedback_varyings: ptr::null(),
+            transform_feedback_varying_count: 0,
+            transform_feedback_mode: GPUSVC_PROGRAM_CACHE_TRANSFORM_FEEDBACK_INTERLEAVED,
+        },
+        other_stages: geometry.as_ptr(),
+        other_stage_count: 1,
+        separable: false,
+        reserved: [0; 7],
+    };
+    assert_eq!(c_key(&input), (OK, graphics_key));
+    // Separable is part of the key.
+    input.separable = true;
+    assert_ne!(c_key(&input).1, graphics_key);
+    input.separable = false;
+    // An old host's struct (before the other stages): the key of vertex + fragment alone.
+    let old = gpusvc_program_cache_program_key_input {
+        struct_size: std::mem::offset_of!(gpusvc_program_cache_program_key_input, other_stages),
+        ..input
+    };
+    let (r, old_key) = c_key(&old);
+    assert_eq!(r, OK);
+    assert_ne!(old_key, graphics_key);
+    let plain = gpusvc_program_cache_program_key_input {
+        other_stage_count: 0,
+        ..input
+    };
+    assert_eq!(c_key(&plain), (OK, old_key));
+
+    // Compute alone: all-zero vertex and fragment hashes.
+    let compute_stage = [gpusvc_program_cache_stage_hash {
+        stage: GPUSVC_PROGRAM_CACHE_SHADER_STAGE_COMPUTE,
+        hash: compiled_hash(cs),
+    }];
+    let c = gpusvc_program_cache_program_key_input {
+        vertex: gpusvc_program_cache_sha1::default(),
+        fragment: gpusvc_program_cache_sha1::default(),
+        other_stages: compute_stage.as_ptr(),
+        ..input
+    };
+    assert_eq!(c_key(&c), (OK, compute_key));
+
+    // Refusals, nothing written.
+    let twice = [geometry[0], geometry[0]];
+    let vertex_in_others = [gpusvc_program_cache_stage_hash {
+        stage: GPUSVC_PROGRAM_CACHE_SHADER_STAGE_VERTEX,
+        hash: compiled_hash(vs),
+    }];
+    for (bad, what) in [
+        (
+            gpusvc_program_cache_program_key_input {
+                other_stages: twice.as_ptr(),
+                other_stage_count: 2,
+                ..input
+            },
+            "twice",
+        ),
+        (
+            gpusvc_program_cache_program_key_input {
+                other_stages: vertex_in_others.as_ptr(),
+                ..input
+            },
+            "vertex",
+        ),
+        (
+            gpusvc_program_cache_program_key_input {
+                reserved: [0, 0, 0, 0, 0, 0, 1],
+                ..input
+            },
+            "reserved",
+        ),
+        (
+            gpusvc_program_cache_program_key_input {
+                other_stages: ptr::null(),
+                ..input
+            },
+            "null",
+        ),
+    ] {
+        let (r, out) = c_key(&bad);
+        assert!(r == INVALID || r == NULL, "{what}: {r:?}");
+        assert_eq!(out.bytes, [7; 20], "{what}: nothing written");
+    }
+    free_linked(graphics);
+    free_linked(compute);
+    for s in [vs, gs, fs, cs] {
+        free_shader(s);
+    }
+    free_manager(m);
+    free_cache(cache);
+}

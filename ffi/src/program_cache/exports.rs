@@ -191,8 +191,10 @@ pub unsafe extern "C" fn gpusvc_program_cache_shader_hash(
     }
 }
 
-/// The program key of two compiled shaders with a backend identity and link options (binding
-/// order does not matter; varying order does).
+/// The program key of compiled shaders (vertex, fragment and the other stages) with a backend
+/// identity, link options and the separable flag (binding and stage order do not matter;
+/// varying order does): the key `gpusvc_program_manager_linked_program_key` reports for the
+/// same program.
 ///
 /// # Safety
 /// `input` is NULL or valid for reading `input->struct_size` bytes, its pointers as documented
@@ -217,6 +219,13 @@ unsafe fn key_of(
     let identity = unsafe { cstr_in(input.backend_identity, "backend_identity") }?;
     // SAFETY: forwarded from this function's contract.
     let link = unsafe { link_options_in(&input.link) }?;
+    if input.reserved != [0; 7] {
+        return Err(crate::kit::invalid_argument(
+            "input->reserved is not all zero",
+        ));
+    }
+    // SAFETY: forwarded from this function's contract.
+    let others = unsafe { other_stages_in(input.other_stages, input.other_stage_count) }?;
     let key = program_key(&ProgramKeyInput {
         vertex: ShaderHash(input.vertex.bytes),
         fragment: ShaderHash(input.fragment.bytes),
@@ -224,8 +233,8 @@ unsafe fn key_of(
         attribute_bindings: &link.attribute_bindings,
         transform_feedback_varyings: &link.transform_feedback_varyings,
         transform_feedback_mode: link.transform_feedback_mode,
-        other_stages: &[],
-        separable: false,
+        other_stages: &others,
+        separable: input.separable,
     });
     Ok(key.into())
 }

@@ -498,19 +498,75 @@ pub struct gpusvc_program_cache_program_key_input {
     pub backend_identity: *const c_char,
     /// Attribute bindings and transform feedback.
     pub link: gpusvc_program_cache_link_options,
+    /// The program's other stages (geometry, tessellation, compute) with their shaders'
+    /// hashes, in any order, each stage at most once (may be NULL when the count is 0). A
+    /// program without a vertex or fragment shader has all-zero hashes there. None when the
+    /// host's `struct_size` stops before this field.
+    pub other_stages: *const gpusvc_program_cache_stage_hash,
+    /// Number of other stages.
+    pub other_stage_count: usize,
+    /// `GL_PROGRAM_SEPARABLE`. False when the host's `struct_size` stops before it.
+    pub separable: bool,
+    /// Must be zero.
+    pub reserved: [u8; 7],
+}
+
+/// A stage and the hash of its shader as compiled. No `struct_size`: an element of arrays
+/// passed with a count.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct gpusvc_program_cache_stage_hash {
+    /// A `GPUSVC_PROGRAM_CACHE_SHADER_STAGE_*` value.
+    pub stage: u32,
+    /// The shader's hash (`gpusvc_program_cache_shader_hash`).
+    pub hash: gpusvc_program_cache_sha1,
 }
 
 growable!(gpusvc_program_cache_program_key_input {
     first: link,
-    last: link,
+    last: reserved,
     defaults: gpusvc_program_cache_program_key_input {
         struct_size: 0,
         vertex: gpusvc_program_cache_sha1::default(),
         fragment: gpusvc_program_cache_sha1::default(),
         backend_identity: std::ptr::null(),
         link: NO_LINK_OPTIONS,
+        other_stages: std::ptr::null(),
+        other_stage_count: 0,
+        separable: false,
+        reserved: [0; 7],
     },
 });
+
+/// Copies a program key input's other stages in, in pipeline order: vertex or fragment, or a
+/// stage twice, is `GPUSVC_INVALID_ARGUMENT`.
+///
+/// # Safety
+/// `ptr` is NULL or valid for `len` reads.
+pub(crate) unsafe fn other_stages_in(
+    ptr: *const gpusvc_program_cache_stage_hash,
+    len: usize,
+) -> Result<Vec<(ShaderStage, ShaderHash)>, FfiError> {
+    // SAFETY: forwarded from this function's contract.
+    let list = unsafe { slice_in(ptr, len, "other_stages") }?;
+    let mut out: Vec<(ShaderStage, ShaderHash)> = Vec::with_capacity(list.len());
+    for s in list {
+        let stage = stage_in(s.stage)?;
+        if matches!(stage, ShaderStage::Vertex | ShaderStage::Fragment) {
+            return Err(invalid_argument(format!(
+                "other_stages holds the {stage} stage (it has its own field)"
+            )));
+        }
+        if out.iter().any(|(t, _)| *t == stage) {
+            return Err(invalid_argument(format!(
+                "other_stages holds {stage} twice"
+            )));
+        }
+        out.push((stage, ShaderHash(s.hash.bytes)));
+    }
+    out.sort_by_key(|(s, _)| ShaderStage::ALL.iter().position(|t| t == s));
+    Ok(out)
+}
 
 /// No bindings, no transform feedback.
 pub(crate) const NO_LINK_OPTIONS: gpusvc_program_cache_link_options =
