@@ -13,6 +13,34 @@
 //! * [`objects`]: the objects behind the handles (one `ProgramManager<DynBackend>` whichever
 //!   the backend, its shaders and linked programs);
 //! * [`manager`], [`shader`], [`linked`]: the exports of each handle.
+//!
+//! # Guarantees of the two-phase flow and every program kind (issue 16; tests in
+//! `ffi/tests/program_manager_issue16_abi.rs` and `program_manager_host_stages_abi.rs`, and
+//! through `gpusvc.hpp` in `cpp-tests/program_manager_parallel_test.cpp`)
+//! * Links started with `gpusvc_program_manager_start_link` and polled to completion give the
+//!   same programs, reflection, result codes and logs as synchronous links
+//!   (`started_links_polled_to_completion_match_synchronous_links`).
+//! * `gpusvc_program_manager_finish_link` consumes its pending link whenever it gets past the
+//!   argument checks, so it can never be freed or finished twice; a pending link of another
+//!   manager is refused and stays live (`every_new_export_refuses_null_and_misuse`).
+//! * A shader list is checked (count 1 to 6, before the array is read; no NULL, no repeat, no
+//!   shader of another manager) before anything is compiled or linked
+//!   (`every_new_export_refuses_null_and_misuse`).
+//! * A compute program linked through `gpusvc_program_manager_link_program` is restored by
+//!   another manager on the same cache with the same reflection and work-group size
+//!   (`a_compute_program_linked_through_link_program_comes_back_from_the_cache`), and its key
+//!   equals `gpusvc_program_cache_program_key`'s for the same stages
+//!   (`program_keys_from_c_match_the_managers_for_every_stage`).
+//! * A failed compile or link comes back from another manager with the driver's log byte for
+//!   byte, without the driver (`failed_compiles_and_links_come_back_with_the_same_log_without_the_driver`).
+//! * With `cache_transform_feedback` false no transform-feedback program is stored
+//!   (`the_transform_feedback_switch_keeps_such_programs_out`).
+//! * Translator maps set from C (varyings, outputs, blocks, precision, static use) are stored
+//!   and restored by a cache hit (`translator_maps_take_varyings_outputs_and_qualifiers`).
+//! * A host-GL manager links every kind but vertex + fragment through `link_stages`, and uses
+//!   the parallel callbacks only as complete groups of three
+//!   (`link_stages_links_every_program_kind_but_vertex_plus_fragment`,
+//!   `parallel_callbacks_come_in_groups_of_three`).
 
 use std::ffi::c_char;
 
