@@ -258,6 +258,13 @@
 #define GPUSVC_PROGRAM_MANAGER_BLOCK_KIND_STORAGE 1u
 
 /*
+ The most entries one list of a program's interface may get from a host (outputs,
+ varyings, blocks, members of one block, static-use records): more is
+ `GPUSVC_INVALID_ARGUMENT` (bounded memory whatever the host does).
+ */
+#define GPUSVC_PROGRAM_MANAGER_HOST_SINK_MAX_ENTRIES 65536
+
+/*
  Index type of a measured draw: 32-bit indices (`GL_UNSIGNED_INT`; the default, 0).
  */
 #define GPUSVC_VCACHE_INDEX_TYPE_U32 0u
@@ -2127,7 +2134,7 @@ typedef struct gpusvc_program_manager_block {
    */
   uint32_t referenced_by;
   /*
-   Zero.
+   Zero (and must be zero when passed in).
    */
   uint32_t reserved;
   /*
@@ -2331,6 +2338,17 @@ typedef struct gpusvc_program_manager_host_gl {
   bool (*finish_link)(void *user_data,
                       uint64_t program,
                       struct gpusvc_program_manager_host_sink *log);
+  /*
+   Reports a linked program's reflection beyond attributes and uniforms to `out`:
+   `gpusvc_program_manager_host_sink_push_output` (fragment outputs),
+   `_push_varying` (transform-feedback varyings, in link order), `_push_block` and
+   `_push_block_member` (uniform and storage blocks), `_set_uniform_static_use` and
+   `_set_compute_work_group_size`. Optional (NULL: none of it is known; the linked
+   program's queries answer empty lists).
+   */
+  void (*program_interface)(void *user_data,
+                            uint64_t program,
+                            struct gpusvc_program_manager_host_sink *out);
 } gpusvc_program_manager_host_gl;
 
 /*
@@ -4596,6 +4614,75 @@ gpusvc_result gpusvc_program_manager_host_sink_write_bytes(struct gpusvc_program
  */
 gpusvc_result gpusvc_program_manager_host_sink_push_variable(struct gpusvc_program_manager_host_sink *sink,
                                                              const struct gpusvc_program_manager_active_variable *variable);
+
+/*
+ Adds a fragment output (`GL_PROGRAM_OUTPUT`) to a `program_interface` sink: name, type,
+ array size, location (`has_location` false: -1) and `location_index`.
+
+ # Safety
+ As `gpusvc_program_manager_host_sink_push_variable`.
+ */
+gpusvc_result gpusvc_program_manager_host_sink_push_output(struct gpusvc_program_manager_host_sink *sink,
+                                                           const struct gpusvc_program_manager_active_variable *variable);
+
+/*
+ Adds a transform-feedback varying (in link order) to a `program_interface` sink: name,
+ type, array size (the location fields are ignored).
+
+ # Safety
+ As `gpusvc_program_manager_host_sink_push_variable`.
+ */
+gpusvc_result gpusvc_program_manager_host_sink_push_varying(struct gpusvc_program_manager_host_sink *sink,
+                                                            const struct gpusvc_program_manager_active_variable *variable);
+
+/*
+ Adds a block of `kind` (`GPUSVC_PROGRAM_MANAGER_BLOCK_KIND_*`) to a `program_interface`
+ sink: name, binding, data size and `referenced_by` (bit `1 << ..._SHADER_STAGE_*`);
+ `member_count` is ignored: members follow with
+ `gpusvc_program_manager_host_sink_push_block_member`.
+
+ # Safety
+ `block` is NULL or valid for reading `block->struct_size` bytes, its name NULL or
+ NUL-terminated.
+ */
+gpusvc_result gpusvc_program_manager_host_sink_push_block(struct gpusvc_program_manager_host_sink *sink,
+                                                          uint32_t kind,
+                                                          const struct gpusvc_program_manager_block *block);
+
+/*
+ Adds a member to the last block of `kind` pushed to a `program_interface` sink (none yet:
+ `GPUSVC_INVALID_ARGUMENT`).
+
+ # Safety
+ `member` is NULL or valid for reading `member->struct_size` bytes, its name NULL or
+ NUL-terminated.
+ */
+gpusvc_result gpusvc_program_manager_host_sink_push_block_member(struct gpusvc_program_manager_host_sink *sink,
+                                                                 uint32_t kind,
+                                                                 const struct gpusvc_program_manager_block_member *member);
+
+/*
+ Records the stages (bit `1 << GPUSVC_PROGRAM_CACHE_SHADER_STAGE_*`) that statically use the
+ uniform `name` (as the host reported it through `active_uniforms`) in a `program_interface`
+ sink.
+
+ # Safety
+ `name` is NULL or NUL-terminated.
+ */
+gpusvc_result gpusvc_program_manager_host_sink_set_uniform_static_use(struct gpusvc_program_manager_host_sink *sink,
+                                                                      const char *name,
+                                                                      uint32_t stages);
+
+/*
+ Records `GL_COMPUTE_WORK_GROUP_SIZE` in a `program_interface` sink.
+
+ # Safety
+ None beyond passing a sink handle given to the callback.
+ */
+gpusvc_result gpusvc_program_manager_host_sink_set_compute_work_group_size(struct gpusvc_program_manager_host_sink *sink,
+                                                                           uint32_t x,
+                                                                           uint32_t y,
+                                                                           uint32_t z);
 
 /*
  Writes the message for `code` into `buf` as a NUL-terminated string.

@@ -1251,6 +1251,7 @@ fn host_gl(state: &RefCell<FakeGl>) -> gpusvc_program_manager_host_gl {
         start_link: None,
         link_done: None,
         finish_link: None,
+        program_interface: None,
     }
 }
 

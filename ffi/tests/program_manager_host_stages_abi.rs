@@ -27,6 +27,8 @@ struct Host {
     failing: Vec<u64>,
     started_compiles: u32,
     deleted: Vec<u64>,
+    interface_results: Vec<gpusvc_result>,
+    kept_sink: Option<usize>,
 }
 
 fn host(user_data: *mut c_void) -> &'static RefCell<Host> {
@@ -262,7 +264,58 @@ fn gl(state: &RefCell<Host>, parallel: bool) -> gpusvc_program_manager_host_gl {
         start_link: parallel.then_some(start_link as _),
         link_done: parallel.then_some(done as _),
         finish_link: parallel.then_some(finish as _),
+        program_interface: Some(interface),
     }
+}
+
+/// Reports a fixed interface, checking the sink's refusals on the way; records the results.
+unsafe extern "C" fn interface(
+    user_data: *mut c_void,
+    _program: u64,
+    out: *mut gpusvc_program_manager_host_sink,
+) {
+    // SAFETY: the sink of this callback and live structs throughout.
+    let results = unsafe {
+        let mut v: gpusvc_program_manager_active_variable = std::mem::zeroed();
+        v.struct_size = size_of_val(&v);
+        v.name = c"o_color".as_ptr();
+        v.gl_type = 0x8B52;
+        v.size = 1;
+        v.has_location = true;
+        v.location = 0;
+        v.location_index = 1;
+        let mut b: gpusvc_program_manager_block = std::mem::zeroed();
+        b.struct_size = size_of_val(&b);
+        b.name = c"Data".as_ptr();
+        b.binding = 3;
+        b.data_size = 64;
+        b.referenced_by = 1 << GPUSVC_PROGRAM_CACHE_SHADER_STAGE_COMPUTE;
+        let mut m: gpusvc_program_manager_block_member = std::mem::zeroed();
+        m.struct_size = size_of_val(&m);
+        m.name = c"values[0]".as_ptr();
+        m.gl_type = 0x1405;
+        m.array_size = 0;
+        m.array_stride = 4;
+        let storage = GPUSVC_PROGRAM_MANAGER_BLOCK_KIND_STORAGE;
+        let bad_mask = gpusvc_program_manager_block {
+            referenced_by: 1 << 9,
+            ..b
+        };
+        vec![
+            gpusvc_program_manager_host_sink_push_block_member(out, storage, &m),
+            gpusvc_program_manager_host_sink_push_block(out, storage, &bad_mask),
+            gpusvc_program_manager_host_sink_push_block(out, 7, &b),
+            gpusvc_program_manager_host_sink_push_output(out, &v),
+            gpusvc_program_manager_host_sink_push_varying(out, &v),
+            gpusvc_program_manager_host_sink_push_block(out, storage, &b),
+            gpusvc_program_manager_host_sink_push_block_member(out, storage, &m),
+            gpusvc_program_manager_host_sink_set_uniform_static_use(out, c"u_x".as_ptr(), 1 << 2),
+            gpusvc_program_manager_host_sink_set_compute_work_group_size(out, 4, 4, 1),
+        ]
+    };
+    let mut h = host(user_data).borrow_mut();
+    h.interface_results = results;
+    h.kept_sink = Some(out as usize);
 }
 
 fn manager(
@@ -505,6 +558,117 @@ fn parallel_callbacks_come_in_groups_of_three() {
     unsafe {
         assert_eq!(gpusvc_program_manager_shader_free(s), OK);
         assert_eq!(gpusvc_program_manager_free(m), OK);
+        assert_eq!(gpusvc_program_cache_free(cache), OK);
+    }
+}
+
+#[test]
+fn a_hosts_program_interface_reaches_the_linked_program_and_survives_the_cache() {
+    let state = RefCell::new(Host::default());
+    let cache = new_cache();
+    let g = gl(&state, false);
+    let read = |m: *mut gpusvc_program_manager| {
+        let cs = shader(m, C, "c");
+        let list = [cs.cast_const()];
+        let mut p = ptr::null_mut();
+        // SAFETY: live handles, array and out slot.
+        let r = unsafe {
+            gpusvc_program_manager_link_program(m, list.as_ptr(), 1, ptr::null(), &mut p)
+        };
+        assert_eq!(r, OK, "{}", last_detail());
+        let mut origin = 9;
+        let mut size = [0u32; 3];
+        let mut n = 0usize;
+        // SAFETY: all-zero is a valid value.
+        let mut b: gpusvc_program_manager_block = unsafe { std::mem::zeroed() };
+        b.struct_size = size_of_val(&b);
+        // SAFETY: live handle and out slots.
+        let (outputs, varyings) = unsafe {
+            assert_eq!(
+                gpusvc_program_manager_linked_program_origin(p, &mut origin),
+                OK
+            );
+            assert_eq!(
+                gpusvc_program_manager_linked_program_compute_work_group_size(p, size.as_mut_ptr()),
+                OK
+            );
+            assert_eq!(
+                gpusvc_program_manager_linked_program_block(
+                    p,
+                    GPUSVC_PROGRAM_MANAGER_BLOCK_KIND_STORAGE,
+                    0,
+                    &mut b
+                ),
+                OK
+            );
+            let count = |kind| {
+                let mut n = 0;
+                assert_eq!(
+                    gpusvc_program_manager_linked_program_variable_count(p, kind, &mut n),
+                    OK
+                );
+                n
+            };
+            assert_eq!(
+                gpusvc_program_manager_linked_program_block_count(
+                    p,
+                    GPUSVC_PROGRAM_MANAGER_BLOCK_KIND_UNIFORM,
+                    &mut n
+                ),
+                OK
+            );
+            (
+                count(GPUSVC_PROGRAM_CACHE_VARIABLE_KIND_OUTPUT),
+                count(GPUSVC_PROGRAM_CACHE_VARIABLE_KIND_VARYING),
+            )
+        };
+        // SAFETY: the name belongs to the live handle.
+        let name = unsafe { std::ffi::CStr::from_ptr(b.name) }.to_owned();
+        let summary = (
+            size,
+            name,
+            b.binding,
+            b.data_size,
+            b.referenced_by,
+            b.member_count,
+            n,
+            outputs,
+            varyings,
+        );
+        // SAFETY: live handles.
+        unsafe {
+            assert_eq!(gpusvc_program_manager_linked_program_free(p), OK);
+            assert_eq!(gpusvc_program_manager_shader_free(cs), OK);
+        }
+        (origin, summary)
+    };
+    let m = manager(&g, cache);
+    let (origin, cold) = read(m);
+    assert_eq!(origin, GPUSVC_PROGRAM_MANAGER_LINK_ORIGIN_LINKED);
+    assert_eq!(
+        cold,
+        ([4, 4, 1], c"Data".to_owned(), 3, 64, 1 << C, 1, 0, 1, 1)
+    );
+    let invalid = gpusvc_result::GPUSVC_INVALID_ARGUMENT;
+    assert_eq!(
+        state.borrow().interface_results,
+        [invalid, invalid, invalid, OK, OK, OK, OK, OK, OK],
+        "member before its block, a mask bit of no stage, an unknown block kind"
+    );
+    // The sink is dead once the callback returned.
+    let kept = state.borrow().kept_sink.unwrap() as *mut gpusvc_program_manager_host_sink;
+    // SAFETY: a stale handle value, which the library must refuse.
+    let r = unsafe { gpusvc_program_manager_host_sink_set_compute_work_group_size(kept, 1, 1, 1) };
+    assert_eq!(r, gpusvc_result::GPUSVC_INVALID_HANDLE);
+    // A second manager restores it from the cache; the host reflects the loaded program.
+    let m2 = manager(&g, cache);
+    let (origin, warm) = read(m2);
+    assert_eq!(origin, GPUSVC_PROGRAM_MANAGER_LINK_ORIGIN_CACHE_HIT);
+    assert_eq!(warm, cold);
+    // SAFETY: live handles.
+    unsafe {
+        assert_eq!(gpusvc_program_manager_free(m), OK);
+        assert_eq!(gpusvc_program_manager_free(m2), OK);
         assert_eq!(gpusvc_program_cache_free(cache), OK);
     }
 }

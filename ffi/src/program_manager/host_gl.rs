@@ -6,7 +6,8 @@ use std::ffi::{CString, c_char, c_void};
 use std::rc::Rc;
 
 use program_cache::{
-    ActiveVariable, LinkOptions, ObjectId, ProgramBackend, ProgramBinaryData, ShaderStage,
+    ActiveVariable, LinkOptions, ObjectId, ProgramBackend, ProgramBinaryData, ProgramInterface,
+    ShaderStage,
 };
 
 use crate::kit::{FfiError, UserData, c_string, growable, null_argument};
@@ -177,11 +178,24 @@ pub struct gpusvc_program_manager_host_gl {
             log: *mut gpusvc_program_manager_host_sink,
         ) -> bool,
     >,
+    /// Reports a linked program's reflection beyond attributes and uniforms to `out`:
+    /// `gpusvc_program_manager_host_sink_push_output` (fragment outputs),
+    /// `_push_varying` (transform-feedback varyings, in link order), `_push_block` and
+    /// `_push_block_member` (uniform and storage blocks), `_set_uniform_static_use` and
+    /// `_set_compute_work_group_size`. Optional (NULL: none of it is known; the linked
+    /// program's queries answer empty lists).
+    pub program_interface: Option<
+        unsafe extern "C" fn(
+            user_data: *mut c_void,
+            program: u64,
+            out: *mut gpusvc_program_manager_host_sink,
+        ),
+    >,
 }
 
 growable!(gpusvc_program_manager_host_gl {
     first: delete_program,
-    last: finish_link,
+    last: program_interface,
     defaults: gpusvc_program_manager_host_gl {
         struct_size: 0,
         user_data: std::ptr::null_mut(),
@@ -200,6 +214,7 @@ growable!(gpusvc_program_manager_host_gl {
         start_link: None,
         link_done: None,
         finish_link: None,
+        program_interface: None,
     },
 });
 
@@ -296,6 +311,7 @@ pub(crate) struct HostGl {
     link_stages: Option<LinkStagesFn>,
     parallel_compile: Option<Parallel<CompileFn>>,
     parallel_link: Option<Parallel<LinkStagesFn>>,
+    program_interface: Option<SinkFn>,
 }
 
 impl HostGl {
@@ -318,6 +334,7 @@ impl HostGl {
             delete_shader: gl.delete_shader,
             delete_program: gl.delete_program,
             link_stages: gl.link_stages,
+            program_interface: gl.program_interface,
             parallel_compile: parallel(
                 gl.start_compile,
                 gl.compile_done,
@@ -686,5 +703,15 @@ impl ProgramBackend for HostBackend {
 
     fn active_uniforms(&mut self, program: &Self::Program) -> Vec<ActiveVariable> {
         self.variables(self.gl.active_uniforms, program)
+    }
+
+    fn program_interface(&mut self, program: &Self::Program) -> ProgramInterface {
+        let Some(f) = self.gl.program_interface else {
+            return ProgramInterface::default();
+        };
+        let sink = Sink::new();
+        // SAFETY: the host's callback with its user_data; the sink is registered for the call.
+        unsafe { f(self.gl.user_data.get(), program.id, sink.handle()) };
+        sink.finish().interface
     }
 }

@@ -40,7 +40,9 @@
 //! * A host-GL manager links every kind but vertex + fragment through `link_stages`, and uses
 //!   the parallel callbacks only as complete groups of three
 //!   (`link_stages_links_every_program_kind_but_vertex_plus_fragment`,
-//!   `parallel_callbacks_come_in_groups_of_three`).
+//!   `parallel_callbacks_come_in_groups_of_three`); what its `program_interface` callback
+//!   reports reaches the linked program and again after a cache hit
+//!   (`a_hosts_program_interface_reaches_the_linked_program_and_survives_the_cache`).
 
 use std::ffi::c_char;
 
@@ -176,7 +178,7 @@ pub struct gpusvc_program_manager_block {
     /// The stages that statically use it (`GL_REFERENCED_BY_*_SHADER`): bit
     /// `1 << GPUSVC_PROGRAM_CACHE_SHADER_STAGE_*` per stage.
     pub referenced_by: u32,
-    /// Zero.
+    /// Zero (and must be zero when passed in).
     pub reserved: u32,
     /// Members (`gpusvc_program_manager_linked_program_block_member`), sorted by name.
     pub member_count: usize,
@@ -185,6 +187,15 @@ pub struct gpusvc_program_manager_block {
 growable!(gpusvc_program_manager_block {
     first: member_count,
     last: member_count,
+    defaults: gpusvc_program_manager_block {
+        struct_size: 0,
+        name: std::ptr::null(),
+        binding: 0,
+        data_size: 0,
+        referenced_by: 0,
+        reserved: 0,
+        member_count: 0,
+    },
 });
 
 /// One member of a uniform or storage block (`GL_UNIFORM` / `GL_BUFFER_VARIABLE`). The name
@@ -216,6 +227,17 @@ pub struct gpusvc_program_manager_block_member {
 growable!(gpusvc_program_manager_block_member {
     first: reserved,
     last: reserved,
+    defaults: gpusvc_program_manager_block_member {
+        struct_size: 0,
+        name: std::ptr::null(),
+        gl_type: 0,
+        array_size: 1,
+        offset: 0,
+        array_stride: 0,
+        matrix_stride: 0,
+        row_major: false,
+        reserved: [0; 3],
+    },
 });
 
 /// A uniform or storage block of a shader's variable maps, as a translator reports it
