@@ -163,6 +163,17 @@
 #define GPUSVC_PROGRAM_CACHE_VARIABLE_KIND_UNIFORM 1u
 
 /*
+ Variable kind: varyings. In a shader's variable maps: the stage's varyings as a translator
+ reports them. Of a linked program: its transform-feedback varyings, in link order.
+ */
+#define GPUSVC_PROGRAM_CACHE_VARIABLE_KIND_VARYING 2u
+
+/*
+ Variable kind: fragment outputs (`location` is the output's location).
+ */
+#define GPUSVC_PROGRAM_CACHE_VARIABLE_KIND_OUTPUT 3u
+
+/*
  Bytes in a SHA-1 digest (`gpusvc_program_cache_sha1`).
  */
 #define GPUSVC_PROGRAM_CACHE_SHA1_LEN 20
@@ -182,6 +193,19 @@
  Compile outcome: the driver refused it; `gpusvc_program_manager_shader_info_log` has the log.
  */
 #define GPUSVC_PROGRAM_MANAGER_COMPILE_OUTCOME_FAILED 2u
+
+/*
+ Compile outcome: the cache holds the record of this exact shader failing to compile; the
+ driver was not asked again and `gpusvc_program_manager_shader_info_log` has the driver's
+ log, byte for byte.
+ */
+#define GPUSVC_PROGRAM_MANAGER_COMPILE_OUTCOME_KNOWN_FAILURE 3u
+
+/*
+ Compile outcome: started on the driver without waiting (parallel compile); the result comes
+ with `gpusvc_program_manager_finish_compile` or the link.
+ */
+#define GPUSVC_PROGRAM_MANAGER_COMPILE_OUTCOME_PENDING 4u
 
 /*
  Shader state: never compiled.
@@ -204,6 +228,11 @@
 #define GPUSVC_PROGRAM_MANAGER_SHADER_STATE_FAILED 3u
 
 /*
+ Shader state: its compile was started and not finished yet.
+ */
+#define GPUSVC_PROGRAM_MANAGER_SHADER_STATE_COMPILING 4u
+
+/*
  Link origin: restored from a cached binary.
  */
 #define GPUSVC_PROGRAM_MANAGER_LINK_ORIGIN_CACHE_HIT 0u
@@ -217,6 +246,23 @@
  Link origin: the driver refused the cached binary; linked from source instead.
  */
 #define GPUSVC_PROGRAM_MANAGER_LINK_ORIGIN_RELINKED_AFTER_REJECTION 2u
+
+/*
+ Block kind: uniform blocks (`GL_UNIFORM_BLOCK`).
+ */
+#define GPUSVC_PROGRAM_MANAGER_BLOCK_KIND_UNIFORM 0u
+
+/*
+ Block kind: shader storage blocks (`GL_SHADER_STORAGE_BLOCK`).
+ */
+#define GPUSVC_PROGRAM_MANAGER_BLOCK_KIND_STORAGE 1u
+
+/*
+ The most entries one list of a program's interface may get from a host (outputs,
+ varyings, blocks, members of one block, static-use records): more is
+ `GPUSVC_INVALID_ARGUMENT` (bounded memory whatever the host does).
+ */
+#define GPUSVC_PROGRAM_MANAGER_HOST_SINK_MAX_ENTRIES 65536
 
 /*
  Index type of a measured draw: 32-bit indices (`GL_UNSIGNED_INT`; the default, 0).
@@ -830,6 +876,14 @@ typedef struct gpusvc_program_manager_host_sink gpusvc_program_manager_host_sink
 typedef struct gpusvc_program_manager_linked_program gpusvc_program_manager_linked_program;
 
 /*
+ A link started with `gpusvc_program_manager_start_link` and not finished yet: it holds the
+ driver's program object. End it with `gpusvc_program_manager_finish_link` (which consumes
+ it) or drop it with `gpusvc_program_manager_pending_link_free`. Bound to its manager's
+ thread.
+ */
+typedef struct gpusvc_program_manager_pending_link gpusvc_program_manager_pending_link;
+
+/*
  An opaque shader of one program manager: stage, source, compile options, variable maps and
  compile state. Bound to its manager's thread.
  */
@@ -1255,6 +1309,19 @@ typedef struct gpusvc_program_cache_config {
    `_defaults` function write NULL here.
    */
   const struct gpusvc_program_cache_persist_sink *persist_sink;
+  /*
+   Whether programs linked with transform-feedback varyings go through the cache (the
+   default, true). False is the workaround browsers apply on drivers whose binaries of such
+   programs misbehave: a program manager on this cache links them from source every time,
+   never looks them up and never reads or saves their binaries. A host whose
+   `struct_size` stops before this field gets true.
+   */
+  bool cache_transform_feedback;
+  /*
+   Must be zero (else `GPUSVC_INVALID_ARGUMENT`): keeps the struct free of padding after its
+   last field, so a field added later lies past today's size.
+   */
+  uint8_t reserved[7];
 } gpusvc_program_cache_config;
 
 /*
@@ -1477,6 +1544,21 @@ typedef struct gpusvc_program_cache_link_options {
 } gpusvc_program_cache_link_options;
 
 /*
+ A stage and the hash of its shader as compiled. No `struct_size`: an element of arrays
+ passed with a count.
+ */
+typedef struct gpusvc_program_cache_stage_hash {
+  /*
+   A `GPUSVC_PROGRAM_CACHE_SHADER_STAGE_*` value.
+   */
+  uint32_t stage;
+  /*
+   The shader's hash (`gpusvc_program_cache_shader_hash`).
+   */
+  struct gpusvc_program_cache_sha1 hash;
+} gpusvc_program_cache_stage_hash;
+
+/*
  Everything a program key covers. The host sets `struct_size = sizeof(struct
  gpusvc_program_cache_program_key_input)`.
  */
@@ -1502,6 +1584,25 @@ typedef struct gpusvc_program_cache_program_key_input {
    Attribute bindings and transform feedback.
    */
   struct gpusvc_program_cache_link_options link;
+  /*
+   The program's other stages (geometry, tessellation, compute) with their shaders'
+   hashes, in any order, each stage at most once (may be NULL when the count is 0). A
+   program without a vertex or fragment shader has all-zero hashes there. None when the
+   host's `struct_size` stops before this field.
+   */
+  const struct gpusvc_program_cache_stage_hash *other_stages;
+  /*
+   Number of other stages.
+   */
+  size_t other_stage_count;
+  /*
+   `GL_PROGRAM_SEPARABLE`. False when the host's `struct_size` stops before it.
+   */
+  bool separable;
+  /*
+   Must be zero.
+   */
+  uint8_t reserved[7];
 } gpusvc_program_cache_program_key_input;
 
 /*
@@ -1656,6 +1757,11 @@ typedef struct gpusvc_program_cache_stats_snapshot {
    Programs stored now.
    */
   size_t entries;
+  /*
+   Links and compiles answered from a cached failure (the driver's log handed back
+   without asking the driver again). 0 when the host's `struct_size` stops before it.
+   */
+  uint64_t failure_hits;
 } gpusvc_program_cache_stats_snapshot;
 
 /*
@@ -1987,7 +2093,99 @@ typedef struct gpusvc_program_manager_active_variable {
    Location.
    */
   int32_t location;
+  /*
+   A fragment output's `GL_LOCATION_INDEX` (dual-source blending); -1 for other variables
+   and when the driver has none (also when passed in with a `struct_size` that stops
+   before it).
+   */
+  int32_t location_index;
+  /*
+   Must be zero.
+   */
+  uint32_t reserved;
 } gpusvc_program_manager_active_variable;
+
+/*
+ A uniform block or shader storage block of a linked program, as the driver reports it. The
+ name belongs to the program's handle and stays valid until it is freed. The host sets
+ `struct_size = sizeof(struct gpusvc_program_manager_block)`; only that many bytes are
+ written and `struct_size` becomes the bytes written.
+ */
+typedef struct gpusvc_program_manager_block {
+  /*
+   `sizeof(struct gpusvc_program_manager_block)`, set by the host.
+   */
+  size_t struct_size;
+  /*
+   Name (`Block` or `Block[2]`), UTF-8, NUL-terminated.
+   */
+  const char *name;
+  /*
+   `GL_BUFFER_BINDING`.
+   */
+  int32_t binding;
+  /*
+   `GL_BUFFER_DATA_SIZE` in bytes.
+   */
+  int32_t data_size;
+  /*
+   The stages that statically use it (`GL_REFERENCED_BY_*_SHADER`): bit
+   `1 << GPUSVC_PROGRAM_CACHE_SHADER_STAGE_*` per stage.
+   */
+  uint32_t referenced_by;
+  /*
+   Zero (and must be zero when passed in).
+   */
+  uint32_t reserved;
+  /*
+   Members (`gpusvc_program_manager_linked_program_block_member`), sorted by name.
+   */
+  size_t member_count;
+} gpusvc_program_manager_block;
+
+/*
+ One member of a uniform or storage block (`GL_UNIFORM` / `GL_BUFFER_VARIABLE`). The name
+ belongs to the program's handle. The host sets `struct_size = sizeof(struct
+ gpusvc_program_manager_block_member)`.
+ */
+typedef struct gpusvc_program_manager_block_member {
+  /*
+   `sizeof(struct gpusvc_program_manager_block_member)`, set by the host.
+   */
+  size_t struct_size;
+  /*
+   Name (`Block.member` or `member`), UTF-8, NUL-terminated.
+   */
+  const char *name;
+  /*
+   GL type enum.
+   */
+  uint32_t gl_type;
+  /*
+   `GL_ARRAY_SIZE` (0 for an unsized trailing array).
+   */
+  int32_t array_size;
+  /*
+   `GL_OFFSET` in bytes.
+   */
+  int32_t offset;
+  /*
+   `GL_ARRAY_STRIDE`.
+   */
+  int32_t array_stride;
+  /*
+   `GL_MATRIX_STRIDE`.
+   */
+  int32_t matrix_stride;
+  /*
+   `GL_IS_ROW_MAJOR`.
+   */
+  bool row_major;
+  /*
+   Zero.
+   */
+  uint8_t reserved[3];
+} gpusvc_program_manager_block_member;
 
 /*
  The host's GL entry points, for a program manager over the host's own context (a browser's
@@ -2074,6 +2272,83 @@ typedef struct gpusvc_program_manager_host_gl {
    Deletes a program object gpusvc owns (a freed `gpusvc_program_manager_linked_program`). Optional.
    */
   void (*delete_program)(void *user_data, uint64_t program);
+  /*
+   Links `count` shaders (`shaders[i]` of stage `stages[i]`, a
+   `GPUSVC_PROGRAM_CACHE_SHADER_STAGE_*` value, in pipeline order) with `options`, and
+   `GL_PROGRAM_SEPARABLE` when `separable`: every program other than a vertex and a
+   fragment shader linked together not separable (which `link` does): compute,
+   tessellation, geometry, separable programs. As `link` otherwise. Optional (NULL: such
+   programs fail to link with a log saying so).
+   */
+  bool (*link_stages)(void *user_data,
+                      const uint64_t *shaders,
+                      const uint32_t *stages,
+                      size_t count,
+                      const struct gpusvc_program_cache_link_options *options,
+                      bool separable,
+                      uint64_t *out_program,
+                      struct gpusvc_program_manager_host_sink *log);
+  /*
+   Parallel compile (`KHR_parallel_shader_compile`), optional: all three of
+   `start_compile`, `compile_done` and `finish_compile`, or none (NULL: compiles wait, as
+   through `compile`; one or two of them is `GPUSVC_INVALID_ARGUMENT`). `start_compile`
+   takes `compile`'s arguments and returns at once: true with the shader id
+   (`glCompileShader` issued, status not asked), or false with a log for a failure known at
+   once (it deletes its own object then).
+   */
+  bool (*start_compile)(void *user_data,
+                        uint32_t stage,
+                        const char *source,
+                        size_t source_len,
+                        uint64_t *out_shader,
+                        struct gpusvc_program_manager_host_sink *log);
+  /*
+   `GL_COMPLETION_STATUS_KHR` of a started compile.
+   */
+  bool (*compile_done)(void *user_data, uint64_t shader);
+  /*
+   `GL_COMPILE_STATUS` of a started compile (waiting if needed): true, or false with the
+   info log written to `log` (gpusvc then deletes the shader through `delete_shader`).
+   */
+  bool (*finish_compile)(void *user_data,
+                         uint64_t shader,
+                         struct gpusvc_program_manager_host_sink *log);
+  /*
+   Parallel link, optional: all three of `start_link`, `link_done` and `finish_link`, or
+   none (NULL: links wait, through `link` / `link_stages`). `start_link` takes
+   `link_stages`' arguments (every program kind, vertex + fragment included) and returns at
+   once: true with the program id (`glLinkProgram` issued), or false with a log.
+   */
+  bool (*start_link)(void *user_data,
+                     const uint64_t *shaders,
+                     const uint32_t *stages,
+                     size_t count,
+                     const struct gpusvc_program_cache_link_options *options,
+                     bool separable,
+                     uint64_t *out_program,
+                     struct gpusvc_program_manager_host_sink *log);
+  /*
+   `GL_COMPLETION_STATUS_KHR` of a started link.
+   */
+  bool (*link_done)(void *user_data, uint64_t program);
+  /*
+   `GL_LINK_STATUS` of a started link (waiting if needed): true, or false with the info log
+   written to `log` (gpusvc then deletes the program through `delete_program`).
+   */
+  bool (*finish_link)(void *user_data,
+                      uint64_t program,
+                      struct gpusvc_program_manager_host_sink *log);
+  /*
+   Reports a linked program's reflection beyond attributes and uniforms to `out`:
+   `gpusvc_program_manager_host_sink_push_output` (fragment outputs),
+   `_push_varying` (transform-feedback varyings, in link order), `_push_block` and
+   `_push_block_member` (uniform and storage blocks), `_set_uniform_static_use` and
+   `_set_compute_work_group_size`. Optional (NULL: none of it is known; the linked
+   program's queries answer empty lists).
+   */
+  void (*program_interface)(void *user_data,
+                            uint64_t program,
+                            struct gpusvc_program_manager_host_sink *out);
 } gpusvc_program_manager_host_gl;
 
 /*
@@ -2099,7 +2374,90 @@ typedef struct gpusvc_program_manager_program_options {
    The page / client the program is for (for GPUSVC_PROGRAM_CACHE_EVICTION_POLICY_PAGE_LRU_MRU).
    */
   uint64_t page;
+  /*
+   `GL_PROGRAM_SEPARABLE` set before linking (a program for a program pipeline; part of
+   the key). A separable program may have any graphics stages; one that is not needs a
+   vertex and a fragment shader (or a compute shader alone). False when the host's
+   `struct_size` stops before it. (`gpusvc_program_cache_link_options` has no
+   `struct_size`, being embedded by value here and in
+   `gpusvc_program_cache_program_key_input`, so it cannot grow; the flag lives here.)
+   */
+  bool separable;
+  /*
+   Must be zero (else `GPUSVC_INVALID_ARGUMENT`): keeps the struct free of padding after
+   its last field, so a field added later lies past today's size.
+   */
+  uint8_t reserved[7];
 } gpusvc_program_manager_program_options;
+
+/*
+ What a translator reports about a variable of a shader's maps besides
+ `gpusvc_program_cache_variable_info` (which has no `struct_size`, being an element of arrays
+ and embedded in other structs, so it cannot grow). The host sets `struct_size =
+ sizeof(struct gpusvc_program_manager_variable_qualifiers)`, both to pass one and to have one
+ filled.
+ */
+typedef struct gpusvc_program_manager_variable_qualifiers {
+  /*
+   `sizeof(struct gpusvc_program_manager_variable_qualifiers)`, set by the host.
+   */
+  size_t struct_size;
+  /*
+   Precision qualifier as a GL enum (`GL_LOW_FLOAT` 0x8DF0 ... `GL_HIGH_INT` 0x8DF5), 0
+   when none.
+   */
+  uint32_t precision;
+  /*
+   Whether the shader statically uses the variable.
+   */
+  bool static_use;
+  /*
+   Must be zero.
+   */
+  uint8_t reserved[3];
+} gpusvc_program_manager_variable_qualifiers;
+
+/*
+ A uniform or storage block of a shader's variable maps, as a translator reports it
+ (`gpusvc_program_manager_shader_set_blocks`, `gpusvc_program_manager_shader_block`). In
+ arguments the names must be non-NULL UTF-8 and `members` valid for `member_count` entries;
+ in results every pointer points into the shader's handle and stays valid until it is freed,
+ given new variables, or linked. No `struct_size`: an element of arrays passed with a count.
+ */
+typedef struct gpusvc_program_manager_shader_block_info {
+  /*
+   Block name in the application's source.
+   */
+  const char *name;
+  /*
+   Name in the translated source.
+   */
+  const char *mapped_name;
+  /*
+   `binding` layout qualifier (or `GL_BUFFER_BINDING`).
+   */
+  int32_t binding;
+  /*
+   `GL_BUFFER_DATA_SIZE` in bytes (0 when not known).
+   */
+  int32_t data_size;
+  /*
+   Whether the shader statically uses it.
+   */
+  bool static_use;
+  /*
+   Must be zero.
+   */
+  uint8_t reserved[7];
+  /*
+   Members (their `location` is the byte offset; may be NULL when `member_count` is 0).
+   */
+  const struct gpusvc_program_cache_variable_info *members;
+  /*
+   Number of members.
+   */
+  size_t member_count;
+} gpusvc_program_manager_shader_block_info;
 
 /*
  A host clock: monotonic nanoseconds from any origin. Called from any thread that uses the
@@ -3074,6 +3432,16 @@ gpusvc_result gpusvc_program_cache_entry_shader_hashes(const struct gpusvc_progr
                                                        struct gpusvc_program_cache_sha1 *out_fragment);
 
 /*
+ The stages the cached program has: bit `1 << GPUSVC_PROGRAM_CACHE_SHADER_STAGE_*` per stage
+ (a vertex or fragment stage when its shader hash is not all zero).
+
+ # Safety
+ `out` is NULL or valid for one write.
+ */
+gpusvc_result gpusvc_program_cache_entry_stages(const struct gpusvc_program_cache_entry *program,
+                                                uint32_t *out);
+
+/*
  The program binary: `*out_format` gets its format and `*out_len` its length. With `buf` NULL
  and `len` 0 nothing else happens (a size query); otherwise `len` must be at least the
  length (else `GPUSVC_INSUFFICIENT_SIZE`, nothing written) and the bytes are copied to `buf`.
@@ -3090,7 +3458,9 @@ gpusvc_result gpusvc_program_cache_entry_binary(const struct gpusvc_program_cach
 
 /*
  How many variables of `kind` (`GPUSVC_PROGRAM_CACHE_VARIABLE_KIND_*`) the map of `stage`
- (`GPUSVC_PROGRAM_CACHE_SHADER_STAGE_VERTEX` or `_FRAGMENT`) holds.
+ holds: `GPUSVC_PROGRAM_CACHE_SHADER_STAGE_VERTEX` and `_FRAGMENT` always (empty for a
+ program without them), another stage when the program has it (see
+ `gpusvc_program_cache_entry_stages`; else `GPUSVC_INVALID_ARGUMENT`).
 
  # Safety
  `out` is NULL or valid for one write.
@@ -3201,8 +3571,10 @@ gpusvc_result gpusvc_program_cache_shader_hash(uint32_t stage,
                                                struct gpusvc_program_cache_sha1 *out);
 
 /*
- The program key of two compiled shaders with a backend identity and link options (binding
- order does not matter; varying order does).
+ The program key of compiled shaders (vertex, fragment and the other stages) with a backend
+ identity, link options and the separable flag (binding and stage order do not matter;
+ varying order does): the key `gpusvc_program_manager_linked_program_key` reports for the
+ same program.
 
  # Safety
  `input` is NULL or valid for reading `input->struct_size` bytes, its pointers as documented
@@ -3665,7 +4037,9 @@ gpusvc_result gpusvc_program_manager_linked_program_key(const struct gpusvc_prog
                                                         struct gpusvc_program_cache_sha1 *out);
 
 /*
- How many active variables of `kind` (`GPUSVC_PROGRAM_CACHE_VARIABLE_KIND_*`) the program has.
+ How many active variables of `kind` (`GPUSVC_PROGRAM_CACHE_VARIABLE_KIND_*`) the program
+ has: attributes, uniforms, transform-feedback varyings (`..._VARYING`, in link order) or
+ fragment outputs (`..._OUTPUT`, with `location_index`).
 
  # Safety
  `out` is NULL or valid for one write.
@@ -3688,6 +4062,89 @@ gpusvc_result gpusvc_program_manager_linked_program_variable(const struct gpusvc
                                                              uint32_t kind,
                                                              size_t index,
                                                              struct gpusvc_program_manager_active_variable *out);
+
+/*
+ The stages linked into the program: bit `1 << GPUSVC_PROGRAM_CACHE_SHADER_STAGE_*` per
+ stage.
+
+ # Safety
+ `out` is NULL or valid for one write.
+ */
+gpusvc_result gpusvc_program_manager_linked_program_stages(const struct gpusvc_program_manager_linked_program *program,
+                                                           uint32_t *out);
+
+/*
+ Whether the program's binary is still in the driver, not read yet
+ (`gpusvc_program_manager_set_defer_binary_reads`);
+ `gpusvc_program_manager_save_deferred_binary` reads and saves it.
+
+ # Safety
+ `out` is NULL or valid for one write.
+ */
+gpusvc_result gpusvc_program_manager_linked_program_binary_deferred(const struct gpusvc_program_manager_linked_program *program,
+                                                                    bool *out);
+
+/*
+ The stages that statically use uniform `index` (as listed by
+ `gpusvc_program_manager_linked_program_variable` with `..._VARIABLE_KIND_UNIFORM`): bit
+ `1 << GPUSVC_PROGRAM_CACHE_SHADER_STAGE_*` per stage; 0 when the driver does not say. An
+ index past the end is `GPUSVC_INVALID_ARGUMENT`.
+
+ # Safety
+ `out` is NULL or valid for one write.
+ */
+gpusvc_result gpusvc_program_manager_linked_program_uniform_static_use(const struct gpusvc_program_manager_linked_program *program,
+                                                                       size_t index,
+                                                                       uint32_t *out);
+
+/*
+ `GL_COMPUTE_WORK_GROUP_SIZE` of a compute program, into `out[0..3]`. A program without a
+ compute stage is `GPUSVC_INVALID_ARGUMENT` (nothing written).
+
+ # Safety
+ `out` is NULL or valid for three writes.
+ */
+gpusvc_result gpusvc_program_manager_linked_program_compute_work_group_size(const struct gpusvc_program_manager_linked_program *program,
+                                                                            uint32_t *out);
+
+/*
+ How many blocks of `kind` (`GPUSVC_PROGRAM_MANAGER_BLOCK_KIND_*`) the program has.
+
+ # Safety
+ `out` is NULL or valid for one write.
+ */
+gpusvc_result gpusvc_program_manager_linked_program_block_count(const struct gpusvc_program_manager_linked_program *program,
+                                                                uint32_t kind,
+                                                                size_t *out);
+
+/*
+ Block `index` of `kind`, sorted by name: name, binding, data size, the stages that use it
+ and its member count. The name belongs to the handle and stays valid until it is freed. An
+ index past the end is `GPUSVC_INVALID_ARGUMENT`. The host sets `out->struct_size`; only that
+ many bytes are written, and `struct_size` becomes the bytes written.
+
+ # Safety
+ `out` is NULL or valid for reading and writing `out->struct_size` bytes.
+ */
+gpusvc_result gpusvc_program_manager_linked_program_block(const struct gpusvc_program_manager_linked_program *program,
+                                                          uint32_t kind,
+                                                          size_t index,
+                                                          struct gpusvc_program_manager_block *out);
+
+/*
+ Member `member` of block `index` of `kind`, sorted by name: name, GL type, array size,
+ offset, array and matrix strides, row-major. An index past the end is
+ `GPUSVC_INVALID_ARGUMENT`. The host sets `out->struct_size` as for
+ `gpusvc_program_manager_linked_program_block`.
+
+ # Safety
+ `out` is NULL or valid for reading and writing `out->struct_size` bytes.
+ */
+gpusvc_result gpusvc_program_manager_linked_program_block_member(const struct gpusvc_program_manager_linked_program *program,
+                                                                 uint32_t kind,
+                                                                 size_t index,
+                                                                 size_t member,
+                                                                 struct gpusvc_program_manager_block_member *out);
 
 /*
  Creates a program manager over a headless GL context (`gpusvc_gl_context_open`) and a
@@ -3762,6 +4219,163 @@ gpusvc_result gpusvc_program_manager_link(const struct gpusvc_program_manager *m
                                           const struct gpusvc_program_manager_shader *fragment,
                                           const struct gpusvc_program_manager_program_options *options,
                                           struct gpusvc_program_manager_linked_program **out);
+
+/*
+ `gpusvc_program_manager_compile` without waiting for the driver
+ (`KHR_parallel_shader_compile`): a status hit (`..._DEFERRED`) or a compile the cache knows
+ to fail (`..._KNOWN_FAILURE`, the driver's log in `gpusvc_program_manager_shader_info_log`)
+ is answered at once; otherwise the driver compile starts and the outcome is
+ `GPUSVC_PROGRAM_MANAGER_COMPILE_OUTCOME_PENDING` (shader state `..._COMPILING`). Poll with
+ `gpusvc_program_manager_compile_ready`; `gpusvc_program_manager_finish_compile` (or a link)
+ gives the result. Without the extension the driver compiles at once and the same calls
+ work. A shader of another manager is `GPUSVC_INVALID_ARGUMENT`.
+
+ # Safety
+ `out_outcome` is NULL or valid for one write.
+ */
+gpusvc_result gpusvc_program_manager_start_compile(const struct gpusvc_program_manager *manager,
+                                                   const struct gpusvc_program_manager_shader *shader,
+                                                   uint32_t *out_outcome);
+
+/*
+ Whether the compile of `shader` has finished (`GL_COMPLETION_STATUS_KHR`): true unless it
+ was started with `gpusvc_program_manager_start_compile` and the driver is still at it. A
+ shader of another manager is `GPUSVC_INVALID_ARGUMENT`.
+
+ # Safety
+ `out` is NULL or valid for one write.
+ */
+gpusvc_result gpusvc_program_manager_compile_ready(const struct gpusvc_program_manager *manager,
+                                                   const struct gpusvc_program_manager_shader *shader,
+                                                   bool *out);
+
+/*
+ Ends a compile started with `gpusvc_program_manager_start_compile`, waiting for the driver
+ when needed, and writes its outcome (`..._COMPILED` or `..._FAILED`); a shader that is not
+ compiling keeps its state and reports it (`..._COMPILED`, `..._DEFERRED`, or `..._FAILED`
+ for one that failed or was never compiled). A shader of another manager is
+ `GPUSVC_INVALID_ARGUMENT`.
+
+ # Safety
+ `out_outcome` is NULL or valid for one write.
+ */
+gpusvc_result gpusvc_program_manager_finish_compile(const struct gpusvc_program_manager *manager,
+                                                    const struct gpusvc_program_manager_shader *shader,
+                                                    uint32_t *out_outcome);
+
+/*
+ Links any program kind through the cache (`glLinkProgram` of the attached shaders): a
+ vertex and a fragment shader with optional tessellation and geometry shaders, a compute
+ shader alone, or, with `options->separable`, any graphics stages for a program pipeline.
+ `shaders` holds `count` distinct shaders of `manager` in any order. A cached binary is
+ loaded (`GPUSVC_PROGRAM_MANAGER_LINK_ORIGIN_CACHE_HIT`); a miss compiles what was deferred,
+ links and saves the binary. `options` may be NULL.
+
+ Errors: `GPUSVC_INVALID_ARGUMENT` for `count` 0 or above 6, a repeated shader, a shader of
+ another manager, or shaders that do not make a program (two of one stage, compute with
+ another stage, a program that is not separable without a vertex and a fragment shader),
+ all refused before anything is compiled or linked; `GPUSVC_PROGRAM_CACHE_SHADER_NOT_COMPILED`,
+ `..._COMPILE_FAILED`, `..._LINK_FAILED` (the driver's log in `gpusvc_last_error_detail`,
+ byte for byte also when the cache answered a known failure without the driver).
+
+ # Safety
+ `shaders` is NULL or valid for `count` reads; `options` is NULL or valid for one read, its
+ pointers as documented on its fields; `out` is NULL or valid for one write.
+ */
+gpusvc_result gpusvc_program_manager_link_program(const struct gpusvc_program_manager *manager,
+                                                  const struct gpusvc_program_manager_shader *const *shaders,
+                                                  size_t count,
+                                                  const struct gpusvc_program_manager_program_options *options,
+                                                  struct gpusvc_program_manager_linked_program **out);
+
+/*
+ Starts a link like `gpusvc_program_manager_link_program` without waiting for the driver
+ (`KHR_parallel_shader_compile`): a cache hit is complete at once; a link the cache knows to
+ fail is `GPUSVC_PROGRAM_CACHE_LINK_FAILED` at once with the driver's log; otherwise deferred
+ shaders are compiled, pending compiles finished and the driver link started. `*out` gets a
+ pending link: poll it with `gpusvc_program_manager_link_ready`, end it with
+ `gpusvc_program_manager_finish_link`. The errors are those of
+ `gpusvc_program_manager_link_program`.
+
+ # Safety
+ As `gpusvc_program_manager_link_program`.
+ */
+gpusvc_result gpusvc_program_manager_start_link(const struct gpusvc_program_manager *manager,
+                                                const struct gpusvc_program_manager_shader *const *shaders,
+                                                size_t count,
+                                                const struct gpusvc_program_manager_program_options *options,
+                                                struct gpusvc_program_manager_pending_link **out);
+
+/*
+ Whether a started link has finished on the driver (`GL_COMPLETION_STATUS_KHR`; a cache hit:
+ at once). A pending link of another manager is `GPUSVC_INVALID_ARGUMENT`.
+
+ # Safety
+ `out` is NULL or valid for one write.
+ */
+gpusvc_result gpusvc_program_manager_link_ready(const struct gpusvc_program_manager *manager,
+                                                const struct gpusvc_program_manager_pending_link *pending,
+                                                bool *out);
+
+/*
+ Ends a started link, waiting for the driver when needed: the program is reflected and, on a
+ cache miss, its binary read and saved (now, or later with
+ `gpusvc_program_manager_set_defer_binary_reads`) or the failure recorded with the driver's
+ log. `pending` is consumed (freed) by every call that gets past the argument checks, on
+ success and on a link failure (`GPUSVC_PROGRAM_CACHE_LINK_FAILED`, log in
+ `gpusvc_last_error_detail`) alike: it is never used again. An argument error (NULL, a freed
+ handle, another thread, a pending link of another manager: `GPUSVC_INVALID_ARGUMENT`)
+ leaves it live.
+
+ # Safety
+ `out` is NULL or valid for one write.
+ */
+gpusvc_result gpusvc_program_manager_finish_link(const struct gpusvc_program_manager *manager,
+                                                 struct gpusvc_program_manager_pending_link *pending,
+                                                 struct gpusvc_program_manager_linked_program **out);
+
+/*
+ Drops a started link without finishing it (its driver program is deleted; nothing is
+ saved). NULL is a no-op; a freed, consumed or unknown handle is `GPUSVC_INVALID_HANDLE`;
+ from another thread `GPUSVC_WRONG_THREAD`.
+
+ # Safety
+ None beyond passing a value that came from gpusvc (or NULL).
+ */
+gpusvc_result gpusvc_program_manager_pending_link_free(struct gpusvc_program_manager_pending_link *pending);
+
+/*
+ Whether a link that misses the cache leaves the program binary in the driver until
+ `gpusvc_program_manager_save_deferred_binary` (a host calls it when its context is idle)
+ instead of reading it when the link finishes (the default, false). At most 1024 programs
+ wait; past that a link reads its binary at once.
+
+ # Safety
+ None beyond passing a value that came from gpusvc (or NULL).
+ */
+gpusvc_result gpusvc_program_manager_set_defer_binary_reads(const struct gpusvc_program_manager *manager,
+                                                            bool on);
+
+/*
+ Reads and saves the binary of `program` if its read was deferred
+ (`gpusvc_program_manager_linked_program_binary_deferred`); `*out` gets whether it was read.
+ A program linked by another manager is `GPUSVC_INVALID_ARGUMENT`.
+
+ # Safety
+ `out` is NULL or valid for one write.
+ */
+gpusvc_result gpusvc_program_manager_save_deferred_binary(const struct gpusvc_program_manager *manager,
+                                                          const struct gpusvc_program_manager_linked_program *program,
+                                                          bool *out);
+
+/*
+ How many linked programs of `manager` wait for their binary to be read.
+
+ # Safety
+ `out_count` is NULL or valid for one write.
+ */
+gpusvc_result gpusvc_program_manager_deferred_binaries(const struct gpusvc_program_manager *manager,
+                                                       size_t *out_count);
 
 /*
  Creates a shader of `manager` with a stage (`GPUSVC_PROGRAM_CACHE_SHADER_STAGE_*`) and `source_len` bytes
@@ -3893,6 +4507,85 @@ gpusvc_result gpusvc_program_manager_shader_variable(const struct gpusvc_program
                                                      struct gpusvc_program_cache_variable_info *out);
 
 /*
+ Replaces one list of the shader's variable maps (`GPUSVC_PROGRAM_CACHE_VARIABLE_KIND_*`:
+ varyings and fragment outputs, which `gpusvc_program_cache_shader_variables` has no room
+ for, or attributes and uniforms) with `count` variables (copied; `variables` may be NULL
+ when `count` is 0). The other lists are kept (empty when the shader had no maps). Like every
+ map, they are stored with the program and restored on a cache hit.
+
+ # Safety
+ `variables` is NULL or valid for `count` reads, each entry's names NULL or NUL-terminated.
+ */
+gpusvc_result gpusvc_program_manager_shader_set_variable_list(const struct gpusvc_program_manager_shader *shader,
+                                                              uint32_t kind,
+                                                              const struct gpusvc_program_cache_variable_info *variables,
+                                                              size_t count);
+
+/*
+ Sets the precision and static use of variable `index` of `kind` in the shader's maps (as a
+ translator reports them; they default to 0 and false). An index past the end is
+ `GPUSVC_INVALID_ARGUMENT`; `qualifiers->reserved` must be zero.
+
+ # Safety
+ `qualifiers` is NULL or valid for reading `qualifiers->struct_size` bytes.
+ */
+gpusvc_result gpusvc_program_manager_shader_set_variable_qualifiers(const struct gpusvc_program_manager_shader *shader,
+                                                                    uint32_t kind,
+                                                                    size_t index,
+                                                                    const struct gpusvc_program_manager_variable_qualifiers *qualifiers);
+
+/*
+ The precision and static use of variable `index` of `kind` in the shader's maps. An index
+ past the end is `GPUSVC_INVALID_ARGUMENT`. The host sets `out->struct_size`; only that many
+ bytes are written, and `struct_size` becomes the bytes written.
+
+ # Safety
+ `out` is NULL or valid for reading and writing `out->struct_size` bytes.
+ */
+gpusvc_result gpusvc_program_manager_shader_variable_qualifiers(const struct gpusvc_program_manager_shader *shader,
+                                                                uint32_t kind,
+                                                                size_t index,
+                                                                struct gpusvc_program_manager_variable_qualifiers *out);
+
+/*
+ Replaces the uniform blocks or storage blocks (`GPUSVC_PROGRAM_MANAGER_BLOCK_KIND_*`) of the
+ shader's variable maps with `count` blocks (copied; `blocks` may be NULL when `count` is 0).
+ The other lists are kept. Stored with the program and restored on a cache hit.
+
+ # Safety
+ `blocks` is NULL or valid for `count` reads, each as documented on
+ `gpusvc_program_manager_shader_block_info`.
+ */
+gpusvc_result gpusvc_program_manager_shader_set_blocks(const struct gpusvc_program_manager_shader *shader,
+                                                       uint32_t kind,
+                                                       const struct gpusvc_program_manager_shader_block_info *blocks,
+                                                       size_t count);
+
+/*
+ How many blocks of `kind` (`GPUSVC_PROGRAM_MANAGER_BLOCK_KIND_*`) the shader's variable maps
+ hold.
+
+ # Safety
+ `out` is NULL or valid for one write.
+ */
+gpusvc_result gpusvc_program_manager_shader_block_count(const struct gpusvc_program_manager_shader *shader,
+                                                        uint32_t kind,
+                                                        size_t *out);
+
+/*
+ Block `index` of `kind` in the shader's variable maps, its members included (`members`
+ points into the shader's handle, like the names). An index past the end is
+ `GPUSVC_INVALID_ARGUMENT`.
+
+ # Safety
+ `out` is NULL or valid for one write.
+ */
+gpusvc_result gpusvc_program_manager_shader_block(const struct gpusvc_program_manager_shader *shader,
+                                                  uint32_t kind,
+                                                  size_t index,
+                                                  struct gpusvc_program_manager_shader_block_info *out);
+
+/*
  Appends `len` bytes of text (an info log, a reason) to a sink; invalid UTF-8 is replaced.
 
  # Safety
@@ -3921,6 +4614,75 @@ gpusvc_result gpusvc_program_manager_host_sink_write_bytes(struct gpusvc_program
  */
 gpusvc_result gpusvc_program_manager_host_sink_push_variable(struct gpusvc_program_manager_host_sink *sink,
                                                              const struct gpusvc_program_manager_active_variable *variable);
+
+/*
+ Adds a fragment output (`GL_PROGRAM_OUTPUT`) to a `program_interface` sink: name, type,
+ array size, location (`has_location` false: -1) and `location_index`.
+
+ # Safety
+ As `gpusvc_program_manager_host_sink_push_variable`.
+ */
+gpusvc_result gpusvc_program_manager_host_sink_push_output(struct gpusvc_program_manager_host_sink *sink,
+                                                           const struct gpusvc_program_manager_active_variable *variable);
+
+/*
+ Adds a transform-feedback varying (in link order) to a `program_interface` sink: name,
+ type, array size (the location fields are ignored).
+
+ # Safety
+ As `gpusvc_program_manager_host_sink_push_variable`.
+ */
+gpusvc_result gpusvc_program_manager_host_sink_push_varying(struct gpusvc_program_manager_host_sink *sink,
+                                                            const struct gpusvc_program_manager_active_variable *variable);
+
+/*
+ Adds a block of `kind` (`GPUSVC_PROGRAM_MANAGER_BLOCK_KIND_*`) to a `program_interface`
+ sink: name, binding, data size and `referenced_by` (bit `1 << ..._SHADER_STAGE_*`);
+ `member_count` is ignored: members follow with
+ `gpusvc_program_manager_host_sink_push_block_member`.
+
+ # Safety
+ `block` is NULL or valid for reading `block->struct_size` bytes, its name NULL or
+ NUL-terminated.
+ */
+gpusvc_result gpusvc_program_manager_host_sink_push_block(struct gpusvc_program_manager_host_sink *sink,
+                                                          uint32_t kind,
+                                                          const struct gpusvc_program_manager_block *block);
+
+/*
+ Adds a member to the last block of `kind` pushed to a `program_interface` sink (none yet:
+ `GPUSVC_INVALID_ARGUMENT`).
+
+ # Safety
+ `member` is NULL or valid for reading `member->struct_size` bytes, its name NULL or
+ NUL-terminated.
+ */
+gpusvc_result gpusvc_program_manager_host_sink_push_block_member(struct gpusvc_program_manager_host_sink *sink,
+                                                                 uint32_t kind,
+                                                                 const struct gpusvc_program_manager_block_member *member);
+
+/*
+ Records the stages (bit `1 << GPUSVC_PROGRAM_CACHE_SHADER_STAGE_*`) that statically use the
+ uniform `name` (as the host reported it through `active_uniforms`) in a `program_interface`
+ sink.
+
+ # Safety
+ `name` is NULL or NUL-terminated.
+ */
+gpusvc_result gpusvc_program_manager_host_sink_set_uniform_static_use(struct gpusvc_program_manager_host_sink *sink,
+                                                                      const char *name,
+                                                                      uint32_t stages);
+
+/*
+ Records `GL_COMPUTE_WORK_GROUP_SIZE` in a `program_interface` sink.
+
+ # Safety
+ None beyond passing a sink handle given to the callback.
+ */
+gpusvc_result gpusvc_program_manager_host_sink_set_compute_work_group_size(struct gpusvc_program_manager_host_sink *sink,
+                                                                           uint32_t x,
+                                                                           uint32_t y,
+                                                                           uint32_t z);
 
 /*
  Writes the message for `code` into `buf` as a NUL-terminated string.

@@ -7,6 +7,7 @@
 #ifndef GPUSVC_HPP
 #define GPUSVC_HPP
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -48,6 +49,11 @@ struct ShaderDeleter {
 struct LinkedProgramDeleter {
   void operator()(gpusvc_program_manager_linked_program* p) const noexcept { (void)gpusvc_program_manager_linked_program_free(p); }
 };
+struct PendingLinkDeleter {
+  void operator()(gpusvc_program_manager_pending_link* p) const noexcept {
+    (void)gpusvc_program_manager_pending_link_free(p);
+  }
+};
 // Any thread; freeing it while managers still use it is fine (they share it).
 using ProgramCachePtr = std::unique_ptr<gpusvc_program_cache, ProgramCacheDeleter>;
 // A copy of one cached program; any thread.
@@ -56,6 +62,8 @@ using CachedProgramPtr = std::unique_ptr<gpusvc_program_cache_entry, CachedProgr
 using ProgramManagerPtr = std::unique_ptr<gpusvc_program_manager, ProgramManagerDeleter>;
 using ShaderPtr = std::unique_ptr<gpusvc_program_manager_shader, ShaderDeleter>;
 using LinkedProgramPtr = std::unique_ptr<gpusvc_program_manager_linked_program, LinkedProgramDeleter>;
+// A started link (gpusvc::StartLink); FinishLink consumes it, dropping it abandons the link.
+using PendingLinkPtr = std::unique_ptr<gpusvc_program_manager_pending_link, PendingLinkDeleter>;
 
 // The library version, e.g. "0.1.0".
 inline std::string Version() { return gpusvc_version(); }
@@ -173,6 +181,8 @@ struct LinkOptions {
   uint32_t transform_feedback_mode = GPUSVC_PROGRAM_CACHE_TRANSFORM_FEEDBACK_INTERLEAVED;
   bool has_page = false;
   uint64_t page = 0;
+  // GL_PROGRAM_SEPARABLE (a program for a program pipeline).
+  bool separable = false;
 };
 
 // The C view of LinkOptions; valid while both objects live and are unchanged.
@@ -188,6 +198,7 @@ class LinkOptionsView {
     options_.link.transform_feedback_mode = o.transform_feedback_mode;
     options_.has_page = o.has_page;
     options_.page = o.page;
+    options_.separable = o.separable;
   }
   LinkOptionsView(const LinkOptionsView&) = delete;
   LinkOptionsView& operator=(const LinkOptionsView&) = delete;
@@ -230,12 +241,15 @@ struct Variable {
   bool operator!=(const Variable& o) const { return !(*this == o); }
 };
 
-// A shader's attribute and uniform maps.
+// A shader's variable maps: attributes, uniforms, varyings and fragment outputs.
 struct ShaderVariables {
   std::vector<Variable> attributes;
   std::vector<Variable> uniforms;
+  std::vector<Variable> varyings;
+  std::vector<Variable> outputs;
   bool operator==(const ShaderVariables& o) const {
-    return attributes == o.attributes && uniforms == o.uniforms;
+    return attributes == o.attributes && uniforms == o.uniforms && varyings == o.varyings &&
+           outputs == o.outputs;
   }
   bool operator!=(const ShaderVariables& o) const { return !(*this == o); }
 };
@@ -254,7 +268,8 @@ class ShaderVariablesView {
   ShaderVariablesView& operator=(const ShaderVariablesView&) = delete;
   const gpusvc_program_cache_shader_variables& get() const { return view_; }
 
- private:
+ public:
+  // The C form of a variable list (its strings point into `list`).
   static std::vector<gpusvc_program_cache_variable_info> Convert(const std::vector<Variable>& list) {
     std::vector<gpusvc_program_cache_variable_info> out;
     for (const Variable& v : list) {
@@ -269,6 +284,8 @@ class ShaderVariablesView {
     }
     return out;
   }
+
+ private:
   std::vector<gpusvc_program_cache_variable_info> attributes_;
   std::vector<gpusvc_program_cache_variable_info> uniforms_;
   gpusvc_program_cache_shader_variables view_{};
@@ -821,10 +838,23 @@ inline gpusvc_result Compile(const gpusvc_program_manager* manager, const gpusvc
   return gpusvc_program_manager_compile(manager, shader, outcome);
 }
 
-// Sets the translator's variable maps of a shader.
+// Replaces one list (GPUSVC_PROGRAM_CACHE_VARIABLE_KIND_*) of a shader's variable maps.
+inline gpusvc_result SetShaderVariableList(const gpusvc_program_manager_shader* shader, uint32_t kind,
+                                           const std::vector<Variable>& list) {
+  std::vector<gpusvc_program_cache_variable_info> c = ShaderVariablesView::Convert(list);
+  return gpusvc_program_manager_shader_set_variable_list(shader, kind, c.empty() ? nullptr : c.data(),
+                                                         c.size());
+}
+
+// Sets the translator's variable maps of a shader (varyings and outputs included).
 inline gpusvc_result SetShaderVariables(const gpusvc_program_manager_shader* shader, const ShaderVariables& v) {
   ShaderVariablesView view(v);
-  return gpusvc_program_manager_shader_set_variables(shader, &view.get());
+  gpusvc_result r = gpusvc_program_manager_shader_set_variables(shader, &view.get());
+  if (r == GPUSVC_OK && !v.varyings.empty())
+    r = SetShaderVariableList(shader, GPUSVC_PROGRAM_CACHE_VARIABLE_KIND_VARYING, v.varyings);
+  if (r == GPUSVC_OK && !v.outputs.empty())
+    r = SetShaderVariableList(shader, GPUSVC_PROGRAM_CACHE_VARIABLE_KIND_OUTPUT, v.outputs);
+  return r;
 }
 
 // The shader's variable maps (set by the host or restored by a cache hit).
@@ -835,7 +865,9 @@ inline gpusvc_result ReadShaderVariables(const gpusvc_program_manager_shader* sh
     uint32_t kind;
     std::vector<Variable>* list;
   } kinds[] = {{GPUSVC_PROGRAM_CACHE_VARIABLE_KIND_ATTRIBUTE, &v.attributes},
-               {GPUSVC_PROGRAM_CACHE_VARIABLE_KIND_UNIFORM, &v.uniforms}};
+               {GPUSVC_PROGRAM_CACHE_VARIABLE_KIND_UNIFORM, &v.uniforms},
+               {GPUSVC_PROGRAM_CACHE_VARIABLE_KIND_VARYING, &v.varyings},
+               {GPUSVC_PROGRAM_CACHE_VARIABLE_KIND_OUTPUT, &v.outputs}};
   for (const auto& k : kinds) {
     size_t n = 0;
     gpusvc_result r = gpusvc_program_manager_shader_variable_count(shader, k.kind, &n);
@@ -872,16 +904,19 @@ inline gpusvc_result Link(const gpusvc_program_manager* manager, const gpusvc_pr
   return r;
 }
 
-// One active attribute or uniform of a linked program.
+// One active variable of a linked program: an attribute, uniform, transform-feedback varying
+// or fragment output (location_index: GL_LOCATION_INDEX of an output, -1 otherwise).
 struct ActiveVariable {
   std::string name;
   uint32_t gl_type = 0;
   int32_t size = 0;
   bool has_location = false;
   int32_t location = -1;
+  int32_t location_index = -1;
   bool operator==(const ActiveVariable& o) const {
     return name == o.name && gl_type == o.gl_type && size == o.size &&
-           has_location == o.has_location && (!has_location || location == o.location);
+           has_location == o.has_location && (!has_location || location == o.location) &&
+           location_index == o.location_index;
   }
   bool operator!=(const ActiveVariable& o) const { return !(*this == o); }
 };
@@ -899,10 +934,154 @@ inline gpusvc_result ReadActiveVariables(const gpusvc_program_manager_linked_pro
     v.struct_size = sizeof(v);
     if ((r = gpusvc_program_manager_linked_program_variable(p, kind, i, &v)) != GPUSVC_OK) return r;
     list.push_back({v.name != nullptr ? v.name : "", v.gl_type, v.size, v.has_location,
-                    v.location});
+                    v.location, v.location_index});
   }
   *out = std::move(list);
   return GPUSVC_OK;
+}
+
+// ---- issue 16: two-phase compile and link, every program kind, reflection ----
+
+// Starts a compile without waiting (*outcome: ..._PENDING, or ..._DEFERRED / ..._KNOWN_FAILURE
+// answered at once).
+inline gpusvc_result StartCompile(const gpusvc_program_manager* manager,
+                                  const gpusvc_program_manager_shader* shader, uint32_t* outcome) {
+  return gpusvc_program_manager_start_compile(manager, shader, outcome);
+}
+
+// Whether a started compile has finished.
+inline gpusvc_result CompileReady(const gpusvc_program_manager* manager,
+                                  const gpusvc_program_manager_shader* shader, bool* ready) {
+  return gpusvc_program_manager_compile_ready(manager, shader, ready);
+}
+
+// Ends a started compile (waiting when needed); *outcome as for Compile.
+inline gpusvc_result FinishCompile(const gpusvc_program_manager* manager,
+                                   const gpusvc_program_manager_shader* shader, uint32_t* outcome) {
+  return gpusvc_program_manager_finish_compile(manager, shader, outcome);
+}
+
+// Links any program kind (shaders in any order) through the cache into *out.
+inline gpusvc_result LinkProgram(const gpusvc_program_manager* manager,
+                                 const std::vector<const gpusvc_program_manager_shader*>& shaders,
+                                 const LinkOptions& options, LinkedProgramPtr* out) {
+  if (out == nullptr) return GPUSVC_NULL_ARGUMENT;
+  LinkOptionsView view(options);
+  gpusvc_program_manager_linked_program* raw = nullptr;
+  gpusvc_result r = gpusvc_program_manager_link_program(manager, shaders.data(), shaders.size(),
+                                                        view.program(), &raw);
+  if (r == GPUSVC_OK) out->reset(raw);
+  return r;
+}
+
+// Starts a link without waiting into *out (poll with LinkReady, end with FinishLink).
+inline gpusvc_result StartLink(const gpusvc_program_manager* manager,
+                               const std::vector<const gpusvc_program_manager_shader*>& shaders,
+                               const LinkOptions& options, PendingLinkPtr* out) {
+  if (out == nullptr) return GPUSVC_NULL_ARGUMENT;
+  LinkOptionsView view(options);
+  gpusvc_program_manager_pending_link* raw = nullptr;
+  gpusvc_result r = gpusvc_program_manager_start_link(manager, shaders.data(), shaders.size(),
+                                                      view.program(), &raw);
+  if (r == GPUSVC_OK) out->reset(raw);
+  return r;
+}
+
+// Whether a started link has finished on the driver.
+inline gpusvc_result LinkReady(const gpusvc_program_manager* manager, const PendingLinkPtr& pending,
+                               bool* ready) {
+  return gpusvc_program_manager_link_ready(manager, pending.get(), ready);
+}
+
+// Ends a started link into *out. The library consumes the pending link on success and on a
+// link failure (the PendingLinkPtr is then released, empty); an argument error leaves it.
+inline gpusvc_result FinishLink(const gpusvc_program_manager* manager, PendingLinkPtr* pending,
+                                LinkedProgramPtr* out) {
+  if (pending == nullptr || out == nullptr) return GPUSVC_NULL_ARGUMENT;
+  gpusvc_program_manager_linked_program* raw = nullptr;
+  gpusvc_result r = gpusvc_program_manager_finish_link(manager, pending->get(), &raw);
+  if (r == GPUSVC_OK || r == GPUSVC_PROGRAM_CACHE_LINK_FAILED) (void)pending->release();
+  if (r == GPUSVC_OK) out->reset(raw);
+  return r;
+}
+
+// The stages of a linked program: bit (1 << GPUSVC_PROGRAM_CACHE_SHADER_STAGE_*) per stage.
+inline uint32_t LinkedProgramStages(const gpusvc_program_manager_linked_program* p) {
+  uint32_t mask = 0;
+  (void)gpusvc_program_manager_linked_program_stages(p, &mask);
+  return mask;
+}
+
+// GL_COMPUTE_WORK_GROUP_SIZE of a compute program.
+inline gpusvc_result ComputeWorkGroupSize(const gpusvc_program_manager_linked_program* p,
+                                          std::array<uint32_t, 3>* out) {
+  if (out == nullptr) return GPUSVC_NULL_ARGUMENT;
+  return gpusvc_program_manager_linked_program_compute_work_group_size(p, out->data());
+}
+
+// One member of a uniform or storage block.
+struct BlockMember {
+  std::string name;
+  uint32_t gl_type = 0;
+  int32_t array_size = 0;
+  int32_t offset = 0;
+  int32_t array_stride = 0;
+  int32_t matrix_stride = 0;
+  bool row_major = false;
+  bool operator==(const BlockMember& o) const {
+    return name == o.name && gl_type == o.gl_type && array_size == o.array_size && offset == o.offset &&
+           array_stride == o.array_stride && matrix_stride == o.matrix_stride && row_major == o.row_major;
+  }
+  bool operator!=(const BlockMember& o) const { return !(*this == o); }
+};
+
+// A uniform or storage block of a linked program.
+struct Block {
+  std::string name;
+  int32_t binding = 0;
+  int32_t data_size = 0;
+  uint32_t referenced_by = 0;
+  std::vector<BlockMember> members;
+  bool operator==(const Block& o) const {
+    return name == o.name && binding == o.binding && data_size == o.data_size &&
+           referenced_by == o.referenced_by && members == o.members;
+  }
+  bool operator!=(const Block& o) const { return !(*this == o); }
+};
+
+// The blocks of `kind` (GPUSVC_PROGRAM_MANAGER_BLOCK_KIND_*), sorted by name.
+inline gpusvc_result ReadBlocks(const gpusvc_program_manager_linked_program* p, uint32_t kind,
+                                std::vector<Block>* out) {
+  if (out == nullptr) return GPUSVC_NULL_ARGUMENT;
+  size_t n = 0;
+  gpusvc_result r = gpusvc_program_manager_linked_program_block_count(p, kind, &n);
+  if (r != GPUSVC_OK) return r;
+  std::vector<Block> list;
+  for (size_t i = 0; i < n; ++i) {
+    gpusvc_program_manager_block b = Sized<gpusvc_program_manager_block>();
+    if ((r = gpusvc_program_manager_linked_program_block(p, kind, i, &b)) != GPUSVC_OK) return r;
+    Block block{b.name != nullptr ? b.name : "", b.binding, b.data_size, b.referenced_by, {}};
+    for (size_t j = 0; j < b.member_count; ++j) {
+      gpusvc_program_manager_block_member m = Sized<gpusvc_program_manager_block_member>();
+      if ((r = gpusvc_program_manager_linked_program_block_member(p, kind, i, j, &m)) != GPUSVC_OK) return r;
+      block.members.push_back({m.name != nullptr ? m.name : "", m.gl_type, m.array_size, m.offset,
+                               m.array_stride, m.matrix_stride, m.row_major});
+    }
+    list.push_back(std::move(block));
+  }
+  *out = std::move(list);
+  return GPUSVC_OK;
+}
+
+// Defers program binary reads until SaveDeferredBinary (or not).
+inline gpusvc_result SetDeferBinaryReads(const gpusvc_program_manager* manager, bool on) {
+  return gpusvc_program_manager_set_defer_binary_reads(manager, on);
+}
+
+// Reads and saves a program's deferred binary; *saved says whether there was one.
+inline gpusvc_result SaveDeferredBinary(const gpusvc_program_manager* manager,
+                                        const gpusvc_program_manager_linked_program* p, bool* saved) {
+  return gpusvc_program_manager_save_deferred_binary(manager, p, saved);
 }
 
 // ---- sync points ----

@@ -23,7 +23,19 @@ struct CacheConfigV1 {
     max_unreferenced_shader_statuses: usize,
 }
 
-/// Today's `gpusvc_program_cache_config`, written out.
+/// `gpusvc_program_cache_config` with the persistence sink (before issue 16).
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+struct CacheConfigWithSink {
+    struct_size: usize,
+    budget_bytes: usize,
+    policy: u32,
+    max_unreferenced_shader_statuses: usize,
+    persist_sink: *const c_void,
+}
+
+/// Today's `gpusvc_program_cache_config`, written out (issue 16 appended the
+/// transform-feedback switch and its reserved bytes).
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
 struct CacheConfigV2 {
@@ -32,6 +44,8 @@ struct CacheConfigV2 {
     policy: u32,
     max_unreferenced_shader_statuses: usize,
     persist_sink: *const c_void,
+    cache_transform_feedback: bool,
+    reserved: [u8; 7],
 }
 
 /// A future `gpusvc_program_cache_config` with one more field.
@@ -56,6 +70,8 @@ fn v2() -> CacheConfigV2 {
         policy: GPUSVC_PROGRAM_CACHE_EVICTION_POLICY_SLRU,
         max_unreferenced_shader_statuses: 77,
         persist_sink: ptr::null(),
+        cache_transform_feedback: true,
+        reserved: [0; 7],
     }
 }
 
@@ -96,6 +112,15 @@ fn the_raw_structs_are_the_headers_layout() {
     assert_eq!(
         std::mem::offset_of!(CacheConfigV2, persist_sink),
         std::mem::offset_of!(gpusvc_program_cache_config, persist_sink)
+    );
+    assert_eq!(
+        std::mem::offset_of!(CacheConfigV2, cache_transform_feedback),
+        std::mem::offset_of!(gpusvc_program_cache_config, cache_transform_feedback)
+    );
+    // The sink version is the prefix before the switch.
+    assert_eq!(
+        size_of::<CacheConfigWithSink>(),
+        std::mem::offset_of!(gpusvc_program_cache_config, cache_transform_feedback)
     );
     // V1 is the prefix before the sink, and nothing of it is padding at its end.
     assert_eq!(
@@ -234,6 +259,10 @@ fn defaults_fill_only_the_hosts_size_and_keep_it() {
     assert_eq!(r, OK);
     assert_eq!(newer.v2.struct_size, size_of::<CacheConfigV3>());
     assert_eq!(newer.future, 0);
+    assert!(
+        newer.v2.cache_transform_feedback,
+        "the switch's default is on"
+    );
     let (r, cache) = new_cache((&raw const newer).cast());
     assert_eq!(r, OK);
     free_cache(cache);
@@ -455,4 +484,140 @@ fn scheduler_structs_follow_the_same_rule() {
     assert_eq!(destroyed, 1);
     // SAFETY: a live handle.
     assert_eq!(unsafe { gpusvc_scheduler_free(s) }, OK);
+}
+
+// ---- issue 16: trailing fields appended to sized structs ----
+
+#[test]
+fn issue16_an_old_config_without_the_transform_feedback_switch_gets_it_on() {
+    // The version with the sink, followed by bytes where the switch and reserved bytes lie now:
+    // nonzero there must not be read.
+    #[repr(C)]
+    struct WithSinkThenGarbage {
+        c: CacheConfigWithSink,
+        garbage: [u8; 16],
+    }
+    let old = WithSinkThenGarbage {
+        c: CacheConfigWithSink {
+            struct_size: size_of::<CacheConfigWithSink>(),
+            budget_bytes: 1 << 20,
+            policy: GPUSVC_PROGRAM_CACHE_EVICTION_POLICY_SLRU,
+            max_unreferenced_shader_statuses: 77,
+            persist_sink: ptr::null(),
+        },
+        garbage: [0xab; 16],
+    };
+    let (r, cache) = new_cache((&raw const old).cast());
+    assert_eq!(r, OK, "{}", last_detail());
+    assert!(
+        current_config(cache).cache_transform_feedback,
+        "default: on"
+    );
+    free_cache(cache);
+    // Today's struct with the switch off reads back off; reserved bytes must be zero.
+    let mut c = v2();
+    c.cache_transform_feedback = false;
+    let (r, cache) = new_cache((&raw const c).cast());
+    assert_eq!(r, OK);
+    assert!(!current_config(cache).cache_transform_feedback);
+    free_cache(cache);
+    c.reserved[3] = 1;
+    assert_eq!(
+        new_cache((&raw const c).cast()).0,
+        gpusvc_result::GPUSVC_INVALID_ARGUMENT
+    );
+    // An old host reading the config gets exactly its bytes.
+    let mut out = WithSinkThenGarbage {
+        c: CacheConfigWithSink {
+            struct_size: size_of::<CacheConfigWithSink>(),
+            ..old.c
+        },
+        garbage: [0xab; 16],
+    };
+    let today = v2();
+    let (_, cache) = new_cache((&raw const today).cast());
+    // SAFETY: `out` holds `struct_size` bytes and more.
+    let r = unsafe { gpusvc_program_cache_current_config(cache, (&raw mut out).cast()) };
+    assert_eq!(r, OK);
+    assert_eq!(out.garbage, [0xab; 16]);
+    free_cache(cache);
+}
+
+#[test]
+fn issue16_an_old_stats_snapshot_gets_no_failure_hits_written() {
+    let cache = cache_with_one_save();
+    #[repr(C)]
+    struct OldThenCanary {
+        struct_size: usize,
+        counters: gpusvc_program_cache_counters,
+        size_bytes: usize,
+        entries: usize,
+        canary: u64,
+    }
+    let mut old = OldThenCanary {
+        struct_size: std::mem::offset_of!(OldThenCanary, canary),
+        counters: gpusvc_program_cache_counters::default(),
+        size_bytes: 0,
+        entries: 0,
+        canary: 0x5a5a_5a5a,
+    };
+    assert_eq!(
+        old.struct_size,
+        std::mem::offset_of!(gpusvc_program_cache_stats_snapshot, failure_hits)
+    );
+    // SAFETY: `old` holds `struct_size` bytes and more.
+    let r = unsafe { gpusvc_program_cache_stats(cache, (&raw mut old).cast()) };
+    assert_eq!(r, OK);
+    assert_eq!((old.entries, old.canary), (1, 0x5a5a_5a5a));
+    assert_eq!(old.struct_size, std::mem::offset_of!(OldThenCanary, canary));
+    let mut now = gpusvc_program_cache_stats_snapshot::default();
+    // SAFETY: live handle and output.
+    assert_eq!(unsafe { gpusvc_program_cache_stats(cache, &mut now) }, OK);
+    assert_eq!(
+        (now.struct_size, now.failure_hits),
+        (size_of::<gpusvc_program_cache_stats_snapshot>(), 0)
+    );
+    free_cache(cache);
+}
+
+#[test]
+fn issue16_grown_program_manager_structs_keep_their_first_published_sizes() {
+    // `separable` and its reserved bytes lie past the options' first size (`page`'s end);
+    // `location_index` and `reserved` past the active variable's (`location`'s end).
+    assert_eq!(
+        std::mem::offset_of!(gpusvc_program_manager_program_options, separable),
+        std::mem::offset_of!(gpusvc_program_manager_program_options, page) + 8
+    );
+    assert_eq!(size_of::<gpusvc_program_manager_program_options>() % 8, 0);
+    assert_eq!(
+        std::mem::offset_of!(gpusvc_program_manager_active_variable, location_index),
+        std::mem::offset_of!(gpusvc_program_manager_active_variable, location) + 4
+    );
+    // An old host's active variable (no location index) is filled with exactly its bytes: the
+    // linked-program export is exercised in `program_manager_issue16_abi.rs`; here the
+    // sizes a C compiler gives the old version are the first published ones.
+    #[repr(C)]
+    struct OldActive {
+        struct_size: usize,
+        name: *const u8,
+        gl_type: u32,
+        size: i32,
+        has_location: bool,
+        location: i32,
+    }
+    assert_eq!(
+        size_of::<OldActive>(),
+        std::mem::offset_of!(gpusvc_program_manager_active_variable, location_index)
+    );
+    #[repr(C)]
+    struct OldOptions {
+        struct_size: usize,
+        link: gpusvc_program_cache_link_options,
+        has_page: bool,
+        page: u64,
+    }
+    assert_eq!(
+        size_of::<OldOptions>(),
+        std::mem::offset_of!(gpusvc_program_manager_program_options, separable)
+    );
 }

@@ -83,6 +83,10 @@ fn key(
             attribute_binding_count: list.len(),
             ..no_link_options()
         },
+        other_stages: ptr::null(),
+        other_stage_count: 0,
+        separable: false,
+        reserved: [0; 7],
     };
     let mut out = gpusvc_program_cache_sha1::default();
     // SAFETY: `input` points at live locals.
@@ -924,6 +928,10 @@ fn bad_sources_names_and_sizes_return_codes() {
             fragment: out,
             backend_identity: bad.as_ptr().cast(),
             link: no_link_options(),
+            other_stages: ptr::null(),
+            other_stage_count: 0,
+            separable: false,
+            reserved: [0; 7],
         };
         // `bad` is not NUL-terminated by itself; give it a terminator.
         let bad_c = [b'x', 0xFF, 0];
@@ -1181,6 +1189,8 @@ unsafe extern "C" fn fake_attributes(
         size: 1,
         has_location: true,
         location: 0,
+        location_index: -1,
+        reserved: 0,
     };
     // SAFETY: the sink of this callback and a live variable.
     unsafe { gpusvc_program_manager_host_sink_push_variable(out, &v) };
@@ -1199,6 +1209,8 @@ unsafe extern "C" fn fake_uniforms(
         size: 1,
         has_location: true,
         location: 1,
+        location_index: -1,
+        reserved: 0,
     };
     // SAFETY: the sink of this callback and a live variable; a non-UTF-8 name is refused.
     let r = unsafe { gpusvc_program_manager_host_sink_push_variable(out, &v) };
@@ -1232,6 +1244,14 @@ fn host_gl(state: &RefCell<FakeGl>) -> gpusvc_program_manager_host_gl {
         active_uniforms: Some(fake_uniforms),
         delete_shader: Some(fake_delete_shader),
         delete_program: Some(fake_delete_program),
+        link_stages: None,
+        start_compile: None,
+        compile_done: None,
+        finish_compile: None,
+        start_link: None,
+        link_done: None,
+        finish_link: None,
+        program_interface: None,
     }
 }
 
@@ -1328,6 +1348,8 @@ fn variables(
                     size: 0,
                     has_location: false,
                     location: 0,
+                    location_index: 0,
+                    reserved: 0,
                 };
                 assert_eq!(
                     gpusvc_program_manager_linked_program_variable(p, kind, i, &mut v),
@@ -1685,7 +1707,7 @@ fn shader_inputs_are_validated() {
             gpusvc_result::GPUSVC_INVALID_ARGUMENT
         );
         assert_eq!(
-            gpusvc_program_manager_shader_new(m, 3, c"x".as_ptr(), 1, &mut s),
+            gpusvc_program_manager_shader_new(m, 6, c"x".as_ptr(), 1, &mut s),
             gpusvc_result::GPUSVC_INVALID_ARGUMENT
         );
         assert!(s.is_null());

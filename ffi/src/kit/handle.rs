@@ -40,6 +40,7 @@ pub(crate) enum Kind {
     ProgramManager,
     Shader,
     LinkedProgram,
+    PendingLink,
     HostSink,
     SyncManager,
     Scheduler,
@@ -60,6 +61,7 @@ impl Kind {
             | Kind::ProgramManager
             | Kind::Shader
             | Kind::LinkedProgram
+            | Kind::PendingLink
             | Kind::HostSink => true,
             Kind::ProgramCache
             | Kind::ProgramCacheStore
@@ -81,6 +83,7 @@ impl Kind {
             Kind::ProgramManager => "gpusvc_program_manager",
             Kind::Shader => "gpusvc_program_manager_shader",
             Kind::LinkedProgram => "gpusvc_program_manager_linked_program",
+            Kind::PendingLink => "gpusvc_program_manager_pending_link",
             Kind::HostSink => "gpusvc_program_manager_host_sink",
             Kind::SyncManager => "gpusvc_sync_manager",
             Kind::Scheduler => "gpusvc_scheduler",

@@ -23,6 +23,8 @@ struct CachedProgramCopy {
     program: SharedProgram,
     vertex: CShaderVariables,
     fragment: CShaderVariables,
+    /// The other stages' maps (geometry, tessellation, compute), by stage.
+    others: Vec<(ShaderStage, CShaderVariables)>,
 }
 
 impl CachedProgramCopy {
@@ -30,20 +32,34 @@ impl CachedProgramCopy {
         CachedProgramCopy {
             vertex: CShaderVariables::new(&program.vertex),
             fragment: CShaderVariables::new(&program.fragment),
+            others: program
+                .other_stages
+                .iter()
+                .filter_map(|s| {
+                    Some((
+                        ShaderStage::from_gl_enum(s.stage)?,
+                        CShaderVariables::new(&s.variables),
+                    ))
+                })
+                .collect(),
             program,
         }
     }
 
+    /// The maps of `stage`: vertex and fragment always (empty when the program has none, as a
+    /// compute program), another stage when the program has it.
     fn stage(&self, stage: u32) -> Result<&CShaderVariables, FfiError> {
         match stage_in(stage)? {
             ShaderStage::Vertex => Ok(&self.vertex),
             ShaderStage::Fragment => Ok(&self.fragment),
-            ShaderStage::Compute
-            | ShaderStage::Geometry
-            | ShaderStage::TessControl
-            | ShaderStage::TessEvaluation => Err(invalid_argument(
-                "a cached program has vertex and fragment variables only",
-            )),
+            other => self
+                .others
+                .iter()
+                .find(|(s, _)| *s == other)
+                .map(|(_, v)| v)
+                .ok_or_else(|| {
+                    invalid_argument(format!("the cached program has no {other} stage"))
+                }),
         }
     }
 }
@@ -127,6 +143,40 @@ pub unsafe extern "C" fn gpusvc_program_cache_entry_shader_hashes(
     })
 }
 
+/// The stages the cached program has: bit `1 << GPUSVC_PROGRAM_CACHE_SHADER_STAGE_*` per stage
+/// (a vertex or fragment stage when its shader hash is not all zero).
+///
+/// # Safety
+/// `out` is NULL or valid for one write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gpusvc_program_cache_entry_stages(
+    program: *const gpusvc_program_cache_entry,
+    out: *mut u32,
+) -> gpusvc_result {
+    // SAFETY: forwarded from this function's contract.
+    unsafe {
+        crate::kit::answer_into(
+            || cached_program(program),
+            out,
+            "out",
+            |p| {
+                let none = program_cache::ShaderHash::NONE;
+                let mut mask = 0u32;
+                if p.program.vertex_shader != none {
+                    mask |= 1 << super::stage_out(ShaderStage::Vertex);
+                }
+                if p.program.fragment_shader != none {
+                    mask |= 1 << super::stage_out(ShaderStage::Fragment);
+                }
+                for (s, _) in &p.others {
+                    mask |= 1 << super::stage_out(*s);
+                }
+                Ok(mask)
+            },
+        )
+    }
+}
+
 /// The program binary: `*out_format` gets its format and `*out_len` its length. With `buf` NULL
 /// and `len` 0 nothing else happens (a size query); otherwise `len` must be at least the
 /// length (else `GPUSVC_INSUFFICIENT_SIZE`, nothing written) and the bytes are copied to `buf`.
@@ -162,7 +212,9 @@ pub unsafe extern "C" fn gpusvc_program_cache_entry_binary(
 }
 
 /// How many variables of `kind` (`GPUSVC_PROGRAM_CACHE_VARIABLE_KIND_*`) the map of `stage`
-/// (`GPUSVC_PROGRAM_CACHE_SHADER_STAGE_VERTEX` or `_FRAGMENT`) holds.
+/// holds: `GPUSVC_PROGRAM_CACHE_SHADER_STAGE_VERTEX` and `_FRAGMENT` always (empty for a
+/// program without them), another stage when the program has it (see
+/// `gpusvc_program_cache_entry_stages`; else `GPUSVC_INVALID_ARGUMENT`).
 ///
 /// # Safety
 /// `out` is NULL or valid for one write.

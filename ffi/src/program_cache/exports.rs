@@ -93,7 +93,8 @@ pub(crate) unsafe fn builder(
     histogram: gpusvc_program_cache_histogram_callback,
     user_data: *mut c_void,
 ) -> Result<(ProgramCacheBuilder, Vec<Arc<Gate>>), FfiError> {
-    let mut builder = ProgramCache::builder(config_in(config)?);
+    let mut builder = ProgramCache::builder(config_in(config)?)
+        .cache_transform_feedback(config.cache_transform_feedback);
     let mut gates = Vec::new();
     // SAFETY: forwarded from this function's contract.
     if let Some((persist, gate)) = unsafe { persist_in(config.persist_sink) }? {
@@ -144,7 +145,19 @@ pub unsafe extern "C" fn gpusvc_program_cache_current_config(
     out: *mut gpusvc_program_cache_config,
 ) -> gpusvc_result {
     // SAFETY: forwarded from this function's contract.
-    unsafe { answer_sized_into(|| self::cache(cache), out, "out", |c| Ok(c.config().into())) }
+    unsafe {
+        answer_sized_into(
+            || self::cache(cache),
+            out,
+            "out",
+            |c| {
+                Ok(gpusvc_program_cache_config {
+                    cache_transform_feedback: c.caches_transform_feedback(),
+                    ..c.config().into()
+                })
+            },
+        )
+    }
 }
 
 /// Hash of one shader as compiled: its stage (`GPUSVC_PROGRAM_CACHE_SHADER_STAGE_*`), the source
@@ -178,8 +191,10 @@ pub unsafe extern "C" fn gpusvc_program_cache_shader_hash(
     }
 }
 
-/// The program key of two compiled shaders with a backend identity and link options (binding
-/// order does not matter; varying order does).
+/// The program key of compiled shaders (vertex, fragment and the other stages) with a backend
+/// identity, link options and the separable flag (binding and stage order do not matter;
+/// varying order does): the key `gpusvc_program_manager_linked_program_key` reports for the
+/// same program.
 ///
 /// # Safety
 /// `input` is NULL or valid for reading `input->struct_size` bytes, its pointers as documented
@@ -204,6 +219,13 @@ unsafe fn key_of(
     let identity = unsafe { cstr_in(input.backend_identity, "backend_identity") }?;
     // SAFETY: forwarded from this function's contract.
     let link = unsafe { link_options_in(&input.link) }?;
+    if input.reserved != [0; 7] {
+        return Err(crate::kit::invalid_argument(
+            "input->reserved is not all zero",
+        ));
+    }
+    // SAFETY: forwarded from this function's contract.
+    let others = unsafe { other_stages_in(input.other_stages, input.other_stage_count) }?;
     let key = program_key(&ProgramKeyInput {
         vertex: ShaderHash(input.vertex.bytes),
         fragment: ShaderHash(input.fragment.bytes),
@@ -211,8 +233,8 @@ unsafe fn key_of(
         attribute_bindings: &link.attribute_bindings,
         transform_feedback_varyings: &link.transform_feedback_varyings,
         transform_feedback_mode: link.transform_feedback_mode,
-        other_stages: &[],
-        separable: false,
+        other_stages: &others,
+        separable: input.separable,
     });
     Ok(key.into())
 }
@@ -526,6 +548,7 @@ pub unsafe extern "C" fn gpusvc_program_cache_stats(
                     },
                     size_bytes: cache.size_bytes(),
                     entries: cache.len(),
+                    failure_hits: c.failure_hits,
                 })
             },
         )

@@ -79,6 +79,11 @@ pub const GPUSVC_PROGRAM_CACHE_TRANSFORM_FEEDBACK_SEPARATE: u32 = 1u32;
 pub const GPUSVC_PROGRAM_CACHE_VARIABLE_KIND_ATTRIBUTE: u32 = 0u32;
 /// Variable kind: uniforms.
 pub const GPUSVC_PROGRAM_CACHE_VARIABLE_KIND_UNIFORM: u32 = 1u32;
+/// Variable kind: varyings. In a shader's variable maps: the stage's varyings as a translator
+/// reports them. Of a linked program: its transform-feedback varyings, in link order.
+pub const GPUSVC_PROGRAM_CACHE_VARIABLE_KIND_VARYING: u32 = 2u32;
+/// Variable kind: fragment outputs (`location` is the output's location).
+pub const GPUSVC_PROGRAM_CACHE_VARIABLE_KIND_OUTPUT: u32 = 3u32;
 
 /// Bytes in a SHA-1 digest (`gpusvc_program_cache_sha1`).
 pub const GPUSVC_PROGRAM_CACHE_SHA1_LEN: usize = 20;
@@ -133,11 +138,15 @@ c_enum!(fn transform_feedback_in / transform_feedback_out ("GPUSVC_PROGRAM_CACHE
 pub(crate) enum VariableKind {
     Attribute,
     Uniform,
+    Varying,
+    Output,
 }
 
 c_enum!(fn variable_kind_in("gpusvc variable kind") -> VariableKind {
     GPUSVC_PROGRAM_CACHE_VARIABLE_KIND_ATTRIBUTE => VariableKind::Attribute,
     GPUSVC_PROGRAM_CACHE_VARIABLE_KIND_UNIFORM => VariableKind::Uniform,
+    GPUSVC_PROGRAM_CACHE_VARIABLE_KIND_VARYING => VariableKind::Varying,
+    GPUSVC_PROGRAM_CACHE_VARIABLE_KIND_OUTPUT => VariableKind::Output,
 });
 
 // ---- plain C types ----
@@ -202,6 +211,15 @@ pub struct gpusvc_program_cache_config {
     /// `gpusvc_program_cache_free` has returned. `gpusvc_program_cache_current_config` and the
     /// `_defaults` function write NULL here.
     pub persist_sink: *const gpusvc_program_cache_persist_sink,
+    /// Whether programs linked with transform-feedback varyings go through the cache (the
+    /// default, true). False is the workaround browsers apply on drivers whose binaries of such
+    /// programs misbehave: a program manager on this cache links them from source every time,
+    /// never looks them up and never reads or saves their binaries. A host whose
+    /// `struct_size` stops before this field gets true.
+    pub cache_transform_feedback: bool,
+    /// Must be zero (else `GPUSVC_INVALID_ARGUMENT`): keeps the struct free of padding after its
+    /// last field, so a field added later lies past today's size.
+    pub reserved: [u8; 7],
 }
 
 impl From<CacheConfig> for gpusvc_program_cache_config {
@@ -212,13 +230,15 @@ impl From<CacheConfig> for gpusvc_program_cache_config {
             policy: policy_out(c.policy),
             max_unreferenced_shader_statuses: c.max_unreferenced_shader_statuses.get(),
             persist_sink: std::ptr::null(),
+            cache_transform_feedback: true,
+            reserved: [0; 7],
         }
     }
 }
 
 growable!(gpusvc_program_cache_config {
     first: max_unreferenced_shader_statuses,
-    last: persist_sink,
+    last: reserved,
     defaults: CacheConfig::desktop().into(),
 });
 
@@ -232,6 +252,11 @@ pub(crate) fn config_in(c: &gpusvc_program_cache_config) -> Result<CacheConfig, 
     let policy = policy_in(c.policy)?;
     let max = NonZeroUsize::new(c.max_unreferenced_shader_statuses)
         .ok_or_else(|| invalid_argument("max_unreferenced_shader_statuses is 0"))?;
+    if c.reserved != [0; 7] {
+        return Err(invalid_argument(
+            "gpusvc_program_cache_config.reserved is not all zero",
+        ));
+    }
     Ok(CacheConfig {
         budget_bytes: c.budget_bytes,
         policy,
@@ -295,11 +320,14 @@ pub struct gpusvc_program_cache_stats_snapshot {
     pub size_bytes: usize,
     /// Programs stored now.
     pub entries: usize,
+    /// Links and compiles answered from a cached failure (the driver's log handed back
+    /// without asking the driver again). 0 when the host's `struct_size` stops before it.
+    pub failure_hits: u64,
 }
 
 growable!(gpusvc_program_cache_stats_snapshot {
     first: entries,
-    last: entries
+    last: failure_hits
 });
 sized_default!(gpusvc_program_cache_stats_snapshot);
 
@@ -470,19 +498,75 @@ pub struct gpusvc_program_cache_program_key_input {
     pub backend_identity: *const c_char,
     /// Attribute bindings and transform feedback.
     pub link: gpusvc_program_cache_link_options,
+    /// The program's other stages (geometry, tessellation, compute) with their shaders'
+    /// hashes, in any order, each stage at most once (may be NULL when the count is 0). A
+    /// program without a vertex or fragment shader has all-zero hashes there. None when the
+    /// host's `struct_size` stops before this field.
+    pub other_stages: *const gpusvc_program_cache_stage_hash,
+    /// Number of other stages.
+    pub other_stage_count: usize,
+    /// `GL_PROGRAM_SEPARABLE`. False when the host's `struct_size` stops before it.
+    pub separable: bool,
+    /// Must be zero.
+    pub reserved: [u8; 7],
+}
+
+/// A stage and the hash of its shader as compiled. No `struct_size`: an element of arrays
+/// passed with a count.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct gpusvc_program_cache_stage_hash {
+    /// A `GPUSVC_PROGRAM_CACHE_SHADER_STAGE_*` value.
+    pub stage: u32,
+    /// The shader's hash (`gpusvc_program_cache_shader_hash`).
+    pub hash: gpusvc_program_cache_sha1,
 }
 
 growable!(gpusvc_program_cache_program_key_input {
     first: link,
-    last: link,
+    last: reserved,
     defaults: gpusvc_program_cache_program_key_input {
         struct_size: 0,
         vertex: gpusvc_program_cache_sha1::default(),
         fragment: gpusvc_program_cache_sha1::default(),
         backend_identity: std::ptr::null(),
         link: NO_LINK_OPTIONS,
+        other_stages: std::ptr::null(),
+        other_stage_count: 0,
+        separable: false,
+        reserved: [0; 7],
     },
 });
+
+/// Copies a program key input's other stages in, in pipeline order: vertex or fragment, or a
+/// stage twice, is `GPUSVC_INVALID_ARGUMENT`.
+///
+/// # Safety
+/// `ptr` is NULL or valid for `len` reads.
+pub(crate) unsafe fn other_stages_in(
+    ptr: *const gpusvc_program_cache_stage_hash,
+    len: usize,
+) -> Result<Vec<(ShaderStage, ShaderHash)>, FfiError> {
+    // SAFETY: forwarded from this function's contract.
+    let list = unsafe { slice_in(ptr, len, "other_stages") }?;
+    let mut out: Vec<(ShaderStage, ShaderHash)> = Vec::with_capacity(list.len());
+    for s in list {
+        let stage = stage_in(s.stage)?;
+        if matches!(stage, ShaderStage::Vertex | ShaderStage::Fragment) {
+            return Err(invalid_argument(format!(
+                "other_stages holds the {stage} stage (it has its own field)"
+            )));
+        }
+        if out.iter().any(|(t, _)| *t == stage) {
+            return Err(invalid_argument(format!(
+                "other_stages holds {stage} twice"
+            )));
+        }
+        out.push((stage, ShaderHash(s.hash.bytes)));
+    }
+    out.sort_by_key(|(s, _)| ShaderStage::ALL.iter().position(|t| t == s));
+    Ok(out)
+}
 
 /// No bindings, no transform feedback.
 pub(crate) const NO_LINK_OPTIONS: gpusvc_program_cache_link_options =
@@ -547,7 +631,7 @@ pub(crate) unsafe fn link_options_in(
 ///
 /// # Safety
 /// `ptr` is valid for `len` reads when `len > 0`, each entry's names NULL or NUL-terminated.
-unsafe fn variables_in(
+pub(crate) unsafe fn variables_in(
     ptr: *const gpusvc_program_cache_variable_info,
     len: usize,
     name: &str,
@@ -594,6 +678,8 @@ pub(crate) struct CVariable {
     gl_type: u32,
     array_size: i32,
     location: Option<i32>,
+    pub(crate) precision: u32,
+    pub(crate) static_use: bool,
 }
 
 impl CVariable {
@@ -604,10 +690,12 @@ impl CVariable {
             gl_type: v.gl_type,
             array_size: v.array_size,
             location: v.location,
+            precision: v.precision,
+            static_use: v.static_use,
         }
     }
 
-    fn info(&self) -> gpusvc_program_cache_variable_info {
+    pub(crate) fn info(&self) -> gpusvc_program_cache_variable_info {
         gpusvc_program_cache_variable_info {
             name: self.name.as_ptr(),
             mapped_name: self.mapped_name.as_ptr(),
@@ -619,18 +707,76 @@ impl CVariable {
     }
 }
 
+/// A block of a shader's maps with C strings, and its members as C structs pointing into them.
+#[derive(Debug)]
+pub(crate) struct CShaderBlock {
+    pub(crate) name: CString,
+    pub(crate) mapped_name: CString,
+    pub(crate) binding: i32,
+    pub(crate) data_size: i32,
+    pub(crate) static_use: bool,
+    _members: Vec<CVariable>,
+    /// Point into `_members` (heap strings: moving the vectors keeps them valid).
+    pub(crate) member_infos: MemberInfos,
+}
+
+/// The C structs of a block's members, pointing into the block's own `CString`s.
+#[derive(Debug)]
+pub(crate) struct MemberInfos(pub(crate) Vec<gpusvc_program_cache_variable_info>);
+
+// SAFETY: the pointers inside point into `CString`s owned by the same `CShaderBlock`, which are
+// never changed or freed while it lives; sharing or sending read-only pointers to immutable
+// heap bytes is as safe as sharing the strings themselves.
+unsafe impl Send for MemberInfos {}
+// SAFETY: as above: nothing is ever written through these pointers.
+unsafe impl Sync for MemberInfos {}
+
+impl CShaderBlock {
+    fn new(b: &program_cache::BlockInfo) -> Self {
+        let members: Vec<CVariable> = b.members.iter().map(CVariable::new).collect();
+        let member_infos = MemberInfos(members.iter().map(CVariable::info).collect());
+        CShaderBlock {
+            name: c_string(&b.name),
+            mapped_name: c_string(&b.mapped_name),
+            binding: b.binding,
+            data_size: b.data_size,
+            static_use: b.static_use,
+            _members: members,
+            member_infos,
+        }
+    }
+}
+
 /// A shader's variable maps with C strings.
 #[derive(Debug, Default)]
 pub(crate) struct CShaderVariables {
     attributes: Vec<CVariable>,
     uniforms: Vec<CVariable>,
+    varyings: Vec<CVariable>,
+    outputs: Vec<CVariable>,
+    uniform_blocks: Vec<CShaderBlock>,
+    storage_blocks: Vec<CShaderBlock>,
 }
 
 impl CShaderVariables {
     pub(crate) fn new(v: &ShaderVariables) -> Self {
+        let list = |l: &[VariableInfo]| l.iter().map(CVariable::new).collect();
         CShaderVariables {
-            attributes: v.attributes.iter().map(CVariable::new).collect(),
-            uniforms: v.uniforms.iter().map(CVariable::new).collect(),
+            attributes: list(&v.attributes),
+            uniforms: list(&v.uniforms),
+            varyings: list(&v.varyings),
+            outputs: list(&v.outputs),
+            uniform_blocks: v.uniform_blocks.iter().map(CShaderBlock::new).collect(),
+            storage_blocks: v.storage_blocks.iter().map(CShaderBlock::new).collect(),
+        }
+    }
+
+    /// The uniform blocks, or (`uniform` false) the storage blocks.
+    pub(crate) fn blocks(&self, uniform: bool) -> &[CShaderBlock] {
+        if uniform {
+            &self.uniform_blocks
+        } else {
+            &self.storage_blocks
         }
     }
 
@@ -638,6 +784,8 @@ impl CShaderVariables {
         match kind {
             VariableKind::Attribute => &self.attributes,
             VariableKind::Uniform => &self.uniforms,
+            VariableKind::Varying => &self.varyings,
+            VariableKind::Output => &self.outputs,
         }
     }
 
@@ -692,22 +840,19 @@ mod tests {
         for p in EvictionPolicy::ALL {
             assert_eq!(policy_in(policy_out(p)).unwrap(), p);
         }
-        for s in [
-            ShaderStage::Vertex,
-            ShaderStage::Fragment,
-            ShaderStage::Compute,
-        ] {
+        for s in ShaderStage::ALL {
             assert_eq!(stage_in(stage_out(s)).unwrap(), s);
         }
-        let e = stage_in(3).unwrap_err();
+        let e = stage_in(6).unwrap_err();
         assert!(
-            format!("{e:?}").contains("unknown gpusvc shader stage value 3"),
+            format!("{e:?}").contains("unknown gpusvc shader stage value 6"),
             "{e:?}"
         );
         assert!(format!("{:?}", policy_in(5).unwrap_err()).contains("INVALID_ARGUMENT"));
         assert!(memory_pressure_in(3).is_err());
         assert!(profile_in(3).is_err());
-        assert!(variable_kind_in(2).is_err());
+        assert!(variable_kind_in(3).is_ok());
+        assert!(variable_kind_in(4).is_err());
         assert!(transform_feedback_in(2).is_err());
     }
 }

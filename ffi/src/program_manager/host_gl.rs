@@ -6,7 +6,8 @@ use std::ffi::{CString, c_char, c_void};
 use std::rc::Rc;
 
 use program_cache::{
-    ActiveVariable, LinkOptions, ObjectId, ProgramBackend, ProgramBinaryData, ShaderStage,
+    ActiveVariable, LinkOptions, ObjectId, ProgramBackend, ProgramBinaryData, ProgramInterface,
+    ShaderStage,
 };
 
 use crate::kit::{FfiError, UserData, c_string, growable, null_argument};
@@ -105,11 +106,96 @@ pub struct gpusvc_program_manager_host_gl {
     pub delete_shader: Option<unsafe extern "C" fn(user_data: *mut c_void, shader: u64)>,
     /// Deletes a program object gpusvc owns (a freed `gpusvc_program_manager_linked_program`). Optional.
     pub delete_program: Option<unsafe extern "C" fn(user_data: *mut c_void, program: u64)>,
+    /// Links `count` shaders (`shaders[i]` of stage `stages[i]`, a
+    /// `GPUSVC_PROGRAM_CACHE_SHADER_STAGE_*` value, in pipeline order) with `options`, and
+    /// `GL_PROGRAM_SEPARABLE` when `separable`: every program other than a vertex and a
+    /// fragment shader linked together not separable (which `link` does): compute,
+    /// tessellation, geometry, separable programs. As `link` otherwise. Optional (NULL: such
+    /// programs fail to link with a log saying so).
+    pub link_stages: Option<
+        unsafe extern "C" fn(
+            user_data: *mut c_void,
+            shaders: *const u64,
+            stages: *const u32,
+            count: usize,
+            options: *const gpusvc_program_cache_link_options,
+            separable: bool,
+            out_program: *mut u64,
+            log: *mut gpusvc_program_manager_host_sink,
+        ) -> bool,
+    >,
+    /// Parallel compile (`KHR_parallel_shader_compile`), optional: all three of
+    /// `start_compile`, `compile_done` and `finish_compile`, or none (NULL: compiles wait, as
+    /// through `compile`; one or two of them is `GPUSVC_INVALID_ARGUMENT`). `start_compile`
+    /// takes `compile`'s arguments and returns at once: true with the shader id
+    /// (`glCompileShader` issued, status not asked), or false with a log for a failure known at
+    /// once (it deletes its own object then).
+    pub start_compile: Option<
+        unsafe extern "C" fn(
+            user_data: *mut c_void,
+            stage: u32,
+            source: *const c_char,
+            source_len: usize,
+            out_shader: *mut u64,
+            log: *mut gpusvc_program_manager_host_sink,
+        ) -> bool,
+    >,
+    /// `GL_COMPLETION_STATUS_KHR` of a started compile.
+    pub compile_done: Option<unsafe extern "C" fn(user_data: *mut c_void, shader: u64) -> bool>,
+    /// `GL_COMPILE_STATUS` of a started compile (waiting if needed): true, or false with the
+    /// info log written to `log` (gpusvc then deletes the shader through `delete_shader`).
+    pub finish_compile: Option<
+        unsafe extern "C" fn(
+            user_data: *mut c_void,
+            shader: u64,
+            log: *mut gpusvc_program_manager_host_sink,
+        ) -> bool,
+    >,
+    /// Parallel link, optional: all three of `start_link`, `link_done` and `finish_link`, or
+    /// none (NULL: links wait, through `link` / `link_stages`). `start_link` takes
+    /// `link_stages`' arguments (every program kind, vertex + fragment included) and returns at
+    /// once: true with the program id (`glLinkProgram` issued), or false with a log.
+    pub start_link: Option<
+        unsafe extern "C" fn(
+            user_data: *mut c_void,
+            shaders: *const u64,
+            stages: *const u32,
+            count: usize,
+            options: *const gpusvc_program_cache_link_options,
+            separable: bool,
+            out_program: *mut u64,
+            log: *mut gpusvc_program_manager_host_sink,
+        ) -> bool,
+    >,
+    /// `GL_COMPLETION_STATUS_KHR` of a started link.
+    pub link_done: Option<unsafe extern "C" fn(user_data: *mut c_void, program: u64) -> bool>,
+    /// `GL_LINK_STATUS` of a started link (waiting if needed): true, or false with the info log
+    /// written to `log` (gpusvc then deletes the program through `delete_program`).
+    pub finish_link: Option<
+        unsafe extern "C" fn(
+            user_data: *mut c_void,
+            program: u64,
+            log: *mut gpusvc_program_manager_host_sink,
+        ) -> bool,
+    >,
+    /// Reports a linked program's reflection beyond attributes and uniforms to `out`:
+    /// `gpusvc_program_manager_host_sink_push_output` (fragment outputs),
+    /// `_push_varying` (transform-feedback varyings, in link order), `_push_block` and
+    /// `_push_block_member` (uniform and storage blocks), `_set_uniform_static_use` and
+    /// `_set_compute_work_group_size`. Optional (NULL: none of it is known; the linked
+    /// program's queries answer empty lists).
+    pub program_interface: Option<
+        unsafe extern "C" fn(
+            user_data: *mut c_void,
+            program: u64,
+            out: *mut gpusvc_program_manager_host_sink,
+        ),
+    >,
 }
 
 growable!(gpusvc_program_manager_host_gl {
     first: delete_program,
-    last: delete_program,
+    last: program_interface,
     defaults: gpusvc_program_manager_host_gl {
         struct_size: 0,
         user_data: std::ptr::null_mut(),
@@ -121,8 +207,66 @@ growable!(gpusvc_program_manager_host_gl {
         active_uniforms: None,
         delete_shader: None,
         delete_program: None,
+        link_stages: None,
+        start_compile: None,
+        compile_done: None,
+        finish_compile: None,
+        start_link: None,
+        link_done: None,
+        finish_link: None,
+        program_interface: None,
     },
 });
+
+type CompileFn = unsafe extern "C" fn(
+    *mut c_void,
+    u32,
+    *const c_char,
+    usize,
+    *mut u64,
+    *mut gpusvc_program_manager_host_sink,
+) -> bool;
+type LinkStagesFn = unsafe extern "C" fn(
+    *mut c_void,
+    *const u64,
+    *const u32,
+    usize,
+    *const gpusvc_program_cache_link_options,
+    bool,
+    *mut u64,
+    *mut gpusvc_program_manager_host_sink,
+) -> bool;
+type DoneFn = unsafe extern "C" fn(*mut c_void, u64) -> bool;
+type FinishFn =
+    unsafe extern "C" fn(*mut c_void, u64, *mut gpusvc_program_manager_host_sink) -> bool;
+
+/// The optional parallel callbacks of one kind (compile or link), all three or none.
+#[derive(Debug, Clone, Copy)]
+struct Parallel<S> {
+    start: S,
+    done: DoneFn,
+    finish: FinishFn,
+}
+
+fn parallel<S>(
+    start: Option<S>,
+    done: Option<DoneFn>,
+    finish: Option<FinishFn>,
+    names: [&str; 3],
+) -> Result<Option<Parallel<S>>, FfiError> {
+    match (start, done, finish) {
+        (None, None, None) => Ok(None),
+        (Some(start), Some(done), Some(finish)) => Ok(Some(Parallel {
+            start,
+            done,
+            finish,
+        })),
+        _ => Err(crate::kit::invalid_argument(format!(
+            "gl->{}, gl->{} and gl->{} are given together or not at all",
+            names[0], names[1], names[2]
+        ))),
+    }
+}
 
 type SinkFn = unsafe extern "C" fn(*mut c_void, u64, *mut gpusvc_program_manager_host_sink);
 
@@ -164,6 +308,10 @@ pub(crate) struct HostGl {
     active_uniforms: SinkFn,
     delete_shader: Option<unsafe extern "C" fn(*mut c_void, u64)>,
     delete_program: Option<unsafe extern "C" fn(*mut c_void, u64)>,
+    link_stages: Option<LinkStagesFn>,
+    parallel_compile: Option<Parallel<CompileFn>>,
+    parallel_link: Option<Parallel<LinkStagesFn>>,
+    program_interface: Option<SinkFn>,
 }
 
 impl HostGl {
@@ -185,6 +333,20 @@ impl HostGl {
                 .ok_or_else(|| required("active_uniforms"))?,
             delete_shader: gl.delete_shader,
             delete_program: gl.delete_program,
+            link_stages: gl.link_stages,
+            program_interface: gl.program_interface,
+            parallel_compile: parallel(
+                gl.start_compile,
+                gl.compile_done,
+                gl.finish_compile,
+                ["start_compile", "compile_done", "finish_compile"],
+            )?,
+            parallel_link: parallel(
+                gl.start_link,
+                gl.link_done,
+                gl.finish_link,
+                ["start_link", "link_done", "finish_link"],
+            )?,
         })
     }
 }
@@ -195,6 +357,8 @@ pub(crate) struct HostObject {
     id: u64,
     gl: Rc<HostGl>,
     program: bool,
+    /// A shader's stage (for the stage arrays of `link_stages` / `start_link`).
+    stage: Option<ShaderStage>,
 }
 
 impl ObjectId for HostObject {
@@ -285,7 +449,81 @@ impl HostBackend {
             id,
             gl: self.gl.clone(),
             program,
+            stage: None,
         }
+    }
+
+    /// Runs a compile-like callback (`compile` or `start_compile`) for `stage`.
+    fn compile_with(
+        &self,
+        f: CompileFn,
+        stage: ShaderStage,
+        source: &str,
+    ) -> Result<HostObject, String> {
+        let mut text = Vec::with_capacity(source.len() + 1);
+        text.extend_from_slice(source.as_bytes());
+        text.push(0);
+        self.make(false, |user_data, id, log| {
+            // SAFETY: the host's callback with its user_data (`gpusvc_program_manager_host_gl`'s
+            // contract); `text` holds `source.len()` bytes and a NUL and outlives the call.
+            unsafe {
+                f(
+                    user_data,
+                    stage_out(stage),
+                    text.as_ptr().cast(),
+                    source.len(),
+                    id,
+                    log,
+                )
+            }
+        })
+        .map(|mut o| {
+            o.stage = Some(stage);
+            o
+        })
+    }
+
+    /// Runs a `link_stages`-like callback on `shaders` (their stages from their compile).
+    fn link_with(
+        &self,
+        f: LinkStagesFn,
+        shaders: &[&HostObject],
+        options: &LinkOptions,
+    ) -> Result<HostObject, String> {
+        let ids: Vec<u64> = shaders.iter().map(|s| s.id).collect();
+        let stages = shaders
+            .iter()
+            .map(|s| s.stage.map(stage_out))
+            .collect::<Option<Vec<u32>>>()
+            .ok_or_else(|| "a shader of the link was not made by this backend".to_owned())?;
+        let separable = options.separable;
+        let options = CLinkOptions::new(options);
+        self.make(true, |user_data, id, log| {
+            // SAFETY: the host's callback with its user_data; `ids`, `stages` (both `count`
+            // long) and `options.view` (pointing into `options`) outlive the call.
+            unsafe {
+                f(
+                    user_data,
+                    ids.as_ptr(),
+                    stages.as_ptr(),
+                    ids.len(),
+                    &options.view,
+                    separable,
+                    id,
+                    log,
+                )
+            }
+        })
+    }
+
+    /// Runs a `finish_*` callback on an object: the object back, or the log (the object is
+    /// dropped, so deleted through the host's delete callback).
+    fn finish_with(&self, f: FinishFn, object: HostObject) -> Result<HostObject, String> {
+        let sink = Sink::new();
+        // SAFETY: the host's callback with its user_data; the sink is registered for the call.
+        let ok = unsafe { f(self.gl.user_data.get(), object.id, sink.handle()) };
+        let log = sink.finish().text;
+        if ok { Ok(object) } else { Err(log) }
     }
 
     /// Runs a host callback that makes an object: `call` gets the user data, the id to write
@@ -330,23 +568,7 @@ impl ProgramBackend for HostBackend {
     type Program = HostObject;
 
     fn compile(&mut self, stage: ShaderStage, source: &str) -> Result<Self::Shader, String> {
-        let mut text = Vec::with_capacity(source.len() + 1);
-        text.extend_from_slice(source.as_bytes());
-        text.push(0);
-        self.make(false, |user_data, id, log| {
-            // SAFETY: the host's callback with its user_data (`gpusvc_program_manager_host_gl`'s
-            // contract); `text` holds `source.len()` bytes and a NUL and outlives the call.
-            unsafe {
-                (self.gl.compile)(
-                    user_data,
-                    stage_out(stage),
-                    text.as_ptr().cast(),
-                    source.len(),
-                    id,
-                    log,
-                )
-            }
-        })
+        self.compile_with(self.gl.compile, stage, source)
     }
 
     fn link(
@@ -354,16 +576,85 @@ impl ProgramBackend for HostBackend {
         shaders: &[&Self::Shader],
         options: &LinkOptions,
     ) -> Result<Self::Program, String> {
-        let [vertex, fragment] = shaders else {
-            return Err("the host's link callback takes a vertex and a fragment shader".into());
+        if let [vertex, fragment] = shaders
+            && vertex.stage == Some(ShaderStage::Vertex)
+            && fragment.stage == Some(ShaderStage::Fragment)
+            && !options.separable
+        {
+            let c_options = CLinkOptions::new(options);
+            return self
+                .make(true, |user_data, id, log| {
+                    // SAFETY: the host's callback with its user_data; `c_options.view` points
+                    // into `c_options`, which outlives the call.
+                    unsafe {
+                        (self.gl.link)(user_data, vertex.id, fragment.id, &c_options.view, id, log)
+                    }
+                })
+                .map_err(|log| refusal(log, "the host refused to link the program"));
+        }
+        let Some(link_stages) = self.gl.link_stages else {
+            return Err(
+                "the host gave no link_stages callback: only a vertex and a fragment \
+                        shader can be linked (not separable)"
+                    .into(),
+            );
         };
-        let options = CLinkOptions::new(options);
-        self.make(true, |user_data, id, log| {
-            // SAFETY: the host's callback with its user_data; `options.view` points into
-            // `options`, which outlives the call.
-            unsafe { (self.gl.link)(user_data, vertex.id, fragment.id, &options.view, id, log) }
-        })
-        .map_err(|log| refusal(log, "the host refused to link the program"))
+        self.link_with(link_stages, shaders, options)
+            .map_err(|log| refusal(log, "the host refused to link the program"))
+    }
+
+    fn start_compile(&mut self, stage: ShaderStage, source: &str) -> Result<Self::Shader, String> {
+        match self.gl.parallel_compile {
+            Some(p) => self.compile_with(p.start, stage, source),
+            None => self.compile(stage, source),
+        }
+    }
+
+    fn compile_done(&mut self, shader: &Self::Shader) -> bool {
+        match self.gl.parallel_compile {
+            // SAFETY: the host's callback with its user_data.
+            Some(p) => unsafe { (p.done)(self.gl.user_data.get(), shader.id) },
+            None => true,
+        }
+    }
+
+    fn finish_compile(&mut self, shader: Self::Shader) -> Result<Self::Shader, String> {
+        match self.gl.parallel_compile {
+            Some(p) => self
+                .finish_with(p.finish, shader)
+                .map_err(|log| refusal(log, "the host reported a failed compile")),
+            None => Ok(shader),
+        }
+    }
+
+    fn start_link(
+        &mut self,
+        shaders: &[&Self::Shader],
+        options: &LinkOptions,
+    ) -> Result<Self::Program, String> {
+        match self.gl.parallel_link {
+            Some(p) => self
+                .link_with(p.start, shaders, options)
+                .map_err(|log| refusal(log, "the host refused to link the program")),
+            None => self.link(shaders, options),
+        }
+    }
+
+    fn link_done(&mut self, program: &Self::Program) -> bool {
+        match self.gl.parallel_link {
+            // SAFETY: the host's callback with its user_data.
+            Some(p) => unsafe { (p.done)(self.gl.user_data.get(), program.id) },
+            None => true,
+        }
+    }
+
+    fn finish_link(&mut self, program: Self::Program) -> Result<Self::Program, String> {
+        match self.gl.parallel_link {
+            Some(p) => self
+                .finish_with(p.finish, program)
+                .map_err(|log| refusal(log, "the host refused to link the program")),
+            None => Ok(program),
+        }
     }
 
     fn program_binary(&mut self, program: &Self::Program) -> Result<ProgramBinaryData, String> {
@@ -412,5 +703,15 @@ impl ProgramBackend for HostBackend {
 
     fn active_uniforms(&mut self, program: &Self::Program) -> Vec<ActiveVariable> {
         self.variables(self.gl.active_uniforms, program)
+    }
+
+    fn program_interface(&mut self, program: &Self::Program) -> ProgramInterface {
+        let Some(f) = self.gl.program_interface else {
+            return ProgramInterface::default();
+        };
+        let sink = Sink::new();
+        // SAFETY: the host's callback with its user_data; the sink is registered for the call.
+        unsafe { f(self.gl.user_data.get(), program.id, sink.handle()) };
+        sink.finish().interface
     }
 }

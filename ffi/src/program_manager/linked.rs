@@ -2,11 +2,14 @@
 //! reflection).
 
 use crate::kit::handle::{self, Kind};
-use crate::kit::{Out, ffi_guard, gpusvc_result};
+use crate::kit::{FfiError, Out, SizedOut, ffi_guard, gpusvc_result, invalid_argument};
 use crate::program_cache::{VariableKind, gpusvc_program_cache_sha1, item_at, variable_kind_in};
-use crate::program_manager::objects::{CActive, LinkedHandle, linked, linked_query};
+use crate::program_manager::objects::{
+    CActive, CBlock, LinkedHandle, linked, linked_query, stage_mask_out,
+};
 use crate::program_manager::{
-    gpusvc_program_manager_active_variable, gpusvc_program_manager_linked_program, link_origin_out,
+    BlockKind, block_kind_in, gpusvc_program_manager_active_variable, gpusvc_program_manager_block,
+    gpusvc_program_manager_block_member, gpusvc_program_manager_linked_program, link_origin_out,
 };
 
 /// Frees a linked program and deletes its driver object (GL form; host form when
@@ -32,7 +35,7 @@ pub unsafe extern "C" fn gpusvc_program_manager_linked_program_object(
     out: *mut u64,
 ) -> gpusvc_result {
     // SAFETY: forwarded from this function's contract.
-    unsafe { linked_query(program, out, |p| Ok(p.program.id())) }
+    unsafe { linked_query(program, out, |p| Ok(p.linked.program.id())) }
 }
 
 /// How the program came about (`GPUSVC_PROGRAM_MANAGER_LINK_ORIGIN_*`).
@@ -45,7 +48,7 @@ pub unsafe extern "C" fn gpusvc_program_manager_linked_program_origin(
     out: *mut u32,
 ) -> gpusvc_result {
     // SAFETY: forwarded from this function's contract.
-    unsafe { linked_query(program, out, |p| Ok(link_origin_out(p.origin))) }
+    unsafe { linked_query(program, out, |p| Ok(link_origin_out(p.linked.origin))) }
 }
 
 /// The program's cache key.
@@ -58,17 +61,21 @@ pub unsafe extern "C" fn gpusvc_program_manager_linked_program_key(
     out: *mut gpusvc_program_cache_sha1,
 ) -> gpusvc_result {
     // SAFETY: forwarded from this function's contract.
-    unsafe { linked_query(program, out, |p| Ok(p.key.into())) }
+    unsafe { linked_query(program, out, |p| Ok(p.linked.key.into())) }
 }
 
 fn active_list(p: &LinkedHandle, kind: VariableKind) -> &[CActive] {
     match kind {
         VariableKind::Attribute => &p.attributes,
         VariableKind::Uniform => &p.uniforms,
+        VariableKind::Varying => &p.varyings,
+        VariableKind::Output => &p.outputs,
     }
 }
 
-/// How many active variables of `kind` (`GPUSVC_PROGRAM_CACHE_VARIABLE_KIND_*`) the program has.
+/// How many active variables of `kind` (`GPUSVC_PROGRAM_CACHE_VARIABLE_KIND_*`) the program
+/// has: attributes, uniforms, transform-feedback varyings (`..._VARYING`, in link order) or
+/// fragment outputs (`..._OUTPUT`, with `location_index`).
 ///
 /// # Safety
 /// `out` is NULL or valid for one write.
@@ -111,6 +118,164 @@ pub unsafe extern "C" fn gpusvc_program_manager_linked_program_variable(
         let out = unsafe { crate::kit::SizedOut::new(out, "out") }?;
         let p = p.borrow()?;
         out.write(item_at(active_list(&p, kind), index, "variables")?.info());
+        Ok(())
+    })
+}
+
+/// The stages linked into the program: bit `1 << GPUSVC_PROGRAM_CACHE_SHADER_STAGE_*` per
+/// stage.
+///
+/// # Safety
+/// `out` is NULL or valid for one write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gpusvc_program_manager_linked_program_stages(
+    program: *const gpusvc_program_manager_linked_program,
+    out: *mut u32,
+) -> gpusvc_result {
+    // SAFETY: forwarded from this function's contract.
+    unsafe {
+        linked_query(program, out, |p| {
+            Ok(p.linked
+                .stages
+                .iter()
+                .fold(0, |m, s| m | stage_mask_out(s.bit())))
+        })
+    }
+}
+
+/// Whether the program's binary is still in the driver, not read yet
+/// (`gpusvc_program_manager_set_defer_binary_reads`);
+/// `gpusvc_program_manager_save_deferred_binary` reads and saves it.
+///
+/// # Safety
+/// `out` is NULL or valid for one write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gpusvc_program_manager_linked_program_binary_deferred(
+    program: *const gpusvc_program_manager_linked_program,
+    out: *mut bool,
+) -> gpusvc_result {
+    // SAFETY: forwarded from this function's contract.
+    unsafe { linked_query(program, out, |p| Ok(p.linked.binary_deferred)) }
+}
+
+/// The stages that statically use uniform `index` (as listed by
+/// `gpusvc_program_manager_linked_program_variable` with `..._VARIABLE_KIND_UNIFORM`): bit
+/// `1 << GPUSVC_PROGRAM_CACHE_SHADER_STAGE_*` per stage; 0 when the driver does not say. An
+/// index past the end is `GPUSVC_INVALID_ARGUMENT`.
+///
+/// # Safety
+/// `out` is NULL or valid for one write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gpusvc_program_manager_linked_program_uniform_static_use(
+    program: *const gpusvc_program_manager_linked_program,
+    index: usize,
+    out: *mut u32,
+) -> gpusvc_result {
+    // SAFETY: forwarded from this function's contract.
+    unsafe {
+        linked_query(program, out, |p| {
+            Ok(*item_at(&p.uniform_static_use, index, "uniforms")?)
+        })
+    }
+}
+
+/// `GL_COMPUTE_WORK_GROUP_SIZE` of a compute program, into `out[0..3]`. A program without a
+/// compute stage is `GPUSVC_INVALID_ARGUMENT` (nothing written).
+///
+/// # Safety
+/// `out` is NULL or valid for three writes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gpusvc_program_manager_linked_program_compute_work_group_size(
+    program: *const gpusvc_program_manager_linked_program,
+    out: *mut u32,
+) -> gpusvc_result {
+    // SAFETY: forwarded from this function's contract; `[u32; 3]` has `u32`'s alignment.
+    unsafe {
+        linked_query(program, out.cast::<[u32; 3]>(), |p| {
+            p.linked
+                .interface
+                .compute_work_group_size
+                .ok_or_else(|| invalid_argument("the program has no compute stage"))
+        })
+    }
+}
+
+fn block_list(p: &LinkedHandle, kind: BlockKind) -> &[CBlock] {
+    match kind {
+        BlockKind::Uniform => &p.uniform_blocks,
+        BlockKind::Storage => &p.storage_blocks,
+    }
+}
+
+/// How many blocks of `kind` (`GPUSVC_PROGRAM_MANAGER_BLOCK_KIND_*`) the program has.
+///
+/// # Safety
+/// `out` is NULL or valid for one write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gpusvc_program_manager_linked_program_block_count(
+    program: *const gpusvc_program_manager_linked_program,
+    kind: u32,
+    out: *mut usize,
+) -> gpusvc_result {
+    ffi_guard(|| {
+        let p = linked(program)?;
+        let kind = block_kind_in(kind)?;
+        // SAFETY: an output argument (this function's contract).
+        let out = unsafe { Out::new(out, "out") }?;
+        out.write(block_list(&*p.borrow()?, kind).len());
+        Ok(())
+    })
+}
+
+/// Block `index` of `kind`, sorted by name: name, binding, data size, the stages that use it
+/// and its member count. The name belongs to the handle and stays valid until it is freed. An
+/// index past the end is `GPUSVC_INVALID_ARGUMENT`. The host sets `out->struct_size`; only that
+/// many bytes are written, and `struct_size` becomes the bytes written.
+///
+/// # Safety
+/// `out` is NULL or valid for reading and writing `out->struct_size` bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gpusvc_program_manager_linked_program_block(
+    program: *const gpusvc_program_manager_linked_program,
+    kind: u32,
+    index: usize,
+    out: *mut gpusvc_program_manager_block,
+) -> gpusvc_result {
+    ffi_guard(|| {
+        let p = linked(program)?;
+        let kind = block_kind_in(kind)?;
+        // SAFETY: an output argument (this function's contract).
+        let out = unsafe { SizedOut::new(out, "out") }?;
+        let p = p.borrow()?;
+        out.write(item_at(block_list(&p, kind), index, "blocks")?.info());
+        Ok(())
+    })
+}
+
+/// Member `member` of block `index` of `kind`, sorted by name: name, GL type, array size,
+/// offset, array and matrix strides, row-major. An index past the end is
+/// `GPUSVC_INVALID_ARGUMENT`. The host sets `out->struct_size` as for
+/// `gpusvc_program_manager_linked_program_block`.
+///
+/// # Safety
+/// `out` is NULL or valid for reading and writing `out->struct_size` bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gpusvc_program_manager_linked_program_block_member(
+    program: *const gpusvc_program_manager_linked_program,
+    kind: u32,
+    index: usize,
+    member: usize,
+    out: *mut gpusvc_program_manager_block_member,
+) -> gpusvc_result {
+    ffi_guard(|| {
+        let p = linked(program)?;
+        let kind = block_kind_in(kind)?;
+        // SAFETY: an output argument (this function's contract).
+        let out = unsafe { SizedOut::new(out, "out") }?;
+        let p = p.borrow()?;
+        let block = item_at(block_list(&p, kind), index, "blocks")?;
+        let info: Result<_, FfiError> = Ok(item_at(&block.members, member, "members")?.info());
+        out.write(info?);
         Ok(())
     })
 }

@@ -5,7 +5,12 @@ use std::ffi::c_char;
 
 #[cfg(feature = "gl")]
 use program_cache::OwnedGlBackend;
-use program_cache::{DynBackend, LinkFailure, ProgramManager, ProgramOptions};
+use std::cell::RefMut;
+
+use program_cache::{
+    CompileOutcome, DynBackend, DynObject, LinkFailure, ProgramManager, ProgramOptions, Shader,
+    ShaderStage,
+};
 
 #[cfg(feature = "gl")]
 use crate::gl::{gl_context, gpusvc_gl_context};
@@ -13,10 +18,13 @@ use crate::kit::handle::{self, Kind};
 use crate::kit::{FfiError, Out, cstr_in, ffi_guard, gpusvc_result, invalid_argument, sized_in};
 use crate::program_cache::{cache, gpusvc_program_cache, link_options_in};
 use crate::program_manager::host_gl::{HostBackend, HostGl, gpusvc_program_manager_host_gl};
-use crate::program_manager::objects::{LinkedHandle, manager, shader};
+use crate::program_manager::objects::{
+    LinkedHandle, Manager, PendingHandle, ShaderHandle, linked, manager, pending, shader,
+};
 use crate::program_manager::{
     compile_outcome_out, gpusvc_program_manager, gpusvc_program_manager_linked_program,
-    gpusvc_program_manager_program_options, gpusvc_program_manager_shader,
+    gpusvc_program_manager_pending_link, gpusvc_program_manager_program_options,
+    gpusvc_program_manager_shader,
 };
 
 /// Creates a program manager over a headless GL context (`gpusvc_gl_context_open`) and a
@@ -154,9 +162,16 @@ unsafe fn program_options_in(
     }
     // SAFETY: non-null and valid for `struct_size` bytes (contract).
     let o = unsafe { sized_in(options, "options") }?;
+    if o.reserved != [0; 7] {
+        return Err(invalid_argument(
+            "gpusvc_program_manager_program_options.reserved is not all zero",
+        ));
+    }
+    // SAFETY: forwarded from this function's contract.
+    let mut link = unsafe { link_options_in(&o.link) }?;
+    link.separable = o.separable;
     Ok(ProgramOptions {
-        // SAFETY: forwarded from this function's contract.
-        link: unsafe { link_options_in(&o.link) }?,
+        link,
         page: o.has_page.then_some(o.page),
     })
 }
@@ -207,9 +222,415 @@ pub unsafe extern "C" fn gpusvc_program_manager_link(
             vs.c_variables = None;
             fs.c_variables = None;
         }
-        let linked = LinkedHandle::new(linked.map_err(|e| link_failure(&e))?);
+        let linked = LinkedHandle::new(m.id(), linked.map_err(|e| link_failure(&e))?);
         let handle = handle::new_local(Kind::LinkedProgram, linked);
         out.write(handle);
         Ok(())
     })
+}
+
+/// Refuses a shader of another manager (its driver object is another backend's).
+fn own_shader(m: &Manager, s: &Shader<DynObject>) -> Result<(), FfiError> {
+    match s.manager() {
+        Some(owner) if owner != m.id() => Err(invalid_argument(
+            "the given shader belongs to another program manager",
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// The body of the compile exports: the handles and `out_outcome` checked, the shader
+/// borrowed from its manager, `step` run, the outcome written.
+///
+/// # Safety
+/// `out_outcome` is NULL or valid for one write.
+unsafe fn compile_step(
+    manager: *const gpusvc_program_manager,
+    shader: *const gpusvc_program_manager_shader,
+    out_outcome: *mut u32,
+    step: impl FnOnce(&mut Manager, &mut Shader<DynObject>) -> CompileOutcome,
+) -> gpusvc_result {
+    ffi_guard(|| {
+        let m = self::manager(manager)?;
+        let s = self::shader(shader, "shader")?;
+        // SAFETY: an output argument (the caller's contract).
+        let out_outcome = unsafe { Out::new(out_outcome, "out_outcome") }?;
+        let mut m = m.borrow_mut()?;
+        let mut s = s.borrow_mut()?;
+        own_shader(&m, &s.shader)?;
+        let outcome = step(&mut m, &mut s.shader);
+        s.c_variables = None;
+        out_outcome.write(compile_outcome_out(outcome));
+        Ok(())
+    })
+}
+
+/// `gpusvc_program_manager_compile` without waiting for the driver
+/// (`KHR_parallel_shader_compile`): a status hit (`..._DEFERRED`) or a compile the cache knows
+/// to fail (`..._KNOWN_FAILURE`, the driver's log in `gpusvc_program_manager_shader_info_log`)
+/// is answered at once; otherwise the driver compile starts and the outcome is
+/// `GPUSVC_PROGRAM_MANAGER_COMPILE_OUTCOME_PENDING` (shader state `..._COMPILING`). Poll with
+/// `gpusvc_program_manager_compile_ready`; `gpusvc_program_manager_finish_compile` (or a link)
+/// gives the result. Without the extension the driver compiles at once and the same calls
+/// work. A shader of another manager is `GPUSVC_INVALID_ARGUMENT`.
+///
+/// # Safety
+/// `out_outcome` is NULL or valid for one write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gpusvc_program_manager_start_compile(
+    manager: *const gpusvc_program_manager,
+    shader: *const gpusvc_program_manager_shader,
+    out_outcome: *mut u32,
+) -> gpusvc_result {
+    // SAFETY: forwarded from this function's contract.
+    unsafe {
+        compile_step(manager, shader, out_outcome, |m, s| {
+            m.start_compile(s)
+                .expect("own_shader checked the shader's manager")
+        })
+    }
+}
+
+/// Whether the compile of `shader` has finished (`GL_COMPLETION_STATUS_KHR`): true unless it
+/// was started with `gpusvc_program_manager_start_compile` and the driver is still at it. A
+/// shader of another manager is `GPUSVC_INVALID_ARGUMENT`.
+///
+/// # Safety
+/// `out` is NULL or valid for one write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gpusvc_program_manager_compile_ready(
+    manager: *const gpusvc_program_manager,
+    shader: *const gpusvc_program_manager_shader,
+    out: *mut bool,
+) -> gpusvc_result {
+    ffi_guard(|| {
+        let m = self::manager(manager)?;
+        let s = self::shader(shader, "shader")?;
+        // SAFETY: an output argument (this function's contract).
+        let out = unsafe { Out::new(out, "out") }?;
+        let mut m = m.borrow_mut()?;
+        let s = s.borrow()?;
+        own_shader(&m, &s.shader)?;
+        out.write(m.compile_ready(&s.shader));
+        Ok(())
+    })
+}
+
+/// Ends a compile started with `gpusvc_program_manager_start_compile`, waiting for the driver
+/// when needed, and writes its outcome (`..._COMPILED` or `..._FAILED`); a shader that is not
+/// compiling keeps its state and reports it (`..._COMPILED`, `..._DEFERRED`, or `..._FAILED`
+/// for one that failed or was never compiled). A shader of another manager is
+/// `GPUSVC_INVALID_ARGUMENT`.
+///
+/// # Safety
+/// `out_outcome` is NULL or valid for one write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gpusvc_program_manager_finish_compile(
+    manager: *const gpusvc_program_manager,
+    shader: *const gpusvc_program_manager_shader,
+    out_outcome: *mut u32,
+) -> gpusvc_result {
+    // SAFETY: forwarded from this function's contract.
+    unsafe { compile_step(manager, shader, out_outcome, |m, s| m.finish_compile(s)) }
+}
+
+/// The shaders of a link: `count` (1 to 6, one per stage) distinct, non-NULL live shaders.
+/// The count is checked before the array is read.
+///
+/// # Safety
+/// `shaders` is NULL or valid for `count` reads when `count` is 1 to 6.
+unsafe fn shader_list(
+    shaders: *const *const gpusvc_program_manager_shader,
+    count: usize,
+) -> Result<Vec<crate::kit::handle::Local<ShaderHandle>>, FfiError> {
+    if count == 0 {
+        return Err(invalid_argument("count is 0: a program needs a shader"));
+    }
+    if count > ShaderStage::ALL.len() {
+        return Err(invalid_argument(format!(
+            "count {count} is more than the {} stages a program can have",
+            ShaderStage::ALL.len()
+        )));
+    }
+    // SAFETY: forwarded from this function's contract (count is 1 to 6).
+    let list = unsafe { crate::kit::slice_in(shaders, count, "shaders") }?;
+    for (i, s) in list.iter().enumerate() {
+        if list[..i]
+            .iter()
+            .any(|t| t.addr() == s.addr() && !s.is_null())
+        {
+            return Err(invalid_argument(format!(
+                "shaders[{i}] is the same shader as an earlier one"
+            )));
+        }
+    }
+    list.iter()
+        .enumerate()
+        .map(|(i, &s)| self::shader(s, &format!("shaders[{i}]")))
+        .collect()
+}
+
+/// Borrows every shader of a link (`GPUSVC_HANDLE_BUSY` when an outer call holds one).
+fn borrow_all(
+    list: &[crate::kit::handle::Local<ShaderHandle>],
+) -> Result<Vec<RefMut<'_, ShaderHandle>>, FfiError> {
+    list.iter().map(|s| s.borrow_mut()).collect()
+}
+
+/// Runs `start_link` on borrowed shaders; the variable maps of every shader are read again
+/// afterwards unless the link was refused before anything happened.
+fn start_link_on(
+    m: &mut Manager,
+    guards: &mut [RefMut<'_, ShaderHandle>],
+    options: &ProgramOptions,
+) -> Result<program_cache::PendingLink<DynObject>, LinkFailure> {
+    let mut refs: Vec<&mut Shader<DynObject>> = guards.iter_mut().map(|g| &mut g.shader).collect();
+    let started = m.start_link(&mut refs, options);
+    drop(refs);
+    if !matches!(
+        started,
+        Err(LinkFailure::ForeignShader { .. } | LinkFailure::Stages(_))
+    ) {
+        for g in guards.iter_mut() {
+            g.c_variables = None;
+        }
+    }
+    started
+}
+
+/// Links any program kind through the cache (`glLinkProgram` of the attached shaders): a
+/// vertex and a fragment shader with optional tessellation and geometry shaders, a compute
+/// shader alone, or, with `options->separable`, any graphics stages for a program pipeline.
+/// `shaders` holds `count` distinct shaders of `manager` in any order. A cached binary is
+/// loaded (`GPUSVC_PROGRAM_MANAGER_LINK_ORIGIN_CACHE_HIT`); a miss compiles what was deferred,
+/// links and saves the binary. `options` may be NULL.
+///
+/// Errors: `GPUSVC_INVALID_ARGUMENT` for `count` 0 or above 6, a repeated shader, a shader of
+/// another manager, or shaders that do not make a program (two of one stage, compute with
+/// another stage, a program that is not separable without a vertex and a fragment shader),
+/// all refused before anything is compiled or linked; `GPUSVC_PROGRAM_CACHE_SHADER_NOT_COMPILED`,
+/// `..._COMPILE_FAILED`, `..._LINK_FAILED` (the driver's log in `gpusvc_last_error_detail`,
+/// byte for byte also when the cache answered a known failure without the driver).
+///
+/// # Safety
+/// `shaders` is NULL or valid for `count` reads; `options` is NULL or valid for one read, its
+/// pointers as documented on its fields; `out` is NULL or valid for one write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gpusvc_program_manager_link_program(
+    manager: *const gpusvc_program_manager,
+    shaders: *const *const gpusvc_program_manager_shader,
+    count: usize,
+    options: *const gpusvc_program_manager_program_options,
+    out: *mut *mut gpusvc_program_manager_linked_program,
+) -> gpusvc_result {
+    ffi_guard(|| {
+        let m = self::manager(manager)?;
+        // SAFETY: forwarded from this function's contract.
+        let list = unsafe { shader_list(shaders, count) }?;
+        // SAFETY: forwarded from this function's contract.
+        let options = unsafe { program_options_in(options) }?;
+        // SAFETY: an output argument (this function's contract).
+        let out = unsafe { Out::new(out, "out") }?;
+        let mut m = m.borrow_mut()?;
+        let mut guards = borrow_all(&list)?;
+        let linked = start_link_on(&mut m, &mut guards, &options)
+            .and_then(|p| m.finish_link(p))
+            .map_err(|e| link_failure(&e))?;
+        let handle = handle::new_local(Kind::LinkedProgram, LinkedHandle::new(m.id(), linked));
+        out.write(handle);
+        Ok(())
+    })
+}
+
+/// Starts a link like `gpusvc_program_manager_link_program` without waiting for the driver
+/// (`KHR_parallel_shader_compile`): a cache hit is complete at once; a link the cache knows to
+/// fail is `GPUSVC_PROGRAM_CACHE_LINK_FAILED` at once with the driver's log; otherwise deferred
+/// shaders are compiled, pending compiles finished and the driver link started. `*out` gets a
+/// pending link: poll it with `gpusvc_program_manager_link_ready`, end it with
+/// `gpusvc_program_manager_finish_link`. The errors are those of
+/// `gpusvc_program_manager_link_program`.
+///
+/// # Safety
+/// As `gpusvc_program_manager_link_program`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gpusvc_program_manager_start_link(
+    manager: *const gpusvc_program_manager,
+    shaders: *const *const gpusvc_program_manager_shader,
+    count: usize,
+    options: *const gpusvc_program_manager_program_options,
+    out: *mut *mut gpusvc_program_manager_pending_link,
+) -> gpusvc_result {
+    ffi_guard(|| {
+        let m = self::manager(manager)?;
+        // SAFETY: forwarded from this function's contract.
+        let list = unsafe { shader_list(shaders, count) }?;
+        // SAFETY: forwarded from this function's contract.
+        let options = unsafe { program_options_in(options) }?;
+        // SAFETY: an output argument (this function's contract).
+        let out = unsafe { Out::new(out, "out") }?;
+        let mut m = m.borrow_mut()?;
+        let mut guards = borrow_all(&list)?;
+        let started = start_link_on(&mut m, &mut guards, &options).map_err(|e| link_failure(&e))?;
+        let handle = handle::new_local(
+            Kind::PendingLink,
+            PendingHandle {
+                manager: m.id(),
+                pending: Some(started),
+            },
+        );
+        out.write(handle);
+        Ok(())
+    })
+}
+
+/// The pending link, checked to be `m`'s.
+fn own_pending(m: &Manager, p: &crate::kit::handle::Local<PendingHandle>) -> Result<(), FfiError> {
+    if p.borrow()?.manager != m.id() {
+        return Err(invalid_argument(
+            "the pending link belongs to another program manager",
+        ));
+    }
+    Ok(())
+}
+
+/// Whether a started link has finished on the driver (`GL_COMPLETION_STATUS_KHR`; a cache hit:
+/// at once). A pending link of another manager is `GPUSVC_INVALID_ARGUMENT`.
+///
+/// # Safety
+/// `out` is NULL or valid for one write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gpusvc_program_manager_link_ready(
+    manager: *const gpusvc_program_manager,
+    pending: *const gpusvc_program_manager_pending_link,
+    out: *mut bool,
+) -> gpusvc_result {
+    ffi_guard(|| {
+        let m = self::manager(manager)?;
+        let p = self::pending(pending)?;
+        // SAFETY: an output argument (this function's contract).
+        let out = unsafe { Out::new(out, "out") }?;
+        let mut m = m.borrow_mut()?;
+        own_pending(&m, &p)?;
+        let p = p.borrow()?;
+        let ready = p.pending.as_ref().is_none_or(|p| m.link_ready(p));
+        out.write(ready);
+        Ok(())
+    })
+}
+
+/// Ends a started link, waiting for the driver when needed: the program is reflected and, on a
+/// cache miss, its binary read and saved (now, or later with
+/// `gpusvc_program_manager_set_defer_binary_reads`) or the failure recorded with the driver's
+/// log. `pending` is consumed (freed) by every call that gets past the argument checks, on
+/// success and on a link failure (`GPUSVC_PROGRAM_CACHE_LINK_FAILED`, log in
+/// `gpusvc_last_error_detail`) alike: it is never used again. An argument error (NULL, a freed
+/// handle, another thread, a pending link of another manager: `GPUSVC_INVALID_ARGUMENT`)
+/// leaves it live.
+///
+/// # Safety
+/// `out` is NULL or valid for one write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gpusvc_program_manager_finish_link(
+    manager: *const gpusvc_program_manager,
+    pending: *mut gpusvc_program_manager_pending_link,
+    out: *mut *mut gpusvc_program_manager_linked_program,
+) -> gpusvc_result {
+    ffi_guard(|| {
+        let m = self::manager(manager)?;
+        let p = self::pending(pending)?;
+        // SAFETY: an output argument (this function's contract).
+        let out = unsafe { Out::new(out, "out") }?;
+        let mut m = m.borrow_mut()?;
+        own_pending(&m, &p)?;
+        let taken = p.borrow_mut()?.pending.take();
+        drop(p);
+        handle::free(pending, Kind::PendingLink)?;
+        let taken = taken.ok_or_else(|| invalid_argument("the pending link was already used"))?;
+        let linked = m.finish_link(taken).map_err(|e| link_failure(&e))?;
+        let handle = handle::new_local(Kind::LinkedProgram, LinkedHandle::new(m.id(), linked));
+        out.write(handle);
+        Ok(())
+    })
+}
+
+/// Drops a started link without finishing it (its driver program is deleted; nothing is
+/// saved). NULL is a no-op; a freed, consumed or unknown handle is `GPUSVC_INVALID_HANDLE`;
+/// from another thread `GPUSVC_WRONG_THREAD`.
+///
+/// # Safety
+/// None beyond passing a value that came from gpusvc (or NULL).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gpusvc_program_manager_pending_link_free(
+    pending: *mut gpusvc_program_manager_pending_link,
+) -> gpusvc_result {
+    ffi_guard(|| handle::free(pending, Kind::PendingLink))
+}
+
+/// Whether a link that misses the cache leaves the program binary in the driver until
+/// `gpusvc_program_manager_save_deferred_binary` (a host calls it when its context is idle)
+/// instead of reading it when the link finishes (the default, false). At most 1024 programs
+/// wait; past that a link reads its binary at once.
+///
+/// # Safety
+/// None beyond passing a value that came from gpusvc (or NULL).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gpusvc_program_manager_set_defer_binary_reads(
+    manager: *const gpusvc_program_manager,
+    on: bool,
+) -> gpusvc_result {
+    ffi_guard(|| {
+        self::manager(manager)?
+            .borrow_mut()?
+            .set_defer_binary_reads(on);
+        Ok(())
+    })
+}
+
+/// Reads and saves the binary of `program` if its read was deferred
+/// (`gpusvc_program_manager_linked_program_binary_deferred`); `*out` gets whether it was read.
+/// A program linked by another manager is `GPUSVC_INVALID_ARGUMENT`.
+///
+/// # Safety
+/// `out` is NULL or valid for one write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gpusvc_program_manager_save_deferred_binary(
+    manager: *const gpusvc_program_manager,
+    program: *const gpusvc_program_manager_linked_program,
+    out: *mut bool,
+) -> gpusvc_result {
+    ffi_guard(|| {
+        let m = self::manager(manager)?;
+        let p = self::linked(program)?;
+        // SAFETY: an output argument (this function's contract).
+        let out = unsafe { Out::new(out, "out") }?;
+        let mut m = m.borrow_mut()?;
+        let mut p = p.borrow_mut()?;
+        if p.manager != m.id() {
+            return Err(invalid_argument(
+                "the linked program belongs to another program manager",
+            ));
+        }
+        out.write(m.save_deferred_binary(&mut p.linked));
+        Ok(())
+    })
+}
+
+/// How many linked programs of `manager` wait for their binary to be read.
+///
+/// # Safety
+/// `out_count` is NULL or valid for one write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gpusvc_program_manager_deferred_binaries(
+    manager: *const gpusvc_program_manager,
+    out_count: *mut usize,
+) -> gpusvc_result {
+    // SAFETY: forwarded from this function's contract.
+    unsafe {
+        crate::kit::answer_into(
+            || self::manager(manager),
+            out_count,
+            "out_count",
+            |m| Ok(m.borrow()?.deferred_binaries()),
+        )
+    }
 }

@@ -4,16 +4,17 @@
 use std::ffi::CString;
 
 use program_cache::{
-    ActiveVariable, DynBackend, DynObject, LinkOrigin, LinkedProgram, ProgramKey, ProgramManager,
-    Shader,
+    ActiveVariable, BlockMember, DynBackend, DynObject, InterfaceBlock, LinkedProgram, PendingLink,
+    ProgramManager, ProgramManagerId, Shader, ShaderStage, StageMask,
 };
 
 use crate::kit::handle::{self, Kind};
 use crate::kit::{FfiError, answer_into, c_string, gpusvc_result};
-use crate::program_cache::CShaderVariables;
+use crate::program_cache::{CShaderVariables, stage_out};
 use crate::program_manager::{
-    gpusvc_program_manager, gpusvc_program_manager_active_variable,
-    gpusvc_program_manager_linked_program, gpusvc_program_manager_shader,
+    gpusvc_program_manager, gpusvc_program_manager_active_variable, gpusvc_program_manager_block,
+    gpusvc_program_manager_block_member, gpusvc_program_manager_linked_program,
+    gpusvc_program_manager_pending_link, gpusvc_program_manager_shader,
 };
 
 /// A manager over either backend: `DynBackend::new(OwnedGlBackend::new(ctx))` for a
@@ -44,10 +45,11 @@ impl ShaderHandle {
 /// An active variable with its name as a C string, owned by the linked program's handle.
 #[derive(Debug)]
 pub(crate) struct CActive {
-    name: CString,
+    pub(crate) name: CString,
     gl_type: u32,
     size: i32,
     location: Option<i32>,
+    location_index: i32,
 }
 
 impl CActive {
@@ -57,6 +59,27 @@ impl CActive {
             gl_type: v.gl_type,
             size: v.size,
             location: v.location,
+            location_index: -1,
+        }
+    }
+
+    fn output(o: &program_cache::ProgramOutput) -> Self {
+        CActive {
+            name: c_string(&o.name),
+            gl_type: o.gl_type,
+            size: o.size,
+            location: (o.location >= 0).then_some(o.location),
+            location_index: o.index,
+        }
+    }
+
+    fn varying(v: &program_cache::Varying) -> Self {
+        CActive {
+            name: c_string(&v.name),
+            gl_type: v.gl_type,
+            size: v.size,
+            location: None,
+            location_index: -1,
         }
     }
 
@@ -68,30 +91,136 @@ impl CActive {
             size: self.size,
             has_location: self.location.is_some(),
             location: self.location.unwrap_or(-1),
+            location_index: self.location_index,
+            reserved: 0,
+        }
+    }
+}
+
+/// A stage set as C sees it: bit `1 << GPUSVC_PROGRAM_CACHE_SHADER_STAGE_*` per stage.
+pub(crate) fn stage_mask_out(mask: StageMask) -> u32 {
+    ShaderStage::ALL
+        .into_iter()
+        .filter(|s| mask.contains(*s))
+        .fold(0, |m, s| m | (1 << stage_out(s)))
+}
+
+/// A block member with its name as a C string.
+#[derive(Debug)]
+pub(crate) struct CMember {
+    name: CString,
+    member: BlockMember,
+}
+
+impl CMember {
+    pub(crate) fn info(&self) -> gpusvc_program_manager_block_member {
+        let m = &self.member;
+        gpusvc_program_manager_block_member {
+            struct_size: size_of::<gpusvc_program_manager_block_member>(),
+            name: self.name.as_ptr(),
+            gl_type: m.gl_type,
+            array_size: m.size,
+            offset: m.offset,
+            array_stride: m.array_stride,
+            matrix_stride: m.matrix_stride,
+            row_major: m.row_major,
+            reserved: [0; 3],
+        }
+    }
+}
+
+/// A uniform or storage block with C strings.
+#[derive(Debug)]
+pub(crate) struct CBlock {
+    name: CString,
+    binding: i32,
+    data_size: i32,
+    referenced_by: u32,
+    pub(crate) members: Vec<CMember>,
+}
+
+impl CBlock {
+    fn new(b: &InterfaceBlock) -> Self {
+        CBlock {
+            name: c_string(&b.name),
+            binding: b.binding,
+            data_size: b.data_size,
+            referenced_by: stage_mask_out(b.referenced_by),
+            members: b
+                .members
+                .iter()
+                .map(|m| CMember {
+                    name: c_string(&m.name),
+                    member: m.clone(),
+                })
+                .collect(),
+        }
+    }
+
+    pub(crate) fn info(&self) -> gpusvc_program_manager_block {
+        gpusvc_program_manager_block {
+            struct_size: size_of::<gpusvc_program_manager_block>(),
+            name: self.name.as_ptr(),
+            binding: self.binding,
+            data_size: self.data_size,
+            referenced_by: self.referenced_by,
+            reserved: 0,
+            member_count: self.members.len(),
         }
     }
 }
 
 #[derive(Debug)]
 pub(crate) struct LinkedHandle {
-    pub(crate) key: ProgramKey,
-    pub(crate) origin: LinkOrigin,
+    /// The manager that linked it (a deferred binary is saved only by it).
+    pub(crate) manager: ProgramManagerId,
+    /// The program (its driver object, whose id is what C sees, is deleted when the handle is
+    /// freed), key, origin, stages and reflection.
+    pub(crate) linked: LinkedProgram<DynObject>,
     pub(crate) attributes: Vec<CActive>,
     pub(crate) uniforms: Vec<CActive>,
-    /// The driver object (its id is what C sees), deleted when the handle is freed.
-    pub(crate) program: DynObject,
+    /// Transform-feedback varyings, in link order.
+    pub(crate) varyings: Vec<CActive>,
+    /// Fragment outputs.
+    pub(crate) outputs: Vec<CActive>,
+    pub(crate) uniform_blocks: Vec<CBlock>,
+    pub(crate) storage_blocks: Vec<CBlock>,
+    /// For each of `uniforms`, the stages that statically use it (C mask).
+    pub(crate) uniform_static_use: Vec<u32>,
 }
 
 impl LinkedHandle {
-    pub(crate) fn new(linked: LinkedProgram<DynObject>) -> Self {
+    pub(crate) fn new(manager: ProgramManagerId, linked: LinkedProgram<DynObject>) -> Self {
+        let i = &linked.interface;
+        let static_use = |name: &str| {
+            i.uniform_static_use
+                .iter()
+                .find(|(n, _)| n == name)
+                .map_or(0, |(_, m)| stage_mask_out(*m))
+        };
         LinkedHandle {
-            key: linked.key,
-            origin: linked.origin,
+            manager,
             attributes: linked.attributes.iter().map(CActive::new).collect(),
             uniforms: linked.uniforms.iter().map(CActive::new).collect(),
-            program: linked.program,
+            varyings: i.varyings.iter().map(CActive::varying).collect(),
+            outputs: i.outputs.iter().map(CActive::output).collect(),
+            uniform_blocks: i.uniform_blocks.iter().map(CBlock::new).collect(),
+            storage_blocks: i.storage_blocks.iter().map(CBlock::new).collect(),
+            uniform_static_use: linked
+                .uniforms
+                .iter()
+                .map(|u| static_use(&u.name))
+                .collect(),
+            linked,
         }
     }
+}
+
+/// A link started with `gpusvc_program_manager_start_link`, with the manager that started it.
+#[derive(Debug)]
+pub(crate) struct PendingHandle {
+    pub(crate) manager: ProgramManagerId,
+    pub(crate) pending: Option<PendingLink<DynObject>>,
 }
 
 pub(crate) fn manager(
@@ -111,6 +240,12 @@ pub(crate) fn linked(
     p: *const gpusvc_program_manager_linked_program,
 ) -> Result<handle::Local<LinkedHandle>, FfiError> {
     handle::local(p, "program", Kind::LinkedProgram)
+}
+
+pub(crate) fn pending(
+    p: *const gpusvc_program_manager_pending_link,
+) -> Result<handle::Local<PendingHandle>, FfiError> {
+    handle::local(p, "pending", Kind::PendingLink)
 }
 
 /// The body of an export that answers about a shader through `out` (named "out"): the handle

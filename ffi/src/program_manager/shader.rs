@@ -11,10 +11,15 @@ use crate::kit::{
     text_out,
 };
 use crate::program_cache::{
-    gpusvc_program_cache_sha1, gpusvc_program_cache_shader_variables,
-    gpusvc_program_cache_variable_info, shader_variables_in, stage_in, stage_out, variable_kind_in,
+    VariableKind, gpusvc_program_cache_sha1, gpusvc_program_cache_shader_variables,
+    gpusvc_program_cache_variable_info, item_at, shader_variables_in, stage_in, stage_out,
+    variable_kind_in, variables_in,
 };
 use crate::program_manager::objects::{ShaderHandle, manager, shader, shader_query};
+use crate::program_manager::{
+    BlockKind, block_kind_in, gpusvc_program_manager_shader_block_info,
+    gpusvc_program_manager_variable_qualifiers,
+};
 use crate::program_manager::{
     GPUSVC_PROGRAM_MANAGER_SHADER_STATE_COMPILED, GPUSVC_PROGRAM_MANAGER_SHADER_STATE_COMPILING,
     GPUSVC_PROGRAM_MANAGER_SHADER_STATE_DEFERRED, GPUSVC_PROGRAM_MANAGER_SHADER_STATE_FAILED,
@@ -270,5 +275,240 @@ pub unsafe extern "C" fn gpusvc_program_manager_shader_variable(
         // SAFETY: an output argument (this function's contract).
         let out = unsafe { Out::new(out, "out") }?;
         s.borrow_mut()?.c_variables().entry_out(kind, index, out)
+    })
+}
+
+/// The list of `kind` in a shader's maps.
+fn list_mut(
+    v: &mut program_cache::ShaderVariables,
+    kind: VariableKind,
+) -> &mut Vec<program_cache::VariableInfo> {
+    match kind {
+        VariableKind::Attribute => &mut v.attributes,
+        VariableKind::Uniform => &mut v.uniforms,
+        VariableKind::Varying => &mut v.varyings,
+        VariableKind::Output => &mut v.outputs,
+    }
+}
+
+/// Replaces one list of the shader's variable maps (`GPUSVC_PROGRAM_CACHE_VARIABLE_KIND_*`:
+/// varyings and fragment outputs, which `gpusvc_program_cache_shader_variables` has no room
+/// for, or attributes and uniforms) with `count` variables (copied; `variables` may be NULL
+/// when `count` is 0). The other lists are kept (empty when the shader had no maps). Like every
+/// map, they are stored with the program and restored on a cache hit.
+///
+/// # Safety
+/// `variables` is NULL or valid for `count` reads, each entry's names NULL or NUL-terminated.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gpusvc_program_manager_shader_set_variable_list(
+    shader: *const gpusvc_program_manager_shader,
+    kind: u32,
+    variables: *const gpusvc_program_cache_variable_info,
+    count: usize,
+) -> gpusvc_result {
+    ffi_guard(|| {
+        let s = self::shader(shader, "shader")?;
+        let kind = variable_kind_in(kind)?;
+        // SAFETY: forwarded from this function's contract.
+        let list = unsafe { variables_in(variables, count, "variables") }?;
+        let mut s = s.borrow_mut()?;
+        let mut v = s.shader.variables().cloned().unwrap_or_default();
+        *list_mut(&mut v, kind) = list;
+        s.shader.set_variables(v);
+        s.c_variables = None;
+        Ok(())
+    })
+}
+
+/// Sets the precision and static use of variable `index` of `kind` in the shader's maps (as a
+/// translator reports them; they default to 0 and false). An index past the end is
+/// `GPUSVC_INVALID_ARGUMENT`; `qualifiers->reserved` must be zero.
+///
+/// # Safety
+/// `qualifiers` is NULL or valid for reading `qualifiers->struct_size` bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gpusvc_program_manager_shader_set_variable_qualifiers(
+    shader: *const gpusvc_program_manager_shader,
+    kind: u32,
+    index: usize,
+    qualifiers: *const gpusvc_program_manager_variable_qualifiers,
+) -> gpusvc_result {
+    ffi_guard(|| {
+        let s = self::shader(shader, "shader")?;
+        let kind = variable_kind_in(kind)?;
+        // SAFETY: NULL or valid for `struct_size` bytes (contract).
+        let q = unsafe { crate::kit::sized_in(qualifiers, "qualifiers") }?;
+        if q.reserved != [0; 3] {
+            return Err(crate::kit::invalid_argument(
+                "qualifiers->reserved is not zero",
+            ));
+        }
+        let mut s = s.borrow_mut()?;
+        let mut v = s.shader.variables().cloned().unwrap_or_default();
+        let list = list_mut(&mut v, kind);
+        let len = list.len();
+        let var = list.get_mut(index).ok_or_else(|| {
+            crate::kit::invalid_argument(format!("index {index} is past the {len} variables"))
+        })?;
+        var.precision = q.precision;
+        var.static_use = q.static_use;
+        s.shader.set_variables(v);
+        s.c_variables = None;
+        Ok(())
+    })
+}
+
+/// The precision and static use of variable `index` of `kind` in the shader's maps. An index
+/// past the end is `GPUSVC_INVALID_ARGUMENT`. The host sets `out->struct_size`; only that many
+/// bytes are written, and `struct_size` becomes the bytes written.
+///
+/// # Safety
+/// `out` is NULL or valid for reading and writing `out->struct_size` bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gpusvc_program_manager_shader_variable_qualifiers(
+    shader: *const gpusvc_program_manager_shader,
+    kind: u32,
+    index: usize,
+    out: *mut gpusvc_program_manager_variable_qualifiers,
+) -> gpusvc_result {
+    ffi_guard(|| {
+        let s = self::shader(shader, "shader")?;
+        let kind = variable_kind_in(kind)?;
+        // SAFETY: an output argument (this function's contract).
+        let out = unsafe { crate::kit::SizedOut::new(out, "out") }?;
+        let mut s = s.borrow_mut()?;
+        let v = item_at(s.c_variables().list(kind), index, "variables")?;
+        out.write(gpusvc_program_manager_variable_qualifiers {
+            struct_size: 0,
+            precision: v.precision,
+            static_use: v.static_use,
+            reserved: [0; 3],
+        });
+        Ok(())
+    })
+}
+
+/// Replaces the uniform blocks or storage blocks (`GPUSVC_PROGRAM_MANAGER_BLOCK_KIND_*`) of the
+/// shader's variable maps with `count` blocks (copied; `blocks` may be NULL when `count` is 0).
+/// The other lists are kept. Stored with the program and restored on a cache hit.
+///
+/// # Safety
+/// `blocks` is NULL or valid for `count` reads, each as documented on
+/// `gpusvc_program_manager_shader_block_info`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gpusvc_program_manager_shader_set_blocks(
+    shader: *const gpusvc_program_manager_shader,
+    kind: u32,
+    blocks: *const gpusvc_program_manager_shader_block_info,
+    count: usize,
+) -> gpusvc_result {
+    ffi_guard(|| {
+        let s = self::shader(shader, "shader")?;
+        let kind = block_kind_in(kind)?;
+        // SAFETY: forwarded from this function's contract.
+        let list = unsafe { slice_in(blocks, count, "blocks") }?;
+        let list = list
+            .iter()
+            .map(|b| {
+                if b.reserved != [0; 7] {
+                    return Err(crate::kit::invalid_argument(
+                        "blocks[].reserved is not zero",
+                    ));
+                }
+                Ok(program_cache::BlockInfo {
+                    // SAFETY: names are NULL or NUL-terminated (contract).
+                    name: unsafe { crate::kit::cstr_in(b.name, "blocks[].name") }?.to_owned(),
+                    // SAFETY: as above.
+                    mapped_name: unsafe {
+                        crate::kit::cstr_in(b.mapped_name, "blocks[].mapped_name")
+                    }?
+                    .to_owned(),
+                    binding: b.binding,
+                    data_size: b.data_size,
+                    static_use: b.static_use,
+                    // SAFETY: `members` is valid for `member_count` entries (contract).
+                    members: unsafe {
+                        variables_in(b.members, b.member_count, "blocks[].members")
+                    }?,
+                })
+            })
+            .collect::<Result<Vec<_>, FfiError>>()?;
+        let mut s = s.borrow_mut()?;
+        let mut v = s.shader.variables().cloned().unwrap_or_default();
+        match kind {
+            BlockKind::Uniform => v.uniform_blocks = list,
+            BlockKind::Storage => v.storage_blocks = list,
+        }
+        s.shader.set_variables(v);
+        s.c_variables = None;
+        Ok(())
+    })
+}
+
+/// How many blocks of `kind` (`GPUSVC_PROGRAM_MANAGER_BLOCK_KIND_*`) the shader's variable maps
+/// hold.
+///
+/// # Safety
+/// `out` is NULL or valid for one write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gpusvc_program_manager_shader_block_count(
+    shader: *const gpusvc_program_manager_shader,
+    kind: u32,
+    out: *mut usize,
+) -> gpusvc_result {
+    ffi_guard(|| {
+        let s = self::shader(shader, "shader")?;
+        let kind = block_kind_in(kind)?;
+        // SAFETY: an output argument (this function's contract).
+        let out = unsafe { Out::new(out, "out") }?;
+        let n = s
+            .borrow_mut()?
+            .c_variables()
+            .blocks(kind == BlockKind::Uniform)
+            .len();
+        out.write(n);
+        Ok(())
+    })
+}
+
+/// Block `index` of `kind` in the shader's variable maps, its members included (`members`
+/// points into the shader's handle, like the names). An index past the end is
+/// `GPUSVC_INVALID_ARGUMENT`.
+///
+/// # Safety
+/// `out` is NULL or valid for one write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gpusvc_program_manager_shader_block(
+    shader: *const gpusvc_program_manager_shader,
+    kind: u32,
+    index: usize,
+    out: *mut gpusvc_program_manager_shader_block_info,
+) -> gpusvc_result {
+    ffi_guard(|| {
+        let s = self::shader(shader, "shader")?;
+        let kind = block_kind_in(kind)?;
+        // SAFETY: an output argument (this function's contract).
+        let out = unsafe { Out::new(out, "out") }?;
+        let mut s = s.borrow_mut()?;
+        let b = item_at(
+            s.c_variables().blocks(kind == BlockKind::Uniform),
+            index,
+            "blocks",
+        )?;
+        out.write(gpusvc_program_manager_shader_block_info {
+            name: b.name.as_ptr(),
+            mapped_name: b.mapped_name.as_ptr(),
+            binding: b.binding,
+            data_size: b.data_size,
+            static_use: b.static_use,
+            reserved: [0; 7],
+            members: if b.member_infos.0.is_empty() {
+                std::ptr::null()
+            } else {
+                b.member_infos.0.as_ptr()
+            },
+            member_count: b.member_infos.0.len(),
+        });
+        Ok(())
     })
 }

@@ -70,6 +70,8 @@ pub(crate) fn cache_config(budget: usize) -> gpusvc_program_cache_config {
         policy: 0,
         max_unreferenced_shader_statuses: 0,
         persist_sink: ptr::null(),
+        cache_transform_feedback: false,
+        reserved: [0; 7],
     };
     // SAFETY: `c` is a live local.
     let r = unsafe {
