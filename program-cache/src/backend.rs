@@ -249,46 +249,6 @@ impl ProgramBackend for GlBackend<'_> {
     fn active_uniforms(&mut self, program: &Self::Program) -> Vec<ActiveVariable> {
         self.ctx.active_uniforms(program).unwrap_or_default()
     }
-
-    fn start_compile(&mut self, stage: ShaderStage, source: &str) -> Result<Self::Shader, String> {
-        self.ctx
-            .start_compile_shader(stage, source)
-            .map_err(|e| e.to_string())
-    }
-
-    fn compile_done(&mut self, shader: &Self::Shader) -> bool {
-        self.ctx.shader_completion(shader)
-    }
-
-    fn finish_compile(&mut self, shader: Self::Shader) -> Result<Self::Shader, String> {
-        self.ctx
-            .finish_compile_shader(shader)
-            .map_err(|e| e.to_string())
-    }
-
-    fn start_link(
-        &mut self,
-        shaders: &[&Self::Shader],
-        options: &LinkOptions,
-    ) -> Result<Self::Program, String> {
-        self.ctx
-            .start_link_program(shaders, options)
-            .map_err(|e| e.to_string())
-    }
-
-    fn link_done(&mut self, program: &Self::Program) -> bool {
-        self.ctx.program_completion(program)
-    }
-
-    fn finish_link(&mut self, program: Self::Program) -> Result<Self::Program, String> {
-        self.ctx
-            .finish_link_program(program)
-            .map_err(|e| e.to_string())
-    }
-
-    fn program_interface(&mut self, program: &Self::Program) -> ProgramInterface {
-        self.ctx.program_interface(program).unwrap_or_default()
-    }
 }
 
 /// [`ProgramBackend`] over a headless-gl context it shares ownership of (an `Rc`), so a manager
@@ -380,37 +340,5 @@ impl ProgramBackend for OwnedGlBackend {
 
     fn active_uniforms(&mut self, program: &Self::Program) -> Vec<ActiveVariable> {
         GlBackend::new(&self.ctx).active_uniforms(program)
-    }
-
-    fn start_compile(&mut self, stage: ShaderStage, source: &str) -> Result<Self::Shader, String> {
-        GlBackend::new(&self.ctx).start_compile(stage, source)
-    }
-
-    fn compile_done(&mut self, shader: &Self::Shader) -> bool {
-        GlBackend::new(&self.ctx).compile_done(shader)
-    }
-
-    fn finish_compile(&mut self, shader: Self::Shader) -> Result<Self::Shader, String> {
-        GlBackend::new(&self.ctx).finish_compile(shader)
-    }
-
-    fn start_link(
-        &mut self,
-        shaders: &[&Self::Shader],
-        options: &LinkOptions,
-    ) -> Result<Self::Program, String> {
-        GlBackend::new(&self.ctx).start_link(shaders, options)
-    }
-
-    fn link_done(&mut self, program: &Self::Program) -> bool {
-        GlBackend::new(&self.ctx).link_done(program)
-    }
-
-    fn finish_link(&mut self, program: Self::Program) -> Result<Self::Program, String> {
-        GlBackend::new(&self.ctx).finish_link(program)
-    }
-
-    fn program_interface(&mut self, program: &Self::Program) -> ProgramInterface {
-        GlBackend::new(&self.ctx).program_interface(program)
     }
 }
