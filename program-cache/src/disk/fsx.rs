@@ -110,6 +110,46 @@ pub(crate) fn open_read(dir: BorrowedFd<'_>, name: &str) -> io::Result<(OwnedFd,
     check_regular(fd, name)
 }
 
+/// [`open_read`] for a name the caller has just seen as a regular file (its listing's `d_type`
+/// or `lstat`), without looking it up once more first: one `openat` (`O_NOFOLLOW |
+/// O_NONBLOCK`) and one `fstat`. A name swapped for anything else in between is still refused
+/// by those two (a link fails the open, a FIFO opens without blocking and fails the `fstat`
+/// check, and nothing is read from it).
+pub(crate) fn open_listed(dir: BorrowedFd<'_>, name: &str) -> io::Result<(OwnedFd, Stat)> {
+    let fd = match rustix::fs::openat(dir, name, OFlags::RDONLY | FILE_FLAGS, Mode::empty()) {
+        Ok(fd) => fd,
+        Err(rustix::io::Errno::LOOP) => {
+            return Err(not_regular(name, "symbolic link", "regular file"));
+        }
+        Err(e) => return Err(e.into()),
+    };
+    check_regular(fd, name)
+}
+
+/// Reads the first `len` bytes of a file with `pread` straight on its descriptor (usually one
+/// call): never more than `len`, fewer only when the file is shorter now.
+pub(crate) fn read_prefix(fd: &OwnedFd, len: usize) -> io::Result<Vec<u8>> {
+    let mut out = Vec::with_capacity(len);
+    while out.len() < len {
+        let want = len - out.len();
+        let at = out.len() as u64;
+        let spare = &mut out.spare_capacity_mut()[..want];
+        let (read, _) = match rustix::io::pread(fd, spare, at) {
+            Ok(r) => r,
+            Err(rustix::io::Errno::INTR) => continue,
+            Err(e) => return Err(e.into()),
+        };
+        let n = read.len();
+        if n == 0 {
+            break;
+        }
+        // SAFETY: `pread` initialized the first `n` bytes of the spare capacity (the slice it
+        // returns is exactly those bytes), and `out.len() + n <= len <= capacity`.
+        unsafe { out.set_len(out.len() + n) };
+    }
+    Ok(out)
+}
+
 /// Opens (creating `0600` when missing) a regular file for reading and writing; `append` adds
 /// `O_APPEND`. Never follows a link, never blocks on a FIFO.
 pub(crate) fn open_rw(dir: BorrowedFd<'_>, name: &str, append: bool) -> io::Result<OwnedFd> {

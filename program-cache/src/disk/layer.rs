@@ -1,12 +1,12 @@
 //! [`DiskLayer`], the handle the memory cache holds: queues jobs for the writer thread and reads
 //! the state the disk threads share with it, never touching the disk itself.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, Weak};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use crossbeam_channel::{Sender, TrySendError};
+use crossbeam_channel::Sender;
 
 use crate::key::ProgramKey;
 use crate::program::SharedProgram;
@@ -31,6 +31,9 @@ pub(super) struct Shared {
     /// Set when the cache is dropped: long background work (removing a stale store) stops, so
     /// the drop on the host's thread waits for nothing long.
     pub(super) closing: AtomicBool,
+    /// Jobs queued by [`DiskLayer`]'s `try_send` and not yet taken by the writer: the write
+    /// queue's bound is kept with this count (see [`DiskLayer::new`]).
+    pub(super) queued: AtomicUsize,
 }
 
 impl Shared {
@@ -43,6 +46,7 @@ impl Shared {
             enabled: AtomicBool::new(true),
             drop_epoch: AtomicU64::new(0),
             closing: AtomicBool::new(false),
+            queued: AtomicUsize::new(0),
         }
     }
     pub(super) fn finish_load(&self, report: LoadReport, on_loaded: Option<&LoadedCallback>) {
@@ -87,6 +91,8 @@ impl std::fmt::Display for DropReason {
 /// The disk side of the program cache: the GPU thread's handle on the writer and loader.
 pub(crate) struct DiskLayer {
     tx: Option<Sender<Job>>,
+    /// The write queue's bound, in jobs ([`DiskConfig::write_queue`]).
+    queue_bound: usize,
     /// Last uses, on their own bounded queue: a burst of hits never fills the save queue.
     uses: Option<Sender<(ProgramKey, u64)>>,
     writer: Mutex<Option<JoinHandle<()>>>,
@@ -107,10 +113,15 @@ impl DiskLayer {
     /// Makes the layer without touching the disk; [`DiskLayer::start`] starts its threads.
     pub(crate) fn new(config: &DiskConfig, memory_budget: usize) -> Self {
         let shared = Arc::new(Shared::new(config.log.clone()));
-        let (tx, rx) = crossbeam_channel::bounded(config.write_queue.max(1));
+        // Bounded by the `queued` count rather than by a bounded channel: crossbeam's bounded
+        // channel allocates and initializes every slot when it is made (a 65,536-job queue was
+        // 3.6 MB and a millisecond at every cache construction, on the host's thread); the
+        // unbounded one grows in small blocks as jobs come.
+        let (tx, rx) = crossbeam_channel::unbounded();
         let (uses, uses_rx) = crossbeam_channel::bounded(USE_QUEUE);
         DiskLayer {
             tx: Some(tx),
+            queue_bound: config.write_queue.max(1),
             uses: Some(uses),
             writer: Mutex::new(None),
             pending: Mutex::new(Some(Pending {
@@ -159,13 +170,25 @@ impl DiskLayer {
         self.shared.enabled.load(Ordering::Acquire)
     }
 
+    /// Queues a job unless [`DiskConfig::write_queue`] jobs are queued already (or the writer
+    /// is gone). Never waits.
     fn try_send(&self, job: Job) -> bool {
-        match self.tx.as_ref().map(|tx| tx.try_send(job)) {
-            Some(Ok(())) => true,
-            Some(Err(TrySendError::Full(_))) | Some(Err(TrySendError::Disconnected(_))) | None => {
-                false
-            }
+        let Some(tx) = &self.tx else { return false };
+        let bound = self.queue_bound;
+        let queued = &self.shared.queued;
+        if queued
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < bound).then_some(n + 1)
+            })
+            .is_err()
+        {
+            return false;
         }
+        if tx.send(job).is_err() {
+            queued.fetch_sub(1, Ordering::AcqRel);
+            return false;
+        }
+        true
     }
 
     /// Queues a save; a full queue drops it (counted) rather than wait.
@@ -185,6 +208,23 @@ impl DiskLayer {
             && let Some(uses) = &self.uses
         {
             let _ = uses.try_send((key, store_dir::now_ms()));
+        }
+    }
+
+    /// An entry the loader read and checked did not decode on its first lookup: counted
+    /// (`rejected_entries`), reported, and its file deleted by the writer — only the very file
+    /// that was read (`origin`: device and inode), never one published under the name since.
+    /// A full queue leaves the file; the next start rejects it again.
+    pub(crate) fn rejected_at_lookup(
+        &self,
+        key: ProgramKey,
+        origin: (u64, u64),
+        error: &super::format::EntryError,
+    ) {
+        tracing::warn!(%key, %error, "rejected a damaged cache entry at its first lookup");
+        bump(&self.shared.counters.rejected_entries, 1);
+        if self.enabled() {
+            self.try_send(Job::RemoveRejected(key, origin));
         }
     }
 

@@ -34,6 +34,7 @@
 //! `config` (what a host sets), `layer` (the cache's handle: queues jobs, never touches the
 //! disk), `writer` (the writer thread, and the store-keeping a [`Store`] runs), `persist`
 //! (the sink and its thread), `store` (the standalone store), `loader` (the startup load into a `LoadSink`),
+//! `packed` (a checked entry held undecoded until its first lookup),
 //! `counters` and `condition` (what is counted and reported), `store_dir` (one store folder and the
 //! folder's other stores), `format` (entry files), `stamp` (`STAMP`), `fsx` (descriptor-relative
 //! file operations), [`inspect`] (the CLI's read-only view and `clear`).
@@ -45,6 +46,7 @@ mod format;
 mod fsx;
 mod layer;
 mod loader;
+mod packed;
 mod persist;
 mod stamp;
 mod store;
@@ -55,13 +57,16 @@ pub mod inspect;
 
 pub use config::{DiskConfig, LoadedCallback, LogCallback};
 pub use counters::DiskCounters;
+pub(crate) use format::entry_shaders;
 pub use format::{
-    EntryError, EntryHeader, FLAG_LZ4, FORMAT_VERSION, HEADER_LEN, MAGIC, MAX_PAYLOAD,
-    check_header, decode, decode_header, encode, encode_bounded,
+    EntryError, EntryHeader, EntrySummary, FLAG_LZ4, FORMAT_VERSION, HEADER_LEN, MAGIC,
+    MAX_PAYLOAD, MAX_SUMMARY_SHADERS, check_header, check_packed, decode, decode_body,
+    decode_header, encode, encode_bounded,
 };
 pub(crate) use layer::{DiskLayer, DropReason};
 pub use loader::LoadReport;
 pub(crate) use loader::LoadSink;
+pub(crate) use packed::PackedEntry;
 pub(crate) use persist::PersistLayer;
 pub use persist::{InsertError, PersistConfig, PersistCounters, PersistSink, USE_QUEUE};
 pub use stamp::{CompatibilityStamp, DriverIdentity};

@@ -462,6 +462,8 @@ mod tests {
     fn a_layout_1_stamp_file_is_recognised_with_its_own_hash() {
         // As the previous layout wrote it: host_build_id, Rust-debug options, the v1 hash tag.
         let mut v1 = stamp();
+        // Layout-1 stores were written by format version 1.
+        v1.format_version = 1;
         v1.gl_vendor = "V".into();
         v1.gl_renderer = "R".into();
         let device = hex(&v1.device_hash());

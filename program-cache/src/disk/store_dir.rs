@@ -20,6 +20,7 @@ use crate::program::CachedProgram;
 
 use super::format::{self, EntryError, HEADER_LEN, MAX_PAYLOAD};
 use super::fsx::{self, b};
+use super::packed::PackedEntry;
 use super::stamp::{CompatibilityStamp, StoreStamp, compare_versions};
 
 /// One record of `lru.log`: key (20) + last-use time in ms (8) + CRC32C of those 28 bytes (4).
@@ -77,8 +78,32 @@ pub(crate) fn now_ms() -> u64 {
         .map_or(0, |d| d.as_millis() as u64)
 }
 
-pub(crate) fn key_hex(key: &ProgramKey) -> String {
-    key.to_hex()
+/// An entry's file name: its key in lowercase hex, formatted on the stack (the loader names
+/// every entry it reads; a `String` per name was 7 % of its time).
+#[derive(Clone, Copy)]
+pub(crate) struct KeyName([u8; 40]);
+
+impl std::ops::Deref for KeyName {
+    type Target = str;
+    fn deref(&self) -> &str {
+        std::str::from_utf8(&self.0).expect("hex digits are ASCII")
+    }
+}
+
+impl std::fmt::Display for KeyName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self)
+    }
+}
+
+pub(crate) fn key_hex(key: &ProgramKey) -> KeyName {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut out = [0u8; 40];
+    for (pair, b) in out.chunks_exact_mut(2).zip(key.0) {
+        pair[0] = DIGITS[usize::from(b >> 4)];
+        pair[1] = DIGITS[usize::from(b & 15)];
+    }
+    KeyName(out)
 }
 
 pub(crate) fn parse_key_hex(name: &str) -> Option<ProgramKey> {
@@ -132,7 +157,7 @@ pub(crate) struct OddName {
 }
 
 /// What a listing of the store found.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub(crate) struct Scan {
     pub(crate) entries: Vec<EntryFile>,
     pub(crate) odd: Vec<OddName>,
@@ -401,6 +426,28 @@ impl Handles {
     }
 }
 
+/// Reads a whole entry file whose `fstat` is `st`, with the bounds of FORMAT.md checked from
+/// the length before anything is allocated: shorter than a header, or longer than the largest
+/// entry, is refused unread; a file that shrank meanwhile is refused as truncated.
+fn read_whole(fd: &OwnedFd, st: &rustix::fs::Stat) -> Result<Vec<u8>, EntryError> {
+    let len = st.st_size.max(0) as u64;
+    if len < HEADER_LEN as u64 {
+        return Err(EntryError::TruncatedHeader(len as usize));
+    }
+    if len > MAX_ENTRY_FILE {
+        return Err(EntryError::PayloadLength {
+            declared: MAX_PAYLOAD,
+            actual: len - HEADER_LEN as u64,
+        });
+    }
+    let bytes =
+        fsx::read_prefix(fd, len as usize).map_err(|e| EntryError::Unreadable(e.to_string()))?;
+    if bytes.len() < HEADER_LEN {
+        return Err(EntryError::TruncatedHeader(bytes.len()));
+    }
+    Ok(bytes)
+}
+
 /// Reads a small regular file of ours as text (bounded, never through a link or a FIFO).
 fn read_small(dir: &OwnedFd, name: &str, max: u64) -> io::Result<String> {
     let (fd, st) = fsx::open_read(b(dir), name)?;
@@ -617,20 +664,12 @@ impl StampDir {
         result
     }
 
-    /// Reads and checks one entry; a damaged or foreign entry is deleted — only the very file
-    /// that was read (same inode), never one another process published meanwhile. The length
-    /// is checked from metadata and the header before the payload is read.
-    pub(crate) fn read(&self, key: &ProgramKey) -> Result<CachedProgram, ReadError> {
-        self.read_checked(key).map(|(_, program)| program)
-    }
-
-    /// [`Self::read`], also returning the entry's bytes (every check passed: they are what an
-    /// IPC peer may insert as they are).
+    /// Reads and fully checks one entry (decoded too), returning its bytes: every check passed,
+    /// so they are what an IPC peer may insert as they are. A damaged or foreign entry is
+    /// deleted — only the very file that was read (same inode), never one another process
+    /// published meanwhile. The length is checked from metadata before anything is allocated
+    /// or read.
     pub(crate) fn read_bytes(&self, key: &ProgramKey) -> Result<Vec<u8>, ReadError> {
-        self.read_checked(key).map(|(bytes, _)| bytes)
-    }
-
-    fn read_checked(&self, key: &ProgramKey) -> Result<(Vec<u8>, CachedProgram), ReadError> {
         let h = self.h();
         let name = key_hex(key);
         let (fd, st) = match fsx::open_read(b(&h.entries), &name) {
@@ -638,39 +677,62 @@ impl StampDir {
             Err(e) if fsx::is_not_regular(&e) => return Err(ReadError::NotRegular(e.to_string())),
             Err(e) => return Err(ReadError::Io(e)),
         };
-        let len = st.st_size.max(0) as u64;
-        let checked = (|| {
-            if len < HEADER_LEN as u64 {
-                return Err(EntryError::TruncatedHeader(len as usize));
-            }
-            if len > MAX_ENTRY_FILE {
-                return Err(EntryError::PayloadLength {
-                    declared: MAX_PAYLOAD,
-                    actual: len - HEADER_LEN as u64,
-                });
-            }
-            let mut header = [0u8; HEADER_LEN];
-            fsx::read_exact_at(&fd, &mut header, 0).map_err(|_| EntryError::TruncatedHeader(0))?;
-            let hd = format::decode_header(&header)?;
-            format::check_header(&hd, &self.stamp_hash, Some(key), len)?;
-            Ok(())
-        })();
-        let result = checked.and_then(|()| {
-            let mut bytes = vec![0u8; len as usize];
-            fsx::read_exact_at(&fd, &mut bytes, 0).map_err(|_| EntryError::TruncatedHeader(0))?;
-            format::decode(&bytes, &self.stamp_hash, Some(key)).map(|(_, p)| (bytes, p))
+        let result = read_whole(&fd, &st)
+            .and_then(|bytes| format::decode(&bytes, &self.stamp_hash, Some(key)).map(|_| bytes));
+        drop(fd);
+        result.map_err(|e| self.reject(&h, &name, identity(&st), e))
+    }
+
+    /// Reads one entry for the startup loader and runs every check that needs no decompression
+    /// ([`format::check_packed`]); the body is decoded on its first lookup. `name` was just
+    /// listed as a regular file, so it is opened without another lookup first
+    /// ([`fsx::open_listed`]): one `openat`, one `fstat`, one `pread` of the whole (bounded)
+    /// file, one `close`. A damaged or foreign entry is deleted as [`Self::read`] deletes it.
+    pub(crate) fn read_packed(&self, key: &ProgramKey) -> Result<PackedEntry, ReadError> {
+        let h = self.h();
+        let name = key_hex(key);
+        let (fd, st) = match fsx::open_listed(b(&h.entries), &name) {
+            Ok(x) => x,
+            Err(e) if fsx::is_not_regular(&e) => return Err(ReadError::NotRegular(e.to_string())),
+            Err(e) => return Err(ReadError::Io(e)),
+        };
+        let result = read_whole(&fd, &st).and_then(|bytes| {
+            let (header, summary) = format::check_packed(&bytes, &self.stamp_hash, Some(key))?;
+            Ok(PackedEntry::new(bytes, header, summary, identity(&st)))
         });
-        match result {
-            Ok(x) => Ok(x),
-            Err(e) => {
-                tracing::warn!(key = %name, error = %e, "rejected a damaged cache entry");
-                let same =
-                    fsx::lstat(b(&h.entries), &name).is_ok_and(|s| identity(&s) == identity(&st));
-                if same {
-                    let _ = fsx::unlink(b(&h.entries), &name);
-                }
-                Err(ReadError::Rejected(e))
+        drop(fd);
+        result.map_err(|e| self.reject(&h, &name, identity(&st), e))
+    }
+
+    /// Deletes the rejected entry `name` if it is still the file `origin` (device, inode) that
+    /// was read, and says why.
+    fn reject(&self, h: &Handles, name: &str, origin: (u64, u64), e: EntryError) -> ReadError {
+        tracing::warn!(key = %name, error = %e, "rejected a damaged cache entry");
+        let same = fsx::lstat(b(&h.entries), name).is_ok_and(|s| identity(&s) == origin);
+        if same {
+            let _ = fsx::unlink(b(&h.entries), name);
+        }
+        ReadError::Rejected(e)
+    }
+
+    /// Deletes the entry of `key` if it is still the regular file `origin` (device, inode): a
+    /// loaded entry that failed to decode at its first lookup. Returns the bytes it took on
+    /// disk, `None` when it was not there (or is another file now).
+    pub(crate) fn remove_if_same(
+        &self,
+        key: &ProgramKey,
+        origin: (u64, u64),
+    ) -> io::Result<Option<u64>> {
+        let h = self.h();
+        let name = key_hex(key);
+        match fsx::lstat(b(&h.entries), &name) {
+            Ok(st) if fsx::file_type(&st) == FileType::RegularFile && identity(&st) == origin => {
+                fsx::unlink(b(&h.entries), &name)?;
+                Ok(Some(fsx::allocated(&st)))
             }
+            Ok(_) => Ok(None),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e),
         }
     }
 
@@ -820,7 +882,13 @@ impl StampDir {
     /// several times counts by its newest mark), then most recently used first.
     pub(crate) fn load_order(&self) -> Vec<EntryFile> {
         let h = self.h();
-        let mut list = self.scan_with(&h).entries;
+        let list = self.scan_with(&h).entries;
+        self.load_order_of(list)
+    }
+
+    /// [`Self::load_order`] of the entries of a scan already made.
+    pub(crate) fn load_order_of(&self, mut list: Vec<EntryFile>) -> Vec<EntryFile> {
+        let h = self.h();
         list.sort_by_key(|e| std::cmp::Reverse(e.last_use_ms));
         let hot = self.hot(&h);
         // Rank 0 is the most recent mark; a key marked several times keeps its newest rank.

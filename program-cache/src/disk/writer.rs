@@ -27,6 +27,9 @@ pub(super) enum Job {
     /// Write an entry; the clear epoch at the time of the save.
     Save(ProgramKey, SharedProgram, u64),
     MarkHot(Vec<ProgramKey>),
+    /// Delete the entry file of this key if it is still the file (device, inode) a loaded
+    /// entry that failed to decode came from.
+    RemoveRejected(ProgramKey, (u64, u64)),
     /// Look at the clear epoch now.
     Wake,
     Flush(Sender<()>),
@@ -69,8 +72,13 @@ pub(super) fn disk_thread(pending: Pending, shared: &Arc<Shared>, sink: Weak<dyn
             shared.finish_load(LoadReport::default(), on_loaded.as_ref());
             // Answer flushes until the cache goes; everything else is dropped.
             for job in rx {
-                if let Job::Flush(ack) = job {
-                    let _ = ack.send(());
+                match job {
+                    Job::Flush(ack) => {
+                        let _ = ack.send(());
+                    }
+                    _ => {
+                        shared.queued.fetch_sub(1, Ordering::AcqRel);
+                    }
                 }
             }
             return;
@@ -91,13 +99,16 @@ pub(super) fn disk_thread(pending: Pending, shared: &Arc<Shared>, sink: Weak<dyn
             ),
         );
     }
+    // The loader lists the store once for both threads: it sends its scan here before it
+    // starts reading (without it, e.g. when no thread could be started, the writer scans).
+    let (scan_tx, scan_rx) = crossbeam_channel::bounded(1);
     {
         let dir = dir.clone();
         let shared2 = shared.clone();
         let spawned = std::thread::Builder::new()
             .name("gpusvc-cache-loader".into())
             .spawn(move || {
-                let report = load_entries(&dir, &sink, &shared2, start);
+                let report = load_entries(&dir, &sink, &shared2, start, scan_tx);
                 shared2.finish_load(report, on_loaded.as_ref());
             });
         if spawned.is_err() {
@@ -129,7 +140,10 @@ pub(super) fn disk_thread(pending: Pending, shared: &Arc<Shared>, sink: Weak<dyn
         config.use_record_interval,
     );
     let closing = shared.closing.load(Ordering::Acquire);
-    w.rescan(!closing);
+    match scan_rx.recv() {
+        Ok(scan) => w.apply_scan(scan, !closing),
+        Err(_) => w.rescan(!closing),
+    }
     w.run(&rx, &uses_rx);
 }
 
@@ -225,6 +239,11 @@ impl Writer {
     /// entries (folders, FIFOs, links, oversized files), once, reported once.
     pub(super) fn rescan(&mut self, clean: bool) {
         let scan = self.dir.scan();
+        self.apply_scan(scan, clean);
+    }
+
+    /// [`Self::rescan`] with a scan already made (the loader's).
+    pub(super) fn apply_scan(&mut self, scan: store_dir::Scan, clean: bool) {
         if clean && !scan.odd.is_empty() {
             let mut removed = 0;
             for odd in &scan.odd {
@@ -273,7 +292,12 @@ impl Writer {
             self.take_uses(uses);
             self.write_uses_if_due();
             let job = match rx.recv_timeout(Duration::from_millis(100)) {
-                Ok(job) => job,
+                // Every job but a flush was counted in by `DiskLayer::try_send`.
+                Ok(Job::Flush(ack)) => Job::Flush(ack),
+                Ok(job) => {
+                    self.shared.queued.fetch_sub(1, Ordering::AcqRel);
+                    job
+                }
                 Err(crossbeam_channel::RecvTimeoutError::Timeout) => continue,
                 Err(crossbeam_channel::RecvTimeoutError::Disconnected) => break,
             };
@@ -290,6 +314,12 @@ impl Writer {
                         self.log_bytes += n * 24;
                         self.size += n * 24;
                         self.maybe_compact();
+                    }
+                }
+                Job::RemoveRejected(key, origin) => {
+                    if let Ok(Some(freed)) = self.dir.remove_if_same(&key, origin) {
+                        self.size = self.size.saturating_sub(freed);
+                        self.entries = self.entries.saturating_sub(1);
                     }
                 }
                 Job::Wake => {}

@@ -1,0 +1,76 @@
+//! [`PackedEntry`]: an entry the startup loader read and checked, held in memory still encoded
+//! until its first lookup decodes it.
+//!
+//! Decoding (LZ4 and postcard) is most of what loading an entry costs: on llvmpipe's entries it
+//! takes two to three times as long as reading the files. So the loader runs only the checks
+//! that need no decompression ([`super::format::check_packed`]: header, stamp, key, lengths,
+//! both CRCs, the summary, the decompression bound), and the memory cache holds the checked
+//! bytes. The summary gives it what it needs before decoding: the shaders whose compile statuses
+//! the entry holds, and the size the decoded program will take. A lookup decodes the body
+//! ([`PackedEntry::decode`]); a body that does not decode is rejected then, as the loader
+//! rejects a damaged file: counted, deleted from disk, and never returned.
+
+use crate::key::ShaderHash;
+use crate::program::CachedProgram;
+
+use super::format::{self, EntryError, EntryHeader, EntrySummary};
+
+/// Bytes a packed entry counts against the budget besides its file bytes and shader hashes
+/// (bookkeeping), like [`CachedProgram::stored_size`]'s overhead.
+const PACKED_OVERHEAD: usize = 64;
+
+/// An entry read from the disk store whose every check but the body's decoding passed.
+#[derive(Debug)]
+pub(crate) struct PackedEntry {
+    /// The whole entry file, as read.
+    bytes: Vec<u8>,
+    header: EntryHeader,
+    summary: EntrySummary,
+    /// (device, inode) of the file it was read from: a rejection deletes that file only, never
+    /// one another process published under the name since.
+    pub(crate) origin: (u64, u64),
+}
+
+impl PackedEntry {
+    /// Wraps the bytes of a file `check_packed` accepted.
+    pub(crate) fn new(
+        bytes: Vec<u8>,
+        header: EntryHeader,
+        summary: EntrySummary,
+        origin: (u64, u64),
+    ) -> Self {
+        PackedEntry {
+            bytes,
+            header,
+            summary,
+            origin,
+        }
+    }
+
+    /// The bytes this entry holds, as counted against the budget: the file, the shader hashes,
+    /// bookkeeping.
+    pub(crate) fn held_bytes(&self) -> usize {
+        self.bytes.len() + 20 * self.summary.shaders.len() + PACKED_OVERHEAD
+    }
+
+    /// The bytes the decoded program will count, as its writer said (advisory: the real figure
+    /// is charged once decoded).
+    pub(crate) fn claimed_size(&self) -> usize {
+        self.summary.memory_size as usize
+    }
+
+    /// The shaders whose compile statuses the entry holds.
+    pub(crate) fn shaders(&self) -> &[ShaderHash] {
+        &self.summary.shaders
+    }
+
+    /// Decodes the body: LZ4, postcard, the summary's agreement with it, and a binary that is
+    /// not empty (the loader never inserted an empty one either).
+    pub(crate) fn decode(&self) -> Result<CachedProgram, EntryError> {
+        let program = format::decode_body(&self.bytes, &self.header, &self.summary)?;
+        if program.binary.bytes.is_empty() {
+            return Err(EntryError::Decode("the program binary is empty".into()));
+        }
+        Ok(program)
+    }
+}
