@@ -359,11 +359,14 @@ pub(crate) fn mtime_ms(st: &Stat) -> u64 {
         .saturating_add(st.st_mtime_nsec / 1_000_000)
 }
 
-/// One directory entry: its name (UTF-8 names only; others are not ours). Its type is read
-/// with [`lstat`] by the caller, at the time it acts on it.
+/// One directory entry: its name (UTF-8 names only; others are not ours) and the type the
+/// listing reports (`d_type`; [`FileType::Unknown`] on file systems that do not fill it). Callers
+/// that act on the name check its type again at that time ([`lstat`], or the `fstat` of
+/// [`open_listed`]).
 #[derive(Debug, Clone)]
 pub(crate) struct Entry {
     pub(crate) name: String,
+    pub(crate) file_type: FileType,
 }
 
 /// Lists a directory (without `.` and `..`). Names that are not UTF-8 are never ours and are
@@ -380,6 +383,7 @@ pub(crate) fn list(dir: BorrowedFd<'_>, max: usize) -> io::Result<Vec<Entry>> {
         }
         out.push(Entry {
             name: name.to_owned(),
+            file_type: e.file_type(),
         });
         if out.len() >= max {
             break;

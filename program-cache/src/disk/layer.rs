@@ -34,6 +34,8 @@ pub(super) struct Shared {
     /// Jobs queued by [`DiskLayer`]'s `try_send` and not yet taken by the writer: the write
     /// queue's bound is kept with this count (see [`DiskLayer::new`]).
     pub(super) queued: AtomicUsize,
+    /// The writer thread, once the first disk thread has started it (joined at drop).
+    pub(super) writer: Mutex<Option<JoinHandle<()>>>,
 }
 
 impl Shared {
@@ -47,6 +49,7 @@ impl Shared {
             drop_epoch: AtomicU64::new(0),
             closing: AtomicBool::new(false),
             queued: AtomicUsize::new(0),
+            writer: Mutex::new(None),
         }
     }
     pub(super) fn finish_load(&self, report: LoadReport, on_loaded: Option<&LoadedCallback>) {
@@ -129,6 +132,7 @@ impl DiskLayer {
                 uses_rx,
                 config: config.clone(),
                 budget: config.budget_bytes.unwrap_or(memory_budget as u64),
+                memory_budget: memory_budget as u64,
             })),
             shared,
             max_consecutive_rejections: config.max_consecutive_rejections,
@@ -149,7 +153,7 @@ impl DiskLayer {
         let shared = self.shared.clone();
         let on_loaded = pending.config.on_loaded.clone();
         let spawned = std::thread::Builder::new()
-            .name("gpusvc-cache-writer".into())
+            .name("gpusvc-cache-loader".into())
             .spawn(move || disk_thread(pending, &shared, sink));
         match spawned {
             Ok(handle) => *self.writer.lock().unwrap_or_else(|e| e.into_inner()) = Some(handle),
@@ -293,7 +297,22 @@ impl Drop for DiskLayer {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .take();
-        if let Some(w) = self.writer.lock().unwrap_or_else(|e| e.into_inner()).take() {
+        // The first disk thread (it loads, then ends; it stops at once when the cache is gone),
+        // then the writer thread it started (it finishes what is queued and ends). The last
+        // handle on the cache may be let go on the first thread itself (the loader holds it for
+        // an insert): that thread is not joined then, it ends on its own.
+        let me = std::thread::current().id();
+        let first = self.writer.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(w) = first.filter(|w| w.thread().id() != me) {
+            let _ = w.join();
+        }
+        let writer = self
+            .shared
+            .writer
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        if let Some(w) = writer.filter(|w| w.thread().id() != me) {
             let _ = w.join();
         }
     }

@@ -38,23 +38,31 @@ pub struct LoadReport {
 }
 
 /// Reads every entry of `dir` in load order into `sink` until the sink is gone or the store is
-/// cleared. The listing it orders by is handed to the writer through `scan_to` first (the
-/// writer measures the store from it instead of listing it again while the load runs).
+/// cleared. One pass over the store ([`StampDir::load_pass`]) lists it, reads the entries ahead
+/// (up to `read_ahead` file bytes, the memory budget: the cache cannot hold more) and gives the
+/// load order; the scan of that pass goes to the writer through `scan_to` (the writer measures
+/// the store from it instead of listing it again while the load runs). Entries are then
+/// inserted in load order; one not read ahead is read when its turn comes.
 pub(super) fn load_entries(
     dir: &StampDir,
     sink: &Weak<dyn LoadSink>,
     shared: &Shared,
     start: Instant,
     scan_to: crossbeam_channel::Sender<Scan>,
+    read_ahead: u64,
 ) -> LoadReport {
     let counters = &shared.counters;
     let mut report = LoadReport::default();
-    let mut full_in_a_row = 0;
-    let scan = dir.scan();
-    let entries = scan.entries.clone();
-    let _ = scan_to.send(scan);
     // A clear since the cache was made ends the load: what is on disk is about to go.
-    for entry in dir.load_order_of(entries) {
+    let stopped = || sink.strong_count() == 0 || shared.drop_epoch.load(Ordering::Acquire) != 0;
+    let Some(pass) = dir.load_pass(read_ahead, &stopped) else {
+        report.elapsed = start.elapsed();
+        return report;
+    };
+    let _ = scan_to.send(pass.scan);
+    drop(scan_to);
+    let mut full_in_a_row = 0;
+    for (entry, read) in pass.order {
         let Some(sink) = sink.upgrade() else { break };
         if shared.drop_epoch.load(Ordering::Acquire) != 0 {
             break;
@@ -63,7 +71,7 @@ pub(super) fn load_entries(
             report.skipped += 1;
             continue;
         }
-        match dir.read_packed(&entry.key) {
+        match read.unwrap_or_else(|| dir.read_packed(&entry.key)) {
             Ok(packed) => {
                 if sink.insert_loaded(entry.key, packed) {
                     report.loaded += 1;

@@ -107,12 +107,20 @@ pub(crate) fn key_hex(key: &ProgramKey) -> KeyName {
 }
 
 pub(crate) fn parse_key_hex(name: &str) -> Option<ProgramKey> {
-    if name.len() != 40 || !name.bytes().all(|c| matches!(c, b'0'..=b'9' | b'a'..=b'f')) {
+    /// A lowercase hex digit's value.
+    fn digit(c: u8) -> Option<u8> {
+        match c {
+            b'0'..=b'9' => Some(c - b'0'),
+            b'a'..=b'f' => Some(c - b'a' + 10),
+            _ => None,
+        }
+    }
+    if name.len() != 40 {
         return None;
     }
     let mut k = [0u8; 20];
-    for (i, byte) in k.iter_mut().enumerate() {
-        *byte = u8::from_str_radix(name.get(2 * i..2 * i + 2)?, 16).ok()?;
+    for (byte, pair) in k.iter_mut().zip(name.as_bytes().chunks_exact(2)) {
+        *byte = digit(pair[0])? << 4 | digit(pair[1])?;
     }
     Some(ProgramKey(k))
 }
@@ -173,6 +181,101 @@ impl Scan {
     /// Bytes the store takes on disk: entries plus overhead.
     pub(crate) fn total(&self) -> u64 {
         self.overhead + self.entries.iter().map(|e| e.size).sum::<u64>()
+    }
+}
+
+/// What [`StampDir::load_pass`] found: the scan, and the entries in load order with what was
+/// read of them during the pass (`None`: not read ahead; read it when its turn comes).
+pub(crate) struct LoadPass {
+    pub(crate) scan: Scan,
+    pub(crate) order: Vec<(EntryFile, Option<Result<PackedEntry, ReadError>>)>,
+}
+
+/// Below this many names per thread the startup pass runs on the loader thread alone (a
+/// thread costs more than it saves).
+const PARALLEL_PASS_MIN: usize = 64;
+
+/// What one thread of [`StampDir::load_pass`] needs.
+struct PassContext<'a> {
+    dir: &'a StampDir,
+    h: &'a Handles,
+    uses: &'a HashMap<ProgramKey, u64>,
+    now: u64,
+    stop: &'a (dyn Fn() -> bool + Sync),
+}
+
+/// What one thread of [`StampDir::load_pass`] found.
+#[derive(Default)]
+struct PassPart {
+    entries: Vec<EntryFile>,
+    odd: Vec<OddName>,
+    order: Vec<(EntryFile, Option<Result<PackedEntry, ReadError>>)>,
+}
+
+impl PassContext<'_> {
+    /// The pass over `names`, reading ahead up to `read_ahead` file bytes; `None` when stopped.
+    fn run(&self, names: &[(ProgramKey, fsx::Entry)], read_ahead: u64) -> Option<PassPart> {
+        let entries_fd = b(&self.h.entries);
+        let mut part = PassPart {
+            order: Vec::with_capacity(names.len()),
+            ..PassPart::default()
+        };
+        let mut ahead = 0u64;
+        for (key, e) in names {
+            if (self.stop)() {
+                return None;
+            }
+            let mut t = e.file_type;
+            if t == FileType::Unknown {
+                match fsx::lstat(entries_fd, &e.name) {
+                    Ok(st) => t = fsx::file_type(&st),
+                    Err(_) => continue,
+                }
+            }
+            if t != FileType::RegularFile {
+                part.odd.push(OddName {
+                    name: e.name.clone(),
+                    what: fsx::type_name(t).to_owned(),
+                    is_dir: t == FileType::Directory,
+                });
+                continue;
+            }
+            // Replaced by something else since the listing: the writer's next scan sees it.
+            let Ok((fd, st)) = fsx::open_listed(entries_fd, &e.name) else {
+                continue;
+            };
+            let len = st.st_size.max(0) as u64;
+            if len > MAX_ENTRY_FILE {
+                part.odd.push(OddName {
+                    name: e.name.clone(),
+                    what: format!("{len} bytes, over the {MAX_ENTRY_FILE}-byte entry bound"),
+                    is_dir: false,
+                });
+                continue;
+            }
+            let raw = self
+                .uses
+                .get(key)
+                .copied()
+                .unwrap_or(0)
+                .max(fsx::mtime_ms(&st));
+            let file = EntryFile {
+                key: *key,
+                size: fsx::allocated(&st),
+                last_use_ms: raw.min(self.now),
+                from_future: raw > self.now + FUTURE_SLACK_MS,
+            };
+            let read = (ahead + len <= read_ahead).then(|| {
+                ahead += len;
+                self.dir.packed_from(self.h, &fd, &st, key)
+            });
+            drop(fd);
+            if !matches!(read, Some(Err(ReadError::Rejected(_)))) {
+                part.entries.push(file.clone());
+            }
+            part.order.push((file, read));
+        }
+        Some(part)
     }
 }
 
@@ -696,12 +799,22 @@ impl StampDir {
             Err(e) if fsx::is_not_regular(&e) => return Err(ReadError::NotRegular(e.to_string())),
             Err(e) => return Err(ReadError::Io(e)),
         };
-        let result = read_whole(&fd, &st).and_then(|bytes| {
+        self.packed_from(&h, &fd, &st, key)
+    }
+
+    /// [`Self::read_packed`] of the file open as `fd` (its `fstat` is `st`).
+    fn packed_from(
+        &self,
+        h: &Handles,
+        fd: &OwnedFd,
+        st: &rustix::fs::Stat,
+        key: &ProgramKey,
+    ) -> Result<PackedEntry, ReadError> {
+        let result = read_whole(fd, st).and_then(|bytes| {
             let (header, summary) = format::check_packed(&bytes, &self.stamp_hash, Some(key))?;
-            Ok(PackedEntry::new(bytes, header, summary, identity(&st)))
+            Ok(PackedEntry::new(bytes, header, summary, identity(st)))
         });
-        drop(fd);
-        result.map_err(|e| self.reject(&h, &name, identity(&st), e))
+        result.map_err(|e| self.reject(h, &key_hex(key), identity(st), e))
     }
 
     /// Deletes the rejected entry `name` if it is still the file `origin` (device, inode) that
@@ -818,9 +931,8 @@ impl StampDir {
         self.scan_with(&h)
     }
 
-    fn scan_with(&self, h: &Handles) -> Scan {
-        let uses = self.read_uses(h);
-        let now = now_ms();
+    /// A scan of everything but the entries: the folders' and side files' bytes.
+    fn scan_sides(&self, h: &Handles) -> Scan {
         let mut scan = Scan::default();
         for dir in [&h.dir, &h.entries, &h.tmp] {
             if let Ok(st) = rustix::fs::fstat(dir) {
@@ -838,6 +950,13 @@ impl StampDir {
                 }
             }
         }
+        scan
+    }
+
+    fn scan_with(&self, h: &Handles) -> Scan {
+        let uses = self.read_uses(h);
+        let now = now_ms();
+        let mut scan = self.scan_sides(h);
         let Ok(list) = fsx::list(b(&h.entries), MAX_LIST) else {
             return scan;
         };
@@ -889,15 +1008,97 @@ impl StampDir {
     /// [`Self::load_order`] of the entries of a scan already made.
     pub(crate) fn load_order_of(&self, mut list: Vec<EntryFile>) -> Vec<EntryFile> {
         let h = self.h();
-        list.sort_by_key(|e| std::cmp::Reverse(e.last_use_ms));
-        let hot = self.hot(&h);
+        self.sort_for_load(&h, &mut list, |e| (e.key, e.last_use_ms));
+        list
+    }
+
+    /// Sorts `list` in load order by the key and last use (`use_of`) of each item: hot first
+    /// (most recent mark first), then most recently used first.
+    fn sort_for_load<T>(
+        &self,
+        h: &Handles,
+        list: &mut [T],
+        use_of: impl Fn(&T) -> (ProgramKey, u64),
+    ) {
+        list.sort_by_key(|e| std::cmp::Reverse(use_of(e).1));
+        let hot = self.hot(h);
+        if hot.is_empty() {
+            return;
+        }
         // Rank 0 is the most recent mark; a key marked several times keeps its newest rank.
         let mut rank: HashMap<ProgramKey, usize> = HashMap::new();
         for (i, k) in hot.iter().rev().enumerate() {
             rank.entry(*k).or_insert(i);
         }
-        list.sort_by_key(|e| rank.get(&e.key).copied().unwrap_or(usize::MAX));
-        list
+        list.sort_by_key(|e| rank.get(&use_of(e).0).copied().unwrap_or(usize::MAX));
+    }
+
+    /// The startup loader's one pass over the store: [`Self::scan`] (what the writer needs to
+    /// keep the budget), the entries in load order, and — read during the same pass — the
+    /// checked contents of entries up to `read_ahead` file bytes ([`Self::read_packed`]'s
+    /// result, rejections included: a rejected entry is deleted then and not listed in the
+    /// scan). One `getdents` pass, then per entry one `openat` + `fstat` (its size, time and
+    /// identity come from that `fstat`, not from an `lstat` before it) and, when read ahead,
+    /// one `pread` of the whole bounded file; the type `getdents` reports keeps folders, links
+    /// and FIFOs from being opened at all (a file system that does not report types gets an
+    /// `lstat` per name instead). The names are split between this thread and one helper
+    /// thread (when there are enough of them and the thread can be had), each reading ahead up
+    /// to half of `read_ahead`. Returns `None` when `stop` said so part way.
+    pub(crate) fn load_pass(
+        &self,
+        read_ahead: u64,
+        stop: &(dyn Fn() -> bool + Sync),
+    ) -> Option<LoadPass> {
+        let h = self.h();
+        let uses = self.read_uses(&h);
+        let now = now_ms();
+        let mut scan = self.scan_sides(&h);
+        let list = fsx::list(b(&h.entries), MAX_LIST).unwrap_or_default();
+        let names: Vec<(ProgramKey, fsx::Entry)> = list
+            .into_iter()
+            .filter_map(|e| Some((parse_key_hex(&e.name)?, e)))
+            .collect();
+        let ctx = PassContext {
+            dir: self,
+            h: &h,
+            uses: &uses,
+            now,
+            stop,
+        };
+        let half = names.len() / 2;
+        let parts = if half >= PARALLEL_PASS_MIN {
+            let (first, second) = names.split_at(half);
+            std::thread::scope(|s| {
+                let helper = std::thread::Builder::new()
+                    .name("gpusvc-cache-loader-2".into())
+                    .spawn_scoped(s, || ctx.run(second, read_ahead / 2));
+                match helper {
+                    Ok(helper) => {
+                        let a = ctx.run(first, read_ahead - read_ahead / 2);
+                        let b = helper.join().ok().flatten();
+                        Some(vec![a?, b?])
+                    }
+                    Err(_) => Some(vec![ctx.run(&names, read_ahead)?]),
+                }
+            })?
+        } else {
+            vec![ctx.run(&names, read_ahead)?]
+        };
+        let mut items = Vec::with_capacity(names.len());
+        for part in parts {
+            scan.entries.extend(part.entries);
+            scan.odd.extend(part.odd);
+            items.extend(part.order.into_iter().map(Some));
+        }
+        // Sorted by index: the items themselves (a read entry is some 200 bytes) stay put.
+        let mut index: Vec<usize> = (0..items.len()).collect();
+        self.sort_for_load(&h, &mut index, |&i| {
+            items[i]
+                .as_ref()
+                .map_or((ProgramKey([0; 20]), 0), |(e, _)| (e.key, e.last_use_ms))
+        });
+        let order = index.into_iter().filter_map(|i| items[i].take()).collect();
+        Some(LoadPass { scan, order })
     }
 
     /// Gives entries dated in the future (a skewed clock wrote them) the time `now` for good:
