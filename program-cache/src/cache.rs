@@ -819,9 +819,9 @@ impl LoadSink for ProgramCache {
             return false;
         }
         for h in entry.shaders() {
-            state.statuses.add_ref(*h);
+            state.statuses.add_ref(h);
         }
-        let entry = Value::Packed(Arc::new(entry));
+        let entry = Value::Packed(entry);
         state.store.insert(key, entry, held, None, true);
         true
     }
@@ -863,7 +863,7 @@ impl ProgramCache {
             Err(error) => {
                 let same = matches!(
                     state.store.peek(key),
-                    Some(Value::Packed(p)) if Arc::ptr_eq(&p, &packed)
+                    Some(Value::Packed(p)) if p.same(&packed)
                 );
                 if same && let Some(gone) = state.store.remove(key) {
                     gone.shader_hashes()

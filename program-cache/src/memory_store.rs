@@ -44,8 +44,6 @@
 //! is computed by running the eviction steps on a copy of the store: still exactly the sequence
 //! of victims, at the cost of copying the bookkeeping (not the binaries).
 
-use std::sync::Arc;
-
 use lru::LruCache;
 
 use crate::disk::PackedEntry;
@@ -60,7 +58,7 @@ pub(crate) enum Value {
     /// A decoded program.
     Program(SharedProgram),
     /// A checked, still encoded disk entry.
-    Packed(Arc<PackedEntry>),
+    Packed(PackedEntry),
 }
 
 impl Value {
@@ -68,7 +66,7 @@ impl Value {
     pub(crate) fn shader_hashes(&self) -> std::vec::IntoIter<ShaderHash> {
         match self {
             Value::Program(p) => crate::disk::entry_shaders(p).into_iter(),
-            Value::Packed(p) => p.shaders().to_vec().into_iter(),
+            Value::Packed(p) => p.shaders().collect::<Vec<_>>().into_iter(),
         }
     }
 
@@ -482,14 +480,14 @@ impl BinaryStore {
     pub(crate) fn unpack(
         &mut self,
         key: &ProgramKey,
-        packed: &Arc<PackedEntry>,
+        packed: &PackedEntry,
         program: SharedProgram,
         size: usize,
     ) -> Option<SharedProgram> {
         let entry = self.entries.peek_mut(key)?;
         match &entry.program {
             Value::Program(p) => return Some(p.clone()),
-            Value::Packed(p) if !Arc::ptr_eq(p, packed) => return None,
+            Value::Packed(p) if !p.same(packed) => return None,
             Value::Packed(_) => {}
         }
         let (old, segment) = (entry.size, entry.segment);

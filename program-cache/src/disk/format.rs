@@ -29,27 +29,40 @@ pub const MAX_SUMMARY_SHADERS: usize = 16;
 const SUMMARY_FIXED: usize = 5;
 
 /// The uncompressed summary at the start of an entry's payload: what the memory cache needs to
-/// hold the entry before its body is decoded.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// hold the entry before its body is decoded. (The shader hashes stay in the entry's bytes:
+/// [`EntrySummary::shaders`].)
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct EntrySummary {
     /// The bytes the decoded program counts against a memory budget
     /// ([`CachedProgram::stored_size`]) as the writer computed it. Advisory: the loader admits
     /// an entry by it, and charges the real figure once the body is decoded.
     pub memory_size: u32,
-    /// The hashes of the shaders whose compile statuses the entry holds, in the order of
-    /// [`entry_shaders`]. The decoded body must list exactly these.
-    pub shaders: Vec<ShaderHash>,
+    /// How many shader hashes the summary lists (at most [`MAX_SUMMARY_SHADERS`]).
+    pub shader_count: u8,
 }
 
 impl EntrySummary {
     /// Bytes the summary takes in the payload.
     pub fn len(&self) -> usize {
-        SUMMARY_FIXED + 20 * self.shaders.len()
+        SUMMARY_FIXED + 20 * usize::from(self.shader_count)
     }
 
     /// Never empty (the fixed part is always there); for clippy's `len_without_is_empty`.
     pub fn is_empty(&self) -> bool {
         false
+    }
+
+    /// The hashes of the shaders whose compile statuses the entry holds, read from `entry` (the
+    /// entry this summary was checked from), in the order of [`entry_shaders`]. The decoded
+    /// body must list exactly these.
+    pub fn shaders<'a>(&self, entry: &'a [u8]) -> impl Iterator<Item = ShaderHash> + 'a {
+        let start = HEADER_LEN + SUMMARY_FIXED;
+        let end = start + 20 * usize::from(self.shader_count);
+        entry
+            .get(start..end)
+            .unwrap_or_default()
+            .chunks_exact(20)
+            .map(|c| ShaderHash(c.try_into().expect("20 bytes")))
     }
 }
 
@@ -154,14 +167,15 @@ pub fn encode(
     compress: bool,
 ) -> Vec<u8> {
     let raw = postcard::to_stdvec(program).expect("CachedProgram always serializes");
+    let shaders = entry_shaders(program);
     let summary = EntrySummary {
         memory_size: u32::try_from(program.stored_size()).unwrap_or(u32::MAX),
-        shaders: entry_shaders(program),
+        shader_count: u8::try_from(shaders.len()).unwrap_or(u8::MAX),
     };
     let mut payload = Vec::with_capacity(summary.len() + raw.len());
     payload.extend_from_slice(&summary.memory_size.to_le_bytes());
-    payload.push(summary.shaders.len() as u8);
-    for h in &summary.shaders {
+    payload.push(summary.shader_count);
+    for h in &shaders {
         payload.extend_from_slice(&h.0);
     }
     let flags = if compress {
@@ -333,20 +347,15 @@ fn decode_summary(payload: &[u8]) -> Result<EntrySummary, EntryError> {
     if count > MAX_SUMMARY_SHADERS {
         return bad(format!("{count} shaders, more than {MAX_SUMMARY_SHADERS}"));
     }
-    let end = SUMMARY_FIXED + 20 * count;
-    let Some(hashes) = payload.get(SUMMARY_FIXED..end) else {
+    if SUMMARY_FIXED + 20 * count > payload.len() {
         return bad(format!(
             "{count} shaders do not fit in {} bytes",
             payload.len()
         ));
-    };
-    let shaders = hashes
-        .chunks_exact(20)
-        .map(|c| ShaderHash(c.try_into().expect("20 bytes")))
-        .collect();
+    }
     Ok(EntrySummary {
         memory_size,
-        shaders,
+        shader_count: count as u8,
     })
 }
 
@@ -378,7 +387,10 @@ pub fn decode_body(
     if !rest.is_empty() {
         return Err(EntryError::Decode(format!("{} trailing bytes", rest.len())));
     }
-    if entry_shaders(&program) != summary.shaders {
+    if !entry_shaders(&program)
+        .into_iter()
+        .eq(summary.shaders(bytes))
+    {
         return Err(EntryError::Decode(
             "the summary's shaders are not the program's".into(),
         ));

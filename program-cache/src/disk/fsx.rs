@@ -150,6 +150,31 @@ pub(crate) fn read_prefix(fd: &OwnedFd, len: usize) -> io::Result<Vec<u8>> {
     Ok(out)
 }
 
+/// Reads exactly the first `len` bytes of a file into a shared buffer with `pread` straight on
+/// its descriptor (usually one call): never more than `len`; `UnexpectedEof` when the file is
+/// shorter now. The buffer is the one allocation: the memory cache holds it as it is.
+pub(crate) fn read_shared(fd: &OwnedFd, len: usize) -> io::Result<std::sync::Arc<[u8]>> {
+    let mut buf = std::sync::Arc::<[u8]>::new_uninit_slice(len);
+    let slot = std::sync::Arc::get_mut(&mut buf).expect("not shared yet");
+    let mut filled = 0;
+    while filled < len {
+        let (read, _) = match rustix::io::pread(fd, &mut slot[filled..], filled as u64) {
+            Ok(r) => r,
+            Err(rustix::io::Errno::INTR) => continue,
+            Err(e) => return Err(e.into()),
+        };
+        if read.is_empty() {
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                format!("{filled} bytes where {len} were expected"),
+            ));
+        }
+        filled += read.len();
+    }
+    // SAFETY: every one of the `len` bytes was written by `pread` above (`filled == len`).
+    Ok(unsafe { buf.assume_init() })
+}
+
 /// Opens (creating `0600` when missing) a regular file for reading and writing; `append` adds
 /// `O_APPEND`. Never follows a link, never blocks on a FIFO.
 pub(crate) fn open_rw(dir: BorrowedFd<'_>, name: &str, append: bool) -> io::Result<OwnedFd> {
@@ -359,14 +384,11 @@ pub(crate) fn mtime_ms(st: &Stat) -> u64 {
         .saturating_add(st.st_mtime_nsec / 1_000_000)
 }
 
-/// One directory entry: its name (UTF-8 names only; others are not ours) and the type the
-/// listing reports (`d_type`; [`FileType::Unknown`] on file systems that do not fill it). Callers
-/// that act on the name check its type again at that time ([`lstat`], or the `fstat` of
-/// [`open_listed`]).
+/// One directory entry: its name (UTF-8 names only; others are not ours). Its type is read
+/// with [`lstat`] by the caller, at the time it acts on it.
 #[derive(Debug, Clone)]
 pub(crate) struct Entry {
     pub(crate) name: String,
-    pub(crate) file_type: FileType,
 }
 
 /// Lists a directory (without `.` and `..`). Names that are not UTF-8 are never ours and are
@@ -383,10 +405,33 @@ pub(crate) fn list(dir: BorrowedFd<'_>, max: usize) -> io::Result<Vec<Entry>> {
         }
         out.push(Entry {
             name: name.to_owned(),
-            file_type: e.file_type(),
         });
         if out.len() >= max {
             break;
+        }
+    }
+    Ok(out)
+}
+
+/// Lists a directory as [`list`] does, keeping what `keep` makes of each name (its bytes and
+/// the type the listing reports: `d_type`, [`FileType::Unknown`] on file systems that do not
+/// fill it) instead of the names themselves: no `String` per name. At most `max` names are
+/// looked at. Callers that act on a name check its type again then ([`lstat`], or the `fstat`
+/// of [`open_listed`]).
+pub(crate) fn list_map<T>(
+    dir: BorrowedFd<'_>,
+    max: usize,
+    mut keep: impl FnMut(&[u8], FileType) -> Option<T>,
+) -> io::Result<Vec<T>> {
+    let mut out = Vec::new();
+    let d = rustix::fs::Dir::read_from(dir)?;
+    for (seen, e) in d.enumerate() {
+        if seen >= max {
+            break;
+        }
+        let e = e?;
+        if let Some(t) = keep(e.file_name().to_bytes(), e.file_type()) {
+            out.push(t);
         }
     }
     Ok(out)

@@ -10,21 +10,23 @@
 //! ([`PackedEntry::decode`]); a body that does not decode is rejected then, as the loader
 //! rejects a damaged file: counted, deleted from disk, and never returned.
 
+use std::sync::Arc;
+
 use crate::key::ShaderHash;
 use crate::program::CachedProgram;
 
-use super::format::{self, EntryError, EntryHeader, EntrySummary};
+use super::format::{self, EntryError, EntrySummary};
 
-/// Bytes a packed entry counts against the budget besides its file bytes and shader hashes
-/// (bookkeeping), like [`CachedProgram::stored_size`]'s overhead.
+/// Bytes a packed entry counts against the budget besides its file bytes (bookkeeping), like
+/// [`CachedProgram::stored_size`]'s overhead.
 const PACKED_OVERHEAD: usize = 64;
 
-/// An entry read from the disk store whose every check but the body's decoding passed.
-#[derive(Debug)]
+/// An entry read from the disk store whose every check but the body's decoding passed. Cheap to
+/// clone (the bytes are shared).
+#[derive(Debug, Clone)]
 pub(crate) struct PackedEntry {
     /// The whole entry file, as read.
-    bytes: Vec<u8>,
-    header: EntryHeader,
+    bytes: Arc<[u8]>,
     summary: EntrySummary,
     /// (device, inode) of the file it was read from: a rejection deletes that file only, never
     /// one another process published under the name since.
@@ -32,25 +34,23 @@ pub(crate) struct PackedEntry {
 }
 
 impl PackedEntry {
-    /// Wraps the bytes of a file `check_packed` accepted.
-    pub(crate) fn new(
-        bytes: Vec<u8>,
-        header: EntryHeader,
-        summary: EntrySummary,
-        origin: (u64, u64),
-    ) -> Self {
+    /// Wraps the bytes of a file `check_packed` accepted with this summary.
+    pub(crate) fn new(bytes: Arc<[u8]>, summary: EntrySummary, origin: (u64, u64)) -> Self {
         PackedEntry {
             bytes,
-            header,
             summary,
             origin,
         }
     }
 
-    /// The bytes this entry holds, as counted against the budget: the file, the shader hashes,
-    /// bookkeeping.
+    /// Whether `self` and `other` hold the very same bytes (the same read of the same file).
+    pub(crate) fn same(&self, other: &PackedEntry) -> bool {
+        Arc::ptr_eq(&self.bytes, &other.bytes)
+    }
+
+    /// The bytes this entry holds, as counted against the budget: the file and bookkeeping.
     pub(crate) fn held_bytes(&self) -> usize {
-        self.bytes.len() + 20 * self.summary.shaders.len() + PACKED_OVERHEAD
+        self.bytes.len() + PACKED_OVERHEAD
     }
 
     /// The bytes the decoded program will count, as its writer said (advisory: the real figure
@@ -60,14 +60,16 @@ impl PackedEntry {
     }
 
     /// The shaders whose compile statuses the entry holds.
-    pub(crate) fn shaders(&self) -> &[ShaderHash] {
-        &self.summary.shaders
+    pub(crate) fn shaders(&self) -> impl Iterator<Item = ShaderHash> + '_ {
+        self.summary.shaders(&self.bytes)
     }
 
     /// Decodes the body: LZ4, postcard, the summary's agreement with it, and a binary that is
     /// not empty (the loader never inserted an empty one either).
     pub(crate) fn decode(&self) -> Result<CachedProgram, EntryError> {
-        let program = format::decode_body(&self.bytes, &self.header, &self.summary)?;
+        // Checked when read: parsing the header again costs a CRC of 92 bytes.
+        let header = format::decode_header(&self.bytes)?;
+        let program = format::decode_body(&self.bytes, &header, &self.summary)?;
         if program.binary.bytes.is_empty() {
             return Err(EntryError::Decode("the program binary is empty".into()));
         }
