@@ -34,6 +34,9 @@ pub(super) struct Shared {
     /// Jobs queued by [`DiskLayer`]'s `try_send` and not yet taken by the writer: the write
     /// queue's bound is kept with this count (see [`DiskLayer::new`]).
     pub(super) queued: AtomicUsize,
+    /// Last uses queued by [`DiskLayer::used`] and not yet taken by the writer: the bound of
+    /// that queue ([`USE_QUEUE`]), kept like `queued`.
+    pub(super) uses_queued: AtomicUsize,
     /// The writer thread, once the first disk thread has started it (joined at drop).
     pub(super) writer: Mutex<Option<JoinHandle<()>>>,
 }
@@ -49,6 +52,7 @@ impl Shared {
             drop_epoch: AtomicU64::new(0),
             closing: AtomicBool::new(false),
             queued: AtomicUsize::new(0),
+            uses_queued: AtomicUsize::new(0),
             writer: Mutex::new(None),
         }
     }
@@ -116,12 +120,10 @@ impl DiskLayer {
     /// Makes the layer without touching the disk; [`DiskLayer::start`] starts its threads.
     pub(crate) fn new(config: &DiskConfig, memory_budget: usize) -> Self {
         let shared = Arc::new(Shared::new(config.log.clone()));
-        // Bounded by the `queued` count rather than by a bounded channel: crossbeam's bounded
-        // channel allocates and initializes every slot when it is made (a 65,536-job queue was
-        // 3.6 MB and a millisecond at every cache construction, on the host's thread); the
-        // unbounded one grows in small blocks as jobs come.
+        // Both queues are bounded by counts (`send_bounded`): a 65,536-job bounded channel was
+        // 3.6 MB and a millisecond at every cache construction, the 4,096-use one 160 KB.
         let (tx, rx) = crossbeam_channel::unbounded();
-        let (uses, uses_rx) = crossbeam_channel::bounded(USE_QUEUE);
+        let (uses, uses_rx) = crossbeam_channel::unbounded();
         DiskLayer {
             tx: Some(tx),
             queue_bound: config.write_queue.max(1),
@@ -178,21 +180,7 @@ impl DiskLayer {
     /// is gone). Never waits.
     fn try_send(&self, job: Job) -> bool {
         let Some(tx) = &self.tx else { return false };
-        let bound = self.queue_bound;
-        let queued = &self.shared.queued;
-        if queued
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
-                (n < bound).then_some(n + 1)
-            })
-            .is_err()
-        {
-            return false;
-        }
-        if tx.send(job).is_err() {
-            queued.fetch_sub(1, Ordering::AcqRel);
-            return false;
-        }
-        true
+        send_bounded(tx, job, &self.shared.queued, self.queue_bound)
     }
 
     /// Queues a save; a full queue drops it (counted) rather than wait.
@@ -211,7 +199,12 @@ impl DiskLayer {
         if self.enabled()
             && let Some(uses) = &self.uses
         {
-            let _ = uses.try_send((key, store_dir::now_ms()));
+            send_bounded(
+                uses,
+                (key, store_dir::now_ms()),
+                &self.shared.uses_queued,
+                USE_QUEUE,
+            );
         }
     }
 
@@ -284,6 +277,26 @@ impl DiskLayer {
             .unwrap_or_else(|e| e.into_inner());
         *guard
     }
+}
+
+/// Sends `item` unless `bound` items counted in `queued` are waiting already (the receiver
+/// counts each one out); never waits. Bounded by the count rather than by a bounded channel:
+/// crossbeam's bounded channel allocates and initializes every slot when it is made (on the
+/// host's thread, at every cache construction), the unbounded one grows in small blocks.
+fn send_bounded<T>(tx: &Sender<T>, item: T, queued: &AtomicUsize, bound: usize) -> bool {
+    if queued
+        .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+            (n < bound).then_some(n + 1)
+        })
+        .is_err()
+    {
+        return false;
+    }
+    if tx.send(item).is_err() {
+        queued.fetch_sub(1, Ordering::AcqRel);
+        return false;
+    }
+    true
 }
 
 impl Drop for DiskLayer {

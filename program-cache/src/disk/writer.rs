@@ -394,6 +394,7 @@ impl Writer {
     /// Coalesces the queued last uses into `pending_uses` (bounded).
     fn take_uses(&mut self, uses: &Receiver<(ProgramKey, u64)>) {
         for (key, ms) in uses.try_iter() {
+            self.shared.uses_queued.fetch_sub(1, Ordering::AcqRel);
             self.add_use(key, ms);
         }
     }
