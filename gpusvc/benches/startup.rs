@@ -404,9 +404,16 @@ fn store(
 }
 
 /// Opens a cache on `root` and waits for the startup load; returns the time in ms.
-fn timed_load(root: &Path, compress: bool, expect: usize) -> f64 {
+/// A memory budget that holds every entry of `entries` decoded (twice over), and at least the
+/// desktop default.
+fn load_budget(entries: &[(ProgramKey, CachedProgram)]) -> usize {
+    let decoded: usize = entries.iter().map(|(_, p)| p.stored_size()).sum();
+    (2 * decoded).max(program_cache::DESKTOP_BUDGET)
+}
+
+fn timed_load(root: &Path, compress: bool, expect: usize, budget: usize) -> f64 {
     let start = Instant::now();
-    let cache: Arc<ProgramCache> = ProgramCache::builder(CacheConfig::with_budget(BIG_BUDGET))
+    let cache: Arc<ProgramCache> = ProgramCache::builder(CacheConfig::with_budget(budget))
         .disk(disk_config(root, compress))
         .build();
     let report = cache
@@ -633,7 +640,127 @@ fn startup_table(key: &str, label: &str, s: &Startup, reps: usize) -> Vec<Row> {
     ]
 }
 
+/// What the loader part measured.
+struct LoaderFigures {
+    load_mb_s: f64,
+    read_mb_s: f64,
+    lz4_bytes: u64,
+    raw_bytes: u64,
+    load_lz4: f64,
+    load_raw: f64,
+}
+
+/// The loader part: `entries` stored with LZ4 and without, then cache open + wait against
+/// plain sequential reads of the same files, interleaved, medians of [`LOAD_REPS`].
+fn loader_section(entries: &[(ProgramKey, CachedProgram)]) -> LoaderFigures {
+    let raw_program_bytes: usize = entries.iter().map(|(_, p)| p.binary.bytes.len()).sum();
+    let (lz4_root, lz4_files, lz4_bytes) = store(entries, true);
+    let (raw_root, _raw_files, raw_bytes) = store(entries, false);
+    let n = entries.len();
+    let budget = load_budget(entries);
+    let (mut loads_lz4, mut loads_raw, mut reads) = (Vec::new(), Vec::new(), Vec::new());
+    // One untimed round so every file is in the page cache for both sides.
+    timed_load(lz4_root.path(), true, n, budget);
+    timed_load(raw_root.path(), false, n, budget);
+    timed_reads(&lz4_files);
+    for _ in 0..LOAD_REPS {
+        loads_lz4.push(timed_load(lz4_root.path(), true, n, budget));
+        reads.push(timed_reads(&lz4_files));
+        loads_raw.push(timed_load(raw_root.path(), false, n, budget));
+    }
+    // Where decoding went: one lookup of every key after the load (each decodes its entry),
+    // and the checks + LZ4 + postcard of `disk::decode` alone on bytes already in memory.
+    let mut lookups: Vec<f64> = (0..LOAD_REPS)
+        .map(|_| {
+            let cache = ProgramCache::builder(CacheConfig::with_budget(budget))
+                .disk(disk_config(lz4_root.path(), true))
+                .build();
+            cache.wait_until_loaded(Duration::from_secs(120));
+            let start = Instant::now();
+            for (key, _) in entries {
+                std::hint::black_box(cache.load(key, None).unwrap_or_else(|| fail("a miss")));
+            }
+            start.elapsed().as_secs_f64() * 1e3
+        })
+        .collect();
+    let lz4_bytes_in_memory: Vec<Vec<u8>> = lz4_files
+        .iter()
+        .map(|f| std::fs::read(f).unwrap_or_else(|e| fail(e)))
+        .collect();
+    let stamp_hash = synthetic_stamp().hash();
+    let mut decodes: Vec<f64> = (0..LOAD_REPS)
+        .map(|_| {
+            let start = Instant::now();
+            for bytes in &lz4_bytes_in_memory {
+                std::hint::black_box(
+                    disk::decode(bytes, &stamp_hash, None).unwrap_or_else(|e| fail(e)),
+                );
+            }
+            start.elapsed().as_secs_f64() * 1e3
+        })
+        .collect();
+    let (lookup_ms, decode_ms) = (median(&mut lookups), median(&mut decodes));
+    let (load_lz4, load_raw, read_lz4) = (
+        median(&mut loads_lz4),
+        median(&mut loads_raw),
+        median(&mut reads),
+    );
+    let mb = |bytes: u64, ms: f64| bytes as f64 / 1e6 / (ms / 1e3);
+    println!(
+        "\nloader over {n} entries ({raw_program_bytes} bytes of program binaries), page cache \
+         warm, memory budget {budget} bytes, medians of {LOAD_REPS}:"
+    );
+    println!(
+        "  cache open + wait_until_loaded (LZ4): {load_lz4:.2} ms = {:.0} MB/s of entry files; \
+         plain std::fs::read of the same {} files: {read_lz4:.2} ms = {:.0} MB/s; ratio {:.2}",
+        mb(lz4_bytes, load_lz4),
+        lz4_files.len(),
+        mb(lz4_bytes, read_lz4),
+        read_lz4 / load_lz4
+    );
+    println!(
+        "  decoded at each key's first lookup, not in the load: one lookup of every key after \
+         the load {lookup_ms:.2} ms; checks + LZ4 + postcard alone (bytes in memory) \
+         {decode_ms:.2} ms"
+    );
+    println!("LZ4 on vs off ({n} entries):");
+    println!(
+        "  {:<14} {:>14} {:>12} {:>14}",
+        "", "bytes on disk", "per entry", "load ms"
+    );
+    for (label, bytes, ms) in [
+        ("LZ4 (default)", lz4_bytes, load_lz4),
+        ("uncompressed", raw_bytes, load_raw),
+    ] {
+        println!(
+            "  {label:<14} {bytes:>14} {:>12.0} {ms:>14.2}",
+            bytes as f64 / n.max(1) as f64
+        );
+    }
+    println!(
+        "  LZ4 stores {:.1}% of the uncompressed bytes and loads in {:.2}x the time",
+        100.0 * lz4_bytes as f64 / raw_bytes as f64,
+        load_lz4 / load_raw
+    );
+    LoaderFigures {
+        load_mb_s: mb(lz4_bytes, load_lz4),
+        read_mb_s: mb(lz4_bytes, read_lz4),
+        lz4_bytes,
+        raw_bytes,
+        load_lz4,
+        load_raw,
+    }
+}
+
 fn main() {
+    if let Some(store) = std::env::var_os("GPUSVC_BENCH_LOADER_STORE") {
+        let entries = read_entries(Path::new(&store));
+        if entries.is_empty() {
+            fail(format!("no entries in {}", Path::new(&store).display()));
+        }
+        loader_section(&entries);
+        return;
+    }
     let reps = env_number("GPUSVC_BENCH_REPS", DEFAULT_REPS).max(1);
     let bin = gpusvc_binary();
     let corpora = corpora();
@@ -657,101 +784,28 @@ fn main() {
 
     // ---- the loader, in this process ----
     let entries = read_entries(populated.path());
-    let raw_program_bytes: usize = entries.iter().map(|(_, p)| p.binary.bytes.len()).sum();
-    let (lz4_root, lz4_files, lz4_bytes) = store(&entries, true);
-    let (raw_root, raw_files, raw_bytes) = store(&entries, false);
-    let n = entries.len();
-    let (mut loads_lz4, mut loads_raw, mut reads) = (Vec::new(), Vec::new(), Vec::new());
-    // One untimed round so every file is in the page cache for both sides.
-    timed_load(lz4_root.path(), true, n);
-    timed_load(raw_root.path(), false, n);
-    timed_reads(&lz4_files);
-    for _ in 0..LOAD_REPS {
-        loads_lz4.push(timed_load(lz4_root.path(), true, n));
-        reads.push(timed_reads(&lz4_files));
-        loads_raw.push(timed_load(raw_root.path(), false, n));
-    }
-    let _ = &raw_files;
-    // Where the loader's time goes: checks + LZ4 + decode alone, on bytes already in memory.
-    let lz4_bytes_in_memory: Vec<Vec<u8>> = lz4_files
-        .iter()
-        .map(|f| std::fs::read(f).unwrap_or_else(|e| fail(e)))
-        .collect();
-    let stamp_hash = synthetic_stamp().hash();
-    let mut decodes: Vec<f64> = (0..LOAD_REPS)
-        .map(|_| {
-            let start = Instant::now();
-            for bytes in &lz4_bytes_in_memory {
-                std::hint::black_box(
-                    disk::decode(bytes, &stamp_hash, None).unwrap_or_else(|e| fail(e)),
-                );
-            }
-            start.elapsed().as_secs_f64() * 1e3
-        })
-        .collect();
-    let decode_ms = median(&mut decodes);
-    let (load_lz4, load_raw, read_lz4) = (
-        median(&mut loads_lz4),
-        median(&mut loads_raw),
-        median(&mut reads),
-    );
-    let mb = |bytes: u64, ms: f64| bytes as f64 / 1e6 / (ms / 1e3);
-    println!(
-        "\nloader over the cold run's {n} entries ({} of program binaries), page cache warm, \
-         medians of {LOAD_REPS}:",
-        raw_program_bytes
-    );
-    println!(
-        "  cache open + wait_until_loaded (LZ4): {load_lz4:.2} ms = {:.0} MB/s of entry files; \
-         plain std::fs::read of the same {} files: {read_lz4:.2} ms = {:.0} MB/s",
-        mb(lz4_bytes, load_lz4),
-        lz4_files.len(),
-        mb(lz4_bytes, read_lz4)
-    );
-    println!(
-        "  of which checks + LZ4 + postcard decode alone (bytes in memory): {decode_ms:.2} ms; \
-         the rest is listing, ordering, opening, inserting"
-    );
-    println!("LZ4 on vs off ({n} corpus entries):");
-    println!(
-        "  {:<14} {:>14} {:>12} {:>14}",
-        "", "bytes on disk", "per entry", "load ms"
-    );
-    for (label, bytes, ms) in [
-        ("LZ4 (default)", lz4_bytes, load_lz4),
-        ("uncompressed", raw_bytes, load_raw),
-    ] {
-        println!(
-            "  {label:<14} {bytes:>14} {:>12.0} {ms:>14.2}",
-            bytes as f64 / n.max(1) as f64
-        );
-    }
-    println!(
-        "  LZ4 stores {:.1}% of the uncompressed bytes and loads in {:.2}x the time",
-        100.0 * lz4_bytes as f64 / raw_bytes as f64,
-        load_lz4 / load_raw
-    );
+    let f = loader_section(&entries);
 
     rows.extend([
         Row {
             metric: "loader_throughput".into(),
             unit: "MB/s",
-            ours: mb(lz4_bytes, load_lz4),
-            baseline: mb(lz4_bytes, read_lz4),
+            ours: f.load_mb_s,
+            baseline: f.read_mb_s,
             ratio_note: "loader / plain sequential reads (higher is better)",
         },
         Row {
             metric: "lz4_bytes_on_disk".into(),
             unit: "bytes",
-            ours: lz4_bytes as f64,
-            baseline: raw_bytes as f64,
+            ours: f.lz4_bytes as f64,
+            baseline: f.raw_bytes as f64,
             ratio_note: "LZ4 / uncompressed",
         },
         Row {
             metric: "lz4_load_time".into(),
             unit: "ms",
-            ours: load_lz4,
-            baseline: load_raw,
+            ours: f.load_lz4,
+            baseline: f.load_raw,
             ratio_note: "LZ4 / uncompressed, open + wait_until_loaded",
         },
     ]);

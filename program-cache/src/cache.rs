@@ -6,11 +6,11 @@ use std::time::Duration;
 
 use crate::disk::{
     DiskConfig, DiskCounters, DiskLayer, DropReason, InsertError, LoadReport, LoadSink,
-    PersistConfig, PersistCounters, PersistLayer,
+    PackedEntry, PersistConfig, PersistCounters, PersistLayer,
 };
 
 use crate::key::{ProgramKey, ShaderHash};
-use crate::memory_store::{BinaryStore, Evicted, EvictionPolicy, PageId};
+use crate::memory_store::{BinaryStore, Evicted, EvictionPolicy, PageId, Value};
 use crate::program::{CachedProgram, SharedProgram};
 use crate::stats::{Counters, HistogramCallback, Recorder, Stats, names};
 use crate::status::{CompileStatus, LinkStatus, ShaderStatuses};
@@ -536,6 +536,7 @@ impl ProgramCache {
     pub fn load(&self, key: &ProgramKey, page: Option<PageId>) -> Option<SharedProgram> {
         let mut state = self.lock();
         let found = state.store.get(key, page);
+        let (mut state, found) = self.decoded(state, key, found);
         if found.is_some() {
             state.recorder.counters.hits += 1;
         } else {
@@ -558,11 +559,12 @@ impl ProgramCache {
     /// it as a failure hit, not as a program hit or miss. `None` when there is no such record
     /// (a program entry under `key` is left alone).
     pub fn load_failure(&self, key: &ProgramKey) -> Option<SharedProgram> {
-        let mut state = self.lock();
-        if state.store.peek(key).is_none_or(|p| p.failure.is_none()) {
-            return None;
-        }
-        let found = state.store.get(key, None);
+        let state = self.lock();
+        let found = state.store.peek(key);
+        // A packed disk entry is decoded here (the link that follows uses it decoded).
+        let (mut state, program) = self.decoded(state, key, found);
+        let program = program.filter(|p| p.failure.is_some())?;
+        let _promoted = state.store.get(key, None);
         state.recorder.counters.failure_hits += 1;
         drop(state);
         if let Some(disk) = &self.disk {
@@ -571,7 +573,7 @@ impl ProgramCache {
         if let Some(persist) = &self.persist {
             persist.used(*key);
         }
-        found
+        Some(program)
     }
 
     /// Tells the cache the driver accepted the binary of `key` (resets the count of disk
@@ -583,9 +585,14 @@ impl ProgramCache {
         }
     }
 
-    /// Looks a program up without changing recency or counters.
+    /// Looks a program up without changing recency or counters. An entry the disk loader has
+    /// not decoded yet is decoded for the caller and stays as it is in the cache.
     pub fn peek(&self, key: &ProgramKey) -> Option<SharedProgram> {
-        self.lock().store.peek(key)
+        let found = self.lock().store.peek(key)?;
+        match found {
+            Value::Program(p) => Some(p),
+            Value::Packed(p) => p.decode().ok().map(Arc::new),
+        }
     }
 
     /// Removes a program whose binary the driver refused, counting the rejection. When the
@@ -842,27 +849,83 @@ impl ProgramCache {
     }
 }
 
+// ---- entries the disk loader read and checked but did not decode (`disk::packed`) ----
+
 impl LoadSink for ProgramCache {
-    /// Inserts a program read from the disk store, only if it fits in the budget without
-    /// evicting anything (the startup load never pushes out what this process made). Returns
-    /// whether it is in the cache now.
-    fn insert_loaded(&self, key: ProgramKey, program: CachedProgram) -> bool {
+    /// Inserts an entry read from the disk store, still encoded, only if it fits in the budget
+    /// without evicting anything (the startup load never pushes out what this process made):
+    /// it counts the bytes it holds, and it is admitted only while every admitted entry would
+    /// still fit once decoded (its summary's size, reserved). Its shaders' compile statuses
+    /// count at once. Returns whether it is in the cache now.
+    fn insert_loaded(&self, key: ProgramKey, entry: PackedEntry) -> bool {
         let mut state = self.lock();
         if state.store.contains(&key) {
             return true;
         }
-        let size = program.stored_size();
+        let held = entry.held_bytes();
+        let claim = entry.claimed_size().max(held);
         if state.pressure == MemoryPressure::Critical
-            || !program.is_well_formed()
-            || state.store.used() + size > state.effective_budget()
+            || state.store.used() + state.store.reserved() + claim > state.effective_budget()
         {
             return false;
         }
-        program
-            .shader_hashes()
-            .for_each(|h| state.statuses.add_ref(h));
-        state.store.insert(key, Arc::new(program), size, None, true);
+        for h in entry.shaders() {
+            state.statuses.add_ref(h);
+        }
+        let entry = Value::Packed(entry);
+        state.store.insert(key, entry, held, None, true);
         true
+    }
+}
+
+impl ProgramCache {
+    /// A lookup's result as a program. A packed disk entry is decoded with the lock released
+    /// and replaces its packed form (its size becomes the program's; the store evicts by policy
+    /// when that takes it over the budget in force). One whose body does not decode is removed,
+    /// rejected like a damaged file at load (counted, deleted from disk, reported) and reads as
+    /// absent: the caller links from source.
+    fn decoded<'a>(
+        &'a self,
+        state: MutexGuard<'a, State>,
+        key: &ProgramKey,
+        found: Option<Value>,
+    ) -> (MutexGuard<'a, State>, Option<SharedProgram>) {
+        let packed = match found {
+            None => return (state, None),
+            Some(Value::Program(p)) => return (state, Some(p)),
+            Some(Value::Packed(p)) => p,
+        };
+        drop(state);
+        let decoded = packed.decode();
+        let mut state = self.lock();
+        match decoded {
+            Ok(program) => {
+                let size = program.stored_size();
+                let program = Arc::new(program);
+                let held = state.store.unpack(key, &packed, program.clone(), size);
+                let limit = state.effective_budget();
+                if state.store.used() > limit {
+                    let evicted = state.store.evict_to(limit);
+                    state.forget(&evicted);
+                }
+                // Removed meanwhile: it was there when looked up, and it decoded.
+                (state, Some(held.unwrap_or(program)))
+            }
+            Err(error) => {
+                let same = matches!(
+                    state.store.peek(key),
+                    Some(Value::Packed(p)) if p.same(&packed)
+                );
+                if same && let Some(gone) = state.store.remove(key) {
+                    gone.shader_hashes()
+                        .for_each(|h| state.statuses.release(&h));
+                }
+                if let Some(disk) = &self.disk {
+                    disk.rejected_at_lookup(*key, packed.origin, &error);
+                }
+                (state, None)
+            }
+        }
     }
 }
 

@@ -11,6 +11,10 @@ use gl_types::{AttributeBinding, ShaderStage, TransformFeedbackMode};
 use serde::{Deserialize, Serialize};
 use sha1::{Digest, Sha1};
 
+/// Lower-case hex digits, for `to_hex` (one push per digit instead of a `format!` per byte:
+/// the disk loader names every entry file by its key).
+const HEX_DIGITS: &[u8; 16] = b"0123456789abcdef";
+
 macro_rules! sha1_newtype {
     ($(#[$doc:meta])* $name:ident) => {
         $(#[$doc])*
@@ -29,7 +33,12 @@ macro_rules! sha1_newtype {
 
             /// Lower-case hex, 40 characters.
             pub fn to_hex(&self) -> String {
-                self.0.iter().map(|b| format!("{b:02x}")).collect()
+                let mut out = String::with_capacity(40);
+                for b in self.0 {
+                    out.push(char::from(HEX_DIGITS[usize::from(b >> 4)]));
+                    out.push(char::from(HEX_DIGITS[usize::from(b & 15)]));
+                }
+                out
             }
         }
 

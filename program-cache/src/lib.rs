@@ -76,6 +76,16 @@
 //!   and an entry it writes can always be read back.
 //! * A process killed at any moment never leaves a wrong or torn entry; a damaged `STAMP` is
 //!   repaired and a folder deleted under it is recreated.
+//! * The startup load checks each entry without decoding it and the cache decodes it on its
+//!   first lookup (`FORMAT.md`, "Startup load"): until then it counts the bytes it holds and its
+//!   shaders' compile statuses count; decoded, it counts its program's size, and the budget
+//!   still holds (`tests/disk.rs`,
+//!   `a_loaded_entry_counts_the_bytes_it_holds_until_its_first_lookup_decodes_it`,
+//!   `decoding_that_takes_the_cache_over_its_budget_evicts_by_policy`). A body that does not
+//!   decode then is refused, counted, deleted from disk and never returned, and the program is
+//!   linked from source (`a_body_that_does_not_decode_is_rejected_at_its_first_lookup_and_never_returned`;
+//!   `tests/disk_faults.rs`,
+//!   `a_body_found_damaged_at_its_first_lookup_relinks_from_source_through_the_manager`).
 //!
 //! The persistence split for a sandboxed GPU process that cannot open files
 //! ([`ProgramCacheBuilder::persist`] with a [`PersistSink`] on the GPU side,

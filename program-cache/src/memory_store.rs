@@ -46,8 +46,44 @@
 
 use lru::LruCache;
 
-use crate::key::{DigestBuildHasher, ProgramKey};
+use crate::disk::PackedEntry;
+use crate::key::{DigestBuildHasher, ProgramKey, ShaderHash};
 use crate::program::SharedProgram;
+
+/// What the store holds for a key: a program, or an entry the disk loader read and checked but
+/// has not decoded yet (decoded on its first lookup, when it is replaced by its program; see
+/// `disk::packed`).
+#[derive(Debug, Clone)]
+pub(crate) enum Value {
+    /// A decoded program.
+    Program(SharedProgram),
+    /// A checked, still encoded disk entry.
+    Packed(PackedEntry),
+}
+
+impl Value {
+    /// The shaders whose compile statuses this entry holds.
+    pub(crate) fn shader_hashes(&self) -> std::vec::IntoIter<ShaderHash> {
+        match self {
+            Value::Program(p) => crate::disk::entry_shaders(p).into_iter(),
+            Value::Packed(p) => p.shaders().collect::<Vec<_>>().into_iter(),
+        }
+    }
+
+    /// Bytes reserved for a packed entry's decoding (its claimed size beyond what it holds now).
+    fn reserve(&self, size: usize) -> usize {
+        match self {
+            Value::Program(_) => 0,
+            Value::Packed(p) => p.claimed_size().saturating_sub(size),
+        }
+    }
+}
+
+impl From<SharedProgram> for Value {
+    fn from(p: SharedProgram) -> Self {
+        Value::Program(p)
+    }
+}
 
 /// A client / page / tab identity given by the host.
 pub type PageId = u64;
@@ -114,8 +150,10 @@ enum Segment {
 
 #[derive(Debug, Clone)]
 struct Entry {
-    program: SharedProgram,
+    program: Value,
     size: usize,
+    /// For a packed entry: bytes its decoding is expected to add ([`BinaryStore::reserved`]).
+    reserve: usize,
     page: Option<PageId>,
     /// Loaded from the disk store (not produced by this process's driver).
     from_disk: bool,
@@ -324,7 +362,7 @@ enum Tracker {
 /// What one eviction step did.
 enum Step {
     /// Removed this entry.
-    Evicted(ProgramKey, SharedProgram),
+    Evicted(ProgramKey, Value),
     /// Moved an entry between queues; nothing left.
     Moved,
     /// Nothing is stored.
@@ -357,12 +395,15 @@ pub(crate) struct BinaryStore {
     /// memory pressure).
     capacity: usize,
     used: usize,
+    /// Bytes the packed entries are expected to add once decoded (the disk loader admits
+    /// entries by `used + reserved`, so a full load still fits once every entry is decoded).
+    reserved: usize,
     /// The largest program inserted since the store was last empty (W-TinyLFU's window share).
     largest: usize,
 }
 
 /// What left the store, for status bookkeeping.
-pub(crate) type Evicted = Vec<(ProgramKey, SharedProgram)>;
+pub(crate) type Evicted = Vec<(ProgramKey, Value)>;
 
 impl BinaryStore {
     /// An empty store whose segments are sized for `capacity` bytes.
@@ -398,6 +439,7 @@ impl BinaryStore {
             policy,
             capacity,
             used: 0,
+            reserved: 0,
             largest: 0,
         }
     }
@@ -423,6 +465,53 @@ impl BinaryStore {
 
     pub(crate) fn len(&self) -> usize {
         self.entries.len()
+    }
+
+    /// Bytes the packed entries are expected to add once decoded.
+    pub(crate) fn reserved(&self) -> usize {
+        self.reserved
+    }
+
+    /// Replaces the packed entry of `key` by its decoded `program` of `size` bytes, in place:
+    /// its queue, segment, page and recency stay. Returns the program `key` holds now: this
+    /// one; or the one another thread decoded meanwhile; `None` when `key` no longer holds that
+    /// packed entry (removed or replaced meanwhile: nothing changes). The caller evicts when
+    /// the store is over its limit now.
+    pub(crate) fn unpack(
+        &mut self,
+        key: &ProgramKey,
+        packed: &PackedEntry,
+        program: SharedProgram,
+        size: usize,
+    ) -> Option<SharedProgram> {
+        let entry = self.entries.peek_mut(key)?;
+        match &entry.program {
+            Value::Program(p) => return Some(p.clone()),
+            Value::Packed(p) if !p.same(packed) => return None,
+            Value::Packed(_) => {}
+        }
+        let (old, segment) = (entry.size, entry.segment);
+        self.reserved -= entry.reserve;
+        entry.reserve = 0;
+        entry.size = size;
+        entry.program = Value::Program(program.clone());
+        self.used = self.used - old + size;
+        self.largest = self.largest.max(size);
+        let queue = match (&mut self.tracker, segment) {
+            (Tracker::Slru { protected, .. }, Segment::Protected) => Some(protected),
+            (Tracker::Slru { probation, .. }, _) => Some(probation),
+            (Tracker::S3Fifo { main, .. }, Segment::Main) => Some(main),
+            (Tracker::S3Fifo { small, .. }, _) => Some(small),
+            (Tracker::WTinyLfu { window, .. }, Segment::Window) => Some(window),
+            (Tracker::WTinyLfu { candidates, .. }, Segment::Candidate) => Some(candidates),
+            (Tracker::WTinyLfu { protected, .. }, Segment::Protected) => Some(protected),
+            (Tracker::WTinyLfu { probation, .. }, _) => Some(probation),
+            (Tracker::Lru | Tracker::Page { .. }, _) => None,
+        };
+        if let Some(q) = queue {
+            q.bytes = q.bytes - old + size;
+        }
+        Some(program)
     }
 
     pub(crate) fn contains(&self, key: &ProgramKey) -> bool {
@@ -461,11 +550,13 @@ impl BinaryStore {
     pub(crate) fn insert(
         &mut self,
         key: ProgramKey,
-        program: SharedProgram,
+        program: impl Into<Value>,
         size: usize,
         page: Option<PageId>,
         from_disk: bool,
-    ) -> Option<SharedProgram> {
+    ) -> Option<Value> {
+        let program = program.into();
+        let reserve = program.reserve(size);
         let old = self.remove(&key);
         let segment = match &mut self.tracker {
             Tracker::Lru => Segment::Global,
@@ -496,6 +587,7 @@ impl BinaryStore {
             Entry {
                 program,
                 size,
+                reserve,
                 page,
                 from_disk,
                 segment,
@@ -503,6 +595,7 @@ impl BinaryStore {
             },
         );
         self.used += size;
+        self.reserved += reserve;
         self.largest = self.largest.max(size);
         let target = self.window_target();
         if let Tracker::WTinyLfu {
@@ -525,7 +618,7 @@ impl BinaryStore {
 
     /// Returns and promotes `key` (and moves it to `page` when one is given). A miss is counted
     /// by policies that track the frequency of lookups (W-TinyLFU).
-    pub(crate) fn get(&mut self, key: &ProgramKey, page: Option<PageId>) -> Option<SharedProgram> {
+    pub(crate) fn get(&mut self, key: &ProgramKey, page: Option<PageId>) -> Option<Value> {
         let capacity = self.capacity;
         let window_target = self.window_target();
         let entry = match self.policy {
@@ -645,15 +738,16 @@ impl BinaryStore {
     }
 
     /// Returns `key` without changing any recency.
-    pub(crate) fn peek(&self, key: &ProgramKey) -> Option<SharedProgram> {
+    pub(crate) fn peek(&self, key: &ProgramKey) -> Option<Value> {
         self.entries.peek(key).map(|e| e.program.clone())
     }
 
     /// Removes `key` from the store and from its policy's queues (S3-FIFO's ghost does not
     /// remember it: only evictions from the small queue are remembered).
-    pub(crate) fn remove(&mut self, key: &ProgramKey) -> Option<SharedProgram> {
+    pub(crate) fn remove(&mut self, key: &ProgramKey) -> Option<Value> {
         let entry = self.entries.pop(key)?;
         self.used -= entry.size;
+        self.reserved -= entry.reserve;
         if self.entries.is_empty() {
             self.largest = 0;
         }

@@ -325,3 +325,182 @@ fn stores_of_other_contexts_are_kept_until_unused_for_a_month() {
     assert_eq!(left.len(), 1);
     assert!(left[0].stamp_text.contains("compatibility"));
 }
+
+// ---------------------------------------------------------------------------------------------
+// Entries held undecoded until their first lookup (FORMAT.md, "Startup load").
+
+/// CRC32C (Castagnoli), bitwise: the test's own, independent of the crate's.
+fn crc32c(data: &[u8]) -> u32 {
+    let mut crc = !0u32;
+    for &b in data {
+        crc ^= u32::from(b);
+        for _ in 0..8 {
+            crc = if crc & 1 != 0 {
+                (crc >> 1) ^ 0x82F6_3B78
+            } else {
+                crc >> 1
+            };
+        }
+    }
+    !crc
+}
+
+/// Recomputes the payload CRC (offset 80) and the header CRC (offset 92): every checksum holds.
+fn reseal_all(bytes: &mut [u8]) {
+    let payload = crc32c(&bytes[disk::HEADER_LEN..]);
+    bytes[80..84].copy_from_slice(&payload.to_le_bytes());
+    let header = crc32c(&bytes[..92]);
+    bytes[92..96].copy_from_slice(&header.to_le_bytes());
+}
+
+/// The entry file of `n` in the store of `dir` (stamp "1.0").
+fn entry_path(dir: &std::path::Path, n: u8) -> std::path::PathBuf {
+    dir.join(stamp("1.0").dir_name())
+        .join("entries")
+        .join(key(n).to_hex())
+}
+
+#[test]
+fn a_loaded_entry_counts_the_bytes_it_holds_until_its_first_lookup_decodes_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = open(dir.path(), "1.0", 1 << 20);
+    for n in 1..=4 {
+        a.save(key(n), program(n, n + 100, 4000), None).unwrap();
+    }
+    a.flush_disk();
+    drop(a);
+    let decoded: usize = (1..=4)
+        .map(|n| program(n, n + 100, 4000).stored_size())
+        .sum();
+    let on_disk: u64 = (1..=4)
+        .map(|n| std::fs::metadata(entry_path(dir.path(), n)).unwrap().len())
+        .sum();
+
+    let b = open(dir.path(), "1.0", 1 << 20);
+    assert_eq!(b.len(), 4);
+    // Held packed (LZ4: these binaries are one repeated byte): the file bytes and a little
+    // bookkeeping, not the decoded size.
+    let packed = b.size_bytes();
+    assert!(
+        packed as u64 >= on_disk && packed < decoded / 4,
+        "held {packed} bytes for {on_disk} on disk, {decoded} decoded"
+    );
+    // The shaders' compile statuses count before any decoding.
+    for n in 1..=4 {
+        assert_eq!(b.shader_refcount(&program_cache::ShaderHash([n; 20])), 1);
+    }
+    // Each first lookup decodes one, which then counts its decoded size.
+    for n in 1..=4 {
+        assert_eq!(*b.load(&key(n), None).unwrap(), program(n, n + 100, 4000));
+    }
+    assert_eq!(b.size_bytes(), decoded);
+    assert_eq!(b.stats().counters.hits, 4);
+    assert_eq!(b.disk_counters().unwrap().rejected_entries, 0);
+    // A second lookup finds the decoded program.
+    assert!(Arc::ptr_eq(
+        &b.load(&key(1), None).unwrap(),
+        &b.load(&key(1), None).unwrap()
+    ));
+}
+
+#[test]
+fn a_body_that_does_not_decode_is_rejected_at_its_first_lookup_and_never_returned() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = open(dir.path(), "1.0", 1 << 20);
+    for n in 1..=3 {
+        a.save(key(n), program(n, n + 100, 500), None).unwrap();
+    }
+    a.flush_disk();
+    drop(a);
+    // 1: the summary names another fragment shader than the body (every checksum valid).
+    let mut bytes = std::fs::read(entry_path(dir.path(), 1)).unwrap();
+    let fragment_at = disk::HEADER_LEN + 5 + 20;
+    bytes[fragment_at..fragment_at + 20].copy_from_slice(&[0xEE; 20]);
+    reseal_all(&mut bytes);
+    std::fs::write(entry_path(dir.path(), 1), &bytes).unwrap();
+    // 2: a decompressed length one byte off (header resealed): LZ4 gives another length.
+    let mut bytes = std::fs::read(entry_path(dir.path(), 2)).unwrap();
+    let raw = u64::from_le_bytes(bytes[72..80].try_into().unwrap());
+    bytes[72..80].copy_from_slice(&(raw + 1).to_le_bytes());
+    reseal_all(&mut bytes);
+    std::fs::write(entry_path(dir.path(), 2), &bytes).unwrap();
+
+    let b = ProgramCache::builder(CacheConfig::with_budget(1 << 20))
+        .disk(DiskConfig::new(dir.path(), stamp("1.0")))
+        .build();
+    let report = b.wait_until_loaded(Duration::from_secs(10)).unwrap();
+    // Every check that needs no decoding passed: all three are in memory, undecoded.
+    assert_eq!((report.loaded, report.rejected), (3, 0));
+    assert_eq!(b.len(), 3);
+    let bogus = program_cache::ShaderHash([0xEE; 20]);
+    assert_eq!(b.shader_refcount(&bogus), 1, "held from the summary");
+    // A peek decodes for itself and returns nothing; it changes nothing either.
+    assert!(b.peek(&key(1)).is_none());
+    assert_eq!(
+        (b.len(), b.disk_counters().unwrap().rejected_entries),
+        (3, 0)
+    );
+
+    // The first lookup rejects: a miss, counted, the entry and its statuses leave memory.
+    assert!(b.load(&key(1), None).is_none());
+    assert!(b.load(&key(2), None).is_none());
+    assert_eq!(*b.load(&key(3), None).unwrap(), program(3, 103, 500));
+    let c = b.stats().counters;
+    assert_eq!((c.hits, c.misses), (1, 2));
+    assert_eq!(b.disk_counters().unwrap().rejected_entries, 2);
+    assert_eq!(b.len(), 1);
+    assert_eq!(b.shader_refcount(&bogus), 0);
+    assert_eq!(b.shader_refcount(&program_cache::ShaderHash([1; 20])), 0);
+    assert_eq!(b.shader_refcount(&program_cache::ShaderHash([2; 20])), 0);
+    assert_eq!(b.size_bytes(), program(3, 103, 500).stored_size());
+    // Never returned later either, and the damaged files are deleted by the writer.
+    assert!(b.load(&key(1), None).is_none() && b.peek(&key(2)).is_none());
+    b.flush_disk();
+    assert!(!entry_path(dir.path(), 1).exists() && !entry_path(dir.path(), 2).exists());
+    assert!(entry_path(dir.path(), 3).exists());
+    assert!(
+        inspect::scan(dir.path()).unwrap()[0]
+            .corrupt()
+            .next()
+            .is_none()
+    );
+    // Saved again (relinked from source), the program is written and read back intact.
+    b.save(key(1), program(1, 101, 500), None).unwrap();
+    b.flush_disk();
+    drop(b);
+    let c = open(dir.path(), "1.0", 1 << 20);
+    assert_eq!(*c.load(&key(1), None).unwrap(), program(1, 101, 500));
+}
+
+#[test]
+fn decoding_that_takes_the_cache_over_its_budget_evicts_by_policy() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = open(dir.path(), "1.0", 1 << 20);
+    for n in 1..=3 {
+        a.save(key(n), program(n, n + 100, 4000), None).unwrap();
+    }
+    a.flush_disk();
+    drop(a);
+    let unit = program(0, 0, 4000).stored_size();
+    let budget = unit * 3;
+    let b = open(dir.path(), "1.0", budget);
+    // All three fit once decoded, so all three load (undecoded, they hold far less).
+    assert_eq!(b.len(), 3);
+    assert!(b.size_bytes() < unit);
+    // This process's own saves fit in what the packed entries leave.
+    for n in 10..=11 {
+        b.save(key(n), program(n, n + 100, 4000), None).unwrap();
+    }
+    assert_eq!(b.len(), 5);
+    // Decoding grows the entries; the cache evicts by its policy (which may take a packed
+    // entry not looked up yet) and stays within budget.
+    for n in 1..=3 {
+        if let Some(p) = b.load(&key(n), None) {
+            assert_eq!(*p, program(n, n + 100, 4000));
+        }
+        assert!(b.size_bytes() <= budget, "{} > {budget}", b.size_bytes());
+    }
+    assert!(b.stats().counters.evictions >= 1);
+    assert!(b.len() <= 4);
+    assert_eq!(b.disk_counters().unwrap().rejected_entries, 0);
+}

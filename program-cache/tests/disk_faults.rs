@@ -17,9 +17,11 @@
 //!   damage calls for (a header flip is a header checksum or magic error, a truncation inside the
 //!   header is `TruncatedHeader`, ...), and never panic (each call runs under `catch_unwind`);
 //!   the undamaged entry decodes to exactly the saved program.
-//! * The same damaged files placed in a store are rejected by the startup loader, deleted and
-//!   counted (`disk_counters().rejected_entries`, `LoadReport::rejected`), while one undamaged
-//!   entry beside them loads. A store holds one file per key, so every damaged file is made for
+//! * The same damaged files placed in a store are rejected, deleted and counted
+//!   (`disk_counters().rejected_entries`), while one undamaged entry beside them loads: by the
+//!   startup loader (`LoadReport::rejected`) when a check that needs no decoding fails, and at
+//!   the key's first lookup, which returns nothing, when only decoding the body can tell (both
+//!   checksums valid around a body that does not decode: [`found_at_lookup`]). A store holds one file per key, so every damaged file is made for
 //!   its own key: the same program under a key that differs only in the backend identity, encoded
 //!   and then damaged at the same offsets.
 //! * After that the cache compiles from source on the real driver: a sample of the damaged keys
@@ -113,7 +115,7 @@ fn damages(len: usize) -> Vec<Damage> {
         Damage::Magic,
         Damage::Version(0),
         Damage::Version(1),
-        Damage::Version(3),
+        Damage::Version(disk::FORMAT_VERSION as u16 + 1),
         Damage::Version(u16::MAX),
         Damage::HeaderLen(128),
         Damage::HeaderLen(0),
@@ -241,6 +243,17 @@ fn damaged(
         }
     }
     b
+}
+
+/// Whether every check the startup loader runs without decoding the body passes for `damage`
+/// (checksums valid around a body that does not decode): then the entry is rejected at its
+/// first lookup instead of at load.
+fn found_at_lookup(damage: Damage, lz4: bool) -> bool {
+    match damage {
+        Damage::TrailingByte => true,
+        Damage::RawLenPlus1 | Damage::RawLenMinus1 => lz4,
+        _ => false,
+    }
 }
 
 /// Whether `error` is what `damage` must produce.
@@ -489,16 +502,34 @@ fn damaged_entries_in_a_store_are_rejected_deleted_counted_and_compiled_from_sou
 
         let (cache, report) = open();
         let counters = cache.disk_counters().unwrap();
+        let at_lookup: Vec<usize> = (0..cases.len())
+            .filter(|&i| found_at_lookup(cases[i], lz4))
+            .collect();
         eprintln!(
             "store (lz4 {lz4}): {} damaged entries + 1 undamaged: load report {report:?}, \
-             counters rejected {} loaded {}",
+             counters rejected {} loaded {}; {} to be rejected at their first lookup",
             cases.len(),
             counters.rejected_entries,
-            counters.loaded
+            counters.loaded,
+            at_lookup.len()
         );
-        assert_eq!(report.rejected, cases.len());
+        assert_eq!(report.rejected, cases.len() - at_lookup.len());
+        assert_eq!(counters.rejected_entries, report.rejected as u64);
+        let loaded = 1 + at_lookup.len();
+        assert_eq!((report.loaded, counters.loaded), (loaded, loaded as u64));
+        // Their first lookup rejects the rest: nothing is returned, the files are deleted.
+        for &i in &at_lookup {
+            let key = key_for(&ctx, &identity(i));
+            assert!(cache.peek(&key).is_none(), "case {i} ({:?})", cases[i]);
+            assert!(
+                cache.load(&key, None).is_none(),
+                "case {i} ({:?})",
+                cases[i]
+            );
+        }
+        cache.flush_disk();
+        let counters = cache.disk_counters().unwrap();
         assert_eq!(counters.rejected_entries, cases.len() as u64);
-        assert_eq!((report.loaded, counters.loaded), (1, 1));
         assert_eq!(cache.len(), 1, "only the undamaged entry is in memory");
         let left: Vec<_> = std::fs::read_dir(&entries)
             .unwrap()
@@ -565,6 +596,84 @@ fn damaged_entries_in_a_store_are_rejected_deleted_counted_and_compiled_from_sou
             sample.len(),
             counters.writes,
             start.elapsed().as_secs_f64()
+        );
+    }
+}
+
+/// An entry whose checksums all hold around a body that does not decode passes every check the
+/// startup loader runs (it loads, undecoded); the manager's own link is its first lookup, which
+/// refuses it: counted, deleted from disk, never handed to the driver, and the program is
+/// compiled and linked from source, then written back intact and hit by the next cache.
+#[test]
+fn a_body_found_damaged_at_its_first_lookup_relinks_from_source_through_the_manager() {
+    const TEST: &str =
+        "a_body_found_damaged_at_its_first_lookup_relinks_from_source_through_the_manager";
+    let Some(ctx) = context_or_skip(TEST) else {
+        return;
+    };
+    let stamp = CompatibilityStamp::from_driver(ctx.info(), "disk_faults", "1");
+    let (_, program) = real_program(&ctx);
+    let reference = {
+        let cache = ProgramCache::builder(CacheConfig::desktop()).build();
+        let mut manager = ProgramManager::new(GlBackend::new(&ctx), cache, "reference");
+        let linked = link(&mut manager, &ctx);
+        (linked.attributes, linked.uniforms)
+    };
+    for (lz4, damage) in [(true, Damage::RawLenPlus1), (false, Damage::TrailingByte)] {
+        let root = tempfile::tempdir().unwrap();
+        let mut config = DiskConfig::new(root.path(), stamp.clone());
+        config.compress = lz4;
+        let open = || {
+            let cache = ProgramCache::builder(CacheConfig::desktop())
+                .disk(config.clone())
+                .build();
+            let report = cache
+                .wait_until_loaded(Duration::from_secs(120))
+                .expect("the startup load finishes");
+            (cache, report)
+        };
+        drop(open());
+        let identity = format!("first lookup lz4={lz4}");
+        let key = key_for(&ctx, &identity);
+        let entries = root.path().join(stamp.dir_name()).join("entries");
+        let bytes = damaged(damage, &key, &program, &stamp.hash(), lz4);
+        assert!(disk::check_packed(&bytes, &stamp.hash(), Some(&key)).is_ok());
+        std::fs::write(entries.join(key.to_hex()), &bytes).unwrap();
+
+        let (cache, report) = open();
+        assert_eq!((report.loaded, report.rejected), (1, 0), "lz4 {lz4}");
+        assert_eq!(cache.len(), 1);
+
+        let mut manager = ProgramManager::new(GlBackend::new(&ctx), cache.clone(), &identity);
+        let linked = link(&mut manager, &ctx);
+        assert_eq!(linked.key, key);
+        assert_eq!(linked.origin, LinkOrigin::Linked, "lz4 {lz4}: from source");
+        assert_eq!(
+            (&linked.attributes, &linked.uniforms),
+            (&reference.0, &reference.1)
+        );
+        let c = cache.stats().counters;
+        assert_eq!(
+            (c.hits, c.driver_rejections),
+            (0, 0),
+            "never handed to the driver"
+        );
+        assert_eq!(cache.disk_counters().unwrap().rejected_entries, 1);
+
+        // The damaged file was deleted, and the relinked program written in its place.
+        cache.flush_disk();
+        let written = std::fs::read(entries.join(key.to_hex())).unwrap();
+        assert_ne!(written, bytes);
+        let (_, decoded) = disk::decode(&written, &stamp.hash(), Some(&key)).unwrap();
+        assert_eq!(decoded.vertex_shader, program.vertex_shader);
+        drop((manager, cache));
+        let (cache, report) = open();
+        assert_eq!((report.loaded, report.rejected), (1, 0));
+        let mut manager = ProgramManager::new(GlBackend::new(&ctx), cache.clone(), &identity);
+        assert_eq!(link(&mut manager, &ctx).origin, LinkOrigin::CacheHit);
+        assert_eq!(cache.disk_counters().unwrap().rejected_entries, 0);
+        eprintln!(
+            "lz4 {lz4}: {damage:?} loaded undecoded, refused at the manager's lookup, relinked"
         );
     }
 }

@@ -110,6 +110,71 @@ pub(crate) fn open_read(dir: BorrowedFd<'_>, name: &str) -> io::Result<(OwnedFd,
     check_regular(fd, name)
 }
 
+/// [`open_read`] for a name the caller has just seen as a regular file (its listing's `d_type`
+/// or `lstat`), without looking it up once more first: one `openat` (`O_NOFOLLOW |
+/// O_NONBLOCK`) and one `fstat`. A name swapped for anything else in between is still refused
+/// by those two (a link fails the open, a FIFO opens without blocking and fails the `fstat`
+/// check, and nothing is read from it).
+pub(crate) fn open_listed(dir: BorrowedFd<'_>, name: &str) -> io::Result<(OwnedFd, Stat)> {
+    let fd = match rustix::fs::openat(dir, name, OFlags::RDONLY | FILE_FLAGS, Mode::empty()) {
+        Ok(fd) => fd,
+        Err(rustix::io::Errno::LOOP) => {
+            return Err(not_regular(name, "symbolic link", "regular file"));
+        }
+        Err(e) => return Err(e.into()),
+    };
+    check_regular(fd, name)
+}
+
+/// Reads the first `len` bytes of a file with `pread` straight on its descriptor (usually one
+/// call): never more than `len`, fewer only when the file is shorter now.
+pub(crate) fn read_prefix(fd: &OwnedFd, len: usize) -> io::Result<Vec<u8>> {
+    let mut out = Vec::with_capacity(len);
+    while out.len() < len {
+        let want = len - out.len();
+        let at = out.len() as u64;
+        let spare = &mut out.spare_capacity_mut()[..want];
+        let (read, _) = match rustix::io::pread(fd, spare, at) {
+            Ok(r) => r,
+            Err(rustix::io::Errno::INTR) => continue,
+            Err(e) => return Err(e.into()),
+        };
+        let n = read.len();
+        if n == 0 {
+            break;
+        }
+        // SAFETY: `pread` initialized the first `n` bytes of the spare capacity (the slice it
+        // returns is exactly those bytes), and `out.len() + n <= len <= capacity`.
+        unsafe { out.set_len(out.len() + n) };
+    }
+    Ok(out)
+}
+
+/// Reads exactly the first `len` bytes of a file into a shared buffer with `pread` straight on
+/// its descriptor (usually one call): never more than `len`; `UnexpectedEof` when the file is
+/// shorter now. The buffer is the one allocation: the memory cache holds it as it is.
+pub(crate) fn read_shared(fd: &OwnedFd, len: usize) -> io::Result<std::sync::Arc<[u8]>> {
+    let mut buf = std::sync::Arc::<[u8]>::new_uninit_slice(len);
+    let slot = std::sync::Arc::get_mut(&mut buf).expect("not shared yet");
+    let mut filled = 0;
+    while filled < len {
+        let (read, _) = match rustix::io::pread(fd, &mut slot[filled..], filled as u64) {
+            Ok(r) => r,
+            Err(rustix::io::Errno::INTR) => continue,
+            Err(e) => return Err(e.into()),
+        };
+        if read.is_empty() {
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                format!("{filled} bytes where {len} were expected"),
+            ));
+        }
+        filled += read.len();
+    }
+    // SAFETY: every one of the `len` bytes was written by `pread` above (`filled == len`).
+    Ok(unsafe { buf.assume_init() })
+}
+
 /// Opens (creating `0600` when missing) a regular file for reading and writing; `append` adds
 /// `O_APPEND`. Never follows a link, never blocks on a FIFO.
 pub(crate) fn open_rw(dir: BorrowedFd<'_>, name: &str, append: bool) -> io::Result<OwnedFd> {
@@ -343,6 +408,30 @@ pub(crate) fn list(dir: BorrowedFd<'_>, max: usize) -> io::Result<Vec<Entry>> {
         });
         if out.len() >= max {
             break;
+        }
+    }
+    Ok(out)
+}
+
+/// Lists a directory as [`list`] does, keeping what `keep` makes of each name (its bytes and
+/// the type the listing reports: `d_type`, [`FileType::Unknown`] on file systems that do not
+/// fill it) instead of the names themselves: no `String` per name. At most `max` names are
+/// looked at. Callers that act on a name check its type again then ([`lstat`], or the `fstat`
+/// of [`open_listed`]).
+pub(crate) fn list_map<T>(
+    dir: BorrowedFd<'_>,
+    max: usize,
+    mut keep: impl FnMut(&[u8], FileType) -> Option<T>,
+) -> io::Result<Vec<T>> {
+    let mut out = Vec::new();
+    let d = rustix::fs::Dir::read_from(dir)?;
+    for (seen, e) in d.enumerate() {
+        if seen >= max {
+            break;
+        }
+        let e = e?;
+        if let Some(t) = keep(e.file_name().to_bytes(), e.file_type()) {
+            out.push(t);
         }
     }
     Ok(out)

@@ -1,12 +1,12 @@
 //! [`DiskLayer`], the handle the memory cache holds: queues jobs for the writer thread and reads
 //! the state the disk threads share with it, never touching the disk itself.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, Weak};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use crossbeam_channel::{Sender, TrySendError};
+use crossbeam_channel::Sender;
 
 use crate::key::ProgramKey;
 use crate::program::SharedProgram;
@@ -31,6 +31,14 @@ pub(super) struct Shared {
     /// Set when the cache is dropped: long background work (removing a stale store) stops, so
     /// the drop on the host's thread waits for nothing long.
     pub(super) closing: AtomicBool,
+    /// Jobs queued by [`DiskLayer`]'s `try_send` and not yet taken by the writer: the write
+    /// queue's bound is kept with this count (see [`DiskLayer::new`]).
+    pub(super) queued: AtomicUsize,
+    /// Last uses queued by [`DiskLayer::used`] and not yet taken by the writer: the bound of
+    /// that queue ([`USE_QUEUE`]), kept like `queued`.
+    pub(super) uses_queued: AtomicUsize,
+    /// The writer thread, once the first disk thread has started it (joined at drop).
+    pub(super) writer: Mutex<Option<JoinHandle<()>>>,
 }
 
 impl Shared {
@@ -43,6 +51,9 @@ impl Shared {
             enabled: AtomicBool::new(true),
             drop_epoch: AtomicU64::new(0),
             closing: AtomicBool::new(false),
+            queued: AtomicUsize::new(0),
+            uses_queued: AtomicUsize::new(0),
+            writer: Mutex::new(None),
         }
     }
     pub(super) fn finish_load(&self, report: LoadReport, on_loaded: Option<&LoadedCallback>) {
@@ -87,6 +98,8 @@ impl std::fmt::Display for DropReason {
 /// The disk side of the program cache: the GPU thread's handle on the writer and loader.
 pub(crate) struct DiskLayer {
     tx: Option<Sender<Job>>,
+    /// The write queue's bound, in jobs ([`DiskConfig::write_queue`]).
+    queue_bound: usize,
     /// Last uses, on their own bounded queue: a burst of hits never fills the save queue.
     uses: Option<Sender<(ProgramKey, u64)>>,
     writer: Mutex<Option<JoinHandle<()>>>,
@@ -107,10 +120,13 @@ impl DiskLayer {
     /// Makes the layer without touching the disk; [`DiskLayer::start`] starts its threads.
     pub(crate) fn new(config: &DiskConfig, memory_budget: usize) -> Self {
         let shared = Arc::new(Shared::new(config.log.clone()));
-        let (tx, rx) = crossbeam_channel::bounded(config.write_queue.max(1));
-        let (uses, uses_rx) = crossbeam_channel::bounded(USE_QUEUE);
+        // Both queues are bounded by counts (`send_bounded`): a 65,536-job bounded channel was
+        // 3.6 MB and a millisecond at every cache construction, the 4,096-use one 160 KB.
+        let (tx, rx) = crossbeam_channel::unbounded();
+        let (uses, uses_rx) = crossbeam_channel::unbounded();
         DiskLayer {
             tx: Some(tx),
+            queue_bound: config.write_queue.max(1),
             uses: Some(uses),
             writer: Mutex::new(None),
             pending: Mutex::new(Some(Pending {
@@ -118,6 +134,7 @@ impl DiskLayer {
                 uses_rx,
                 config: config.clone(),
                 budget: config.budget_bytes.unwrap_or(memory_budget as u64),
+                memory_budget: memory_budget as u64,
             })),
             shared,
             max_consecutive_rejections: config.max_consecutive_rejections,
@@ -138,7 +155,7 @@ impl DiskLayer {
         let shared = self.shared.clone();
         let on_loaded = pending.config.on_loaded.clone();
         let spawned = std::thread::Builder::new()
-            .name("gpusvc-cache-writer".into())
+            .name("gpusvc-cache-loader".into())
             .spawn(move || disk_thread(pending, &shared, sink));
         match spawned {
             Ok(handle) => *self.writer.lock().unwrap_or_else(|e| e.into_inner()) = Some(handle),
@@ -159,13 +176,11 @@ impl DiskLayer {
         self.shared.enabled.load(Ordering::Acquire)
     }
 
+    /// Queues a job unless [`DiskConfig::write_queue`] jobs are queued already (or the writer
+    /// is gone). Never waits.
     fn try_send(&self, job: Job) -> bool {
-        match self.tx.as_ref().map(|tx| tx.try_send(job)) {
-            Some(Ok(())) => true,
-            Some(Err(TrySendError::Full(_))) | Some(Err(TrySendError::Disconnected(_))) | None => {
-                false
-            }
-        }
+        let Some(tx) = &self.tx else { return false };
+        send_bounded(tx, job, &self.shared.queued, self.queue_bound)
     }
 
     /// Queues a save; a full queue drops it (counted) rather than wait.
@@ -184,7 +199,29 @@ impl DiskLayer {
         if self.enabled()
             && let Some(uses) = &self.uses
         {
-            let _ = uses.try_send((key, store_dir::now_ms()));
+            send_bounded(
+                uses,
+                (key, store_dir::now_ms()),
+                &self.shared.uses_queued,
+                USE_QUEUE,
+            );
+        }
+    }
+
+    /// An entry the loader read and checked did not decode on its first lookup: counted
+    /// (`rejected_entries`), reported, and its file deleted by the writer — only the very file
+    /// that was read (`origin`: device and inode), never one published under the name since.
+    /// A full queue leaves the file; the next start rejects it again.
+    pub(crate) fn rejected_at_lookup(
+        &self,
+        key: ProgramKey,
+        origin: (u64, u64),
+        error: &super::format::EntryError,
+    ) {
+        tracing::warn!(%key, %error, "rejected a damaged cache entry at its first lookup");
+        bump(&self.shared.counters.rejected_entries, 1);
+        if self.enabled() {
+            self.try_send(Job::RemoveRejected(key, origin));
         }
     }
 
@@ -242,6 +279,26 @@ impl DiskLayer {
     }
 }
 
+/// Sends `item` unless `bound` items counted in `queued` are waiting already (the receiver
+/// counts each one out); never waits. Bounded by the count rather than by a bounded channel:
+/// crossbeam's bounded channel allocates and initializes every slot when it is made (on the
+/// host's thread, at every cache construction), the unbounded one grows in small blocks.
+fn send_bounded<T>(tx: &Sender<T>, item: T, queued: &AtomicUsize, bound: usize) -> bool {
+    if queued
+        .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+            (n < bound).then_some(n + 1)
+        })
+        .is_err()
+    {
+        return false;
+    }
+    if tx.send(item).is_err() {
+        queued.fetch_sub(1, Ordering::AcqRel);
+        return false;
+    }
+    true
+}
+
 impl Drop for DiskLayer {
     fn drop(&mut self) {
         // Closing the channel lets the writer finish what is queued and exit; long collection
@@ -253,7 +310,22 @@ impl Drop for DiskLayer {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .take();
-        if let Some(w) = self.writer.lock().unwrap_or_else(|e| e.into_inner()).take() {
+        // The first disk thread (it loads, then ends; it stops at once when the cache is gone),
+        // then the writer thread it started (it finishes what is queued and ends). The last
+        // handle on the cache may be let go on the first thread itself (the loader holds it for
+        // an insert): that thread is not joined then, it ends on its own.
+        let me = std::thread::current().id();
+        let first = self.writer.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(w) = first.filter(|w| w.thread().id() != me) {
+            let _ = w.join();
+        }
+        let writer = self
+            .shared
+            .writer
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        if let Some(w) = writer.filter(|w| w.thread().id() != me) {
             let _ = w.join();
         }
     }

@@ -1,23 +1,25 @@
 //! The startup loader: reads the store's entries (hot ones first, then most recently used
-//! first) and hands them to a [`LoadSink`], the memory cache.
+//! first), checks each without decoding it ([`super::format::check_packed`]), and hands them to
+//! a [`LoadSink`], the memory cache, which decodes each on its first lookup
+//! ([`super::packed`]).
 
 use std::sync::Weak;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use crate::key::ProgramKey;
-use crate::program::CachedProgram;
 
 use super::counters::bump;
 use super::layer::Shared;
-use super::store_dir::{ReadError, StampDir};
+use super::packed::PackedEntry;
+use super::store_dir::{ReadError, Scan, StampDir};
 
 /// Where the startup loader puts the entries it reads: the memory cache. The disk layer holds
 /// it weakly (a [`std::sync::Weak`]): once the cache is gone the load stops.
 pub(crate) trait LoadSink: Send + Sync {
-    /// Inserts an entry read from disk; returns whether it is in memory now (false: no room,
-    /// left on disk).
-    fn insert_loaded(&self, key: ProgramKey, program: CachedProgram) -> bool;
+    /// Inserts an entry read from disk and checked, not decoded yet; returns whether it is in
+    /// memory now (false: no room, left on disk).
+    fn insert_loaded(&self, key: ProgramKey, entry: PackedEntry) -> bool;
 }
 
 /// What the startup load did.
@@ -25,7 +27,9 @@ pub(crate) trait LoadSink: Send + Sync {
 pub struct LoadReport {
     /// Entries loaded into memory.
     pub loaded: usize,
-    /// Entries rejected (damaged, foreign) and deleted.
+    /// Entries rejected (damaged, foreign) and deleted at load. (An entry whose checksums hold
+    /// but whose body does not decode is rejected at its first lookup instead, and counted in
+    /// [`super::DiskCounters::rejected_entries`] then.)
     pub rejected: usize,
     /// Entries left on disk because the memory budget was full.
     pub skipped: usize,
@@ -34,18 +38,31 @@ pub struct LoadReport {
 }
 
 /// Reads every entry of `dir` in load order into `sink` until the sink is gone or the store is
-/// cleared.
+/// cleared. One pass over the store ([`StampDir::load_pass`]) lists it, reads the entries ahead
+/// (up to `read_ahead` file bytes, the memory budget: the cache cannot hold more) and gives the
+/// load order; the scan of that pass goes to the writer through `scan_to` (the writer measures
+/// the store from it instead of listing it again while the load runs). Entries are then
+/// inserted in load order; one not read ahead is read when its turn comes.
 pub(super) fn load_entries(
     dir: &StampDir,
     sink: &Weak<dyn LoadSink>,
     shared: &Shared,
     start: Instant,
+    scan_to: crossbeam_channel::Sender<Scan>,
+    read_ahead: u64,
 ) -> LoadReport {
     let counters = &shared.counters;
     let mut report = LoadReport::default();
-    let mut full_in_a_row = 0;
     // A clear since the cache was made ends the load: what is on disk is about to go.
-    for entry in dir.load_order() {
+    let stopped = || sink.strong_count() == 0 || shared.drop_epoch.load(Ordering::Acquire) != 0;
+    let Some(pass) = dir.load_pass(read_ahead, &stopped) else {
+        report.elapsed = start.elapsed();
+        return report;
+    };
+    let _ = scan_to.send(pass.scan);
+    drop(scan_to);
+    let mut full_in_a_row = 0;
+    for (entry, read) in pass.order {
         let Some(sink) = sink.upgrade() else { break };
         if shared.drop_epoch.load(Ordering::Acquire) != 0 {
             break;
@@ -54,9 +71,9 @@ pub(super) fn load_entries(
             report.skipped += 1;
             continue;
         }
-        match dir.read(&entry.key) {
-            Ok(program) => {
-                if sink.insert_loaded(entry.key, program) {
+        match read.unwrap_or_else(|| dir.read_packed(&entry.key)) {
+            Ok(packed) => {
+                if sink.insert_loaded(entry.key, packed) {
                     report.loaded += 1;
                     bump(&counters.loaded, 1);
                     full_in_a_row = 0;

@@ -6,18 +6,22 @@
 //!
 //! # Threads and ordering
 //! The GPU thread never touches the disk: saves, last-use records, hot marks and clears are jobs
-//! on a bounded crossbeam channel consumed by one writer thread; when the channel is full a save
-//! is dropped and counted (`dropped_writes`), never waited for. The loader thread reads entries
-//! and inserts them into the memory cache through its normal lock. Counters are relaxed atomics:
-//! they are statistics, not synchronization; the loaded flag is a mutex + condvar. The
+//! on a crossbeam channel bounded by a count of queued jobs, consumed by one writer thread; when
+//! the queue is full a save is dropped and counted (`dropped_writes`), never waited for. The
+//! loader (the disk layer's first thread, with one helper thread for its listing pass) reads and
+//! checks entries and inserts them, undecoded, into the memory cache through its normal lock;
+//! the cache decodes each on its first lookup (module `packed`). Counters are relaxed atomics:
+//! they are statistics, not synchronization (the queued-jobs count is an `AcqRel` read-modify-
+//! write, a bound rather than a publication); the loaded flag is a mutex + condvar. The
 //! `enabled` flag and the clear epoch are atomics read with `Acquire` and written with
 //! `Release`: a thread that sees the new epoch also sees everything the clearing thread did
 //! before bumping it (nothing else is published through them).
 //!
 //! # Never blocking on another process
-//! The constructor does no file-system work at all: the writer thread opens the store (taking
-//! its shared `in-use.lock` with a bounded wait, [`OPEN_LOCK_WAIT`]), starts the loader, then
-//! removes stale stores and dead writers' temporary files, then serves jobs. Eviction tries
+//! The constructor does no file-system work at all: the disk layer's first thread opens the
+//! store (taking its shared `in-use.lock` with a bounded wait, [`OPEN_LOCK_WAIT`]), starts the
+//! writer thread and runs the startup load; the writer removes stale stores and dead writers'
+//! temporary files, then serves jobs. Eviction tries
 //! `evict.lock` for at most [`EVICT_LOCK_WAIT`] and skips (counted in `lock_busy`, reported
 //! once) when another process holds it. `clear` is an epoch bump that never waits on the queue.
 //! So `flush` and `Drop` wait only for the writer's own bounded work.
@@ -34,6 +38,7 @@
 //! `config` (what a host sets), `layer` (the cache's handle: queues jobs, never touches the
 //! disk), `writer` (the writer thread, and the store-keeping a [`Store`] runs), `persist`
 //! (the sink and its thread), `store` (the standalone store), `loader` (the startup load into a `LoadSink`),
+//! `packed` (a checked entry held undecoded until its first lookup),
 //! `counters` and `condition` (what is counted and reported), `store_dir` (one store folder and the
 //! folder's other stores), `format` (entry files), `stamp` (`STAMP`), `fsx` (descriptor-relative
 //! file operations), [`inspect`] (the CLI's read-only view and `clear`).
@@ -45,6 +50,7 @@ mod format;
 mod fsx;
 mod layer;
 mod loader;
+mod packed;
 mod persist;
 mod stamp;
 mod store;
@@ -55,13 +61,16 @@ pub mod inspect;
 
 pub use config::{DiskConfig, LoadedCallback, LogCallback};
 pub use counters::DiskCounters;
+pub(crate) use format::entry_shaders;
 pub use format::{
-    EntryError, EntryHeader, FLAG_LZ4, FORMAT_VERSION, HEADER_LEN, MAGIC, MAX_PAYLOAD,
-    check_header, decode, decode_header, encode, encode_bounded,
+    EntryError, EntryHeader, EntrySummary, FLAG_LZ4, FORMAT_VERSION, HEADER_LEN, MAGIC,
+    MAX_PAYLOAD, MAX_SUMMARY_SHADERS, check_header, check_packed, decode, decode_body,
+    decode_header, encode, encode_bounded,
 };
 pub(crate) use layer::{DiskLayer, DropReason};
 pub use loader::LoadReport;
 pub(crate) use loader::LoadSink;
+pub(crate) use packed::PackedEntry;
 pub(crate) use persist::PersistLayer;
 pub use persist::{InsertError, PersistConfig, PersistCounters, PersistSink, USE_QUEUE};
 pub use stamp::{CompatibilityStamp, DriverIdentity};

@@ -20,6 +20,7 @@ use crate::program::CachedProgram;
 
 use super::format::{self, EntryError, HEADER_LEN, MAX_PAYLOAD};
 use super::fsx::{self, b};
+use super::packed::PackedEntry;
 use super::stamp::{CompatibilityStamp, StoreStamp, compare_versions};
 
 /// One record of `lru.log`: key (20) + last-use time in ms (8) + CRC32C of those 28 bytes (4).
@@ -77,17 +78,56 @@ pub(crate) fn now_ms() -> u64 {
         .map_or(0, |d| d.as_millis() as u64)
 }
 
-pub(crate) fn key_hex(key: &ProgramKey) -> String {
-    key.to_hex()
+/// An entry's file name: its key in lowercase hex, formatted on the stack (the loader names
+/// every entry it reads; a `String` per name was 7 % of its time).
+#[derive(Clone, Copy)]
+pub(crate) struct KeyName([u8; 40]);
+
+impl std::ops::Deref for KeyName {
+    type Target = str;
+    fn deref(&self) -> &str {
+        // SAFETY: `key_hex` fills every byte from `DIGITS`, all ASCII, so the bytes are UTF-8
+        // (checking them again on every use of the name was 1.6 % of the loader's time).
+        unsafe { std::str::from_utf8_unchecked(&self.0) }
+    }
+}
+
+impl std::fmt::Display for KeyName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self)
+    }
+}
+
+pub(crate) fn key_hex(key: &ProgramKey) -> KeyName {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut out = [0u8; 40];
+    for (pair, b) in out.chunks_exact_mut(2).zip(key.0) {
+        pair[0] = DIGITS[usize::from(b >> 4)];
+        pair[1] = DIGITS[usize::from(b & 15)];
+    }
+    KeyName(out)
 }
 
 pub(crate) fn parse_key_hex(name: &str) -> Option<ProgramKey> {
-    if name.len() != 40 || !name.bytes().all(|c| matches!(c, b'0'..=b'9' | b'a'..=b'f')) {
+    parse_key_bytes(name.as_bytes())
+}
+
+/// [`parse_key_hex`] of a name's bytes.
+pub(crate) fn parse_key_bytes(name: &[u8]) -> Option<ProgramKey> {
+    /// A lowercase hex digit's value.
+    fn digit(c: u8) -> Option<u8> {
+        match c {
+            b'0'..=b'9' => Some(c - b'0'),
+            b'a'..=b'f' => Some(c - b'a' + 10),
+            _ => None,
+        }
+    }
+    if name.len() != 40 {
         return None;
     }
     let mut k = [0u8; 20];
-    for (i, byte) in k.iter_mut().enumerate() {
-        *byte = u8::from_str_radix(name.get(2 * i..2 * i + 2)?, 16).ok()?;
+    for (byte, pair) in k.iter_mut().zip(name.chunks_exact(2)) {
+        *byte = digit(pair[0])? << 4 | digit(pair[1])?;
     }
     Some(ProgramKey(k))
 }
@@ -132,7 +172,7 @@ pub(crate) struct OddName {
 }
 
 /// What a listing of the store found.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub(crate) struct Scan {
     pub(crate) entries: Vec<EntryFile>,
     pub(crate) odd: Vec<OddName>,
@@ -148,6 +188,102 @@ impl Scan {
     /// Bytes the store takes on disk: entries plus overhead.
     pub(crate) fn total(&self) -> u64 {
         self.overhead + self.entries.iter().map(|e| e.size).sum::<u64>()
+    }
+}
+
+/// What [`StampDir::load_pass`] found: the scan, and the entries in load order with what was
+/// read of them during the pass (`None`: not read ahead; read it when its turn comes).
+pub(crate) struct LoadPass {
+    pub(crate) scan: Scan,
+    pub(crate) order: Vec<(EntryFile, Option<Result<PackedEntry, ReadError>>)>,
+}
+
+/// Below this many names per thread the startup pass runs on the loader thread alone (a
+/// thread costs more than it saves).
+const PARALLEL_PASS_MIN: usize = 64;
+
+/// What one thread of [`StampDir::load_pass`] needs.
+struct PassContext<'a> {
+    dir: &'a StampDir,
+    h: &'a Handles,
+    uses: &'a HashMap<ProgramKey, u64>,
+    now: u64,
+    stop: &'a (dyn Fn() -> bool + Sync),
+}
+
+/// What one thread of [`StampDir::load_pass`] found.
+#[derive(Default)]
+struct PassPart {
+    entries: Vec<EntryFile>,
+    odd: Vec<OddName>,
+    order: Vec<(EntryFile, Option<Result<PackedEntry, ReadError>>)>,
+}
+
+impl PassContext<'_> {
+    /// The pass over `names`, reading ahead up to `read_ahead` file bytes; `None` when stopped.
+    fn run(&self, names: &[(ProgramKey, FileType)], read_ahead: u64) -> Option<PassPart> {
+        let entries_fd = b(&self.h.entries);
+        let mut part = PassPart {
+            order: Vec::with_capacity(names.len()),
+            ..PassPart::default()
+        };
+        let mut ahead = 0u64;
+        for &(key, listed) in names {
+            if (self.stop)() {
+                return None;
+            }
+            let name = key_hex(&key);
+            let mut t = listed;
+            if t == FileType::Unknown {
+                match fsx::lstat(entries_fd, &name) {
+                    Ok(st) => t = fsx::file_type(&st),
+                    Err(_) => continue,
+                }
+            }
+            if t != FileType::RegularFile {
+                part.odd.push(OddName {
+                    name: name.to_string(),
+                    what: fsx::type_name(t).to_owned(),
+                    is_dir: t == FileType::Directory,
+                });
+                continue;
+            }
+            // Replaced by something else since the listing: the writer's next scan sees it.
+            let Ok((fd, st)) = fsx::open_listed(entries_fd, &name) else {
+                continue;
+            };
+            let len = st.st_size.max(0) as u64;
+            if len > MAX_ENTRY_FILE {
+                part.odd.push(OddName {
+                    name: name.to_string(),
+                    what: format!("{len} bytes, over the {MAX_ENTRY_FILE}-byte entry bound"),
+                    is_dir: false,
+                });
+                continue;
+            }
+            let raw = self
+                .uses
+                .get(&key)
+                .copied()
+                .unwrap_or(0)
+                .max(fsx::mtime_ms(&st));
+            let file = EntryFile {
+                key,
+                size: fsx::allocated(&st),
+                last_use_ms: raw.min(self.now),
+                from_future: raw > self.now + FUTURE_SLACK_MS,
+            };
+            let read = (ahead + len <= read_ahead).then(|| {
+                ahead += len;
+                self.dir.packed_from(self.h, &fd, &st, &key)
+            });
+            drop(fd);
+            if !matches!(read, Some(Err(ReadError::Rejected(_)))) {
+                part.entries.push(file.clone());
+            }
+            part.order.push((file, read));
+        }
+        Some(part)
     }
 }
 
@@ -401,6 +537,46 @@ impl Handles {
     }
 }
 
+/// Reads a whole entry file whose `fstat` is `st`, with the bounds of FORMAT.md checked from
+/// the length before anything is allocated: shorter than a header, or longer than the largest
+/// entry, is refused unread; a file that shrank meanwhile is refused as truncated.
+fn read_whole(fd: &OwnedFd, st: &rustix::fs::Stat) -> Result<Vec<u8>, EntryError> {
+    let len = st.st_size.max(0) as u64;
+    if len < HEADER_LEN as u64 {
+        return Err(EntryError::TruncatedHeader(len as usize));
+    }
+    if len > MAX_ENTRY_FILE {
+        return Err(EntryError::PayloadLength {
+            declared: MAX_PAYLOAD,
+            actual: len - HEADER_LEN as u64,
+        });
+    }
+    let bytes =
+        fsx::read_prefix(fd, len as usize).map_err(|e| EntryError::Unreadable(e.to_string()))?;
+    if bytes.len() < HEADER_LEN {
+        return Err(EntryError::TruncatedHeader(bytes.len()));
+    }
+    Ok(bytes)
+}
+
+/// [`read_whole`] into one shared buffer (the memory cache keeps it as it is).
+fn read_shared_entry(
+    fd: &OwnedFd,
+    st: &rustix::fs::Stat,
+) -> Result<std::sync::Arc<[u8]>, EntryError> {
+    let len = st.st_size.max(0) as u64;
+    if len < HEADER_LEN as u64 {
+        return Err(EntryError::TruncatedHeader(len as usize));
+    }
+    if len > MAX_ENTRY_FILE {
+        return Err(EntryError::PayloadLength {
+            declared: MAX_PAYLOAD,
+            actual: len - HEADER_LEN as u64,
+        });
+    }
+    fsx::read_shared(fd, len as usize).map_err(|e| EntryError::Unreadable(e.to_string()))
+}
+
 /// Reads a small regular file of ours as text (bounded, never through a link or a FIFO).
 fn read_small(dir: &OwnedFd, name: &str, max: u64) -> io::Result<String> {
     let (fd, st) = fsx::open_read(b(dir), name)?;
@@ -617,20 +793,12 @@ impl StampDir {
         result
     }
 
-    /// Reads and checks one entry; a damaged or foreign entry is deleted — only the very file
-    /// that was read (same inode), never one another process published meanwhile. The length
-    /// is checked from metadata and the header before the payload is read.
-    pub(crate) fn read(&self, key: &ProgramKey) -> Result<CachedProgram, ReadError> {
-        self.read_checked(key).map(|(_, program)| program)
-    }
-
-    /// [`Self::read`], also returning the entry's bytes (every check passed: they are what an
-    /// IPC peer may insert as they are).
+    /// Reads and fully checks one entry (decoded too), returning its bytes: every check passed,
+    /// so they are what an IPC peer may insert as they are. A damaged or foreign entry is
+    /// deleted — only the very file that was read (same inode), never one another process
+    /// published meanwhile. The length is checked from metadata before anything is allocated
+    /// or read.
     pub(crate) fn read_bytes(&self, key: &ProgramKey) -> Result<Vec<u8>, ReadError> {
-        self.read_checked(key).map(|(bytes, _)| bytes)
-    }
-
-    fn read_checked(&self, key: &ProgramKey) -> Result<(Vec<u8>, CachedProgram), ReadError> {
         let h = self.h();
         let name = key_hex(key);
         let (fd, st) = match fsx::open_read(b(&h.entries), &name) {
@@ -638,39 +806,72 @@ impl StampDir {
             Err(e) if fsx::is_not_regular(&e) => return Err(ReadError::NotRegular(e.to_string())),
             Err(e) => return Err(ReadError::Io(e)),
         };
-        let len = st.st_size.max(0) as u64;
-        let checked = (|| {
-            if len < HEADER_LEN as u64 {
-                return Err(EntryError::TruncatedHeader(len as usize));
-            }
-            if len > MAX_ENTRY_FILE {
-                return Err(EntryError::PayloadLength {
-                    declared: MAX_PAYLOAD,
-                    actual: len - HEADER_LEN as u64,
-                });
-            }
-            let mut header = [0u8; HEADER_LEN];
-            fsx::read_exact_at(&fd, &mut header, 0).map_err(|_| EntryError::TruncatedHeader(0))?;
-            let hd = format::decode_header(&header)?;
-            format::check_header(&hd, &self.stamp_hash, Some(key), len)?;
-            Ok(())
-        })();
-        let result = checked.and_then(|()| {
-            let mut bytes = vec![0u8; len as usize];
-            fsx::read_exact_at(&fd, &mut bytes, 0).map_err(|_| EntryError::TruncatedHeader(0))?;
-            format::decode(&bytes, &self.stamp_hash, Some(key)).map(|(_, p)| (bytes, p))
+        let result = read_whole(&fd, &st)
+            .and_then(|bytes| format::decode(&bytes, &self.stamp_hash, Some(key)).map(|_| bytes));
+        drop(fd);
+        result.map_err(|e| self.reject(&h, &name, identity(&st), e))
+    }
+
+    /// Reads one entry for the startup loader and runs every check that needs no decompression
+    /// ([`format::check_packed`]); the body is decoded on its first lookup. `name` was just
+    /// listed as a regular file, so it is opened without another lookup first
+    /// ([`fsx::open_listed`]): one `openat`, one `fstat`, one `pread` of the whole (bounded)
+    /// file, one `close`. A damaged or foreign entry is deleted as [`Self::read`] deletes it.
+    pub(crate) fn read_packed(&self, key: &ProgramKey) -> Result<PackedEntry, ReadError> {
+        let h = self.h();
+        let name = key_hex(key);
+        let (fd, st) = match fsx::open_listed(b(&h.entries), &name) {
+            Ok(x) => x,
+            Err(e) if fsx::is_not_regular(&e) => return Err(ReadError::NotRegular(e.to_string())),
+            Err(e) => return Err(ReadError::Io(e)),
+        };
+        self.packed_from(&h, &fd, &st, key)
+    }
+
+    /// [`Self::read_packed`] of the file open as `fd` (its `fstat` is `st`).
+    fn packed_from(
+        &self,
+        h: &Handles,
+        fd: &OwnedFd,
+        st: &rustix::fs::Stat,
+        key: &ProgramKey,
+    ) -> Result<PackedEntry, ReadError> {
+        let result = read_shared_entry(fd, st).and_then(|bytes| {
+            let (_, summary) = format::check_packed(&bytes, &self.stamp_hash, Some(key))?;
+            Ok(PackedEntry::new(bytes, summary, identity(st)))
         });
-        match result {
-            Ok(x) => Ok(x),
-            Err(e) => {
-                tracing::warn!(key = %name, error = %e, "rejected a damaged cache entry");
-                let same =
-                    fsx::lstat(b(&h.entries), &name).is_ok_and(|s| identity(&s) == identity(&st));
-                if same {
-                    let _ = fsx::unlink(b(&h.entries), &name);
-                }
-                Err(ReadError::Rejected(e))
+        result.map_err(|e| self.reject(h, &key_hex(key), identity(st), e))
+    }
+
+    /// Deletes the rejected entry `name` if it is still the file `origin` (device, inode) that
+    /// was read, and says why.
+    fn reject(&self, h: &Handles, name: &str, origin: (u64, u64), e: EntryError) -> ReadError {
+        tracing::warn!(key = %name, error = %e, "rejected a damaged cache entry");
+        let same = fsx::lstat(b(&h.entries), name).is_ok_and(|s| identity(&s) == origin);
+        if same {
+            let _ = fsx::unlink(b(&h.entries), name);
+        }
+        ReadError::Rejected(e)
+    }
+
+    /// Deletes the entry of `key` if it is still the regular file `origin` (device, inode): a
+    /// loaded entry that failed to decode at its first lookup. Returns the bytes it took on
+    /// disk, `None` when it was not there (or is another file now).
+    pub(crate) fn remove_if_same(
+        &self,
+        key: &ProgramKey,
+        origin: (u64, u64),
+    ) -> io::Result<Option<u64>> {
+        let h = self.h();
+        let name = key_hex(key);
+        match fsx::lstat(b(&h.entries), &name) {
+            Ok(st) if fsx::file_type(&st) == FileType::RegularFile && identity(&st) == origin => {
+                fsx::unlink(b(&h.entries), &name)?;
+                Ok(Some(fsx::allocated(&st)))
             }
+            Ok(_) => Ok(None),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e),
         }
     }
 
@@ -756,9 +957,8 @@ impl StampDir {
         self.scan_with(&h)
     }
 
-    fn scan_with(&self, h: &Handles) -> Scan {
-        let uses = self.read_uses(h);
-        let now = now_ms();
+    /// A scan of everything but the entries: the folders' and side files' bytes.
+    fn scan_sides(&self, h: &Handles) -> Scan {
         let mut scan = Scan::default();
         for dir in [&h.dir, &h.entries, &h.tmp] {
             if let Ok(st) = rustix::fs::fstat(dir) {
@@ -776,6 +976,13 @@ impl StampDir {
                 }
             }
         }
+        scan
+    }
+
+    fn scan_with(&self, h: &Handles) -> Scan {
+        let uses = self.read_uses(h);
+        let now = now_ms();
+        let mut scan = self.scan_sides(h);
         let Ok(list) = fsx::list(b(&h.entries), MAX_LIST) else {
             return scan;
         };
@@ -820,16 +1027,103 @@ impl StampDir {
     /// several times counts by its newest mark), then most recently used first.
     pub(crate) fn load_order(&self) -> Vec<EntryFile> {
         let h = self.h();
-        let mut list = self.scan_with(&h).entries;
-        list.sort_by_key(|e| std::cmp::Reverse(e.last_use_ms));
-        let hot = self.hot(&h);
+        let list = self.scan_with(&h).entries;
+        self.load_order_of(list)
+    }
+
+    /// [`Self::load_order`] of the entries of a scan already made.
+    pub(crate) fn load_order_of(&self, mut list: Vec<EntryFile>) -> Vec<EntryFile> {
+        let h = self.h();
+        self.sort_for_load(&h, &mut list, |e| (e.key, e.last_use_ms));
+        list
+    }
+
+    /// Sorts `list` in load order by the key and last use (`use_of`) of each item: hot first
+    /// (most recent mark first), then most recently used first.
+    fn sort_for_load<T>(
+        &self,
+        h: &Handles,
+        list: &mut [T],
+        use_of: impl Fn(&T) -> (ProgramKey, u64),
+    ) {
+        list.sort_by_key(|e| std::cmp::Reverse(use_of(e).1));
+        let hot = self.hot(h);
+        if hot.is_empty() {
+            return;
+        }
         // Rank 0 is the most recent mark; a key marked several times keeps its newest rank.
         let mut rank: HashMap<ProgramKey, usize> = HashMap::new();
         for (i, k) in hot.iter().rev().enumerate() {
             rank.entry(*k).or_insert(i);
         }
-        list.sort_by_key(|e| rank.get(&e.key).copied().unwrap_or(usize::MAX));
-        list
+        list.sort_by_key(|e| rank.get(&use_of(e).0).copied().unwrap_or(usize::MAX));
+    }
+
+    /// The startup loader's one pass over the store: [`Self::scan`] (what the writer needs to
+    /// keep the budget), the entries in load order, and — read during the same pass — the
+    /// checked contents of entries up to `read_ahead` file bytes ([`Self::read_packed`]'s
+    /// result, rejections included: a rejected entry is deleted then and not listed in the
+    /// scan). One `getdents` pass, then per entry one `openat` + `fstat` (its size, time and
+    /// identity come from that `fstat`, not from an `lstat` before it) and, when read ahead,
+    /// one `pread` of the whole bounded file; the type `getdents` reports keeps folders, links
+    /// and FIFOs from being opened at all (a file system that does not report types gets an
+    /// `lstat` per name instead). The names are split between this thread and one helper
+    /// thread (when there are enough of them and the thread can be had), each reading ahead up
+    /// to half of `read_ahead`. Returns `None` when `stop` said so part way.
+    pub(crate) fn load_pass(
+        &self,
+        read_ahead: u64,
+        stop: &(dyn Fn() -> bool + Sync),
+    ) -> Option<LoadPass> {
+        let h = self.h();
+        let uses = self.read_uses(&h);
+        let now = now_ms();
+        let mut scan = self.scan_sides(&h);
+        let names = fsx::list_map(b(&h.entries), MAX_LIST, |name, t| {
+            Some((parse_key_bytes(name)?, t))
+        })
+        .unwrap_or_default();
+        let ctx = PassContext {
+            dir: self,
+            h: &h,
+            uses: &uses,
+            now,
+            stop,
+        };
+        let half = names.len() / 2;
+        let parts = if half >= PARALLEL_PASS_MIN {
+            let (first, second) = names.split_at(half);
+            std::thread::scope(|s| {
+                let helper = std::thread::Builder::new()
+                    .name("gpusvc-cache-loader-2".into())
+                    .spawn_scoped(s, || ctx.run(second, read_ahead / 2));
+                match helper {
+                    Ok(helper) => {
+                        let a = ctx.run(first, read_ahead - read_ahead / 2);
+                        let b = helper.join().ok().flatten();
+                        Some(vec![a?, b?])
+                    }
+                    Err(_) => Some(vec![ctx.run(&names, read_ahead)?]),
+                }
+            })?
+        } else {
+            vec![ctx.run(&names, read_ahead)?]
+        };
+        let mut items = Vec::with_capacity(names.len());
+        for part in parts {
+            scan.entries.extend(part.entries);
+            scan.odd.extend(part.odd);
+            items.extend(part.order.into_iter().map(Some));
+        }
+        // Sorted by index: the items themselves (a read entry is some 200 bytes) stay put.
+        let mut index: Vec<usize> = (0..items.len()).collect();
+        self.sort_for_load(&h, &mut index, |&i| {
+            items[i]
+                .as_ref()
+                .map_or((ProgramKey([0; 20]), 0), |(e, _)| (e.key, e.last_use_ms))
+        });
+        let order = index.into_iter().filter_map(|i| items[i].take()).collect();
+        Some(LoadPass { scan, order })
     }
 
     /// Gives entries dated in the future (a skewed clock wrote them) the time `now` for good:

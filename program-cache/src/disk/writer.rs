@@ -27,6 +27,9 @@ pub(super) enum Job {
     /// Write an entry; the clear epoch at the time of the save.
     Save(ProgramKey, SharedProgram, u64),
     MarkHot(Vec<ProgramKey>),
+    /// Delete the entry file of this key if it is still the file (device, inode) a loaded
+    /// entry that failed to decode came from.
+    RemoveRejected(ProgramKey, (u64, u64)),
     /// Look at the clear epoch now.
     Wake,
     Flush(Sender<()>),
@@ -38,15 +41,21 @@ pub(super) struct Pending {
     pub(super) uses_rx: Receiver<(ProgramKey, u64)>,
     pub(super) config: DiskConfig,
     pub(super) budget: u64,
+    /// The memory cache's budget: the loader reads at most this many file bytes ahead.
+    pub(super) memory_budget: u64,
 }
 
-/// The writer thread: open, load, collect garbage, serve.
+/// The disk layer's first thread: opens the store, starts the writer thread (which collects
+/// garbage and serves jobs), then runs the startup load itself, so the load waits for no
+/// second thread to start. When the writer thread cannot be started, this thread becomes the
+/// writer once the load is done.
 pub(super) fn disk_thread(pending: Pending, shared: &Arc<Shared>, sink: Weak<dyn LoadSink>) {
     let Pending {
         rx,
         uses_rx,
         config,
         budget,
+        memory_budget,
     } = pending;
     let start = Instant::now();
     let on_loaded = config.on_loaded.clone();
@@ -69,8 +78,13 @@ pub(super) fn disk_thread(pending: Pending, shared: &Arc<Shared>, sink: Weak<dyn
             shared.finish_load(LoadReport::default(), on_loaded.as_ref());
             // Answer flushes until the cache goes; everything else is dropped.
             for job in rx {
-                if let Job::Flush(ack) = job {
-                    let _ = ack.send(());
+                match job {
+                    Job::Flush(ack) => {
+                        let _ = ack.send(());
+                    }
+                    _ => {
+                        shared.queued.fetch_sub(1, Ordering::AcqRel);
+                    }
                 }
             }
             return;
@@ -91,46 +105,102 @@ pub(super) fn disk_thread(pending: Pending, shared: &Arc<Shared>, sink: Weak<dyn
             ),
         );
     }
-    {
-        let dir = dir.clone();
-        let shared2 = shared.clone();
-        let spawned = std::thread::Builder::new()
-            .name("gpusvc-cache-loader".into())
-            .spawn(move || {
-                let report = load_entries(&dir, &sink, &shared2, start);
-                shared2.finish_load(report, on_loaded.as_ref());
-            });
-        if spawned.is_err() {
-            shared.finish_load(LoadReport::default(), config.on_loaded.as_ref());
-        }
-    }
-    // Garbage collection of other stores and dead writers' files: here, never on the GPU
-    // thread, and never waiting for a lock another process holds.
-    let removed = match dir.root_fd() {
-        Ok(root) => store_dir::remove_other_stores(
-            &root,
-            &config.dir,
-            &config.stamp,
-            notes.previous_open_ms,
-            &|t| shared.conditions.log(&t),
-            &|| shared.closing.load(Ordering::Acquire),
-        ),
-        Err(_) => 0,
-    };
-    bump(&shared.counters.stores_removed, removed as u64);
-    if !shared.closing.load(Ordering::Acquire) {
-        dir.remove_stale_tmp();
-    }
-    let mut w = Writer::new(
-        dir,
-        shared.clone(),
+    // The loader lists the store once for both threads: it sends its scan to the writer
+    // before it inserts anything (without it, the writer scans for itself).
+    let (scan_tx, scan_rx) = crossbeam_channel::bounded(1);
+    let parts = Arc::new(std::sync::Mutex::new(Some(WriterPart {
+        dir: dir.clone(),
+        rx,
+        uses_rx,
+        config: config.clone(),
         budget,
-        config.low_water,
-        config.use_record_interval,
-    );
-    let closing = shared.closing.load(Ordering::Acquire);
-    w.rescan(!closing);
-    w.run(&rx, &uses_rx);
+        previous_open_ms: notes.previous_open_ms,
+        scan_rx,
+    })));
+    let spawned = {
+        let parts = parts.clone();
+        let shared = shared.clone();
+        std::thread::Builder::new()
+            .name("gpusvc-cache-writer".into())
+            .spawn(move || {
+                if let Some(part) = take(&parts) {
+                    part.run(&shared);
+                }
+            })
+    };
+    let has_writer = spawned.is_ok();
+    if let Ok(handle) = spawned {
+        *shared.writer.lock().unwrap_or_else(|e| e.into_inner()) = Some(handle);
+    }
+    let report = load_entries(&dir, &sink, shared, start, scan_tx, memory_budget);
+    drop(sink);
+    shared.finish_load(report, on_loaded.as_ref());
+    // No writer thread could be started: this one serves.
+    if !has_writer && let Some(part) = take(&parts) {
+        part.run(shared);
+    }
+}
+
+/// Takes the writer's part out of its cell (once).
+fn take(parts: &std::sync::Mutex<Option<WriterPart>>) -> Option<WriterPart> {
+    parts.lock().unwrap_or_else(|e| e.into_inner()).take()
+}
+
+/// What the writer thread runs once the store is open.
+struct WriterPart {
+    dir: Arc<StampDir>,
+    rx: Receiver<Job>,
+    uses_rx: Receiver<(ProgramKey, u64)>,
+    config: DiskConfig,
+    budget: u64,
+    previous_open_ms: Option<u64>,
+    scan_rx: Receiver<store_dir::Scan>,
+}
+
+impl WriterPart {
+    /// Removes stale stores and dead writers' files, takes the loader's scan, then serves jobs
+    /// until the cache goes.
+    fn run(self, shared: &Arc<Shared>) {
+        let WriterPart {
+            dir,
+            rx,
+            uses_rx,
+            config,
+            budget,
+            previous_open_ms,
+            scan_rx,
+        } = self;
+        // Garbage collection of other stores and dead writers' files: here, never on the GPU
+        // thread, and never waiting for a lock another process holds.
+        let removed = match dir.root_fd() {
+            Ok(root) => store_dir::remove_other_stores(
+                &root,
+                &config.dir,
+                &config.stamp,
+                previous_open_ms,
+                &|t| shared.conditions.log(&t),
+                &|| shared.closing.load(Ordering::Acquire),
+            ),
+            Err(_) => 0,
+        };
+        bump(&shared.counters.stores_removed, removed as u64);
+        if !shared.closing.load(Ordering::Acquire) {
+            dir.remove_stale_tmp();
+        }
+        let mut w = Writer::new(
+            dir,
+            shared.clone(),
+            budget,
+            config.low_water,
+            config.use_record_interval,
+        );
+        let closing = shared.closing.load(Ordering::Acquire);
+        match scan_rx.recv() {
+            Ok(scan) => w.apply_scan(scan, !closing),
+            Err(_) => w.rescan(!closing),
+        }
+        w.run(&rx, &uses_rx);
+    }
 }
 
 /// Capacity of the last-use queue (a use that finds it full is dropped: LRU is advisory).
@@ -225,6 +295,11 @@ impl Writer {
     /// entries (folders, FIFOs, links, oversized files), once, reported once.
     pub(super) fn rescan(&mut self, clean: bool) {
         let scan = self.dir.scan();
+        self.apply_scan(scan, clean);
+    }
+
+    /// [`Self::rescan`] with a scan already made (the loader's).
+    pub(super) fn apply_scan(&mut self, scan: store_dir::Scan, clean: bool) {
         if clean && !scan.odd.is_empty() {
             let mut removed = 0;
             for odd in &scan.odd {
@@ -273,7 +348,12 @@ impl Writer {
             self.take_uses(uses);
             self.write_uses_if_due();
             let job = match rx.recv_timeout(Duration::from_millis(100)) {
-                Ok(job) => job,
+                // Every job but a flush was counted in by `DiskLayer::try_send`.
+                Ok(Job::Flush(ack)) => Job::Flush(ack),
+                Ok(job) => {
+                    self.shared.queued.fetch_sub(1, Ordering::AcqRel);
+                    job
+                }
                 Err(crossbeam_channel::RecvTimeoutError::Timeout) => continue,
                 Err(crossbeam_channel::RecvTimeoutError::Disconnected) => break,
             };
@@ -292,6 +372,12 @@ impl Writer {
                         self.maybe_compact();
                     }
                 }
+                Job::RemoveRejected(key, origin) => {
+                    if let Ok(Some(freed)) = self.dir.remove_if_same(&key, origin) {
+                        self.size = self.size.saturating_sub(freed);
+                        self.entries = self.entries.saturating_sub(1);
+                    }
+                }
                 Job::Wake => {}
                 Job::Flush(ack) => {
                     self.take_uses(uses);
@@ -308,6 +394,7 @@ impl Writer {
     /// Coalesces the queued last uses into `pending_uses` (bounded).
     fn take_uses(&mut self, uses: &Receiver<(ProgramKey, u64)>) {
         for (key, ms) in uses.try_iter() {
+            self.shared.uses_queued.fetch_sub(1, Ordering::AcqRel);
             self.add_use(key, ms);
         }
     }
