@@ -205,8 +205,12 @@ struct Probe {
     /// How long the child was blocked waiting for that load.
     wait_ms: f64,
     pass_ms: f64,
-    /// Of `pass_ms`: programs that failed to compile or link.
+    /// Of `pass_ms`: programs that failed to compile or link; of those, the ones with a shader
+    /// that failed to compile.
     failed_ms: f64,
+    compile_failed_ms: f64,
+    compile_failures: usize,
+    link_failures: usize,
     /// Ours: programs served from the cache; programs compiled and linked on the driver.
     hit_ms: f64,
     relinked_ms: f64,
@@ -270,6 +274,9 @@ fn probe(
             probe.wait_ms = field(&line, "wait_ms");
             probe.pass_ms = field(&line, "pass_ms");
             probe.failed_ms = field(&line, "failed_ms");
+            probe.compile_failed_ms = field(&line, "compile_failed_ms");
+            probe.compile_failures = field(&line, "compile_failures");
+            probe.link_failures = field(&line, "link_failures");
             probe.hit_ms = field(&line, "hit_ms");
             probe.relinked_ms = field(&line, "relinked_ms");
             probe.status_hit_ms = field(&line, "status_hit_ms");
@@ -567,17 +574,22 @@ fn startup_table(key: &str, label: &str, s: &Startup, reps: usize) -> Vec<Row> {
          loading and process setup."
     );
     println!(
-        "link pass, where the time went (ms, medians): ours warm: {:.1} on failing programs, \
-         {:.1} on cache hits (of which binary restore {:.1}, compile-status hits {:.1}), \
-         {:.1} on programs relinked, {:.1} in driver compiles; Mesa warm: {:.1} on failing \
-         programs, {:.1} compiling, {:.1} linking, {:.1} reflecting the linked ones",
+        "link pass, where the time went (ms, medians): ours warm: {:.1} on the {} + {} programs \
+         that fail to compile / link ({:.1} on the compile failures), {:.1} on cache hits (of \
+         which binary restore {:.1}, compile-status hits {:.1}), {:.1} on programs relinked, \
+         {:.1} in driver compiles; Mesa warm: {:.1} on failing programs ({:.1} on the compile \
+         failures), {:.1} compiling, {:.1} linking, {:.1} reflecting the linked ones",
         med(ours, |p| p.failed_ms),
+        ours[0].compile_failures,
+        ours[0].link_failures,
+        med(ours, |p| p.compile_failed_ms),
         med(ours, |p| p.hit_ms),
         med(ours, |p| p.binary_hit_ms),
         med(ours, |p| p.status_hit_ms),
         med(ours, |p| p.relinked_ms),
         med(ours, |p| p.compile_ms),
         med(mesa, |p| p.failed_ms),
+        med(mesa, |p| p.compile_failed_ms),
         med(mesa, |p| p.compile_ms),
         med(mesa, |p| p.link_ms),
         med(mesa, |p| p.reflect_ms),
