@@ -8,7 +8,8 @@
 //! binary you built). The time is taken by this process, from just before the spawn to the moment
 //! the child reports that every program of the corpus is linked: exec, dynamic loading, EGL and
 //! context creation, corpus parsing, the disk cache's open + startup load, and the compile/link
-//! pass. Three cases, `GPUSVC_BENCH_REPS` runs each (default 5), interleaved:
+//! pass. Three cases, `GPUSVC_BENCH_REPS` runs each (default 5), interleaved (cold first in
+//! each round, the two warm cases taking turns after it):
 //! * **cold**: a fresh `MESA_SHADER_CACHE_DIR`, our disk cache empty (a new folder each run);
 //! * **ours warm**: a fresh `MESA_SHADER_CACHE_DIR`, our disk cache populated by a cold run;
 //! * **Mesa warm** (the peer): no program cache at all (`--plain-driver`: compile, link, reflect
@@ -479,7 +480,14 @@ fn run_corpus(bin: &Path, corpus: &[String], reps: usize) -> Startup {
 
     let mut runs: Vec<(Case, Probe)> = Vec::new();
     for rep in 0..reps {
-        for case in [Case::Cold, Case::OursWarm, Case::MesaWarm] {
+        // The two warm cases take turns right after the cold run (whose writes the system may
+        // still be flushing), so neither is always the one that follows it.
+        let order = if rep % 2 == 0 {
+            [Case::Cold, Case::OursWarm, Case::MesaWarm]
+        } else {
+            [Case::Cold, Case::MesaWarm, Case::OursWarm]
+        };
+        for case in order {
             let fresh_mesa = tempdir("gpusvc-startup-bench-mesa-fresh-");
             let p = match case {
                 Case::Cold => {
@@ -605,6 +613,20 @@ fn startup_table(key: &str, label: &str, s: &Startup, reps: usize) -> Vec<Row> {
         } else {
             "our warm start does NOT beat Mesa's"
         }
+    );
+    // The same ratio round by round (each round's two warm runs are neighbours in time, so a
+    // change in the machine's load between rounds cancels out), then its median.
+    let mut paired: Vec<f64> = ours
+        .iter()
+        .zip(mesa)
+        .map(|(o, m)| o.wall_ms / m.wall_ms)
+        .collect();
+    println!(
+        "per-round ratio ({key}): median {:.3} over {} rounds (min {:.3}, max {:.3})",
+        median(&mut paired),
+        paired.len(),
+        paired.iter().copied().fold(f64::INFINITY, f64::min),
+        paired.iter().copied().fold(0.0, f64::max)
     );
     let ours_link = med(ours, |p| p.wait_ms + p.pass_ms);
     let mesa_link = med(mesa, |p| p.pass_ms);
