@@ -8,7 +8,8 @@
 //! binary you built). The time is taken by this process, from just before the spawn to the moment
 //! the child reports that every program of the corpus is linked: exec, dynamic loading, EGL and
 //! context creation, corpus parsing, the disk cache's open + startup load, and the compile/link
-//! pass. Three cases, `GPUSVC_BENCH_REPS` runs each (default 5), interleaved:
+//! pass. Three cases, `GPUSVC_BENCH_REPS` runs each (default 5), interleaved (cold first in
+//! each round, the two warm cases taking turns after it):
 //! * **cold**: a fresh `MESA_SHADER_CACHE_DIR`, our disk cache empty (a new folder each run);
 //! * **ours warm**: a fresh `MESA_SHADER_CACHE_DIR`, our disk cache populated by a cold run;
 //! * **Mesa warm** (the peer): no program cache at all (`--plain-driver`: compile, link, reflect
@@ -205,8 +206,12 @@ struct Probe {
     /// How long the child was blocked waiting for that load.
     wait_ms: f64,
     pass_ms: f64,
-    /// Of `pass_ms`: programs that failed to compile or link.
+    /// Of `pass_ms`: programs that failed to compile or link; of those, the ones with a shader
+    /// that failed to compile.
     failed_ms: f64,
+    compile_failed_ms: f64,
+    compile_failures: usize,
+    link_failures: usize,
     /// Ours: programs served from the cache; programs compiled and linked on the driver.
     hit_ms: f64,
     relinked_ms: f64,
@@ -270,6 +275,9 @@ fn probe(
             probe.wait_ms = field(&line, "wait_ms");
             probe.pass_ms = field(&line, "pass_ms");
             probe.failed_ms = field(&line, "failed_ms");
+            probe.compile_failed_ms = field(&line, "compile_failed_ms");
+            probe.compile_failures = field(&line, "compile_failures");
+            probe.link_failures = field(&line, "link_failures");
             probe.hit_ms = field(&line, "hit_ms");
             probe.relinked_ms = field(&line, "relinked_ms");
             probe.status_hit_ms = field(&line, "status_hit_ms");
@@ -479,7 +487,14 @@ fn run_corpus(bin: &Path, corpus: &[String], reps: usize) -> Startup {
 
     let mut runs: Vec<(Case, Probe)> = Vec::new();
     for rep in 0..reps {
-        for case in [Case::Cold, Case::OursWarm, Case::MesaWarm] {
+        // The two warm cases take turns right after the cold run (whose writes the system may
+        // still be flushing), so neither is always the one that follows it.
+        let order = if rep % 2 == 0 {
+            [Case::Cold, Case::OursWarm, Case::MesaWarm]
+        } else {
+            [Case::Cold, Case::MesaWarm, Case::OursWarm]
+        };
+        for case in order {
             let fresh_mesa = tempdir("gpusvc-startup-bench-mesa-fresh-");
             let p = match case {
                 Case::Cold => {
@@ -574,17 +589,22 @@ fn startup_table(key: &str, label: &str, s: &Startup, reps: usize) -> Vec<Row> {
          loading and process setup."
     );
     println!(
-        "link pass, where the time went (ms, medians): ours warm: {:.1} on failing programs, \
-         {:.1} on cache hits (of which binary restore {:.1}, compile-status hits {:.1}), \
-         {:.1} on programs relinked, {:.1} in driver compiles; Mesa warm: {:.1} on failing \
-         programs, {:.1} compiling, {:.1} linking, {:.1} reflecting the linked ones",
+        "link pass, where the time went (ms, medians): ours warm: {:.1} on the {} + {} programs \
+         that fail to compile / link ({:.1} on the compile failures), {:.1} on cache hits (of \
+         which binary restore {:.1}, compile-status hits {:.1}), {:.1} on programs relinked, \
+         {:.1} in driver compiles; Mesa warm: {:.1} on failing programs ({:.1} on the compile \
+         failures), {:.1} compiling, {:.1} linking, {:.1} reflecting the linked ones",
         med(ours, |p| p.failed_ms),
+        ours[0].compile_failures,
+        ours[0].link_failures,
+        med(ours, |p| p.compile_failed_ms),
         med(ours, |p| p.hit_ms),
         med(ours, |p| p.binary_hit_ms),
         med(ours, |p| p.status_hit_ms),
         med(ours, |p| p.relinked_ms),
         med(ours, |p| p.compile_ms),
         med(mesa, |p| p.failed_ms),
+        med(mesa, |p| p.compile_failed_ms),
         med(mesa, |p| p.compile_ms),
         med(mesa, |p| p.link_ms),
         med(mesa, |p| p.reflect_ms),
@@ -600,6 +620,20 @@ fn startup_table(key: &str, label: &str, s: &Startup, reps: usize) -> Vec<Row> {
         } else {
             "our warm start does NOT beat Mesa's"
         }
+    );
+    // The same ratio round by round (each round's two warm runs are neighbours in time, so a
+    // change in the machine's load between rounds cancels out), then its median.
+    let mut paired: Vec<f64> = ours
+        .iter()
+        .zip(mesa)
+        .map(|(o, m)| o.wall_ms / m.wall_ms)
+        .collect();
+    println!(
+        "per-round ratio ({key}): median {:.3} over {} rounds (min {:.3}, max {:.3})",
+        median(&mut paired),
+        paired.len(),
+        paired.iter().copied().fold(f64::INFINITY, f64::min),
+        paired.iter().copied().fold(0.0, f64::max)
     );
     let ours_link = med(ours, |p| p.wait_ms + p.pass_ms);
     let mesa_link = med(mesa, |p| p.pass_ms);

@@ -61,12 +61,19 @@ pub(super) fn single_pass_report(
             out,
             "gpusvc-startup programs={} linked={} hits=0 loaded=0 since_start_ms={:.3} \
              context_ms={context_ms:.3} corpus_ms={corpus_ms:.3} load_ms=0 wait_ms=0 \
-             pass_ms={:.3} failed_ms={:.3} compile_ms={:.3} link_ms={:.3} reflect_ms={:.3}",
+             pass_ms={:.3} failed_ms={:.3} compile_failed_ms={:.3} link_failed_ms={:.3} \
+             compile_failures={} vertex_failures={} link_failures={} compile_ms={:.3} \
+             link_ms={:.3} reflect_ms={:.3}",
             programs.len(),
             plain.linked,
             ms_since(started),
             plain.total_ms,
-            plain.failed_ms,
+            plain.compile_failed_ms + plain.link_failed_ms,
+            plain.compile_failed_ms,
+            plain.link_failed_ms,
+            plain.compile_failures,
+            plain.vertex_failures,
+            plain.link_failures,
             plain.compile_ms,
             plain.link_ms,
             plain.reflect_ms,
@@ -83,8 +90,9 @@ pub(super) fn single_pass_report(
         out,
         "gpusvc-startup programs={} linked={} hits={} loaded={} since_start_ms={:.3} \
          context_ms={context_ms:.3} corpus_ms={corpus_ms:.3} load_ms={:.3} wait_ms={:.3} \
-         pass_ms={:.3} failed_ms={:.3} hit_ms={:.3} relinked_ms={:.3} status_hit_ms={:.3} \
-         compile_ms={:.3} binary_hit_ms={:.3} miss_link_ms={:.3}",
+         pass_ms={:.3} failed_ms={:.3} compile_failed_ms={:.3} link_failed_ms={:.3} \
+         compile_failures={} vertex_failures={} link_failures={} hit_ms={:.3} relinked_ms={:.3} \
+         status_hit_ms={:.3} compile_ms={:.3} binary_hit_ms={:.3} miss_link_ms={:.3}",
         p.programs,
         p.linked,
         p.served(),
@@ -95,6 +103,11 @@ pub(super) fn single_pass_report(
         p.total_ms,
         // `+ 0.0`: an empty sum is -0.0.
         p.total_ms - linked_ms + 0.0,
+        p.compile_failed_ms,
+        p.link_failed_ms,
+        p.compile_failures,
+        p.vertex_failures,
+        p.link_failures,
         p.from_cache_ms.iter().sum::<f64>() + 0.0,
         p.compiled_ms.iter().sum::<f64>() + 0.0,
         spent.status_hit_ms,
@@ -157,8 +170,13 @@ impl Histograms {
 pub(super) struct PlainPass {
     pub(super) linked: usize,
     pub(super) total_ms: f64,
-    /// On programs that failed to compile or link (all their stages).
-    pub(super) failed_ms: f64,
+    /// On programs with a shader that failed to compile; on programs that failed to link.
+    pub(super) compile_failed_ms: f64,
+    pub(super) link_failed_ms: f64,
+    pub(super) compile_failures: usize,
+    /// Of those, programs whose vertex shader failed (their fragment shader is compiled too).
+    pub(super) vertex_failures: usize,
+    pub(super) link_failures: usize,
     /// Compiles of the linked programs' shaders.
     pub(super) compile_ms: f64,
     /// Links of the linked programs.
@@ -176,21 +194,19 @@ pub(super) fn plain_pass(ctx: &GlContext, programs: &[ProgramSource]) -> PlainPa
     let ms = |t: Instant| t.elapsed().as_secs_f64() * 1e3;
     for program in programs {
         let t = Instant::now();
-        let compiled = backend
-            .compile(ShaderStage::Vertex, &program.vertex)
-            .and_then(|vs| {
-                Ok((
-                    vs,
-                    backend.compile(ShaderStage::Fragment, &program.fragment)?,
-                ))
-            });
-        let Ok((vs, fs)) = compiled else {
-            r.failed_ms += ms(t);
+        // Both shaders, as the program-cache pass (a host) compiles them, even when the vertex
+        // shader fails: the two sides make the same driver calls.
+        let vs = backend.compile(ShaderStage::Vertex, &program.vertex);
+        let fs = backend.compile(ShaderStage::Fragment, &program.fragment);
+        let (Ok(vs), Ok(fs)) = (&vs, &fs) else {
+            r.compile_failed_ms += ms(t);
+            r.compile_failures += 1;
+            r.vertex_failures += usize::from(vs.is_err());
             continue;
         };
         let compile_ms = ms(t);
         let t = Instant::now();
-        match backend.link(&[&vs, &fs], &LinkOptions::default()) {
+        match backend.link(&[vs, fs], &LinkOptions::default()) {
             Ok(p) => {
                 r.compile_ms += compile_ms;
                 r.link_ms += ms(t);
@@ -199,7 +215,10 @@ pub(super) fn plain_pass(ctx: &GlContext, programs: &[ProgramSource]) -> PlainPa
                 r.reflect_ms += ms(t);
                 r.linked += 1;
             }
-            Err(_) => r.failed_ms += compile_ms + ms(t),
+            Err(_) => {
+                r.link_failed_ms += compile_ms + ms(t);
+                r.link_failures += 1;
+            }
         }
     }
     r.total_ms = ms(start);

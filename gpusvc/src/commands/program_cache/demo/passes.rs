@@ -185,8 +185,16 @@ pub(super) fn pass(
                     }
                 }
             }
-            None if !compiled.contains(&CompileOutcome::Failed) => result.link_failures += 1,
-            None => {}
+            None if !compiled.contains(&CompileOutcome::Failed) => {
+                result.link_failures += 1;
+                result.link_failed_ms += elapsed;
+            }
+            None => {
+                result.compile_failed_ms += elapsed;
+                if compiled[0] == CompileOutcome::Failed {
+                    result.vertex_failures += 1;
+                }
+            }
         }
         bar.inc(1);
     }

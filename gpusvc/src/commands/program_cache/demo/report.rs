@@ -24,6 +24,12 @@ pub(super) struct Pass {
     pub(crate) compiled_ms: Vec<f64>,
     /// Compile + link time of every program tried, in ms.
     pub(crate) total_ms: f64,
+    /// Of `total_ms`: programs with a shader that failed to compile; programs that failed to
+    /// link.
+    pub(crate) compile_failed_ms: f64,
+    pub(crate) link_failed_ms: f64,
+    /// Programs whose vertex shader failed to compile (their fragment shader is compiled too).
+    pub(crate) vertex_failures: usize,
     /// Programs in the cache when the pass began.
     pub(crate) entries_before: usize,
     /// The cache's stored bytes and entries after the pass.
