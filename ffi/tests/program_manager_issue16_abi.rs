@@ -874,6 +874,23 @@ fn every_new_export_refuses_null_and_misuse() {
         );
         // A pending link dropped without finishing.
         let p2 = start_link(m, &[vs, fs]).unwrap();
+        // Bound to its manager's thread: another thread can neither poll nor free it.
+        let addr = p2 as usize;
+        let (polled, freed) = std::thread::spawn(move || {
+            let p = addr as *mut gpusvc_program_manager_pending_link;
+            let mut ready = false;
+            // SAFETY: a handle of another thread, which the library must refuse.
+            unsafe {
+                (
+                    gpusvc_program_manager_link_ready(ptr::null(), p, &mut ready),
+                    gpusvc_program_manager_pending_link_free(p),
+                )
+            }
+        })
+        .join()
+        .unwrap();
+        assert_eq!(polled, NULL, "the manager argument is checked first");
+        assert_eq!(freed, gpusvc_result::GPUSVC_WRONG_THREAD);
         assert_eq!(gpusvc_program_manager_pending_link_free(p2), OK);
         assert_eq!(gpusvc_program_manager_pending_link_free(p2), INVALID_HANDLE);
         // A handle of another kind.
