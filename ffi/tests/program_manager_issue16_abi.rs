@@ -879,8 +879,9 @@ fn every_new_export_refuses_null_and_misuse() {
         let (polled, freed) = std::thread::spawn(move || {
             let p = addr as *mut gpusvc_program_manager_pending_link;
             let mut ready = false;
-            // SAFETY: a handle of another thread, which the library must refuse.
-            unsafe {
+            // A handle of another thread, which the library must refuse (inside the outer
+            // unsafe block).
+            {
                 (
                     gpusvc_program_manager_link_ready(ptr::null(), p, &mut ready),
                     gpusvc_program_manager_pending_link_free(p),
