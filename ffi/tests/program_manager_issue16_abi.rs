@@ -679,7 +679,49 @@ fn deferred_binary_reads_save_when_asked() {
         assert!(!written(true, |o| {
             gpusvc_program_manager_save_deferred_binary(m, p, o)
         }));
+        assert!(!written(true, |o| {
+            gpusvc_program_manager_forget_deferred_binary(m, p, o)
+        }));
     }
+    // A deferred read forgotten: nothing saved, nothing waiting.
+    let vs2 = shader(m, GPUSVC_PROGRAM_CACHE_SHADER_STAGE_VERTEX, &vs_variant(7));
+    compile(m, vs2);
+    let q = link_program(m, &[vs2, fs], None).unwrap_or_else(|e| panic!("{e:?}"));
+    // SAFETY: live handles and out slots; NULLs are refused.
+    unsafe {
+        assert_eq!(
+            written(0, |o| gpusvc_program_manager_deferred_binaries(m, o)),
+            1
+        );
+        assert_eq!(
+            gpusvc_program_manager_forget_deferred_binary(m, ptr::null(), &mut false),
+            NULL
+        );
+        assert_eq!(
+            gpusvc_program_manager_forget_deferred_binary(m, q, ptr::null_mut()),
+            NULL
+        );
+        assert!(written(false, |o| {
+            gpusvc_program_manager_forget_deferred_binary(m, q, o)
+        }));
+        assert!(!written(true, |o| {
+            gpusvc_program_manager_linked_program_binary_deferred(q, o)
+        }));
+        assert_eq!(
+            written(9, |o| gpusvc_program_manager_deferred_binaries(m, o)),
+            0
+        );
+        assert!(!written(true, |o| {
+            gpusvc_program_manager_save_deferred_binary(m, q, o)
+        }));
+    }
+    assert_eq!(
+        stats(cache).entries,
+        1,
+        "the forgotten program was not saved"
+    );
+    free_linked(q);
+    free_shader(vs2);
     free_linked(p);
     free_shader(vs);
     free_shader(fs);
@@ -923,6 +965,10 @@ fn every_new_export_refuses_null_and_misuse() {
         );
         assert_eq!(
             gpusvc_program_manager_save_deferred_binary(other, l, &mut flag),
+            INVALID
+        );
+        assert_eq!(
+            gpusvc_program_manager_forget_deferred_binary(other, l, &mut flag),
             INVALID
         );
         assert_eq!(count, 77);
