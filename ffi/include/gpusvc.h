@@ -4369,6 +4369,19 @@ gpusvc_result gpusvc_program_manager_save_deferred_binary(const struct gpusvc_pr
                                                           bool *out);
 
 /*
+ Drops the deferred binary read of `program` (call it before freeing a program whose
+ binary is deferred and will not be saved: the manager keeps at most 1024 such records, and
+ past that reads binaries at once); `*out` gets whether there was one. A program linked by
+ another manager is `GPUSVC_INVALID_ARGUMENT`.
+
+ # Safety
+ `out` is NULL or valid for one write.
+ */
+gpusvc_result gpusvc_program_manager_forget_deferred_binary(const struct gpusvc_program_manager *manager,
+                                                            const struct gpusvc_program_manager_linked_program *program,
+                                                            bool *out);
+
+/*
  How many linked programs of `manager` wait for their binary to be read.
 
  # Safety

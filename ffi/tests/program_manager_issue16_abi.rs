@@ -679,7 +679,49 @@ fn deferred_binary_reads_save_when_asked() {
         assert!(!written(true, |o| {
             gpusvc_program_manager_save_deferred_binary(m, p, o)
         }));
+        assert!(!written(true, |o| {
+            gpusvc_program_manager_forget_deferred_binary(m, p, o)
+        }));
     }
+    // A deferred read forgotten: nothing saved, nothing waiting.
+    let vs2 = shader(m, GPUSVC_PROGRAM_CACHE_SHADER_STAGE_VERTEX, &vs_variant(7));
+    compile(m, vs2);
+    let q = link_program(m, &[vs2, fs], None).unwrap_or_else(|e| panic!("{e:?}"));
+    // SAFETY: live handles and out slots; NULLs are refused.
+    unsafe {
+        assert_eq!(
+            written(0, |o| gpusvc_program_manager_deferred_binaries(m, o)),
+            1
+        );
+        assert_eq!(
+            gpusvc_program_manager_forget_deferred_binary(m, ptr::null(), &mut false),
+            NULL
+        );
+        assert_eq!(
+            gpusvc_program_manager_forget_deferred_binary(m, q, ptr::null_mut()),
+            NULL
+        );
+        assert!(written(false, |o| {
+            gpusvc_program_manager_forget_deferred_binary(m, q, o)
+        }));
+        assert!(!written(true, |o| {
+            gpusvc_program_manager_linked_program_binary_deferred(q, o)
+        }));
+        assert_eq!(
+            written(9, |o| gpusvc_program_manager_deferred_binaries(m, o)),
+            0
+        );
+        assert!(!written(true, |o| {
+            gpusvc_program_manager_save_deferred_binary(m, q, o)
+        }));
+    }
+    assert_eq!(
+        stats(cache).entries,
+        1,
+        "the forgotten program was not saved"
+    );
+    free_linked(q);
+    free_shader(vs2);
     free_linked(p);
     free_shader(vs);
     free_shader(fs);
@@ -874,6 +916,24 @@ fn every_new_export_refuses_null_and_misuse() {
         );
         // A pending link dropped without finishing.
         let p2 = start_link(m, &[vs, fs]).unwrap();
+        // Bound to its manager's thread: another thread can neither poll nor free it.
+        let addr = p2 as usize;
+        let (polled, freed) = std::thread::spawn(move || {
+            let p = addr as *mut gpusvc_program_manager_pending_link;
+            let mut ready = false;
+            // A handle of another thread, which the library must refuse (inside the outer
+            // unsafe block).
+            {
+                (
+                    gpusvc_program_manager_link_ready(ptr::null(), p, &mut ready),
+                    gpusvc_program_manager_pending_link_free(p),
+                )
+            }
+        })
+        .join()
+        .unwrap();
+        assert_eq!(polled, NULL, "the manager argument is checked first");
+        assert_eq!(freed, gpusvc_result::GPUSVC_WRONG_THREAD);
         assert_eq!(gpusvc_program_manager_pending_link_free(p2), OK);
         assert_eq!(gpusvc_program_manager_pending_link_free(p2), INVALID_HANDLE);
         // A handle of another kind.
@@ -905,6 +965,10 @@ fn every_new_export_refuses_null_and_misuse() {
         );
         assert_eq!(
             gpusvc_program_manager_save_deferred_binary(other, l, &mut flag),
+            INVALID
+        );
+        assert_eq!(
+            gpusvc_program_manager_forget_deferred_binary(other, l, &mut flag),
             INVALID
         );
         assert_eq!(count, 77);

@@ -615,6 +615,40 @@ pub unsafe extern "C" fn gpusvc_program_manager_save_deferred_binary(
     })
 }
 
+/// Drops the deferred binary read of `program` (call it before freeing a program whose
+/// binary is deferred and will not be saved: the manager keeps at most 1024 such records, and
+/// past that reads binaries at once); `*out` gets whether there was one. A program linked by
+/// another manager is `GPUSVC_INVALID_ARGUMENT`.
+///
+/// # Safety
+/// `out` is NULL or valid for one write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gpusvc_program_manager_forget_deferred_binary(
+    manager: *const gpusvc_program_manager,
+    program: *const gpusvc_program_manager_linked_program,
+    out: *mut bool,
+) -> gpusvc_result {
+    ffi_guard(|| {
+        let m = self::manager(manager)?;
+        let p = self::linked(program)?;
+        // SAFETY: an output argument (this function's contract).
+        let out = unsafe { Out::new(out, "out") }?;
+        let mut m = m.borrow_mut()?;
+        let mut p = p.borrow_mut()?;
+        if p.manager != m.id() {
+            return Err(invalid_argument(
+                "the linked program belongs to another program manager",
+            ));
+        }
+        let forgotten = m.forget_deferred_binary(&p.linked.key);
+        if forgotten {
+            p.linked.binary_deferred = false;
+        }
+        out.write(forgotten);
+        Ok(())
+    })
+}
+
 /// How many linked programs of `manager` wait for their binary to be read.
 ///
 /// # Safety
