@@ -1281,11 +1281,18 @@ fn driver_variables<P>(
         static_use: true,
     };
     let interface = &linked.interface;
+    // A stage mask the driver left empty says nothing (llvmpipe reports no
+    // GL_REFERENCED_BY_COMPUTE_SHADER for a compute program's blocks); in a one-stage program
+    // everything belongs to that stage.
+    let single_stage = linked.stages.len() == 1;
+    let referenced = |mask: gl_types::StageMask| {
+        mask.contains(stage) || (single_stage && mask == gl_types::StageMask::default())
+    };
     let uses = |name: &str| match interface
         .uniform_static_use
         .binary_search_by(|(n, _)| n.as_str().cmp(name))
     {
-        Ok(i) => interface.uniform_static_use[i].1.contains(stage),
+        Ok(i) => referenced(interface.uniform_static_use[i].1),
         Err(_) => mentions(source, base_name(name)),
     };
     let block = |b: &gl_types::InterfaceBlock| BlockInfo {
@@ -1310,7 +1317,7 @@ fn driver_variables<P>(
     };
     let blocks = |list: &[gl_types::InterfaceBlock]| {
         list.iter()
-            .filter(|b| b.referenced_by.contains(stage))
+            .filter(|b| referenced(b.referenced_by))
             .map(block)
             .collect()
     };

@@ -93,6 +93,22 @@ fn cold_then_warm(
     (cold_program, warm_program)
 }
 
+/// The maps a cold link of `sources` (one stage) stores for that stage.
+fn cold_entry_maps(
+    ctx: &GlContext,
+    sources: &[(ShaderStage, &str)],
+) -> program_cache::ShaderVariables {
+    let cache = ProgramCache::builder(CacheConfig::desktop()).build();
+    let mut m = manager(ctx, &cache);
+    let (linked, _) = link(&mut m, sources, &ProgramOptions::default());
+    let key = linked.expect("links").key;
+    let entry = cache.peek(&key).expect("saved");
+    entry
+        .stage_variables(sources[0].0.gl_enum())
+        .expect("the stage's maps")
+        .clone()
+}
+
 const COMPUTE: &str = "layout(local_size_x = 8) in;
 layout(std430, binding = 0) buffer Out { uint data[]; };
 uniform uint u_add;
@@ -136,9 +152,32 @@ fn a_compute_program_is_restored_from_its_binary_and_dispatches_the_same() {
     };
     let sources = [(ShaderStage::Compute, COMPUTE)];
     let (cold, warm) = cold_then_warm(&ctx, &sources, &ProgramOptions::default());
+    assert_eq!(cold.interface.compute_work_group_size, Some([8, 1, 1]));
+    assert_eq!(warm.interface.compute_work_group_size, Some([8, 1, 1]));
+    // The storage block and the uniform are in the compute stage's stored maps (llvmpipe
+    // reports no GL_REFERENCED_BY_COMPUTE_SHADER for them; a one-stage program owns them).
     assert_eq!(
-        cold.interface.compute_work_group_size,
-        warm.interface.compute_work_group_size
+        cold.interface.storage_blocks.len(),
+        1,
+        "{:?}",
+        cold.interface
+    );
+    let stored = cold_entry_maps(&ctx, &sources);
+    assert_eq!(
+        stored
+            .storage_blocks
+            .iter()
+            .map(|b| b.name.as_str())
+            .collect::<Vec<_>>(),
+        ["Out"]
+    );
+    assert_eq!(
+        stored
+            .uniforms
+            .iter()
+            .map(|u| u.name.as_str())
+            .collect::<Vec<_>>(),
+        ["u_add"]
     );
     let expected: Vec<u32> = (0..32).map(|i| i * i + 7).collect();
     assert_eq!(dispatch(&ctx, &cold.program), expected);
