@@ -398,3 +398,90 @@ fn malformed_entries_are_refused_everywhere_and_failure_records_pass() {
         good.failure
     );
 }
+
+/// [`FakeDriver`] whose first compile fails the way `GlBackend` reports a failure that is not
+/// the driver's verdict on the source (`ShaderError::Create` / `NotCurrent` become their
+/// `to_string()`: a lost context, an out-of-memory `glCreateShader`).
+#[derive(Default)]
+struct FirstCompileLost(FakeDriver, bool);
+
+impl ProgramBackend for FirstCompileLost {
+    type Shader = FakeObject;
+    type Program = FakeObject;
+    fn compile(&mut self, stage: ShaderStage, source: &str) -> Result<FakeObject, String> {
+        if !std::mem::replace(&mut self.1, true) {
+            return Err("glCreateShader failed: GL_CONTEXT_LOST".into());
+        }
+        self.0.compile(stage, source)
+    }
+    fn link(&mut self, shaders: &[&FakeObject], o: &LinkOptions) -> Result<FakeObject, String> {
+        self.0.link(shaders, o)
+    }
+    fn program_binary(&mut self, p: &FakeObject) -> Result<ProgramBinaryData, String> {
+        self.0.program_binary(p)
+    }
+    fn load_binary(&mut self, b: &ProgramBinaryData) -> Result<FakeObject, String> {
+        self.0.load_binary(b)
+    }
+    fn active_attributes(&mut self, p: &FakeObject) -> Vec<ActiveVariable> {
+        self.0.active_attributes(p)
+    }
+    fn active_uniforms(&mut self, p: &FakeObject) -> Vec<ActiveVariable> {
+        self.0.active_uniforms(p)
+    }
+}
+
+/// A compile that failed for a reason other than the source (the context was lost, the object
+/// could not be created) is no negative result: the next compile of that source must go to the
+/// driver. Every `Err` of a `ProgramBackend` is taken as the driver's verdict and cached (and
+/// persisted), so a transient failure refuses a valid shader until the record is evicted.
+#[test]
+#[ignore = "bug: ProgramBackend's Err(String) cannot tell a driver verdict (cacheable) from a \
+            transient or API error (GlBackend maps ShaderError::Create/NotCurrent and \
+            LinkError::Create/NotCurrent to text), and the manager caches them all; the fix \
+            needs a typed backend error (trait, DynBackend, ffi host GL)"]
+fn a_failure_that_is_not_the_drivers_verdict_is_not_cached() {
+    let cache = cache();
+    let mut m = ProgramManager::new(FirstCompileLost::default(), cache.clone(), "review16");
+    let mut first = m.new_shader(ShaderStage::Vertex, "in vec4 a_position;");
+    assert_eq!(m.compile(&mut first).unwrap(), CompileOutcome::Failed);
+    let mut again = m.new_shader(ShaderStage::Vertex, "in vec4 a_position;");
+    assert_eq!(m.compile(&mut again).unwrap(), CompileOutcome::Compiled);
+}
+
+/// The other order of `a_compile_failure_of_one_backend_identity_...`: the compatibility
+/// manager compiles the shader first, so its status is `Success` for the whole cache, and the
+/// core manager then reports `Deferred` (compile status true) for a shader its context refuses;
+/// the refusal only surfaces at link as `LinkFailure::Compile`, and is never cached. Compile
+/// statuses (before issue 16 already) are keyed by the shader hash alone, not by the backend
+/// identity that program keys and, now, compile-failure records hold.
+#[test]
+#[ignore = "bug (pre-existing): shader compile statuses are shared by every backend identity \
+            on a cache; keying them by identity changes ShaderHash users (ffi, C ABI)"]
+fn a_shader_compiled_on_another_backend_is_not_deferred_where_it_fails() {
+    let test = "a_shader_compiled_on_another_backend_is_not_deferred_where_it_fails";
+    let open = |api| {
+        open_or_skip(
+            test,
+            &ContextOptions {
+                api,
+                ..ContextOptions::default()
+            },
+        )
+    };
+    let (Some(core), Some(compat)) = (
+        open(ApiPreference::DesktopCore),
+        open(ApiPreference::DesktopCompatibility),
+    ) else {
+        return;
+    };
+    let cache = cache();
+    let source = "#version 150 compatibility\nvoid main() { gl_Position = gl_Vertex; }\n";
+    let mut on_compat =
+        ProgramManager::new(GlBackend::new(&compat), cache.clone(), "compatibility 4.5");
+    let mut s = Shader::new(ShaderStage::Vertex, source);
+    assert_eq!(on_compat.compile(&mut s).unwrap(), CompileOutcome::Compiled);
+    let mut on_core = ProgramManager::new(GlBackend::new(&core), cache.clone(), "core 4.5");
+    let mut s = Shader::new(ShaderStage::Vertex, source);
+    assert_eq!(on_core.compile(&mut s).unwrap(), CompileOutcome::Failed);
+}
