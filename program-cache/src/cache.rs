@@ -421,9 +421,10 @@ impl ProgramCache {
         self.lock().statuses.refcount(hash)
     }
 
-    /// Link status of a program: `Success` while its binary is cached.
+    /// Link status of a program: `Success` while its binary is cached (a recorded link
+    /// failure under `key` is no successful link: `Unknown`).
     pub fn link_status(&self, key: &ProgramKey) -> LinkStatus {
-        if self.lock().store.contains(key) {
+        if self.peek(key).is_some_and(|p| p.failure.is_none()) {
             LinkStatus::Success
         } else {
             LinkStatus::Unknown
@@ -532,11 +533,15 @@ impl ProgramCache {
         self.lock().recorder.counters.rejected_saves += 1;
     }
 
-    /// Looks a program up; a hit promotes it (and moves it to `page` when given).
+    /// Looks a program up; a hit promotes it (and moves it to `page` when given). A failure
+    /// record under `key` is no program (it has no binary): a miss, left alone
+    /// ([`ProgramCache::load_failure`] finds it).
     pub fn load(&self, key: &ProgramKey, page: Option<PageId>) -> Option<SharedProgram> {
         let mut state = self.lock();
         let found = state.store.get(key, page);
         let (mut state, found) = self.decoded(state, key, found);
+        // A failure record is not a program: a miss here (`load_failure` finds it).
+        let found = found.filter(|p| p.failure.is_none());
         if found.is_some() {
             state.recorder.counters.hits += 1;
         } else {

@@ -306,13 +306,17 @@ const EXTENDED_TAG: u8 = 0xE5;
 
 const COMPILE_FAILURE_DOMAIN: &[u8] = b"gpusvc.compile-failure.v1";
 
-/// The key under which the cache records that the shader `hash` failed to compile (a
-/// [`crate::CachedProgram`] whose [`crate::CachedProgram::failure`] names the stage): in the
-/// same key space as programs, so such records are budgeted, evicted, persisted and streamed
-/// like any entry, and no program key can equal it (another domain).
-pub fn compile_failure_key(hash: &ShaderHash) -> ProgramKey {
+/// The key under which the cache records that the shader `hash` failed to compile on the
+/// backend `backend_identity` names (a [`crate::CachedProgram`] whose
+/// [`crate::CachedProgram::failure`] names the stage): in the same key space as programs, so
+/// such records are budgeted, evicted, persisted and streamed like any entry, and no program
+/// key can equal it (another domain). The identity is in it as in every program key: a
+/// shader one backend refuses (a core context) may compile on another sharing the cache (a
+/// compatibility context).
+pub fn compile_failure_key(hash: &ShaderHash, backend_identity: &str) -> ProgramKey {
     let mut f = Framed::new(StackBuf::new(), COMPILE_FAILURE_DOMAIN);
     f.fixed(hash.0);
+    f.bytes(backend_identity.as_bytes());
     ProgramKey(Sha1::digest(f.0.as_slice()).into())
 }
 

@@ -527,7 +527,8 @@ impl<B: ProgramBackend> ProgramManager<B> {
     /// Whether a link that misses the cache leaves the binary in the driver until
     /// [`ProgramManager::save_deferred_binary`] (a host calls it when its context is idle),
     /// instead of reading it when the link finishes (the default). At most
-    /// [`MAX_DEFERRED_SAVES`] programs wait; past that a link reads its binary at once.
+    /// [`MAX_DEFERRED_SAVES`] programs wait; past that a link reads its binary at once, as
+    /// does a link whose key already waits (another live program of the same shaders).
     pub fn set_defer_binary_reads(&mut self, on: bool) {
         self.defer_binary_reads = on;
     }
@@ -595,7 +596,9 @@ impl<B: ProgramBackend> ProgramManager<B> {
             self.cache.record_status_hit(start.elapsed());
             return Some(CompileOutcome::Deferred);
         }
-        let record = self.cache.load_failure(&compile_failure_key(&hash))?;
+        let record = self
+            .cache
+            .load_failure(&compile_failure_key(&hash, &self.backend_identity))?;
         let log = record.failure.as_ref()?.log.clone();
         shader.state = ShaderState::Failed { hash, log };
         self.cache.record_status_hit(start.elapsed());
@@ -685,8 +688,13 @@ impl<B: ProgramBackend> ProgramManager<B> {
     }
 
     /// Whether the compile of `shader` has finished (true unless it is
-    /// [`ShaderState::Compiling`] and the driver is still at it).
+    /// [`ShaderState::Compiling`] and the driver is still at it). A shader of another manager
+    /// is not asked of this manager's driver: true, and [`ProgramManager::finish_compile`]
+    /// leaves it alone.
     pub fn compile_ready(&mut self, shader: &Shader<B::Shader>) -> bool {
+        if shader.manager.is_some_and(|m| m != self.id) {
+            return true;
+        }
         match &shader.state {
             ShaderState::Compiling { object, .. } => self.backend.compile_done(object),
             _ => true,
@@ -695,8 +703,13 @@ impl<B: ProgramBackend> ProgramManager<B> {
 
     /// Ends a compile started with [`ProgramManager::start_compile`] (waiting for the driver
     /// when needed) and returns its outcome; a shader that is not compiling keeps its state and
-    /// reports it.
+    /// reports it. A shader of another manager is left alone (its driver object is that
+    /// manager's backend's; nothing is recorded): [`CompileOutcome::Pending`] while that
+    /// manager's compile runs, else its state as above.
     pub fn finish_compile(&mut self, shader: &mut Shader<B::Shader>) -> CompileOutcome {
+        if shader.manager.is_some_and(|m| m != self.id) {
+            return state_outcome(&shader.state);
+        }
         let state = std::mem::replace(&mut shader.state, ShaderState::NotCompiled);
         match state {
             ShaderState::Compiling {
@@ -711,11 +724,7 @@ impl<B: ProgramBackend> ProgramManager<B> {
                 outcome
             }
             other => {
-                let outcome = match &other {
-                    ShaderState::Compiled { .. } => CompileOutcome::Compiled,
-                    ShaderState::Deferred { .. } => CompileOutcome::Deferred,
-                    _ => CompileOutcome::Failed,
-                };
+                let outcome = state_outcome(&other);
                 shader.state = other;
                 outcome
             }
@@ -869,7 +878,8 @@ impl<B: ProgramBackend> ProgramManager<B> {
                 return Err(LinkFailure::Link { log });
             }
             if let Some(entry) = self.cache.load(&key, options.page) {
-                // A failure recorded by another thread since the lookup above.
+                // `load` hands out no failure record (one recorded by another thread since
+                // the lookup above is a miss here); kept so no empty binary reaches the driver.
                 if let Some(f) = &entry.failure {
                     return Err(LinkFailure::Link { log: f.log.clone() });
                 }
@@ -986,7 +996,13 @@ impl<B: ProgramBackend> ProgramManager<B> {
                 let mut linked = self.reflect(program, key, origin, stages);
                 if let Some(plan) = save {
                     let value = with_driver_variables(*plan, &linked);
-                    if self.defer_binary_reads && self.deferred.len() < MAX_DEFERRED_SAVES {
+                    // A key already waiting (another live program of the same shaders) is
+                    // read now: one deferred save per key, so forgetting that other program
+                    // cannot drop this one's save.
+                    if self.defer_binary_reads
+                        && self.deferred.len() < MAX_DEFERRED_SAVES
+                        && !self.deferred.contains_key(&key)
+                    {
                         self.deferred.insert(key, DeferredSave { value, page });
                         linked.binary_deferred = true;
                     } else {
@@ -1018,7 +1034,7 @@ impl<B: ProgramBackend> ProgramManager<B> {
         if log.len() > MAX_FAILURE_LOG {
             return;
         }
-        let key = compile_failure_key(&hash);
+        let key = compile_failure_key(&hash, &self.backend_identity);
         let value = CachedProgram {
             failure: Some(FailureRecord {
                 compile_stage: Some(stage.gl_enum()),
@@ -1153,6 +1169,16 @@ impl<B: ProgramBackend> ProgramManager<B> {
             stage: shader.stage,
             log,
         }
+    }
+}
+
+/// What [`ProgramManager::finish_compile`] reports for a shader it does not finish.
+fn state_outcome<S>(state: &ShaderState<S>) -> CompileOutcome {
+    match state {
+        ShaderState::Compiling { .. } => CompileOutcome::Pending,
+        ShaderState::Compiled { .. } => CompileOutcome::Compiled,
+        ShaderState::Deferred { .. } => CompileOutcome::Deferred,
+        ShaderState::NotCompiled | ShaderState::Failed { .. } => CompileOutcome::Failed,
     }
 }
 
