@@ -69,6 +69,15 @@ pub trait ProgramBackend {
     fn finish_link(&mut self, program: Self::Program) -> Result<Self::Program, String> {
         Ok(program)
     }
+    /// Whether the last `Err` of a compile or link (any of the methods above) was the
+    /// driver's verdict on the sources and options — a `GL_COMPILE_STATUS` /
+    /// `GL_LINK_STATUS` of false with its info log — rather than a failure of the backend
+    /// itself (no current context, an object of another context, `glCreateShader` failing, a
+    /// name the API cannot take). Only verdicts are cached as negative results: they are
+    /// deterministic for the same sources, options and driver. The default: true.
+    fn last_failure_is_verdict(&self) -> bool {
+        true
+    }
     /// What the driver reports about a linked program beyond its attributes and uniforms
     /// (fragment outputs, transform-feedback varyings, uniform and storage blocks, static use).
     /// The default: nothing ([`ProgramInterface::default`]).
@@ -143,13 +152,25 @@ fn link_log(e: headless_gl::LinkError) -> String {
 #[derive(Debug, Clone, Copy)]
 pub struct GlBackend<'a> {
     ctx: &'a GlContext,
+    /// Whether the last compile or link error was the driver's verdict.
+    verdict: bool,
 }
 
 #[cfg(feature = "gl")]
 impl<'a> GlBackend<'a> {
     /// A backend drawing on `ctx`.
     pub fn new(ctx: &'a GlContext) -> Self {
-        GlBackend { ctx }
+        GlBackend { ctx, verdict: true }
+    }
+
+    fn shader_error(&mut self, e: headless_gl::ShaderError) -> String {
+        self.verdict = matches!(e, headless_gl::ShaderError::Compile { .. });
+        shader_log(e)
+    }
+
+    fn link_error(&mut self, e: headless_gl::LinkError) -> String {
+        self.verdict = matches!(e, headless_gl::LinkError::Link { .. });
+        link_log(e)
     }
 }
 
@@ -159,7 +180,9 @@ impl ProgramBackend for GlBackend<'_> {
     type Program = headless_gl::Program;
 
     fn compile(&mut self, stage: ShaderStage, source: &str) -> Result<Self::Shader, String> {
-        self.ctx.compile_shader(stage, source).map_err(shader_log)
+        self.ctx
+            .compile_shader(stage, source)
+            .map_err(|e| self.shader_error(e))
     }
 
     fn link(
@@ -167,13 +190,15 @@ impl ProgramBackend for GlBackend<'_> {
         shaders: &[&Self::Shader],
         options: &LinkOptions,
     ) -> Result<Self::Program, String> {
-        self.ctx.link_program(shaders, options).map_err(link_log)
+        self.ctx
+            .link_program(shaders, options)
+            .map_err(|e| self.link_error(e))
     }
 
     fn start_compile(&mut self, stage: ShaderStage, source: &str) -> Result<Self::Shader, String> {
         self.ctx
             .start_compile_shader(stage, source)
-            .map_err(shader_log)
+            .map_err(|e| self.shader_error(e))
     }
 
     fn compile_done(&mut self, shader: &Self::Shader) -> bool {
@@ -181,7 +206,9 @@ impl ProgramBackend for GlBackend<'_> {
     }
 
     fn finish_compile(&mut self, shader: Self::Shader) -> Result<Self::Shader, String> {
-        self.ctx.finish_compile_shader(shader).map_err(shader_log)
+        self.ctx
+            .finish_compile_shader(shader)
+            .map_err(|e| self.shader_error(e))
     }
 
     fn start_link(
@@ -191,7 +218,7 @@ impl ProgramBackend for GlBackend<'_> {
     ) -> Result<Self::Program, String> {
         self.ctx
             .start_link_program(shaders, options)
-            .map_err(link_log)
+            .map_err(|e| self.link_error(e))
     }
 
     fn link_done(&mut self, program: &Self::Program) -> bool {
@@ -199,11 +226,17 @@ impl ProgramBackend for GlBackend<'_> {
     }
 
     fn finish_link(&mut self, program: Self::Program) -> Result<Self::Program, String> {
-        self.ctx.finish_link_program(program).map_err(link_log)
+        self.ctx
+            .finish_link_program(program)
+            .map_err(|e| self.link_error(e))
     }
 
     fn program_interface(&mut self, program: &Self::Program) -> ProgramInterface {
         self.ctx.program_interface(program).unwrap_or_default()
+    }
+
+    fn last_failure_is_verdict(&self) -> bool {
+        self.verdict
     }
 
     fn program_binary(&mut self, program: &Self::Program) -> Result<ProgramBinaryData, String> {
@@ -258,13 +291,18 @@ impl ProgramBackend for GlBackend<'_> {
 #[derive(Debug, Clone)]
 pub struct OwnedGlBackend {
     ctx: Rc<GlContext>,
+    /// Whether the last compile or link error was the driver's verdict.
+    verdict: bool,
 }
 
 #[cfg(feature = "gl")]
 impl OwnedGlBackend {
     /// A backend drawing on `ctx` (a context, or an `Rc` to one).
     pub fn new(ctx: impl Into<Rc<GlContext>>) -> Self {
-        OwnedGlBackend { ctx: ctx.into() }
+        OwnedGlBackend {
+            ctx: ctx.into(),
+            verdict: true,
+        }
     }
 
     /// The context.
@@ -279,7 +317,10 @@ impl ProgramBackend for OwnedGlBackend {
     type Program = headless_gl::Program;
 
     fn compile(&mut self, stage: ShaderStage, source: &str) -> Result<Self::Shader, String> {
-        GlBackend::new(&self.ctx).compile(stage, source)
+        let mut b = GlBackend::new(&self.ctx);
+        let result = b.compile(stage, source);
+        self.verdict = b.verdict;
+        result
     }
 
     fn link(
@@ -287,11 +328,17 @@ impl ProgramBackend for OwnedGlBackend {
         shaders: &[&Self::Shader],
         options: &LinkOptions,
     ) -> Result<Self::Program, String> {
-        GlBackend::new(&self.ctx).link(shaders, options)
+        let mut b = GlBackend::new(&self.ctx);
+        let result = b.link(shaders, options);
+        self.verdict = b.verdict;
+        result
     }
 
     fn start_compile(&mut self, stage: ShaderStage, source: &str) -> Result<Self::Shader, String> {
-        GlBackend::new(&self.ctx).start_compile(stage, source)
+        let mut b = GlBackend::new(&self.ctx);
+        let result = b.start_compile(stage, source);
+        self.verdict = b.verdict;
+        result
     }
 
     fn compile_done(&mut self, shader: &Self::Shader) -> bool {
@@ -299,7 +346,10 @@ impl ProgramBackend for OwnedGlBackend {
     }
 
     fn finish_compile(&mut self, shader: Self::Shader) -> Result<Self::Shader, String> {
-        GlBackend::new(&self.ctx).finish_compile(shader)
+        let mut b = GlBackend::new(&self.ctx);
+        let result = b.finish_compile(shader);
+        self.verdict = b.verdict;
+        result
     }
 
     fn start_link(
@@ -307,7 +357,10 @@ impl ProgramBackend for OwnedGlBackend {
         shaders: &[&Self::Shader],
         options: &LinkOptions,
     ) -> Result<Self::Program, String> {
-        GlBackend::new(&self.ctx).start_link(shaders, options)
+        let mut b = GlBackend::new(&self.ctx);
+        let result = b.start_link(shaders, options);
+        self.verdict = b.verdict;
+        result
     }
 
     fn link_done(&mut self, program: &Self::Program) -> bool {
@@ -315,11 +368,18 @@ impl ProgramBackend for OwnedGlBackend {
     }
 
     fn finish_link(&mut self, program: Self::Program) -> Result<Self::Program, String> {
-        GlBackend::new(&self.ctx).finish_link(program)
+        let mut b = GlBackend::new(&self.ctx);
+        let result = b.finish_link(program);
+        self.verdict = b.verdict;
+        result
     }
 
     fn program_interface(&mut self, program: &Self::Program) -> ProgramInterface {
         GlBackend::new(&self.ctx).program_interface(program)
+    }
+
+    fn last_failure_is_verdict(&self) -> bool {
+        self.verdict
     }
 
     fn program_binary(&mut self, program: &Self::Program) -> Result<ProgramBinaryData, String> {

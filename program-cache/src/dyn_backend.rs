@@ -95,6 +95,7 @@ trait Erased {
     fn link_done(&mut self, program: &DynObject) -> bool;
     fn finish_link(&mut self, program: DynObject) -> Result<DynObject, String>;
     fn program_interface(&mut self, program: &DynObject) -> ProgramInterface;
+    fn last_failure_is_verdict(&self) -> bool;
     fn program_binary(&mut self, program: &DynObject) -> Result<ProgramBinaryData, String>;
     fn program_binary_length(&mut self, program: &DynObject) -> Option<usize>;
     fn load_binary(&mut self, binary: &ProgramBinaryData) -> Result<DynObject, String>;
@@ -172,6 +173,10 @@ where
             .downcast_ref()
             .map(|p| self.0.program_interface(p))
             .unwrap_or_default()
+    }
+
+    fn last_failure_is_verdict(&self) -> bool {
+        self.0.last_failure_is_verdict()
     }
 
     fn program_binary(&mut self, program: &DynObject) -> Result<ProgramBinaryData, String> {
@@ -324,6 +329,10 @@ impl ProgramBackend for DynBackend<'_> {
 
     fn program_interface(&mut self, program: &DynObject) -> ProgramInterface {
         self.inner.program_interface(program)
+    }
+
+    fn last_failure_is_verdict(&self) -> bool {
+        self.inner.last_failure_is_verdict()
     }
 
     fn program_binary(&mut self, program: &DynObject) -> Result<ProgramBinaryData, String> {

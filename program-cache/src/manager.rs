@@ -624,7 +624,9 @@ impl<B: ProgramBackend> ProgramManager<B> {
                 CompileOutcome::Compiled
             }
             Err(log) => {
-                self.save_compile_failure(hash, shader.stage, &log);
+                if self.backend.last_failure_is_verdict() {
+                    self.save_compile_failure(hash, shader.stage, &log);
+                }
                 shader.state = ShaderState::Failed { hash, log };
                 CompileOutcome::Failed
             }
@@ -931,7 +933,7 @@ impl<B: ProgramBackend> ProgramManager<B> {
                 },
             }),
             Err(log) => {
-                if let Some(plan) = save {
+                if let Some(plan) = save.filter(|_| self.backend.last_failure_is_verdict()) {
                     self.save_link_failure(key, plan.value, &log);
                 }
                 Err(LinkFailure::Link { log })
@@ -987,7 +989,8 @@ impl<B: ProgramBackend> ProgramManager<B> {
                 let program = match self.backend.finish_link(program) {
                     Ok(program) => program,
                     Err(log) => {
-                        if let Some(plan) = save {
+                        if let Some(plan) = save.filter(|_| self.backend.last_failure_is_verdict())
+                        {
                             self.save_link_failure(key, plan.value, &log);
                         }
                         return Err(LinkFailure::Link { log });

@@ -743,3 +743,36 @@ fn deferred_binary_reads_happen_when_the_host_asks() {
     assert_eq!(restored.origin, LinkOrigin::CacheHit);
     assert_eq!(dispatch(&ctx, &restored.program), expected);
 }
+
+/// A link the backend refuses before the driver sees it (an attribute name with a NUL byte:
+/// `LinkError::InvalidName`) is no driver verdict: nothing is cached, and the same link with a
+/// good name then links.
+#[test]
+fn a_refusal_that_is_not_the_drivers_verdict_is_not_cached() {
+    let Some(ctx) = context("a_refusal_that_is_not_the_drivers_verdict_is_not_cached") else {
+        return;
+    };
+    let cache = ProgramCache::builder(CacheConfig::desktop()).build();
+    let mut m = manager(&ctx, &cache);
+    let bad = ProgramOptions {
+        link: LinkOptions {
+            attribute_bindings: vec![program_cache::AttributeBinding {
+                name: "a\0b".into(),
+                location: 0,
+            }],
+            ..LinkOptions::default()
+        },
+        page: None,
+    };
+    let sources = [(ShaderStage::Vertex, TF_VS), (ShaderStage::Fragment, TF_FS)];
+    for _ in 0..2 {
+        let (linked, _) = link(&mut m, &sources, &bad);
+        match linked {
+            Err(LinkFailure::Link { log }) => assert!(log.contains("NUL"), "{log}"),
+            other => panic!("a NUL in a name linked: {other:?}"),
+        }
+    }
+    assert_eq!(m.backend().links, 2, "asked the backend both times");
+    assert_eq!(cache.counters().failure_hits, 0);
+    assert_eq!(cache.len(), 0, "no failure record");
+}

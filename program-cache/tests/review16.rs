@@ -414,6 +414,10 @@ impl ProgramBackend for FirstCompileLost {
         }
         self.0.compile(stage, source)
     }
+    fn last_failure_is_verdict(&self) -> bool {
+        // Only the first compile fails, and not as the driver's verdict on the source.
+        false
+    }
     fn link(&mut self, shaders: &[&FakeObject], o: &LinkOptions) -> Result<FakeObject, String> {
         self.0.link(shaders, o)
     }
@@ -433,13 +437,10 @@ impl ProgramBackend for FirstCompileLost {
 
 /// A compile that failed for a reason other than the source (the context was lost, the object
 /// could not be created) is no negative result: the next compile of that source must go to the
-/// driver. Every `Err` of a `ProgramBackend` is taken as the driver's verdict and cached (and
-/// persisted), so a transient failure refuses a valid shader until the record is evicted.
+/// driver. It was: every `Err` of a `ProgramBackend` was taken as the driver's verdict and
+/// cached (and persisted), so a transient failure refused a valid shader until the record was
+/// evicted; `ProgramBackend::last_failure_is_verdict` now tells them apart.
 #[test]
-#[ignore = "bug: ProgramBackend's Err(String) cannot tell a driver verdict (cacheable) from a \
-            transient or API error (GlBackend maps ShaderError::Create/NotCurrent and \
-            LinkError::Create/NotCurrent to text), and the manager caches them all; the fix \
-            needs a typed backend error (trait, DynBackend, ffi host GL)"]
 fn a_failure_that_is_not_the_drivers_verdict_is_not_cached() {
     let cache = cache();
     let mut m = ProgramManager::new(FirstCompileLost::default(), cache.clone(), "review16");

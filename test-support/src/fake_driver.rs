@@ -240,6 +240,9 @@ impl<B: ProgramBackend> ProgramBackend for Counting<B> {
     fn program_interface(&mut self, program: &B::Program) -> program_cache::ProgramInterface {
         self.inner.program_interface(program)
     }
+    fn last_failure_is_verdict(&self) -> bool {
+        self.inner.last_failure_is_verdict()
+    }
     fn program_binary(&mut self, program: &B::Program) -> Result<ProgramBinaryData, String> {
         self.reads += 1;
         self.inner.program_binary(program)
