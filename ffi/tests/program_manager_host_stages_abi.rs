@@ -441,6 +441,18 @@ fn link_stages_links_every_program_kind_but_vertex_plus_fragment() {
         "{}",
         last_detail()
     );
+    // Not the host driver's verdict on the program: no failure record is cached.
+    // SAFETY: a live cache and a sized out struct.
+    let stats = unsafe {
+        let mut stats: gpusvc_program_cache_stats_snapshot = std::mem::zeroed();
+        stats.struct_size = size_of::<gpusvc_program_cache_stats_snapshot>();
+        assert_eq!(gpusvc_program_cache_stats(cache, &mut stats), OK);
+        stats
+    };
+    assert_eq!(
+        stats.entries, 0,
+        "a missing callback is not cached as a failed link"
+    );
     // SAFETY: live handles.
     unsafe {
         assert_eq!(gpusvc_program_manager_shader_free(cs), OK);

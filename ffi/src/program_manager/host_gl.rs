@@ -387,11 +387,17 @@ impl Drop for HostObject {
 #[derive(Debug)]
 pub(crate) struct HostBackend {
     gl: Rc<HostGl>,
+    /// Whether the last compile or link error came from the host's driver (a callback that
+    /// returned false with its log), not from this backend (a callback the host did not give).
+    verdict: bool,
 }
 
 impl HostBackend {
     pub(crate) fn new(gl: HostGl) -> Self {
-        HostBackend { gl: Rc::new(gl) }
+        HostBackend {
+            gl: Rc::new(gl),
+            verdict: true,
+        }
     }
 }
 
@@ -567,6 +573,10 @@ impl ProgramBackend for HostBackend {
     type Shader = HostObject;
     type Program = HostObject;
 
+    fn last_failure_is_verdict(&self) -> bool {
+        self.verdict
+    }
+
     fn compile(&mut self, stage: ShaderStage, source: &str) -> Result<Self::Shader, String> {
         self.compile_with(self.gl.compile, stage, source)
     }
@@ -576,6 +586,7 @@ impl ProgramBackend for HostBackend {
         shaders: &[&Self::Shader],
         options: &LinkOptions,
     ) -> Result<Self::Program, String> {
+        self.verdict = true;
         if let [vertex, fragment] = shaders
             && vertex.stage == Some(ShaderStage::Vertex)
             && fragment.stage == Some(ShaderStage::Fragment)
@@ -593,6 +604,8 @@ impl ProgramBackend for HostBackend {
                 .map_err(|log| refusal(log, "the host refused to link the program"));
         }
         let Some(link_stages) = self.gl.link_stages else {
+            // Not the driver's verdict on the program: never cached as a failed link.
+            self.verdict = false;
             return Err(
                 "the host gave no link_stages callback: only a vertex and a fragment \
                         shader can be linked (not separable)"
