@@ -28,80 +28,19 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use corpus::{Dialect, ProgramSource, builtin, dedup_sources, load_dir, spread};
-use headless_gl::{ApiPreference, ContextOptions, GlApi, GlContext, LinkOptions, ShaderStage};
+use corpus::ProgramSource;
+use headless_gl::{GlContext, LinkOptions, ShaderStage};
 use program_cache::{
     CacheConfig, CompileOutcome, GlBackend, LinkOrigin, ProgramBackend, ProgramCache,
     ProgramManager, ProgramOptions, Shader,
 };
 use test_support::gl::isolate_shader_cache;
 
+mod common;
+use common::{env_number, millis, workspace};
+
 const DEFAULT_LIMIT: usize = 400;
 const DEFAULT_REPS: usize = 7;
-
-fn env_number(name: &str, default: usize) -> usize {
-    match std::env::var(name) {
-        Ok(v) => v.parse().unwrap_or_else(|_| {
-            eprintln!("{name}={v:?} is not a number");
-            std::process::exit(2)
-        }),
-        Err(_) => default,
-    }
-}
-
-fn workspace() -> PathBuf {
-    let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    manifest.parent().map(PathBuf::from).unwrap_or(manifest)
-}
-
-fn open_context() -> GlContext {
-    let compat = ContextOptions {
-        api: ApiPreference::DesktopCompatibility,
-        ..ContextOptions::default()
-    };
-    GlContext::open(&compat)
-        .or_else(|e| {
-            println!("note: no compatibility-profile context ({e}); using the default context");
-            GlContext::open_default()
-        })
-        .unwrap_or_else(|e| {
-            eprintln!("driver bench: no GL context could be made: {e}");
-            std::process::exit(1)
-        })
-}
-
-fn corpus(ctx: &GlContext) -> (String, Vec<ProgramSource>) {
-    let dir = std::env::var_os("GPUSVC_PIGLIT_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| workspace().join("target/corpora/piglit/tests"));
-    let limit = env_number("GPUSVC_CORPUS_LIMIT", DEFAULT_LIMIT);
-    if dir.is_dir() {
-        let loaded = load_dir(&dir).unwrap_or_else(|e| {
-            eprintln!("driver bench: {e}");
-            std::process::exit(1)
-        });
-        let mut programs = loaded.programs;
-        dedup_sources(&mut programs);
-        let total = programs.len();
-        let sample = spread(&programs, limit);
-        let label = format!(
-            "piglit, {} of {total} distinct vertex+fragment programs (GPUSVC_CORPUS_LIMIT={limit})",
-            sample.len()
-        );
-        (label, sample)
-    } else {
-        println!(
-            "note: no piglit corpus at {} (run scripts/fetch-corpus); using the built-in corpus",
-            dir.display()
-        );
-        let dialect = match ctx.info().api {
-            GlApi::DesktopCore => Dialect::DesktopCore330,
-            GlApi::Gles => Dialect::Es300,
-        };
-        let programs = builtin(dialect);
-        (format!("built-in, {} programs", programs.len()), programs)
-    }
-}
 
 /// The sources with a trailing comment that makes them new to the driver.
 fn variant(program: &ProgramSource, tag: &str) -> (String, String) {
@@ -110,10 +49,6 @@ fn variant(program: &ProgramSource, tag: &str) -> (String, String) {
         format!("{}{suffix}", program.vertex),
         format!("{}{suffix}", program.fragment),
     )
-}
-
-fn millis(d: Duration) -> f64 {
-    d.as_secs_f64() * 1e3
 }
 
 /// The median; NaN when there are no values.
@@ -207,17 +142,14 @@ fn row(label: &'static str, samples: &[&Sample]) -> Row {
 
 fn main() {
     isolate_shader_cache();
-    let ctx = open_context();
-    let (label, programs) = corpus(&ctx);
+    let ctx = common::open_context("driver");
+    let (label, programs) = common::corpus(&ctx, "driver", Some(DEFAULT_LIMIT));
     let reps = env_number("GPUSVC_BENCH_REPS", DEFAULT_REPS).max(1);
     println!("driver: {}", ctx.info());
     println!("corpus: {label}; {reps} runs per program and path");
 
     // One throwaway compile, so process-wide first-use costs land on no program.
-    let warmup = builtin(match ctx.info().api {
-        GlApi::DesktopCore => Dialect::DesktopCore330,
-        GlApi::Gles => Dialect::Es300,
-    });
+    let warmup = corpus::builtin(common::dialect(&ctx));
     let _ = cold_once(&ctx, &warmup[0].vertex, &warmup[0].fragment);
 
     let start = Instant::now();

@@ -22,82 +22,20 @@
 //! how many links were still pending at their first poll, the median pass times and their
 //! ratio; written to `target/bench/parallel_link.json`.
 
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use corpus::{Dialect, ProgramSource, builtin, dedup_sources, load_dir, spread};
-use headless_gl::{ApiPreference, ContextOptions, GlApi, GlContext, ShaderStage};
+use corpus::ProgramSource;
+use headless_gl::{GlContext, ShaderStage};
 use program_cache::{
     CacheConfig, CompileOutcome, GlBackend, PendingLink, ProgramCache, ProgramManager,
     ProgramOptions, Shader,
 };
 use test_support::gl::isolate_shader_cache;
 
+mod common;
+use common::{env_number, millis};
+
 const DEFAULT_REPS: usize = 5;
-
-fn env_number(name: &str, default: usize) -> usize {
-    match std::env::var(name) {
-        Ok(v) => v.parse().unwrap_or_else(|_| {
-            eprintln!("{name}={v:?} is not a number");
-            std::process::exit(2)
-        }),
-        Err(_) => default,
-    }
-}
-
-fn workspace() -> PathBuf {
-    let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    manifest.parent().map(PathBuf::from).unwrap_or(manifest)
-}
-
-fn open_context() -> GlContext {
-    let compat = ContextOptions {
-        api: ApiPreference::DesktopCompatibility,
-        ..ContextOptions::default()
-    };
-    GlContext::open(&compat)
-        .or_else(|e| {
-            println!("note: no compatibility-profile context ({e}); using the default context");
-            GlContext::open_default()
-        })
-        .unwrap_or_else(|e| {
-            eprintln!("parallel_link bench: no GL context could be made: {e}");
-            std::process::exit(1)
-        })
-}
-
-fn corpus(ctx: &GlContext) -> (String, Vec<ProgramSource>) {
-    let dir = std::env::var_os("GPUSVC_PIGLIT_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| workspace().join("target/corpora/piglit/tests"));
-    if dir.is_dir() {
-        let loaded = load_dir(&dir).unwrap_or_else(|e| {
-            eprintln!("parallel_link bench: {e}");
-            std::process::exit(1)
-        });
-        let mut programs = loaded.programs;
-        dedup_sources(&mut programs);
-        let total = programs.len();
-        let limit = env_number("GPUSVC_CORPUS_LIMIT", total);
-        let sample = spread(&programs, limit);
-        let label = format!(
-            "piglit, {} of {total} distinct vertex+fragment programs",
-            sample.len()
-        );
-        (label, sample)
-    } else {
-        println!(
-            "note: no piglit corpus at {} (run scripts/fetch-corpus); using the built-in corpus",
-            dir.display()
-        );
-        let dialect = match ctx.info().api {
-            GlApi::DesktopCore => Dialect::DesktopCore330,
-            GlApi::Gles => Dialect::Es300,
-        };
-        let programs = builtin(dialect);
-        (format!("built-in, {} programs", programs.len()), programs)
-    }
-}
 
 type Manager<'a> = ProgramManager<GlBackend<'a>>;
 type GlShader = Shader<headless_gl::Shader>;
@@ -189,15 +127,11 @@ fn start_and_poll(ctx: &GlContext, programs: &[ProgramSource], tag: &str) -> (Du
     (start.elapsed(), out)
 }
 
-fn millis(d: Duration) -> f64 {
-    d.as_secs_f64() * 1e3
-}
-
 fn main() {
     let cache_dir = isolate_shader_cache();
-    let ctx = open_context();
+    let ctx = common::open_context("parallel_link");
     let reps = env_number("GPUSVC_BENCH_REPS", DEFAULT_REPS);
-    let (label, programs) = corpus(&ctx);
+    let (label, programs) = common::corpus(&ctx, "parallel_link", None);
     let extension = ctx.parallel_shader_compile();
     let threads = ctx.max_shader_compiler_threads().ok().flatten();
     println!("driver: {}", ctx.info());
