@@ -522,6 +522,33 @@ impl HostBackend {
         })
     }
 
+    /// Whether a started compile or link of `object` is done: the host's `done` callback when
+    /// it gave the parallel callbacks of that kind (`parallel`), else true at once.
+    fn started_done<S>(&self, parallel: Option<Parallel<S>>, object: &HostObject) -> bool {
+        match parallel {
+            // SAFETY: the host's callback with its user_data.
+            Some(p) => unsafe { (p.done)(self.gl.user_data.get(), object.id) },
+            None => true,
+        }
+    }
+
+    /// Ends a started compile or link of `object`: through the host's `finish` callback when it
+    /// gave the parallel callbacks of that kind (`parallel`; a failure is its log, or `refused`
+    /// when the log is empty), else the object as it is.
+    fn finish_started<S>(
+        &self,
+        parallel: Option<Parallel<S>>,
+        object: HostObject,
+        refused: &str,
+    ) -> Result<HostObject, String> {
+        match parallel {
+            Some(p) => self
+                .finish_with(p.finish, object)
+                .map_err(|log| refusal(log, refused)),
+            None => Ok(object),
+        }
+    }
+
     /// Runs a `finish_*` callback on an object: the object back, or the log (the object is
     /// dropped, so deleted through the host's delete callback).
     fn finish_with(&self, f: FinishFn, object: HostObject) -> Result<HostObject, String> {
@@ -624,20 +651,15 @@ impl ProgramBackend for HostBackend {
     }
 
     fn compile_done(&mut self, shader: &Self::Shader) -> bool {
-        match self.gl.parallel_compile {
-            // SAFETY: the host's callback with its user_data.
-            Some(p) => unsafe { (p.done)(self.gl.user_data.get(), shader.id) },
-            None => true,
-        }
+        self.started_done(self.gl.parallel_compile, shader)
     }
 
     fn finish_compile(&mut self, shader: Self::Shader) -> Result<Self::Shader, String> {
-        match self.gl.parallel_compile {
-            Some(p) => self
-                .finish_with(p.finish, shader)
-                .map_err(|log| refusal(log, "the host reported a failed compile")),
-            None => Ok(shader),
-        }
+        self.finish_started(
+            self.gl.parallel_compile,
+            shader,
+            "the host reported a failed compile",
+        )
     }
 
     fn start_link(
@@ -654,20 +676,15 @@ impl ProgramBackend for HostBackend {
     }
 
     fn link_done(&mut self, program: &Self::Program) -> bool {
-        match self.gl.parallel_link {
-            // SAFETY: the host's callback with its user_data.
-            Some(p) => unsafe { (p.done)(self.gl.user_data.get(), program.id) },
-            None => true,
-        }
+        self.started_done(self.gl.parallel_link, program)
     }
 
     fn finish_link(&mut self, program: Self::Program) -> Result<Self::Program, String> {
-        match self.gl.parallel_link {
-            Some(p) => self
-                .finish_with(p.finish, program)
-                .map_err(|log| refusal(log, "the host refused to link the program")),
-            None => Ok(program),
-        }
+        self.finish_started(
+            self.gl.parallel_link,
+            program,
+            "the host refused to link the program",
+        )
     }
 
     fn program_binary(&mut self, program: &Self::Program) -> Result<ProgramBinaryData, String> {

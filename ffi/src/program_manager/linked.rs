@@ -2,7 +2,7 @@
 //! reflection).
 
 use crate::kit::handle::{self, Kind};
-use crate::kit::{FfiError, Out, SizedOut, ffi_guard, gpusvc_result, invalid_argument};
+use crate::kit::{answer_into, answer_sized_into, ffi_guard, gpusvc_result, invalid_argument};
 use crate::program_cache::{VariableKind, gpusvc_program_cache_sha1, item_at, variable_kind_in};
 use crate::program_manager::objects::{
     CActive, CBlock, LinkedHandle, linked, linked_query, stage_mask_out,
@@ -85,15 +85,15 @@ pub unsafe extern "C" fn gpusvc_program_manager_linked_program_variable_count(
     kind: u32,
     out: *mut usize,
 ) -> gpusvc_result {
-    ffi_guard(|| {
-        let p = linked(program)?;
-        let kind = variable_kind_in(kind)?;
-        // SAFETY: an output argument (this function's contract).
-        let out = unsafe { Out::new(out, "out") }?;
-        let n = active_list(&*p.borrow()?, kind).len();
-        out.write(n);
-        Ok(())
-    })
+    // SAFETY: forwarded from this function's contract.
+    unsafe {
+        answer_into(
+            || Ok((linked(program)?, variable_kind_in(kind)?)),
+            out,
+            "out",
+            |(p, kind)| Ok(active_list(&*p.borrow()?, kind).len()),
+        )
+    }
 }
 
 /// Active variable `index` of `kind`, sorted by name. The name in `*out` belongs to the handle
@@ -111,15 +111,15 @@ pub unsafe extern "C" fn gpusvc_program_manager_linked_program_variable(
     index: usize,
     out: *mut gpusvc_program_manager_active_variable,
 ) -> gpusvc_result {
-    ffi_guard(|| {
-        let p = linked(program)?;
-        let kind = variable_kind_in(kind)?;
-        // SAFETY: an output argument (this function's contract).
-        let out = unsafe { crate::kit::SizedOut::new(out, "out") }?;
-        let p = p.borrow()?;
-        out.write(item_at(active_list(&p, kind), index, "variables")?.info());
-        Ok(())
-    })
+    // SAFETY: forwarded from this function's contract.
+    unsafe {
+        answer_sized_into(
+            || Ok((linked(program)?, variable_kind_in(kind)?)),
+            out,
+            "out",
+            |(p, kind)| Ok(item_at(active_list(&*p.borrow()?, kind), index, "variables")?.info()),
+        )
+    }
 }
 
 /// The stages linked into the program: bit `1 << GPUSVC_PROGRAM_CACHE_SHADER_STAGE_*` per
@@ -217,14 +217,15 @@ pub unsafe extern "C" fn gpusvc_program_manager_linked_program_block_count(
     kind: u32,
     out: *mut usize,
 ) -> gpusvc_result {
-    ffi_guard(|| {
-        let p = linked(program)?;
-        let kind = block_kind_in(kind)?;
-        // SAFETY: an output argument (this function's contract).
-        let out = unsafe { Out::new(out, "out") }?;
-        out.write(block_list(&*p.borrow()?, kind).len());
-        Ok(())
-    })
+    // SAFETY: forwarded from this function's contract.
+    unsafe {
+        answer_into(
+            || Ok((linked(program)?, block_kind_in(kind)?)),
+            out,
+            "out",
+            |(p, kind)| Ok(block_list(&*p.borrow()?, kind).len()),
+        )
+    }
 }
 
 /// Block `index` of `kind`, sorted by name: name, binding, data size, the stages that use it
@@ -241,15 +242,15 @@ pub unsafe extern "C" fn gpusvc_program_manager_linked_program_block(
     index: usize,
     out: *mut gpusvc_program_manager_block,
 ) -> gpusvc_result {
-    ffi_guard(|| {
-        let p = linked(program)?;
-        let kind = block_kind_in(kind)?;
-        // SAFETY: an output argument (this function's contract).
-        let out = unsafe { SizedOut::new(out, "out") }?;
-        let p = p.borrow()?;
-        out.write(item_at(block_list(&p, kind), index, "blocks")?.info());
-        Ok(())
-    })
+    // SAFETY: forwarded from this function's contract.
+    unsafe {
+        answer_sized_into(
+            || Ok((linked(program)?, block_kind_in(kind)?)),
+            out,
+            "out",
+            |(p, kind)| Ok(item_at(block_list(&*p.borrow()?, kind), index, "blocks")?.info()),
+        )
+    }
 }
 
 /// Member `member` of block `index` of `kind`, sorted by name: name, GL type, array size,
@@ -267,15 +268,17 @@ pub unsafe extern "C" fn gpusvc_program_manager_linked_program_block_member(
     member: usize,
     out: *mut gpusvc_program_manager_block_member,
 ) -> gpusvc_result {
-    ffi_guard(|| {
-        let p = linked(program)?;
-        let kind = block_kind_in(kind)?;
-        // SAFETY: an output argument (this function's contract).
-        let out = unsafe { SizedOut::new(out, "out") }?;
-        let p = p.borrow()?;
-        let block = item_at(block_list(&p, kind), index, "blocks")?;
-        let info: Result<_, FfiError> = Ok(item_at(&block.members, member, "members")?.info());
-        out.write(info?);
-        Ok(())
-    })
+    // SAFETY: forwarded from this function's contract.
+    unsafe {
+        answer_sized_into(
+            || Ok((linked(program)?, block_kind_in(kind)?)),
+            out,
+            "out",
+            |(p, kind)| {
+                let p = p.borrow()?;
+                let block = item_at(block_list(&p, kind), index, "blocks")?;
+                Ok(item_at(&block.members, member, "members")?.info())
+            },
+        )
+    }
 }

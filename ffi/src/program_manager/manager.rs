@@ -398,6 +398,43 @@ fn start_link_on(
     started
 }
 
+/// The body of the exports that link `count` shaders of a manager: reads the arguments (in the
+/// exports' order: the manager, the shaders, the options, `out`), borrows the manager and every
+/// shader, starts the link and hands it to `finish`, which makes the handle written to `*out`.
+/// A failed link, started or finished, is [`link_failure`]'s error and nothing is written.
+///
+/// # Safety
+/// `shaders` is NULL or valid for `count` reads; `options` is NULL or valid for one read, its
+/// pointers as documented on its fields; `out` is NULL or valid for one write.
+unsafe fn link_into<T>(
+    manager: *const gpusvc_program_manager,
+    shaders: *const *const gpusvc_program_manager_shader,
+    count: usize,
+    options: *const gpusvc_program_manager_program_options,
+    out: *mut *mut T,
+    finish: impl FnOnce(
+        &mut Manager,
+        program_cache::PendingLink<DynObject>,
+    ) -> Result<*mut T, LinkFailure>,
+) -> gpusvc_result {
+    ffi_guard(|| {
+        let m = self::manager(manager)?;
+        // SAFETY: forwarded from this function's contract.
+        let list = unsafe { shader_list(shaders, count) }?;
+        // SAFETY: forwarded from this function's contract.
+        let options = unsafe { program_options_in(options) }?;
+        // SAFETY: an output argument (this function's contract).
+        let out = unsafe { Out::new(out, "out") }?;
+        let mut m = m.borrow_mut()?;
+        let mut guards = borrow_all(&list)?;
+        let handle = start_link_on(&mut m, &mut guards, &options)
+            .and_then(|started| finish(&mut m, started))
+            .map_err(|e| link_failure(&e))?;
+        out.write(handle);
+        Ok(())
+    })
+}
+
 /// Links any program kind through the cache (`glLinkProgram` of the attached shaders): a
 /// vertex and a fragment shader with optional tessellation and geometry shaders, a compute
 /// shader alone, or, with `options->separable`, any graphics stages for a program pipeline.
@@ -423,23 +460,16 @@ pub unsafe extern "C" fn gpusvc_program_manager_link_program(
     options: *const gpusvc_program_manager_program_options,
     out: *mut *mut gpusvc_program_manager_linked_program,
 ) -> gpusvc_result {
-    ffi_guard(|| {
-        let m = self::manager(manager)?;
-        // SAFETY: forwarded from this function's contract.
-        let list = unsafe { shader_list(shaders, count) }?;
-        // SAFETY: forwarded from this function's contract.
-        let options = unsafe { program_options_in(options) }?;
-        // SAFETY: an output argument (this function's contract).
-        let out = unsafe { Out::new(out, "out") }?;
-        let mut m = m.borrow_mut()?;
-        let mut guards = borrow_all(&list)?;
-        let linked = start_link_on(&mut m, &mut guards, &options)
-            .and_then(|p| m.finish_link(p))
-            .map_err(|e| link_failure(&e))?;
-        let handle = handle::new_local(Kind::LinkedProgram, LinkedHandle::new(m.id(), linked));
-        out.write(handle);
-        Ok(())
-    })
+    // SAFETY: forwarded from this function's contract.
+    unsafe {
+        link_into(manager, shaders, count, options, out, |m, started| {
+            let linked = m.finish_link(started)?;
+            Ok(handle::new_local(
+                Kind::LinkedProgram,
+                LinkedHandle::new(m.id(), linked),
+            ))
+        })
+    }
 }
 
 /// Starts a link like `gpusvc_program_manager_link_program` without waiting for the driver
@@ -460,27 +490,18 @@ pub unsafe extern "C" fn gpusvc_program_manager_start_link(
     options: *const gpusvc_program_manager_program_options,
     out: *mut *mut gpusvc_program_manager_pending_link,
 ) -> gpusvc_result {
-    ffi_guard(|| {
-        let m = self::manager(manager)?;
-        // SAFETY: forwarded from this function's contract.
-        let list = unsafe { shader_list(shaders, count) }?;
-        // SAFETY: forwarded from this function's contract.
-        let options = unsafe { program_options_in(options) }?;
-        // SAFETY: an output argument (this function's contract).
-        let out = unsafe { Out::new(out, "out") }?;
-        let mut m = m.borrow_mut()?;
-        let mut guards = borrow_all(&list)?;
-        let started = start_link_on(&mut m, &mut guards, &options).map_err(|e| link_failure(&e))?;
-        let handle = handle::new_local(
-            Kind::PendingLink,
-            PendingHandle {
-                manager: m.id(),
-                pending: Some(started),
-            },
-        );
-        out.write(handle);
-        Ok(())
-    })
+    // SAFETY: forwarded from this function's contract.
+    unsafe {
+        link_into(manager, shaders, count, options, out, |m, started| {
+            Ok(handle::new_local(
+                Kind::PendingLink,
+                PendingHandle {
+                    manager: m.id(),
+                    pending: Some(started),
+                },
+            ))
+        })
+    }
 }
 
 /// The pending link, checked to be `m`'s.

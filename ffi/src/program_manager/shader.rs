@@ -7,8 +7,8 @@ use program_cache::ShaderState;
 
 use crate::kit::handle::{self, Kind};
 use crate::kit::{
-    FfiError, Out, ffi_guard, gpusvc_result, null_argument, slice_in, source_in, struct_in,
-    text_out,
+    FfiError, Out, answer_into, ffi_guard, gpusvc_result, null_argument, slice_in, source_in,
+    struct_in, text_out,
 };
 use crate::program_cache::{
     VariableKind, gpusvc_program_cache_sha1, gpusvc_program_cache_shader_variables,
@@ -130,9 +130,7 @@ pub unsafe extern "C" fn gpusvc_program_manager_shader_set_variables(
         let variables = unsafe { struct_in(variables, "variables") }?;
         // SAFETY: its pointers as documented on `gpusvc_program_cache_shader_variables` (contract).
         let v = unsafe { shader_variables_in(&variables) }?;
-        let mut s = s.borrow_mut()?;
-        s.shader.set_variables(v);
-        s.c_variables = None;
+        store_variables(&mut *s.borrow_mut()?, v);
         Ok(())
     })
 }
@@ -291,6 +289,25 @@ fn list_mut(
     }
 }
 
+/// Stores `v` as the shader's variable maps and drops the C copies that pointed into the old
+/// ones.
+fn store_variables(s: &mut ShaderHandle, v: program_cache::ShaderVariables) {
+    s.shader.set_variables(v);
+    s.c_variables = None;
+}
+
+/// Edits a copy of the shader's variable maps (empty maps when it has none) and stores it with
+/// [`store_variables`]; when `edit` fails, nothing is stored.
+fn edit_variables(
+    s: &mut ShaderHandle,
+    edit: impl FnOnce(&mut program_cache::ShaderVariables) -> Result<(), FfiError>,
+) -> Result<(), FfiError> {
+    let mut v = s.shader.variables().cloned().unwrap_or_default();
+    edit(&mut v)?;
+    store_variables(s, v);
+    Ok(())
+}
+
 /// Replaces one list of the shader's variable maps (`GPUSVC_PROGRAM_CACHE_VARIABLE_KIND_*`:
 /// varyings and fragment outputs, which `gpusvc_program_cache_shader_variables` has no room
 /// for, or attributes and uniforms) with `count` variables (copied; `variables` may be NULL
@@ -311,12 +328,10 @@ pub unsafe extern "C" fn gpusvc_program_manager_shader_set_variable_list(
         let kind = variable_kind_in(kind)?;
         // SAFETY: forwarded from this function's contract.
         let list = unsafe { variables_in(variables, count, "variables") }?;
-        let mut s = s.borrow_mut()?;
-        let mut v = s.shader.variables().cloned().unwrap_or_default();
-        *list_mut(&mut v, kind) = list;
-        s.shader.set_variables(v);
-        s.c_variables = None;
-        Ok(())
+        edit_variables(&mut *s.borrow_mut()?, |v| {
+            *list_mut(v, kind) = list;
+            Ok(())
+        })
     })
 }
 
@@ -343,18 +358,16 @@ pub unsafe extern "C" fn gpusvc_program_manager_shader_set_variable_qualifiers(
                 "qualifiers->reserved is not zero",
             ));
         }
-        let mut s = s.borrow_mut()?;
-        let mut v = s.shader.variables().cloned().unwrap_or_default();
-        let list = list_mut(&mut v, kind);
-        let len = list.len();
-        let var = list.get_mut(index).ok_or_else(|| {
-            crate::kit::invalid_argument(format!("index {index} is past the {len} variables"))
-        })?;
-        var.precision = q.precision;
-        var.static_use = q.static_use;
-        s.shader.set_variables(v);
-        s.c_variables = None;
-        Ok(())
+        edit_variables(&mut *s.borrow_mut()?, |v| {
+            let list = list_mut(v, kind);
+            let len = list.len();
+            let var = list.get_mut(index).ok_or_else(|| {
+                crate::kit::invalid_argument(format!("index {index} is past the {len} variables"))
+            })?;
+            var.precision = q.precision;
+            var.static_use = q.static_use;
+            Ok(())
+        })
     })
 }
 
@@ -433,15 +446,13 @@ pub unsafe extern "C" fn gpusvc_program_manager_shader_set_blocks(
                 })
             })
             .collect::<Result<Vec<_>, FfiError>>()?;
-        let mut s = s.borrow_mut()?;
-        let mut v = s.shader.variables().cloned().unwrap_or_default();
-        match kind {
-            BlockKind::Uniform => v.uniform_blocks = list,
-            BlockKind::Storage => v.storage_blocks = list,
-        }
-        s.shader.set_variables(v);
-        s.c_variables = None;
-        Ok(())
+        edit_variables(&mut *s.borrow_mut()?, |v| {
+            match kind {
+                BlockKind::Uniform => v.uniform_blocks = list,
+                BlockKind::Storage => v.storage_blocks = list,
+            }
+            Ok(())
+        })
     })
 }
 
@@ -456,19 +467,20 @@ pub unsafe extern "C" fn gpusvc_program_manager_shader_block_count(
     kind: u32,
     out: *mut usize,
 ) -> gpusvc_result {
-    ffi_guard(|| {
-        let s = self::shader(shader, "shader")?;
-        let kind = block_kind_in(kind)?;
-        // SAFETY: an output argument (this function's contract).
-        let out = unsafe { Out::new(out, "out") }?;
-        let n = s
-            .borrow_mut()?
-            .c_variables()
-            .blocks(kind == BlockKind::Uniform)
-            .len();
-        out.write(n);
-        Ok(())
-    })
+    // SAFETY: forwarded from this function's contract.
+    unsafe {
+        answer_into(
+            || Ok((self::shader(shader, "shader")?, block_kind_in(kind)?)),
+            out,
+            "out",
+            |(s, kind)| {
+                Ok(s.borrow_mut()?
+                    .c_variables()
+                    .blocks(kind == BlockKind::Uniform)
+                    .len())
+            },
+        )
+    }
 }
 
 /// Block `index` of `kind` in the shader's variable maps, its members included (`members`

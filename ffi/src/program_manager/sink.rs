@@ -196,21 +196,22 @@ pub unsafe extern "C" fn gpusvc_program_manager_host_sink_push_output(
     sink: *mut gpusvc_program_manager_host_sink,
     variable: *const gpusvc_program_manager_active_variable,
 ) -> gpusvc_result {
-    ffi_guard(|| {
-        let sink = self::sink(sink)?;
-        // SAFETY: forwarded from this function's contract.
-        let (name, v) = unsafe { pushed_variable(variable) }?;
-        let mut data = sink.borrow_mut()?;
-        bounded(&data.interface.outputs, "outputs")?;
-        data.interface.outputs.push(ProgramOutput {
-            name,
-            gl_type: v.gl_type,
-            size: v.size,
-            location: if v.has_location { v.location } else { -1 },
-            index: v.location_index,
-        });
-        Ok(())
-    })
+    // SAFETY: forwarded from this function's contract.
+    unsafe {
+        push_interface_variable(
+            sink,
+            variable,
+            "outputs",
+            |i| &mut i.outputs,
+            |name, v| ProgramOutput {
+                name,
+                gl_type: v.gl_type,
+                size: v.size,
+                location: if v.has_location { v.location } else { -1 },
+                index: v.location_index,
+            },
+        )
+    }
 }
 
 /// Adds a transform-feedback varying (in link order) to a `program_interface` sink: name,
@@ -223,17 +224,43 @@ pub unsafe extern "C" fn gpusvc_program_manager_host_sink_push_varying(
     sink: *mut gpusvc_program_manager_host_sink,
     variable: *const gpusvc_program_manager_active_variable,
 ) -> gpusvc_result {
+    // SAFETY: forwarded from this function's contract.
+    unsafe {
+        push_interface_variable(
+            sink,
+            variable,
+            "varyings",
+            |i| &mut i.varyings,
+            |name, v| Varying {
+                name,
+                gl_type: v.gl_type,
+                size: v.size,
+            },
+        )
+    }
+}
+
+/// The body of the exports that push a variable onto a `program_interface` list: reads the
+/// pushed variable, then adds the entry `make` builds from its name and fields to the list that
+/// `list` picks (at most `GPUSVC_PROGRAM_MANAGER_HOST_SINK_MAX_ENTRIES`, `what` in the error).
+///
+/// # Safety
+/// As `gpusvc_program_manager_host_sink_push_variable`.
+unsafe fn push_interface_variable<T>(
+    sink: *mut gpusvc_program_manager_host_sink,
+    variable: *const gpusvc_program_manager_active_variable,
+    what: &str,
+    list: impl FnOnce(&mut ProgramInterface) -> &mut Vec<T>,
+    make: impl FnOnce(String, &gpusvc_program_manager_active_variable) -> T,
+) -> gpusvc_result {
     ffi_guard(|| {
         let sink = self::sink(sink)?;
         // SAFETY: forwarded from this function's contract.
         let (name, v) = unsafe { pushed_variable(variable) }?;
         let mut data = sink.borrow_mut()?;
-        bounded(&data.interface.varyings, "varyings")?;
-        data.interface.varyings.push(Varying {
-            name,
-            gl_type: v.gl_type,
-            size: v.size,
-        });
+        let list = list(&mut data.interface);
+        bounded(list, what)?;
+        list.push(make(name, &v));
         Ok(())
     })
 }
