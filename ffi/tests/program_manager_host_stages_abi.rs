@@ -352,6 +352,23 @@ fn new_cache() -> *mut gpusvc_program_cache {
     })
 }
 
+/// Frees `shaders`, then the manager, then the cache, each free `GPUSVC_OK`.
+fn free_all(
+    shaders: &[*mut gpusvc_program_manager_shader],
+    m: *mut gpusvc_program_manager,
+    cache: *mut gpusvc_program_cache,
+) {
+    for &s in shaders {
+        // SAFETY: live handles (the caller's, freed once).
+        assert_eq!(unsafe { gpusvc_program_manager_shader_free(s) }, OK);
+    }
+    // SAFETY: live handles (the caller's, freed once).
+    unsafe {
+        assert_eq!(gpusvc_program_manager_free(m), OK);
+        assert_eq!(gpusvc_program_cache_free(cache), OK);
+    }
+}
+
 fn link_program(
     m: *mut gpusvc_program_manager,
     shaders: &[*mut gpusvc_program_manager_shader],
@@ -415,15 +432,7 @@ fn link_stages_links_every_program_kind_but_vertex_plus_fragment() {
         0,
         "no parallel callbacks: synchronous"
     );
-    for s in [vs, fs, cs, gs] {
-        // SAFETY: live handles.
-        assert_eq!(unsafe { gpusvc_program_manager_shader_free(s) }, OK);
-    }
-    // SAFETY: live handles.
-    unsafe {
-        assert_eq!(gpusvc_program_manager_free(m), OK);
-        assert_eq!(gpusvc_program_cache_free(cache), OK);
-    }
+    free_all(&[vs, fs, cs, gs], m, cache);
 
     // Without link_stages, only vertex + fragment links; the rest fails with a log saying so.
     let state = RefCell::new(Host::default());
@@ -453,12 +462,7 @@ fn link_stages_links_every_program_kind_but_vertex_plus_fragment() {
         stats.entries, 0,
         "a missing callback is not cached as a failed link"
     );
-    // SAFETY: live handles.
-    unsafe {
-        assert_eq!(gpusvc_program_manager_shader_free(cs), OK);
-        assert_eq!(gpusvc_program_manager_free(m), OK);
-        assert_eq!(gpusvc_program_cache_free(cache), OK);
-    }
+    free_all(&[cs], m, cache);
 }
 
 #[test]
@@ -524,15 +528,7 @@ fn parallel_callbacks_are_polled_and_a_failed_finish_is_a_cached_link_failure() 
     assert_eq!(last_detail(), log);
     assert_eq!(state.borrow().links.len(), links_before);
     assert_eq!(state.borrow().links[0].0, "start_link");
-    for s in [vs, fs, gs] {
-        // SAFETY: live handles.
-        assert_eq!(unsafe { gpusvc_program_manager_shader_free(s) }, OK);
-    }
-    // SAFETY: live handles.
-    unsafe {
-        assert_eq!(gpusvc_program_manager_free(m), OK);
-        assert_eq!(gpusvc_program_cache_free(cache), OK);
-    }
+    free_all(&[vs, fs, gs], m, cache);
 }
 
 #[test]
@@ -566,12 +562,7 @@ fn parallel_callbacks_come_in_groups_of_three() {
     let m = manager(&g, cache);
     let s = shader(m, V, "v");
     assert_eq!(state.borrow().started_compiles, 0);
-    // SAFETY: live handles.
-    unsafe {
-        assert_eq!(gpusvc_program_manager_shader_free(s), OK);
-        assert_eq!(gpusvc_program_manager_free(m), OK);
-        assert_eq!(gpusvc_program_cache_free(cache), OK);
-    }
+    free_all(&[s], m, cache);
 }
 
 #[test]

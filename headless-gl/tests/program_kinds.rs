@@ -7,11 +7,11 @@
 use headless_gl::glow::HasContext;
 use headless_gl::{
     ApiPreference, BlockMember, ContextOptions, DrawCall, DrawError, GlApi, GlContext, GlVersion,
-    LinkError, LinkOptions, OffscreenTarget, Program, ProgramInterface, ProgramOutput,
-    ReflectError, ShaderStage, StageMask, StorageBuffer, TransformFeedbackMode, UniformValue,
-    Varying, VertexAttribute, glow,
+    LinkError, LinkOptions, Program, ProgramInterface, ProgramOutput, ReflectError, ShaderStage,
+    StageMask, StorageBuffer, TransformFeedbackMode, UniformValue, Varying, VertexAttribute, glow,
 };
 use test_support::gl::open_or_skip;
+use test_support::shaders::{SEPARABLE_FS, SEPARABLE_VS, draw_separable_pipeline};
 
 const SIZE: u32 = 32;
 
@@ -498,58 +498,12 @@ fn tessellation_stages_draw_read_back_and_survive_the_binary_round_trip(ctx: &Gl
     );
 }
 
-const SEPARABLE_VS: &str = "
-in vec2 a_position;
-in vec4 a_color;
-uniform float u_scale;
-layout(location = 0) out vec4 v_color;
-out gl_PerVertex { vec4 gl_Position; };
-void main() {
-    v_color = a_color;
-    gl_Position = vec4(a_position * u_scale, 0.0, 1.0);
-}
-";
-
-const SEPARABLE_FS: &str = "
-layout(location = 0) in vec4 v_color;
-uniform vec4 u_tint;
-layout(location = 0) out vec4 o_color;
-void main() { o_color = v_color * u_tint; }
-";
-
 fn draw_through_pipeline(
     ctx: &GlContext,
     vertex: &Program,
     fragment: &Program,
 ) -> Result<Vec<u8>, DrawError> {
-    let target: OffscreenTarget = ctx.offscreen_target(SIZE, SIZE).unwrap();
-    ctx.draw_pipeline(
-        &target,
-        &DrawCall {
-            program: vertex,
-            attributes: &[
-                VertexAttribute {
-                    name: "a_position",
-                    components: 2,
-                    data: &[-1.0, -1.0, 1.0, -1.0, -1.0, 1.0],
-                },
-                VertexAttribute {
-                    name: "a_color",
-                    components: 4,
-                    data: &[1.0, 1.0, 0.0, 1.0].repeat(3),
-                },
-            ],
-            uniforms: &[
-                ("u_scale", UniformValue::Float(1.0)),
-                ("u_tint", UniformValue::Vec4([1.0, 0.0, 1.0, 1.0])),
-            ],
-            mode: glow::TRIANGLES,
-            vertex_count: 3,
-            clear: Some([0.0, 0.0, 0.0, 1.0]),
-        },
-        &[fragment],
-    )?;
-    Ok(ctx.read_rgba8(&target).unwrap())
+    draw_separable_pipeline(ctx, vertex, fragment, SIZE)
 }
 
 fn separable_programs_draw_in_a_pipeline_and_stay_separable_through_the_binary(ctx: &GlContext) {

@@ -16,6 +16,7 @@ use program_cache::{
 };
 use test_support::fake_driver::Counting;
 use test_support::gl::context_or_skip;
+use test_support::shaders::{SEPARABLE_FS, SEPARABLE_VS, draw_separable_pipeline};
 
 type Manager<'a> = ProgramManager<Counting<GlBackend<'a>>>;
 
@@ -118,30 +119,59 @@ void main() {
 }
 ";
 
-/// Dispatches `program` over 4 groups of 8 and reads the 32 values back.
-fn dispatch(ctx: &GlContext, program: &Program) -> Vec<u32> {
-    let gl = ctx.gl().expect("current");
-    // SAFETY: the context is current; every object is created here, bound, used and deleted;
-    // the read-back slice is exactly the buffer's 128 bytes.
+/// Makes an `N`-byte buffer bound to `target` and to its binding index 0, runs `run` with
+/// `program` in use, reads the buffer back as little-endian 4-byte words (`word`), deletes the
+/// buffer and checks that GL reported no error.
+///
+/// # Safety
+/// `gl` is the current context's; `run` leaves nothing of its own bound.
+unsafe fn run_into_buffer<T, const N: usize>(
+    gl: &glow::Context,
+    target: u32,
+    program: &Program,
+    run: impl FnOnce(),
+    word: fn([u8; 4]) -> T,
+) -> Vec<T> {
+    // SAFETY: the context is current (contract); the buffer is created, bound, read back with
+    // exactly its `N` bytes and deleted here.
     unsafe {
         let buffer = gl.create_buffer().expect("buffer");
-        gl.bind_buffer(glow::SHADER_STORAGE_BUFFER, Some(buffer));
-        gl.buffer_data_size(glow::SHADER_STORAGE_BUFFER, 128, glow::DYNAMIC_READ);
-        gl.bind_buffer_base(glow::SHADER_STORAGE_BUFFER, 0, Some(buffer));
+        gl.bind_buffer(target, Some(buffer));
+        gl.buffer_data_size(target, N as i32, glow::DYNAMIC_READ);
+        gl.bind_buffer_base(target, 0, Some(buffer));
         gl.use_program(Some(program.raw()));
-        let add = gl.get_uniform_location(program.raw(), "u_add");
-        gl.uniform_1_u32(add.as_ref(), 7);
-        gl.dispatch_compute(4, 1, 1);
-        gl.memory_barrier(glow::SHADER_STORAGE_BARRIER_BIT | glow::BUFFER_UPDATE_BARRIER_BIT);
-        let mut bytes = [0u8; 128];
-        gl.get_buffer_sub_data(glow::SHADER_STORAGE_BUFFER, 0, &mut bytes);
+        run();
+        let mut bytes = [0u8; N];
+        gl.get_buffer_sub_data(target, 0, &mut bytes);
         gl.use_program(None);
         gl.delete_buffer(buffer);
         assert_eq!(gl.get_error(), glow::NO_ERROR);
         bytes
             .chunks_exact(4)
-            .map(|c| u32::from_le_bytes(c.try_into().unwrap()))
+            .map(|c| word(c.try_into().unwrap()))
             .collect()
+    }
+}
+
+/// Dispatches `program` over 4 groups of 8 and reads the 32 values back.
+fn dispatch(ctx: &GlContext, program: &Program) -> Vec<u32> {
+    let gl = ctx.gl().expect("current");
+    // SAFETY: the context is current; `program` is in use while the closure runs.
+    unsafe {
+        run_into_buffer::<u32, 128>(
+            gl,
+            glow::SHADER_STORAGE_BUFFER,
+            program,
+            || {
+                let add = gl.get_uniform_location(program.raw(), "u_add");
+                gl.uniform_1_u32(add.as_ref(), 7);
+                gl.dispatch_compute(4, 1, 1);
+                gl.memory_barrier(
+                    glow::SHADER_STORAGE_BARRIER_BIT | glow::BUFFER_UPDATE_BARRIER_BIT,
+                );
+            },
+            u32::from_le_bytes,
+        )
     }
 }
 
@@ -352,33 +382,29 @@ fn capture(ctx: &GlContext, program: &Program) -> Vec<f32> {
     // A complete framebuffer bound: a surfaceless context's default one is not.
     let target = ctx.offscreen_target(1, 1).expect("target");
     let gl = ctx.gl().expect("current");
-    // SAFETY: the context is current; the buffer and vertex array are created, bound and
-    // deleted here; the read-back slice is exactly the buffer's 16 bytes.
+    // SAFETY: the context is current; the vertex array is created, bound, unbound and deleted
+    // here; `program` is in use while the closure runs.
     unsafe {
         gl.bind_framebuffer(glow::FRAMEBUFFER, Some(target.framebuffer()));
-        let buffer = gl.create_buffer().expect("buffer");
-        gl.bind_buffer(glow::TRANSFORM_FEEDBACK_BUFFER, Some(buffer));
-        gl.buffer_data_size(glow::TRANSFORM_FEEDBACK_BUFFER, 16, glow::DYNAMIC_READ);
-        gl.bind_buffer_base(glow::TRANSFORM_FEEDBACK_BUFFER, 0, Some(buffer));
         let vao = gl.create_vertex_array().expect("vao");
         gl.bind_vertex_array(Some(vao));
-        gl.use_program(Some(program.raw()));
-        gl.enable(glow::RASTERIZER_DISCARD);
-        gl.begin_transform_feedback(glow::POINTS);
-        gl.draw_arrays(glow::POINTS, 0, 4);
-        gl.end_transform_feedback();
-        gl.disable(glow::RASTERIZER_DISCARD);
-        let mut bytes = [0u8; 16];
-        gl.get_buffer_sub_data(glow::TRANSFORM_FEEDBACK_BUFFER, 0, &mut bytes);
-        gl.use_program(None);
+        let values = run_into_buffer::<f32, 16>(
+            gl,
+            glow::TRANSFORM_FEEDBACK_BUFFER,
+            program,
+            || {
+                gl.enable(glow::RASTERIZER_DISCARD);
+                gl.begin_transform_feedback(glow::POINTS);
+                gl.draw_arrays(glow::POINTS, 0, 4);
+                gl.end_transform_feedback();
+                gl.disable(glow::RASTERIZER_DISCARD);
+            },
+            f32::from_le_bytes,
+        );
         gl.bind_vertex_array(None);
         gl.delete_vertex_array(vao);
-        gl.delete_buffer(buffer);
         assert_eq!(gl.get_error(), glow::NO_ERROR);
-        bytes
-            .chunks_exact(4)
-            .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
-            .collect()
+        values
     }
 }
 
@@ -526,53 +552,8 @@ fn failed_compiles_and_links_come_back_from_disk_with_the_drivers_exact_log() {
     assert_eq!(cache.counters().failure_hits, 2);
 }
 
-const SEPARABLE_VS: &str = "in vec2 a_position;
-in vec4 a_color;
-uniform float u_scale;
-layout(location = 0) out vec4 v_color;
-out gl_PerVertex { vec4 gl_Position; };
-void main() {
-    v_color = a_color;
-    gl_Position = vec4(a_position * u_scale, 0.0, 1.0);
-}
-";
-const SEPARABLE_FS: &str = "layout(location = 0) in vec4 v_color;
-uniform vec4 u_tint;
-layout(location = 0) out vec4 o_color;
-void main() { o_color = v_color * u_tint; }
-";
-
 fn draw_pipeline(ctx: &GlContext, vertex: &Program, fragment: &Program) -> Vec<u8> {
-    use headless_gl::{DrawCall, UniformValue, VertexAttribute};
-    let target = ctx.offscreen_target(16, 16).expect("target");
-    ctx.draw_pipeline(
-        &target,
-        &DrawCall {
-            program: vertex,
-            attributes: &[
-                VertexAttribute {
-                    name: "a_position",
-                    components: 2,
-                    data: &[-1.0, -1.0, 1.0, -1.0, -1.0, 1.0],
-                },
-                VertexAttribute {
-                    name: "a_color",
-                    components: 4,
-                    data: &[1.0, 1.0, 0.0, 1.0].repeat(3),
-                },
-            ],
-            uniforms: &[
-                ("u_scale", UniformValue::Float(1.0)),
-                ("u_tint", UniformValue::Vec4([1.0, 0.0, 1.0, 1.0])),
-            ],
-            mode: glow::TRIANGLES,
-            vertex_count: 3,
-            clear: Some([0.0, 0.0, 0.0, 1.0]),
-        },
-        &[fragment],
-    )
-    .expect("pipeline draw");
-    ctx.read_rgba8(&target).expect("pixels")
+    draw_separable_pipeline(ctx, vertex, fragment, 16).expect("pipeline draw")
 }
 
 #[test]

@@ -201,6 +201,25 @@ fn log_of(source: &str, prefix: &str) -> Option<String> {
     Some("e".repeat(n))
 }
 
+/// The `ProgramBackend` methods a wrapper of a `FakeDriver` (field 0) forwards unchanged:
+/// binaries and reflection.
+macro_rules! forward_binaries_and_reflection_to_0 {
+    () => {
+        fn program_binary(&mut self, p: &FakeObject) -> Result<ProgramBinaryData, String> {
+            self.0.program_binary(p)
+        }
+        fn load_binary(&mut self, b: &ProgramBinaryData) -> Result<FakeObject, String> {
+            self.0.load_binary(b)
+        }
+        fn active_attributes(&mut self, p: &FakeObject) -> Vec<ActiveVariable> {
+            self.0.active_attributes(p)
+        }
+        fn active_uniforms(&mut self, p: &FakeObject) -> Vec<ActiveVariable> {
+            self.0.active_uniforms(p)
+        }
+    };
+}
+
 impl ProgramBackend for Logs {
     type Shader = FakeObject;
     type Program = FakeObject;
@@ -217,18 +236,7 @@ impl ProgramBackend for Logs {
             None => self.0.link(shaders, o),
         }
     }
-    fn program_binary(&mut self, p: &FakeObject) -> Result<ProgramBinaryData, String> {
-        self.0.program_binary(p)
-    }
-    fn load_binary(&mut self, b: &ProgramBinaryData) -> Result<FakeObject, String> {
-        self.0.load_binary(b)
-    }
-    fn active_attributes(&mut self, p: &FakeObject) -> Vec<ActiveVariable> {
-        self.0.active_attributes(p)
-    }
-    fn active_uniforms(&mut self, p: &FakeObject) -> Vec<ActiveVariable> {
-        self.0.active_uniforms(p)
-    }
+    forward_binaries_and_reflection_to_0!();
 }
 
 /// The guarantee "a log over `MAX_FAILURE_LOG` is not cached", at its boundary, for compiles
@@ -421,18 +429,7 @@ impl ProgramBackend for FirstCompileLost {
     fn link(&mut self, shaders: &[&FakeObject], o: &LinkOptions) -> Result<FakeObject, String> {
         self.0.link(shaders, o)
     }
-    fn program_binary(&mut self, p: &FakeObject) -> Result<ProgramBinaryData, String> {
-        self.0.program_binary(p)
-    }
-    fn load_binary(&mut self, b: &ProgramBinaryData) -> Result<FakeObject, String> {
-        self.0.load_binary(b)
-    }
-    fn active_attributes(&mut self, p: &FakeObject) -> Vec<ActiveVariable> {
-        self.0.active_attributes(p)
-    }
-    fn active_uniforms(&mut self, p: &FakeObject) -> Vec<ActiveVariable> {
-        self.0.active_uniforms(p)
-    }
+    forward_binaries_and_reflection_to_0!();
 }
 
 /// A compile that failed for a reason other than the source (the context was lost, the object
