@@ -15,7 +15,9 @@ use program_cache::{
 #[cfg(feature = "gl")]
 use crate::gl::{gl_context, gpusvc_gl_context};
 use crate::kit::handle::{self, Kind};
-use crate::kit::{FfiError, Out, cstr_in, ffi_guard, gpusvc_result, invalid_argument, sized_in};
+use crate::kit::{
+    FfiError, Out, answer_into, cstr_in, ffi_guard, gpusvc_result, invalid_argument, sized_in,
+};
 use crate::program_cache::{cache, gpusvc_program_cache, link_options_in};
 use crate::program_manager::host_gl::{HostBackend, HostGl, gpusvc_program_manager_host_gl};
 use crate::program_manager::objects::{
@@ -607,6 +609,38 @@ pub unsafe extern "C" fn gpusvc_program_manager_set_defer_binary_reads(
     })
 }
 
+/// The body of the exports that act on a linked program of `manager` and answer a `bool`:
+/// `answer` runs on the borrowed manager and program once the program is checked to be the
+/// manager's (another manager's is `GPUSVC_INVALID_ARGUMENT`), and its answer goes to `*out`.
+///
+/// # Safety
+/// `out` is NULL or valid for one write.
+unsafe fn own_linked_answer(
+    manager: *const gpusvc_program_manager,
+    program: *const gpusvc_program_manager_linked_program,
+    out: *mut bool,
+    answer: impl FnOnce(&mut Manager, &mut LinkedHandle) -> bool,
+) -> gpusvc_result {
+    // SAFETY: forwarded from this function's contract.
+    unsafe {
+        answer_into(
+            || Ok((self::manager(manager)?, self::linked(program)?)),
+            out,
+            "out",
+            |(m, p)| {
+                let mut m = m.borrow_mut()?;
+                let mut p = p.borrow_mut()?;
+                if p.manager != m.id() {
+                    return Err(invalid_argument(
+                        "the linked program belongs to another program manager",
+                    ));
+                }
+                Ok(answer(&mut m, &mut p))
+            },
+        )
+    }
+}
+
 /// Reads and saves the binary of `program` if its read was deferred
 /// (`gpusvc_program_manager_linked_program_binary_deferred`); `*out` gets whether it was read.
 /// A program linked by another manager is `GPUSVC_INVALID_ARGUMENT`.
@@ -619,21 +653,12 @@ pub unsafe extern "C" fn gpusvc_program_manager_save_deferred_binary(
     program: *const gpusvc_program_manager_linked_program,
     out: *mut bool,
 ) -> gpusvc_result {
-    ffi_guard(|| {
-        let m = self::manager(manager)?;
-        let p = self::linked(program)?;
-        // SAFETY: an output argument (this function's contract).
-        let out = unsafe { Out::new(out, "out") }?;
-        let mut m = m.borrow_mut()?;
-        let mut p = p.borrow_mut()?;
-        if p.manager != m.id() {
-            return Err(invalid_argument(
-                "the linked program belongs to another program manager",
-            ));
-        }
-        out.write(m.save_deferred_binary(&mut p.linked));
-        Ok(())
-    })
+    // SAFETY: forwarded from this function's contract.
+    unsafe {
+        own_linked_answer(manager, program, out, |m, p| {
+            m.save_deferred_binary(&mut p.linked)
+        })
+    }
 }
 
 /// Drops the deferred binary read of `program` (call it before freeing a program whose
@@ -649,25 +674,16 @@ pub unsafe extern "C" fn gpusvc_program_manager_forget_deferred_binary(
     program: *const gpusvc_program_manager_linked_program,
     out: *mut bool,
 ) -> gpusvc_result {
-    ffi_guard(|| {
-        let m = self::manager(manager)?;
-        let p = self::linked(program)?;
-        // SAFETY: an output argument (this function's contract).
-        let out = unsafe { Out::new(out, "out") }?;
-        let mut m = m.borrow_mut()?;
-        let mut p = p.borrow_mut()?;
-        if p.manager != m.id() {
-            return Err(invalid_argument(
-                "the linked program belongs to another program manager",
-            ));
-        }
-        let forgotten = m.forget_deferred_binary(&p.linked.key);
-        if forgotten {
-            p.linked.binary_deferred = false;
-        }
-        out.write(forgotten);
-        Ok(())
-    })
+    // SAFETY: forwarded from this function's contract.
+    unsafe {
+        own_linked_answer(manager, program, out, |m, p| {
+            let forgotten = m.forget_deferred_binary(&p.linked.key);
+            if forgotten {
+                p.linked.binary_deferred = false;
+            }
+            forgotten
+        })
+    }
 }
 
 /// How many linked programs of `manager` wait for their binary to be read.
