@@ -16,6 +16,7 @@
 //! a program that renders the same as an uncached compile + link.
 
 use std::collections::HashMap;
+use std::ops::ControlFlow;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
@@ -605,6 +606,23 @@ impl<B: ProgramBackend> ProgramManager<B> {
         Some(CompileOutcome::KnownFailure)
     }
 
+    /// What [`ProgramManager::compile`] and [`ProgramManager::start_compile`] do first: adopts
+    /// `shader` (one of another manager is refused), then answers from the cache when it can (a
+    /// status hit or a known failure: `Break`); otherwise `Continue` with the shader's hash and
+    /// when the call started, for the driver.
+    fn compile_from_cache(
+        &mut self,
+        shader: &mut Shader<B::Shader>,
+    ) -> Result<ControlFlow<CompileOutcome, (ShaderHash, Instant)>, ForeignShader> {
+        self.adopt(shader)?;
+        let start = Instant::now();
+        let hash = shader_hash(shader.stage, &shader.source, &shader.compile_options);
+        Ok(match self.known_outcome(shader, hash, start) {
+            Some(known) => ControlFlow::Break(known),
+            None => ControlFlow::Continue((hash, start)),
+        })
+    }
+
     /// Records the driver's verdict on a compile.
     fn compile_result(
         &mut self,
@@ -642,12 +660,10 @@ impl<B: ProgramBackend> ProgramManager<B> {
         &mut self,
         shader: &mut Shader<B::Shader>,
     ) -> Result<CompileOutcome, ForeignShader> {
-        self.adopt(shader)?;
-        let start = Instant::now();
-        let hash = shader_hash(shader.stage, &shader.source, &shader.compile_options);
-        if let Some(known) = self.known_outcome(shader, hash, start) {
-            return Ok(known);
-        }
+        let (hash, start) = match self.compile_from_cache(shader)? {
+            ControlFlow::Break(known) => return Ok(known),
+            ControlFlow::Continue(miss) => miss,
+        };
         let result = self.backend.compile(shader.stage, &shader.source);
         let source = shader.source.clone();
         let outcome = self.compile_result(shader, hash, source, result);
@@ -665,12 +681,10 @@ impl<B: ProgramBackend> ProgramManager<B> {
         &mut self,
         shader: &mut Shader<B::Shader>,
     ) -> Result<CompileOutcome, ForeignShader> {
-        self.adopt(shader)?;
-        let start = Instant::now();
-        let hash = shader_hash(shader.stage, &shader.source, &shader.compile_options);
-        if let Some(known) = self.known_outcome(shader, hash, start) {
-            return Ok(known);
-        }
+        let (hash, start) = match self.compile_from_cache(shader)? {
+            ControlFlow::Break(known) => return Ok(known),
+            ControlFlow::Continue(miss) => miss,
+        };
         let source = shader.source.clone();
         match self.backend.start_compile(shader.stage, &source) {
             Ok(object) => {
