@@ -1,10 +1,13 @@
 //! Arbitrary bytes wrapped into an entry with valid checksums and lengths, so that what is fuzzed
-//! is the payload path — LZ4 decompression and the postcard decode of `CachedProgram` — rather
-//! than the checksums. The first byte picks the wrapping:
-//! * `0`: the rest is the postcard payload, stored uncompressed;
-//! * `1`: the rest is the postcard payload, stored LZ4-compressed (a valid block);
+//! is the payload path — the summary, LZ4 decompression and the postcard decode of
+//! `CachedProgram` — rather than the checksums. A payload (format 2) is a summary (memory size
+//! u32, shader count u8, that many 20-byte hashes; never compressed) followed by the body. The
+//! first byte picks the wrapping:
+//! * `0`: the rest is the payload, stored uncompressed;
+//! * `1`: the rest is the payload; its body (after the summary its count byte declares) is
+//!   stored LZ4-compressed (a valid block); a summary that does not fit is stored as in `0`;
 //! * `2..`: the next four bytes are the declared decompressed length (little-endian), the rest
-//!   is stored as the LZ4 block itself (arbitrary block bytes).
+//!   is stored as the payload with arbitrary block bytes after the summary.
 //!
 //! `decode` must never panic. In modes 0 and 1 every length and checksum is right, so the only
 //! admissible error is a postcard decode error; whatever decodes must re-encode (LZ4 off and on)
@@ -44,11 +47,23 @@ fuzz_target!(|data: &[u8]| {
     };
     let entry = match mode {
         0 => seal(0, rest, rest.len() as u64),
-        1 => seal(
-            FLAG_LZ4,
-            &lz4_flex::block::compress(rest),
-            rest.len() as u64,
-        ),
+        1 => {
+            // The summary's length as its count byte declares it; when that does not fit the
+            // payload is stored as it is (the summary check refuses it either way).
+            let summary = rest
+                .get(4)
+                .map(|&count| 5 + 20 * usize::from(count))
+                .filter(|&n| n <= rest.len());
+            match summary {
+                Some(n) => {
+                    let (head, body) = rest.split_at(n);
+                    let mut payload = head.to_vec();
+                    payload.extend_from_slice(&lz4_flex::block::compress(body));
+                    seal(FLAG_LZ4, &payload, rest.len() as u64)
+                }
+                None => seal(0, rest, rest.len() as u64),
+            }
+        }
         _ => {
             let Some((len, block)) = rest.split_first_chunk::<4>() else {
                 return;

@@ -53,7 +53,7 @@ impl EntrySummary {
     }
 
     /// The hashes of the shaders whose compile statuses the entry holds, read from `entry` (the
-    /// entry this summary was checked from), in the order of [`entry_shaders`]. The decoded
+    /// entry this summary was checked from), in the order of `entry_shaders`. The decoded
     /// body must list exactly these.
     pub fn shaders<'a>(&self, entry: &'a [u8]) -> impl Iterator<Item = ShaderHash> + 'a {
         let start = HEADER_LEN + SUMMARY_FIXED;
