@@ -894,11 +894,6 @@ impl<B: ProgramBackend> ProgramManager<B> {
                 return Err(LinkFailure::Link { log });
             }
             if let Some(entry) = self.cache.load(&key, options.page) {
-                // `load` hands out no failure record (one recorded by another thread since
-                // the lookup above is a miss here); kept so no empty binary reaches the driver.
-                if let Some(f) = &entry.failure {
-                    return Err(LinkFailure::Link { log: f.log.clone() });
-                }
                 match self.backend.load_binary(&entry.binary) {
                     Ok(program) => {
                         self.cache.binary_accepted(&key);
