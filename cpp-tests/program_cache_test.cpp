@@ -33,6 +33,14 @@ gpusvc_program_cache_sha1 Hash(uint32_t stage, const std::string& source) {
   return h;
 }
 
+// The hash HostFlow's manager (backend identity "fake gl 1.0") gives a shader.
+gpusvc_program_cache_sha1 ManagerHash(uint32_t stage, const std::string& source) {
+  gpusvc_program_cache_sha1 h{};
+  EXPECT_EQ(gpusvc::BackendShaderHash(stage, source, "fake gl 1.0", &h), GPUSVC_OK)
+      << gpusvc::LastErrorDetail();
+  return h;
+}
+
 gpusvc_program_cache_sha1 Key(const gpusvc_program_cache_sha1& vs, const gpusvc_program_cache_sha1& fs,
                 const gpusvc::LinkOptions& options = gpusvc::LinkOptions()) {
   gpusvc_program_cache_sha1 k{};
@@ -688,7 +696,7 @@ TEST(MemoryProgramCache, ProperEvictionOnSaveWhenCacheIsFull) {
 
 TEST(ProgramManager, CallsGlCompileOnCompilationCacheMissAndSetsStatusToSuccess) {
   HostFlow flow;
-  const gpusvc_program_cache_sha1 h = Hash(kVertex, kVs);
+  const gpusvc_program_cache_sha1 h = ManagerHash(kVertex, kVs);
   ASSERT_EQ(CompileStatus(flow.cache, h), GPUSVC_PROGRAM_CACHE_COMPILE_STATUS_UNKNOWN);
   gpusvc::ShaderPtr vs = flow.Shader(kVertex, kVs);
   EXPECT_EQ(flow.Compile(vs), GPUSVC_PROGRAM_MANAGER_COMPILE_OUTCOME_COMPILED);
@@ -710,7 +718,7 @@ TEST(ProgramManager, DoesNotSetCompilationStatusOnErrorDuringCompilation) {
   gpusvc::ShaderPtr vs = flow.Shader(kVertex, bad);
   EXPECT_EQ(flow.Compile(vs), GPUSVC_PROGRAM_MANAGER_COMPILE_OUTCOME_FAILED);
   EXPECT_EQ(flow.gl.compiled, (std::vector<std::string>{bad}));
-  EXPECT_EQ(CompileStatus(flow.cache, Hash(kVertex, bad)), GPUSVC_PROGRAM_CACHE_COMPILE_STATUS_UNKNOWN);
+  EXPECT_EQ(CompileStatus(flow.cache, ManagerHash(kVertex, bad)), GPUSVC_PROGRAM_CACHE_COMPILE_STATUS_UNKNOWN);
   EXPECT_EQ(State(vs), GPUSVC_PROGRAM_MANAGER_SHADER_STATE_FAILED);
   EXPECT_EQ(gpusvc::ShaderInfoLog(vs.get()), "0:1(1): error: syntax error");
   bool status = true;
@@ -721,12 +729,12 @@ TEST(ProgramManager, DoesNotSetCompilationStatusOnErrorDuringCompilation) {
   EXPECT_EQ(flow.Compile(vs), GPUSVC_PROGRAM_MANAGER_COMPILE_OUTCOME_KNOWN_FAILURE);
   EXPECT_EQ(flow.gl.compiled.size(), 1u);
   EXPECT_EQ(gpusvc::ShaderInfoLog(vs.get()), "0:1(1): error: syntax error");
-  EXPECT_EQ(CompileStatus(flow.cache, Hash(kVertex, bad)), GPUSVC_PROGRAM_CACHE_COMPILE_STATUS_UNKNOWN);
+  EXPECT_EQ(CompileStatus(flow.cache, ManagerHash(kVertex, bad)), GPUSVC_PROGRAM_CACHE_COMPILE_STATUS_UNKNOWN);
 }
 
 TEST(ProgramManager, DoesNotCompileWhenCompilationStatusIsSuccess) {
   HostFlow flow;
-  const gpusvc_program_cache_sha1 h = Hash(kVertex, kVs);
+  const gpusvc_program_cache_sha1 h = ManagerHash(kVertex, kVs);
   ASSERT_EQ(gpusvc_program_cache_mark_shader_compiled(flow.cache.get(), &h), GPUSVC_OK);
   gpusvc::ShaderPtr vs = flow.Shader(kVertex, kVs);
   EXPECT_EQ(flow.Compile(vs), GPUSVC_PROGRAM_MANAGER_COMPILE_OUTCOME_DEFERRED);
@@ -762,7 +770,7 @@ TEST(ProgramManager, LinksProgramOnCacheMiss) {
 
 TEST(ProgramManager, CompilesUncompiledReusedShadersOnCacheMissAndLinks) {
   HostFlow flow;
-  const gpusvc_program_cache_sha1 hv = Hash(kVertex, kVs), hf = Hash(kFragment, kFs);
+  const gpusvc_program_cache_sha1 hv = ManagerHash(kVertex, kVs), hf = ManagerHash(kFragment, kFs);
   ASSERT_EQ(gpusvc_program_cache_mark_shader_compiled(flow.cache.get(), &hv), GPUSVC_OK);
   ASSERT_EQ(gpusvc_program_cache_mark_shader_compiled(flow.cache.get(), &hf), GPUSVC_OK);
   gpusvc::ShaderPtr vs = flow.Shader(kVertex, kVs), fs = flow.Shader(kFragment, kFs);

@@ -3571,6 +3571,27 @@ gpusvc_result gpusvc_program_cache_shader_hash(uint32_t stage,
                                                struct gpusvc_program_cache_sha1 *out);
 
 /*
+ Hash of one shader as a program manager made with `backend_identity` (a NUL-terminated UTF-8
+ string, as given to `gpusvc_program_manager_new_gl` / `_new_host`) compiles it: what
+ `gpusvc_program_cache_shader_hash` covers plus that identity. It is what
+ `gpusvc_program_manager_shader_compiled_hash` reports and what the manager's compile
+ statuses, compile failures and program keys are keyed by, so a shader one backend compiled
+ is not taken as compiled by another backend sharing the cache.
+
+ # Safety
+ `source` is NULL or valid for `source_len` bytes; `options` is NULL or valid for
+ `options_len` bytes; `backend_identity` is NULL or a NUL-terminated string; `out` is NULL or
+ valid for one write.
+ */
+gpusvc_result gpusvc_program_cache_backend_shader_hash(uint32_t stage,
+                                                       const char *source,
+                                                       size_t source_len,
+                                                       const uint8_t *options,
+                                                       size_t options_len,
+                                                       const char *backend_identity,
+                                                       struct gpusvc_program_cache_sha1 *out);
+
+/*
  The program key of compiled shaders (vertex, fragment and the other stages) with a backend
  identity, link options and the separable flag (binding and stage order do not matter;
  varying order does): the key `gpusvc_program_manager_linked_program_key` reports for the
@@ -4473,8 +4494,10 @@ gpusvc_result gpusvc_program_manager_shader_compile_status(const struct gpusvc_p
                                                            bool *out);
 
 /*
- The hash of the shader's last compile (compiled, deferred or failed);
- `GPUSVC_PROGRAM_CACHE_SHADER_NOT_COMPILED` before the first compile.
+ The hash of the shader's last compile (compiled, deferred or failed):
+ `gpusvc_program_cache_backend_shader_hash` of its stage, source, compile options and the
+ manager's backend identity; `GPUSVC_PROGRAM_CACHE_SHADER_NOT_COMPILED` before the first
+ compile.
 
  # Safety
  `out` is NULL or valid for one write.

@@ -174,6 +174,17 @@ inline gpusvc_result ShaderHash(uint32_t stage, const std::string& source, gpusv
       options.size(), out);
 }
 
+// Hash of a shader as a program manager with `backend_identity` compiles it: what ShaderHash
+// covers plus that identity (what gpusvc_program_manager_shader_compiled_hash reports).
+inline gpusvc_result BackendShaderHash(uint32_t stage, const std::string& source,
+                                       const std::string& backend_identity,
+                                       gpusvc_program_cache_sha1* out,
+                                       const std::string& options = std::string()) {
+  return gpusvc_program_cache_backend_shader_hash(
+      stage, source.data(), source.size(), reinterpret_cast<const uint8_t*>(options.data()),
+      options.size(), backend_identity.c_str(), out);
+}
+
 // Link options: attribute bindings and transform feedback (part of the key), and the page.
 struct LinkOptions {
   std::vector<std::pair<std::string, uint32_t>> attribute_bindings;

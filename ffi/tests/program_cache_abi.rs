@@ -920,7 +920,35 @@ fn bad_sources_names_and_sizes_return_codes() {
             gpusvc_program_cache_shader_hash(0, c"x".as_ptr(), 1, ptr::null(), 3, &mut out),
             gpusvc_result::GPUSVC_NULL_ARGUMENT
         );
+        let backend_hash = |source: *const c_char, len, identity: *const c_char, out| {
+            gpusvc_program_cache_backend_shader_hash(0, source, len, ptr::null(), 0, identity, out)
+        };
+        assert_eq!(
+            backend_hash(c"x".as_ptr(), 1, ptr::null(), &mut out),
+            gpusvc_result::GPUSVC_NULL_ARGUMENT
+        );
+        assert_eq!(
+            backend_hash(c"x".as_ptr(), 1, bad.as_ptr().cast(), &mut out),
+            gpusvc_result::GPUSVC_INVALID_UTF8
+        );
+        assert_eq!(
+            backend_hash(ptr::null(), 1, c"id".as_ptr(), &mut out),
+            gpusvc_result::GPUSVC_NULL_ARGUMENT
+        );
+        assert_eq!(
+            backend_hash(c"x".as_ptr(), 1, c"id".as_ptr(), ptr::null_mut()),
+            gpusvc_result::GPUSVC_NULL_ARGUMENT
+        );
         assert_eq!(out.bytes, [7; 20], "nothing written on failure");
+        // The identity is in the hash.
+        let (mut a, mut b) = (out, out);
+        assert_eq!(backend_hash(c"x".as_ptr(), 1, c"core".as_ptr(), &mut a), OK);
+        assert_eq!(
+            backend_hash(c"x".as_ptr(), 1, c"compat".as_ptr(), &mut b),
+            OK
+        );
+        assert_ne!(a.bytes, b.bytes);
+        out = gpusvc_program_cache_sha1 { bytes: [7; 20] };
 
         let input = gpusvc_program_cache_program_key_input {
             struct_size: size_of::<gpusvc_program_cache_program_key_input>(),

@@ -190,6 +190,42 @@ pub fn shader_hash(stage: ShaderStage, source: &str, compile_options: &[u8]) -> 
     ShaderHash(sha.finalize().into())
 }
 
+/// Hash of one shader as a [`crate::ProgramManager`] compiles it: what [`shader_hash`] covers
+/// plus the manager's backend identity (translator / driver context), so a shader that compiles
+/// on one backend is not taken as compiled by another that shares the cache (a core and a
+/// compatibility context, a translator with an extension on and one without). Managers key
+/// compile statuses, compile-failure records and program keys with it; a host that drives
+/// [`crate::ProgramCache`] directly uses [`shader_hash`] with its own compile options.
+pub fn backend_shader_hash(
+    stage: ShaderStage,
+    source: &str,
+    compile_options: &[u8],
+    backend_identity: &str,
+) -> ShaderHash {
+    let mut header = Framed::new(StackBuf::new(), BACKEND_SHADER_DOMAIN);
+    header.bytes(backend_identity.as_bytes());
+    write_shader_header(&mut header, stage, source, compile_options);
+    let mut sha = Sha1::new();
+    sha.update(header.0.as_slice());
+    sha.update(source.as_bytes());
+    ShaderHash(sha.finalize().into())
+}
+
+/// The bytes [`backend_shader_hash`] hashes: SHA-1 of this equals the hash.
+pub fn backend_shader_hash_preimage(
+    stage: ShaderStage,
+    source: &str,
+    compile_options: &[u8],
+    backend_identity: &str,
+) -> Vec<u8> {
+    let sink = Vec::with_capacity(source.len() + compile_options.len() + 64);
+    let mut f = Framed::new(sink, BACKEND_SHADER_DOMAIN);
+    f.bytes(backend_identity.as_bytes());
+    write_shader_header(&mut f, stage, source, compile_options);
+    f.fixed_slice(source.as_bytes());
+    f.0
+}
+
 /// The bytes [`shader_hash`] hashes: SHA-1 of this equals the hash.
 pub fn shader_hash_preimage(stage: ShaderStage, source: &str, compile_options: &[u8]) -> Vec<u8> {
     let sink = Vec::with_capacity(source.len() + compile_options.len() + 48);
@@ -200,6 +236,7 @@ pub fn shader_hash_preimage(stage: ShaderStage, source: &str, compile_options: &
 }
 
 const SHADER_DOMAIN: &[u8] = b"gpusvc.shader.v1";
+const BACKEND_SHADER_DOMAIN: &[u8] = b"gpusvc.backend-shader.v1";
 const PROGRAM_DOMAIN: &[u8] = b"gpusvc.program.v1";
 
 /// Everything of a shader's preimage but the source bytes, which come last.
@@ -346,6 +383,34 @@ mod tests {
         assert_eq!(
             shader_hash(ShaderStage::Vertex, "vs", b"o").0,
             digest(&shader_hash_preimage(ShaderStage::Vertex, "vs", b"o"))
+        );
+        let long = "x".repeat(700);
+        for (source, identity) in [("vs", "id"), (long.as_str(), long.as_str())] {
+            assert_eq!(
+                backend_shader_hash(ShaderStage::Vertex, source, b"o", identity).0,
+                digest(&backend_shader_hash_preimage(
+                    ShaderStage::Vertex,
+                    source,
+                    b"o",
+                    identity
+                ))
+            );
+        }
+    }
+
+    #[test]
+    fn backend_shader_hashes_are_one_backends() {
+        let h = |options: &[u8], identity: &str| {
+            backend_shader_hash(ShaderStage::Vertex, "vs", options, identity)
+        };
+        assert_ne!(h(b"", "core"), h(b"", "compatibility"));
+        assert_ne!(h(b"", "core"), shader_hash(ShaderStage::Vertex, "vs", b""));
+        // Field boundaries are framed: identity and options do not run into each other.
+        assert_ne!(h(b"ab", "c"), h(b"b", "ca"));
+        assert_ne!(h(b"", "core"), h(b"core", ""));
+        assert_ne!(
+            h(b"", "id"),
+            backend_shader_hash(ShaderStage::Fragment, "vs", b"", "id")
         );
     }
 

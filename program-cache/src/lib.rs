@@ -45,6 +45,11 @@
 //!   that failed only at link keep their compiled status
 //!   (`failed_compiles_and_links_come_back_from_disk_with_the_drivers_exact_log`). A log over
 //!   [`MAX_FAILURE_LOG`] is not cached.
+//! * Managers with different backend identities may share one cache: a shader's compile status
+//!   and compile failure are one backend's, never another's ([`backend_shader_hash`]), so a
+//!   shader one backend compiled is still compiled, and refused, by a backend that refuses it
+//!   (`a_shader_compiled_on_another_backend_is_not_deferred_where_it_fails` on a core and a
+//!   compatibility context).
 //! * Links started together and polled ([`ProgramManager::start_link`],
 //!   [`ProgramManager::link_ready`], [`ProgramManager::finish_link`]) give what synchronous
 //!   links give, cold and warm
@@ -155,8 +160,9 @@ pub use gl_types::{
     ProgramOutput, ShaderStage, StageMask, TransformFeedbackMode, Varying,
 };
 pub use key::{
-    DigestBuildHasher, ProgramKey, ProgramKeyInput, ShaderHash, compile_failure_key, program_key,
-    program_key_preimage, shader_hash, shader_hash_preimage,
+    DigestBuildHasher, ProgramKey, ProgramKeyInput, ShaderHash, backend_shader_hash,
+    backend_shader_hash_preimage, compile_failure_key, program_key, program_key_preimage,
+    shader_hash, shader_hash_preimage,
 };
 pub use manager::{
     CompileOutcome, ForeignShader, LinkFailure, LinkOrigin, LinkedProgram, MAX_DEFERRED_SAVES,

@@ -26,7 +26,7 @@ use gl_types::{ActiveVariable, LinkOptions, ProgramInterface, ShaderStage};
 use crate::backend::ProgramBackend;
 use crate::cache::ProgramCache;
 use crate::key::{
-    ProgramKey, ProgramKeyInput, ShaderHash, compile_failure_key, program_key, shader_hash,
+    ProgramKey, ProgramKeyInput, ShaderHash, backend_shader_hash, compile_failure_key, program_key,
 };
 use crate::memory_store::PageId;
 use crate::program::{
@@ -616,7 +616,12 @@ impl<B: ProgramBackend> ProgramManager<B> {
     ) -> Result<ControlFlow<CompileOutcome, (ShaderHash, Instant)>, ForeignShader> {
         self.adopt(shader)?;
         let start = Instant::now();
-        let hash = shader_hash(shader.stage, &shader.source, &shader.compile_options);
+        let hash = backend_shader_hash(
+            shader.stage,
+            &shader.source,
+            &shader.compile_options,
+            &self.backend_identity,
+        );
         Ok(match self.known_outcome(shader, hash, start) {
             Some(known) => ControlFlow::Break(known),
             None => ControlFlow::Continue((hash, start)),

@@ -41,8 +41,8 @@ use headless_gl::{GlContext, ShaderStage};
 use program_cache::disk::{self, EntryError, HEADER_LEN, inspect};
 use program_cache::{
     CacheConfig, CachedProgram, CompatibilityStamp, DiskConfig, GlBackend, LinkOrigin,
-    ProgramCache, ProgramKey, ProgramKeyInput, ProgramManager, ProgramOptions, Shader, program_key,
-    shader_hash,
+    ProgramCache, ProgramKey, ProgramKeyInput, ProgramManager, ProgramOptions, Shader,
+    backend_shader_hash, program_key,
 };
 use test_support::gl::context_or_skip;
 use test_support::programs;
@@ -399,8 +399,8 @@ type Manager<'a> = ProgramManager<GlBackend<'a>>;
 fn key_for(ctx: &GlContext, identity: &str) -> ProgramKey {
     let options = ProgramOptions::default();
     program_key(&ProgramKeyInput {
-        vertex: shader_hash(ShaderStage::Vertex, &with_prelude(ctx, VS), &[]),
-        fragment: shader_hash(ShaderStage::Fragment, &with_prelude(ctx, FS), &[]),
+        vertex: backend_shader_hash(ShaderStage::Vertex, &with_prelude(ctx, VS), &[], identity),
+        fragment: backend_shader_hash(ShaderStage::Fragment, &with_prelude(ctx, FS), &[], identity),
         backend_identity: identity,
         attribute_bindings: &options.link.attribute_bindings,
         transform_feedback_varyings: &options.link.transform_feedback_varyings,
@@ -665,7 +665,11 @@ fn a_body_found_damaged_at_its_first_lookup_relinks_from_source_through_the_mana
         let written = std::fs::read(entries.join(key.to_hex())).unwrap();
         assert_ne!(written, bytes);
         let (_, decoded) = disk::decode(&written, &stamp.hash(), Some(&key)).unwrap();
-        assert_eq!(decoded.vertex_shader, program.vertex_shader);
+        // The relinked entry is this manager's: its shaders are hashed with its identity.
+        assert_eq!(
+            decoded.vertex_shader,
+            backend_shader_hash(ShaderStage::Vertex, &with_prelude(&ctx, VS), &[], &identity)
+        );
         drop((manager, cache));
         let (cache, report) = open();
         assert_eq!((report.loaded, report.rejected), (1, 0));

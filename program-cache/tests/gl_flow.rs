@@ -9,7 +9,7 @@ use headless_gl::{
 use program_cache::{
     CacheConfig, CompileOutcome, CompileStatus, GlBackend, LinkOrigin, LinkedProgram,
     MemoryPressure, ProgramBackend, ProgramBinaryData, ProgramCache, ProgramManager,
-    ProgramOptions, Shader, shader_hash,
+    ProgramOptions, Shader, backend_shader_hash,
 };
 use test_support::fake_driver::Counting;
 use test_support::gl::context_or_skip;
@@ -145,7 +145,12 @@ fn a_failed_compile_records_no_status_and_keeps_the_info_log() {
         vs.info_log()
     );
     assert_eq!(
-        cache.shader_compile_status(&shader_hash(ShaderStage::Vertex, &bad, b"")),
+        cache.shader_compile_status(&backend_shader_hash(
+            ShaderStage::Vertex,
+            &bad,
+            b"",
+            "gl_flow test"
+        )),
         CompileStatus::Unknown
     );
 }

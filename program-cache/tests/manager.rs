@@ -6,7 +6,7 @@ use std::sync::Arc;
 use program_cache::ShaderStage;
 use program_cache::{
     CacheConfig, CompileOutcome, CompileStatus, LinkFailure, LinkOrigin, LinkStatus, ProgramCache,
-    ProgramManager, ProgramOptions, Shader, shader_hash,
+    ProgramManager, ProgramOptions, Shader, ShaderHash, backend_shader_hash,
 };
 use test_support::fake_driver::{Call, FakeDriver};
 
@@ -21,6 +21,11 @@ fn manager() -> (ProgramManager<FakeDriver>, Arc<ProgramCache>) {
     )
 }
 
+/// The hash `manager()`'s manager gives a shader without compile options.
+fn hash(stage: ShaderStage, source: &str) -> ShaderHash {
+    backend_shader_hash(stage, source, b"", "fake")
+}
+
 #[test]
 fn calls_compile_on_compilation_cache_miss_and_sets_status_to_success() {
     let (mut m, cache) = manager();
@@ -32,7 +37,7 @@ fn calls_compile_on_compilation_cache_miss_and_sets_status_to_success() {
     );
     assert!(vs.compile_status() && !vs.is_deferred());
     assert_eq!(
-        cache.shader_compile_status(&shader_hash(ShaderStage::Vertex, VS, b"")),
+        cache.shader_compile_status(&hash(ShaderStage::Vertex, VS)),
         CompileStatus::Success
     );
 }
@@ -46,7 +51,7 @@ fn does_not_set_compilation_status_on_error() {
     assert!(!vs.compile_status());
     assert!(vs.info_log().unwrap().contains("syntax error"));
     assert_eq!(
-        cache.shader_compile_status(&shader_hash(ShaderStage::Vertex, bad, b"")),
+        cache.shader_compile_status(&hash(ShaderStage::Vertex, bad)),
         CompileStatus::Unknown
     );
     // Compiling it again does not go to the driver again: the cache recorded the failure
@@ -61,7 +66,7 @@ fn does_not_set_compilation_status_on_error() {
 #[test]
 fn does_not_compile_when_compilation_status_is_success() {
     let (mut m, cache) = manager();
-    cache.shader_compile_succeeded(shader_hash(ShaderStage::Vertex, VS, b""));
+    cache.shader_compile_succeeded(hash(ShaderStage::Vertex, VS));
     let mut vs = Shader::new(ShaderStage::Vertex, VS);
     assert_eq!(m.compile(&mut vs).unwrap(), CompileOutcome::Deferred);
     assert!(m.backend().calls.is_empty());
@@ -89,8 +94,8 @@ fn links_program_on_cache_miss() {
 fn compiles_uncompiled_reused_shaders_on_cache_miss_and_links() {
     let (mut m, cache) = manager();
     // Both shaders are known to compile, but this program is not cached.
-    cache.shader_compile_succeeded(shader_hash(ShaderStage::Vertex, VS, b""));
-    cache.shader_compile_succeeded(shader_hash(ShaderStage::Fragment, FS, b""));
+    cache.shader_compile_succeeded(hash(ShaderStage::Vertex, VS));
+    cache.shader_compile_succeeded(hash(ShaderStage::Fragment, FS));
     let mut vs = Shader::new(ShaderStage::Vertex, VS);
     let mut fs = Shader::new(ShaderStage::Fragment, FS);
     assert_eq!(m.compile(&mut vs).unwrap(), CompileOutcome::Deferred);

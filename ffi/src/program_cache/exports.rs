@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use program_cache::{
     CachedProgram, ProgramBinaryData, ProgramCache, ProgramCacheBuilder, ProgramKey,
-    ProgramKeyInput, SaveError, ShaderHash, program_key, shader_hash,
+    ProgramKeyInput, SaveError, ShaderHash, backend_shader_hash, program_key, shader_hash,
 };
 
 use crate::kit::handle::{self, Kind};
@@ -187,6 +187,47 @@ pub unsafe extern "C" fn gpusvc_program_cache_shader_hash(
             out,
             "out",
             |(stage, source, options)| Ok(shader_hash(stage, source, options).into()),
+        )
+    }
+}
+
+/// Hash of one shader as a program manager made with `backend_identity` (a NUL-terminated UTF-8
+/// string, as given to `gpusvc_program_manager_new_gl` / `_new_host`) compiles it: what
+/// `gpusvc_program_cache_shader_hash` covers plus that identity. It is what
+/// `gpusvc_program_manager_shader_compiled_hash` reports and what the manager's compile
+/// statuses, compile failures and program keys are keyed by, so a shader one backend compiled
+/// is not taken as compiled by another backend sharing the cache.
+///
+/// # Safety
+/// `source` is NULL or valid for `source_len` bytes; `options` is NULL or valid for
+/// `options_len` bytes; `backend_identity` is NULL or a NUL-terminated string; `out` is NULL or
+/// valid for one write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gpusvc_program_cache_backend_shader_hash(
+    stage: u32,
+    source: *const c_char,
+    source_len: usize,
+    options: *const u8,
+    options_len: usize,
+    backend_identity: *const c_char,
+    out: *mut gpusvc_program_cache_sha1,
+) -> gpusvc_result {
+    // SAFETY: `source`, `options`, `backend_identity` and `out` are forwarded from this
+    // function's contract.
+    unsafe {
+        answer_into(
+            || {
+                let stage = stage_in(stage)?;
+                let source = source_in(source, source_len)?;
+                let options = slice_in(options, options_len, "options")?;
+                let identity = cstr_in(backend_identity, "backend_identity")?;
+                Ok((stage, source, options, identity))
+            },
+            out,
+            "out",
+            |(stage, source, options, identity)| {
+                Ok(backend_shader_hash(stage, source, options, identity).into())
+            },
         )
     }
 }

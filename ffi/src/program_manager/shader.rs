@@ -184,8 +184,10 @@ pub unsafe extern "C" fn gpusvc_program_manager_shader_compile_status(
     unsafe { shader_query(shader, out, |s| Ok(s.shader.compile_status())) }
 }
 
-/// The hash of the shader's last compile (compiled, deferred or failed);
-/// `GPUSVC_PROGRAM_CACHE_SHADER_NOT_COMPILED` before the first compile.
+/// The hash of the shader's last compile (compiled, deferred or failed):
+/// `gpusvc_program_cache_backend_shader_hash` of its stage, source, compile options and the
+/// manager's backend identity; `GPUSVC_PROGRAM_CACHE_SHADER_NOT_COMPILED` before the first
+/// compile.
 ///
 /// # Safety
 /// `out` is NULL or valid for one write.
