@@ -4412,6 +4412,16 @@ gpusvc_result gpusvc_program_manager_deferred_binaries(const struct gpusvc_progr
                                                        size_t *out_count);
 
 /*
+ The bytes the programs of `manager` waiting for their binary read hold (their entries
+ without the binary; at most 16 MiB: a link past that reads its binary at once).
+
+ # Safety
+ `out_bytes` is NULL or valid for one write.
+ */
+gpusvc_result gpusvc_program_manager_deferred_bytes(const struct gpusvc_program_manager *manager,
+                                                    size_t *out_bytes);
+
+/*
  Creates a shader of `manager` with a stage (`GPUSVC_PROGRAM_CACHE_SHADER_STAGE_*`) and `source_len` bytes
  of UTF-8 source (non-empty; copied). It is not compiled yet.
 

@@ -663,6 +663,7 @@ fn deferred_binary_reads_save_when_asked() {
             written(0, |o| gpusvc_program_manager_deferred_binaries(m, o)),
             1
         );
+        assert!(written(0, |o| gpusvc_program_manager_deferred_bytes(m, o)) > 0);
         assert_eq!(stats(cache).entries, 0, "nothing read yet");
         assert!(written(false, |o| {
             gpusvc_program_manager_save_deferred_binary(m, p, o)
@@ -672,6 +673,10 @@ fn deferred_binary_reads_save_when_asked() {
         }));
         assert_eq!(
             written(9, |o| gpusvc_program_manager_deferred_binaries(m, o)),
+            0
+        );
+        assert_eq!(
+            written(9, |o| gpusvc_program_manager_deferred_bytes(m, o)),
             0
         );
         assert_eq!(stats(cache).entries, 1);
@@ -953,6 +958,14 @@ fn every_new_export_refuses_null_and_misuse() {
         );
         assert_eq!(
             gpusvc_program_manager_deferred_binaries(m, ptr::null_mut()),
+            NULL
+        );
+        assert_eq!(
+            gpusvc_program_manager_deferred_bytes(ptr::null(), &mut count),
+            NULL
+        );
+        assert_eq!(
+            gpusvc_program_manager_deferred_bytes(m, ptr::null_mut()),
             NULL
         );
         assert_eq!(

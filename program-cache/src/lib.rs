@@ -55,7 +55,10 @@
 //!   links give, cold and warm
 //!   (`links_started_together_and_polled_give_what_synchronous_links_give`); with
 //!   [`ProgramManager::set_defer_binary_reads`] no binary is read until the host asks
-//!   (`deferred_binary_reads_happen_when_the_host_asks`).
+//!   (`deferred_binary_reads_happen_when_the_host_asks`), and at most [`MAX_DEFERRED_SAVES`]
+//!   programs holding at most [`MAX_DEFERRED_BYTES`] wait
+//!   (`deferred_reads_are_bounded_and_forgotten_ones_never_happen`,
+//!   `deferred_reads_are_bounded_in_bytes`).
 //! * A cache built with [`ProgramCacheBuilder::cache_transform_feedback`]`(false)` never looks
 //!   up, reads or stores a program with transform-feedback varyings
 //!   (`a_cache_that_keeps_transform_feedback_out_never_stores_or_restores_such_programs`).
@@ -165,8 +168,9 @@ pub use key::{
     shader_hash, shader_hash_preimage,
 };
 pub use manager::{
-    CompileOutcome, ForeignShader, LinkFailure, LinkOrigin, LinkedProgram, MAX_DEFERRED_SAVES,
-    PendingLink, ProgramManager, ProgramManagerId, ProgramOptions, Shader, ShaderState,
+    CompileOutcome, ForeignShader, LinkFailure, LinkOrigin, LinkedProgram, MAX_DEFERRED_BYTES,
+    MAX_DEFERRED_SAVES, PendingLink, ProgramManager, ProgramManagerId, ProgramOptions, Shader,
+    ShaderState,
 };
 pub use memory_store::{EvictionPolicy, PageId};
 pub use program::{

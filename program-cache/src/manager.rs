@@ -417,14 +417,23 @@ pub struct ProgramManager<B> {
     backend_identity: String,
     binary_reads_skipped: u64,
     defer_binary_reads: bool,
-    /// Programs linked whose binary was not read yet, by key (at most [`MAX_DEFERRED_SAVES`]).
+    /// Programs linked whose binary was not read yet, by key (at most [`MAX_DEFERRED_SAVES`],
+    /// holding at most [`MAX_DEFERRED_BYTES`]).
     deferred: HashMap<ProgramKey, DeferredSave>,
+    /// The `stored_size` of the entries in `deferred`.
+    deferred_bytes: usize,
     transform_feedback_uncached: u64,
 }
 
 /// At most this many programs wait for [`ProgramManager::save_deferred_binary`]; a link past
 /// it reads its binary at once, as without deferral.
 pub const MAX_DEFERRED_SAVES: usize = 1024;
+
+/// At most this many bytes of entries (their reflection, [`CachedProgram::stored_size`]) wait
+/// for [`ProgramManager::save_deferred_binary`]; a link whose entry would pass it reads its
+/// binary at once. Reflection comes from the host's translator and the driver, so a few
+/// programs with huge interfaces must not hold memory the count alone would allow.
+pub const MAX_DEFERRED_BYTES: usize = 16 << 20;
 
 /// What a deferred binary read saves: the entry without its binary.
 #[derive(Debug)]
@@ -495,6 +504,7 @@ impl<B: ProgramBackend> ProgramManager<B> {
             binary_reads_skipped: 0,
             defer_binary_reads: false,
             deferred: HashMap::new(),
+            deferred_bytes: 0,
             transform_feedback_uncached: 0,
         }
     }
@@ -528,8 +538,9 @@ impl<B: ProgramBackend> ProgramManager<B> {
     /// Whether a link that misses the cache leaves the binary in the driver until
     /// [`ProgramManager::save_deferred_binary`] (a host calls it when its context is idle),
     /// instead of reading it when the link finishes (the default). At most
-    /// [`MAX_DEFERRED_SAVES`] programs wait; past that a link reads its binary at once, as
-    /// does a link whose key already waits (another live program of the same shaders).
+    /// [`MAX_DEFERRED_SAVES`] programs holding at most [`MAX_DEFERRED_BYTES`] wait; past that a
+    /// link reads its binary at once, as does a link whose key already waits (another live
+    /// program of the same shaders).
     pub fn set_defer_binary_reads(&mut self, on: bool) {
         self.defer_binary_reads = on;
     }
@@ -539,6 +550,19 @@ impl<B: ProgramBackend> ProgramManager<B> {
         self.deferred.len()
     }
 
+    /// The bytes the programs waiting for their binary read hold (their entries without the
+    /// binary; at most [`MAX_DEFERRED_BYTES`]).
+    pub fn deferred_bytes(&self) -> usize {
+        self.deferred_bytes
+    }
+
+    /// Takes `key`'s waiting read out of `deferred`, keeping `deferred_bytes` in step.
+    fn take_deferred(&mut self, key: &ProgramKey) -> Option<DeferredSave> {
+        let taken = self.deferred.remove(key)?;
+        self.deferred_bytes -= taken.value.stored_size();
+        Some(taken)
+    }
+
     /// Reads and saves the binary of `linked` if it was deferred
     /// ([`LinkedProgram::binary_deferred`]); returns whether it was read. A program another
     /// manager linked is left alone (false).
@@ -546,7 +570,7 @@ impl<B: ProgramBackend> ProgramManager<B> {
         if linked.manager != self.id || !linked.binary_deferred {
             return false;
         }
-        let Some(pending) = self.deferred.remove(&linked.key) else {
+        let Some(pending) = self.take_deferred(&linked.key) else {
             return false;
         };
         linked.binary_deferred = false;
@@ -556,7 +580,7 @@ impl<B: ProgramBackend> ProgramManager<B> {
 
     /// Forgets the deferred binary read of `key` (the host deleted the program).
     pub fn forget_deferred_binary(&mut self, key: &ProgramKey) -> bool {
-        self.deferred.remove(key).is_some()
+        self.take_deferred(key).is_some()
     }
 
     /// The backend.
@@ -1016,10 +1040,13 @@ impl<B: ProgramBackend> ProgramManager<B> {
                     // A key already waiting (another live program of the same shaders) is
                     // read now: one deferred save per key, so forgetting that other program
                     // cannot drop this one's save.
+                    let size = value.stored_size();
                     if self.defer_binary_reads
                         && self.deferred.len() < MAX_DEFERRED_SAVES
+                        && self.deferred_bytes + size <= MAX_DEFERRED_BYTES
                         && !self.deferred.contains_key(&key)
                     {
+                        self.deferred_bytes += size;
                         self.deferred.insert(key, DeferredSave { value, page });
                         linked.binary_deferred = true;
                     } else {

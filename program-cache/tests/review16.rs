@@ -8,10 +8,10 @@ use headless_gl::{ApiPreference, ContextOptions, GlContext};
 use program_cache::disk::{self, Store, StoreConfig};
 use program_cache::{
     ActiveVariable, CacheConfig, CachedProgram, CompatibilityStamp, CompileOutcome, DriverIdentity,
-    FailureRecord, GlBackend, LinkFailure, LinkOptions, LinkStatus, MAX_DEFERRED_SAVES,
-    MAX_FAILURE_LOG, PersistConfig, PersistSink, ProgramBackend, ProgramBinaryData, ProgramCache,
-    ProgramKey, ProgramManager, ProgramOptions, Shader, ShaderHash, ShaderStage, ShaderVariables,
-    StageRecord,
+    FailureRecord, GlBackend, LinkFailure, LinkOptions, LinkStatus, MAX_DEFERRED_BYTES,
+    MAX_DEFERRED_SAVES, MAX_FAILURE_LOG, PersistConfig, PersistSink, ProgramBackend,
+    ProgramBinaryData, ProgramCache, ProgramKey, ProgramManager, ProgramOptions, Shader,
+    ShaderHash, ShaderStage, ShaderVariables, StageRecord, VariableInfo,
 };
 use test_support::fake_driver::{FakeDriver, FakeObject};
 use test_support::gl::{context_or_skip, open_or_skip};
@@ -333,6 +333,54 @@ fn deferred_reads_are_bounded_and_forgotten_ones_never_happen() {
     assert!(cache.peek(&programs[1].key).is_some());
     assert!(cache.peek(&programs[0].key).is_none());
     assert_eq!(m.deferred_binaries(), MAX_DEFERRED_SAVES - 2);
+}
+
+/// The programs waiting for their binary read hold at most `MAX_DEFERRED_BYTES` of entries:
+/// programs with huge interfaces (the host's translator maps) stop waiting long before the
+/// count bound, the next one reads its binary at once, and saving or forgetting a waiting read
+/// gives its bytes back.
+#[test]
+fn deferred_reads_are_bounded_in_bytes() {
+    let cache = ProgramCache::builder(CacheConfig::with_budget(1 << 30)).build();
+    let mut m = ProgramManager::new(FakeDriver::default(), cache.clone(), "review16");
+    m.set_defer_binary_reads(true);
+    // About 4.3 MB of reflection per program: three wait, a fourth would pass 16 MiB.
+    let uniforms: Vec<VariableInfo> = (0..20_000)
+        .map(|i| VariableInfo {
+            name: format!("u{i:0>200}"),
+            ..VariableInfo::default()
+        })
+        .collect();
+    let link = |m: &mut ProgramManager<FakeDriver>, i: usize| {
+        let mut vs = m.new_shader(ShaderStage::Vertex, format!("in vec4 a_{i};"));
+        vs.set_variables(ShaderVariables {
+            uniforms: uniforms.clone(),
+            ..ShaderVariables::default()
+        });
+        let mut fs = m.new_shader(ShaderStage::Fragment, "void main() {}");
+        m.compile(&mut vs).unwrap();
+        m.compile(&mut fs).unwrap();
+        m.link(&mut vs, &mut fs, &ProgramOptions::default())
+            .unwrap()
+    };
+    let mut programs: Vec<_> = (0..4).map(|i| link(&mut m, i)).collect();
+    let waiting: Vec<bool> = programs.iter().map(|p| p.binary_deferred).collect();
+    assert_eq!(waiting, [true, true, true, false]);
+    assert_eq!(m.deferred_binaries(), 3);
+    let held = m.deferred_bytes();
+    assert!(
+        held > 3 * 4_000_000 && held <= MAX_DEFERRED_BYTES,
+        "{held} bytes wait"
+    );
+    assert_eq!(m.backend().binaries(), 1, "the fourth was read at once");
+
+    assert!(m.save_deferred_binary(&mut programs[0]));
+    assert_eq!(m.deferred_bytes(), held / 3 * 2);
+    assert!(link(&mut m, 4).binary_deferred, "room again");
+    assert!(m.forget_deferred_binary(&programs[1].key));
+    assert!(m.forget_deferred_binary(&programs[2].key));
+    assert_eq!(m.deferred_binaries(), 1);
+    assert_eq!(m.deferred_bytes(), held / 3);
 }
 
 /// A format-2 entry that is not well formed (a failure with a binary, a failure log over the

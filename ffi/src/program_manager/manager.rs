@@ -705,3 +705,24 @@ pub unsafe extern "C" fn gpusvc_program_manager_deferred_binaries(
         )
     }
 }
+
+/// The bytes the programs of `manager` waiting for their binary read hold (their entries
+/// without the binary; at most 16 MiB: a link past that reads its binary at once).
+///
+/// # Safety
+/// `out_bytes` is NULL or valid for one write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gpusvc_program_manager_deferred_bytes(
+    manager: *const gpusvc_program_manager,
+    out_bytes: *mut usize,
+) -> gpusvc_result {
+    // SAFETY: forwarded from this function's contract.
+    unsafe {
+        crate::kit::answer_into(
+            || self::manager(manager),
+            out_bytes,
+            "out_bytes",
+            |m| Ok(m.borrow()?.deferred_bytes()),
+        )
+    }
+}
