@@ -1187,6 +1187,44 @@ TEST(ProgramCacheBadInput, AbsurdSize) {
   EXPECT_EQ(gpusvc::NewProgramCache(config, &cache), GPUSVC_INVALID_ARGUMENT);
 }
 
+// A host driving the cache itself records a failed compile under its compile-failure key (one
+// backend identity's) and gets the driver's log back byte for byte; _load never hands it out.
+TEST(ProgramCache, RecordsACompileFailureWithTheDriversLog) {
+  gpusvc_program_cache_config config{};
+  config.struct_size = sizeof(config);
+  ASSERT_EQ(gpusvc::ProgramCacheDefaults(GPUSVC_PROGRAM_CACHE_PROFILE_DESKTOP, &config), GPUSVC_OK);
+  gpusvc::ProgramCachePtr cache;
+  ASSERT_EQ(gpusvc::NewProgramCache(config, &cache), GPUSVC_OK);
+  const gpusvc_program_cache_sha1 bad = ManagerHash(kFragment, "void main() { oops }");
+  gpusvc_program_cache_sha1 key{}, other{};
+  ASSERT_EQ(gpusvc_program_cache_compile_failure_key(&bad, "fake gl 1.0", &key), GPUSVC_OK);
+  ASSERT_EQ(gpusvc_program_cache_compile_failure_key(&bad, "another backend", &other), GPUSVC_OK);
+  EXPECT_NE(key, other);
+  const std::string log = "0:1(15): error: syntax error, unexpected '}'\n";
+  gpusvc_program_cache_entry_desc desc{};
+  desc.struct_size = sizeof(desc);
+  desc.failure = GPUSVC_PROGRAM_CACHE_FAILURE_COMPILE;
+  desc.failure_stage = kFragment;
+  desc.failure_log = log.data();
+  desc.failure_log_len = log.size();
+  gpusvc_program_cache_save_report report{};
+  report.struct_size = sizeof(report);
+  ASSERT_EQ(gpusvc_program_cache_save(cache.get(), &key, &desc, &report), GPUSVC_OK)
+      << gpusvc::LastErrorDetail();
+
+  gpusvc::CachedProgramPtr entry;
+  EXPECT_EQ(gpusvc::LoadProgram(cache.get(), key, &entry), GPUSVC_PROGRAM_CACHE_NOT_FOUND);
+  EXPECT_EQ(gpusvc::LoadFailure(cache.get(), other, &entry), GPUSVC_PROGRAM_CACHE_NOT_FOUND);
+  ASSERT_EQ(gpusvc::LoadFailure(cache.get(), key, &entry), GPUSVC_OK);
+  uint32_t failure = 99, stage = 99;
+  std::string got;
+  ASSERT_EQ(gpusvc::EntryFailure(entry.get(), &failure, &stage, &got), GPUSVC_OK);
+  EXPECT_EQ(failure, GPUSVC_PROGRAM_CACHE_FAILURE_COMPILE);
+  EXPECT_EQ(stage, kFragment);
+  EXPECT_EQ(got, log);
+  EXPECT_EQ(Stats(cache).failure_hits, 1u);
+}
+
 TEST(ProgramCacheBadInput, DestroyedHandle) {
   HostFlow flow;
   auto [vs, fs] = flow.CompiledPair();

@@ -174,6 +174,22 @@
 #define GPUSVC_PROGRAM_CACHE_VARIABLE_KIND_OUTPUT 3u
 
 /*
+ What a cached entry records (`gpusvc_program_cache_entry_failure`,
+ `gpusvc_program_cache_entry_desc::failure`): a linked program.
+ */
+#define GPUSVC_PROGRAM_CACHE_FAILURE_NONE 0u
+
+/*
+ A shader that failed to compile (stored under `gpusvc_program_cache_compile_failure_key`).
+ */
+#define GPUSVC_PROGRAM_CACHE_FAILURE_COMPILE 1u
+
+/*
+ A program that failed to link (stored under its program key).
+ */
+#define GPUSVC_PROGRAM_CACHE_FAILURE_LINK 2u
+
+/*
  Bytes in a SHA-1 digest (`gpusvc_program_cache_sha1`).
  */
 #define GPUSVC_PROGRAM_CACHE_SHA1_LEN 20
@@ -845,7 +861,8 @@ typedef struct gpusvc_gl_context gpusvc_gl_context;
 typedef struct gpusvc_program_cache gpusvc_program_cache;
 
 /*
- A copy of one cached program, taken out by `gpusvc_program_cache_load` / `_peek`. Immutable
+ A copy of one cached program or failure record, taken out by `gpusvc_program_cache_load` /
+ `_peek` / `_load_failure`. Immutable
  and usable from any thread.
  */
 typedef struct gpusvc_program_cache_entry gpusvc_program_cache_entry;
@@ -1674,6 +1691,28 @@ typedef struct gpusvc_program_cache_entry_desc {
    The page / client the program is for (for GPUSVC_PROGRAM_CACHE_EVICTION_POLICY_PAGE_LRU_MRU).
    */
   uint64_t page;
+  /*
+   `GPUSVC_PROGRAM_CACHE_FAILURE_NONE` (a program: the default) or a failure record:
+   `GPUSVC_PROGRAM_CACHE_FAILURE_COMPILE` (key: `gpusvc_program_cache_compile_failure_key`,
+   no shader hashes) or `GPUSVC_PROGRAM_CACHE_FAILURE_LINK` (key: the program key, with its
+   shaders' hashes: they compiled). A failure record has no binary (`binary_len` 0) and the
+   driver's info log in `failure_log`. Zero when the host's `struct_size` stops before it.
+   */
+  uint32_t failure;
+  /*
+   With `GPUSVC_PROGRAM_CACHE_FAILURE_COMPILE`: the stage that failed
+   (`GPUSVC_PROGRAM_CACHE_SHADER_STAGE_*`); ignored otherwise.
+   */
+  uint32_t failure_stage;
+  /*
+   With a failure: `failure_log_len` bytes of UTF-8, the driver's info log (at most
+   64 KiB); NULL when the length is 0.
+   */
+  const char *failure_log;
+  /*
+   Length of `failure_log`.
+   */
+  size_t failure_log_len;
 } gpusvc_program_cache_entry_desc;
 
 /*
@@ -3457,6 +3496,26 @@ gpusvc_result gpusvc_program_cache_entry_binary(const struct gpusvc_program_cach
                                                 size_t *out_len);
 
 /*
+ What the entry records: `*out_failure` gets `GPUSVC_PROGRAM_CACHE_FAILURE_NONE` (a linked
+ program), `_COMPILE` (a shader that failed to compile; `*out_stage` gets its
+ `GPUSVC_PROGRAM_CACHE_SHADER_STAGE_*`) or `_LINK` (a program that failed to link;
+ `*out_stage` gets 0, as for a program). `*out_len` gets the length of the driver's info log
+ (0 for a program); with `buf` NULL and `len` 0 nothing else happens, otherwise `len` must
+ exceed it (room for the NUL, else `GPUSVC_INSUFFICIENT_SIZE`, nothing written) and the log
+ is copied NUL-terminated, byte for byte as the driver gave it.
+
+ # Safety
+ `buf` is NULL or valid for `len` bytes of writes; `out_failure`, `out_stage` and `out_len`
+ are NULL or valid for one write each.
+ */
+gpusvc_result gpusvc_program_cache_entry_failure(const struct gpusvc_program_cache_entry *program,
+                                                 uint32_t *out_failure,
+                                                 uint32_t *out_stage,
+                                                 char *buf,
+                                                 size_t len,
+                                                 size_t *out_len);
+
+/*
  How many variables of `kind` (`GPUSVC_PROGRAM_CACHE_VARIABLE_KIND_*`) the map of `stage`
  holds: `GPUSVC_PROGRAM_CACHE_SHADER_STAGE_VERTEX` and `_FRAGMENT` always (empty for a
  program without them), another stage when the program has it (see
@@ -3646,9 +3705,13 @@ gpusvc_result gpusvc_program_cache_link_status(const struct gpusvc_program_cache
 /*
  Stores a program under `key`, replacing an entry with the same key and evicting by policy
  until it fits. Everything is copied in. The shaders it names become known-compiled and are
- referenced by the entry.
+ referenced by the entry. With `program->failure` set it stores a failure record instead
+ (see `gpusvc_program_cache_entry_desc::failure`; read back with
+ `gpusvc_program_cache_load_failure`).
 
- Refusals leave the cache unchanged: `GPUSVC_PROGRAM_CACHE_EMPTY_BINARY`,
+ Refusals leave the cache unchanged: `GPUSVC_PROGRAM_CACHE_EMPTY_BINARY` (also for a
+ malformed entry: a failure record with a binary or a log over 64 KiB), an unknown `failure`
+ or failed stage `GPUSVC_INVALID_ARGUMENT`,
  `GPUSVC_PROGRAM_CACHE_OVER_BUDGET` (the entry alone exceeds the budget, a quarter of it under
  moderate memory pressure),
  `GPUSVC_PROGRAM_CACHE_CRITICAL_PRESSURE`. A `binary_len` or count over `PTRDIFF_MAX` is
@@ -3663,6 +3726,35 @@ gpusvc_result gpusvc_program_cache_save(const struct gpusvc_program_cache *cache
                                         const struct gpusvc_program_cache_sha1 *key,
                                         const struct gpusvc_program_cache_entry_desc *program,
                                         struct gpusvc_program_cache_save_report *out_report);
+
+/*
+ The key under which a shader's compile failure is recorded for the backend
+ `backend_identity` (a NUL-terminated UTF-8 string): from the shader's hash (as
+ `gpusvc_program_cache_backend_shader_hash` or `gpusvc_program_cache_shader_hash` made it).
+ Save a `GPUSVC_PROGRAM_CACHE_FAILURE_COMPILE` entry under it; look it up with
+ `gpusvc_program_cache_load_failure`.
+
+ # Safety
+ `hash` is NULL or valid for one read; `backend_identity` is NULL or a NUL-terminated string;
+ `out` is NULL or valid for one write.
+ */
+gpusvc_result gpusvc_program_cache_compile_failure_key(const struct gpusvc_program_cache_sha1 *hash,
+                                                       const char *backend_identity,
+                                                       struct gpusvc_program_cache_sha1 *out);
+
+/*
+ Looks up a recorded failure (a failed compile under its
+ `gpusvc_program_cache_compile_failure_key`, a failed link under its program key) and copies
+ it into a new `gpusvc_program_cache_entry` (`gpusvc_program_cache_entry_failure` reads it).
+ A hit counts (`failure_hits`) and promotes the record; no record, or a program under the
+ key, is `GPUSVC_PROGRAM_CACHE_NOT_FOUND`. `gpusvc_program_cache_load` never returns a failure.
+
+ # Safety
+ `key` is NULL or valid for one read; `out` is NULL or valid for one write.
+ */
+gpusvc_result gpusvc_program_cache_load_failure(const struct gpusvc_program_cache *cache,
+                                                const struct gpusvc_program_cache_sha1 *key,
+                                                struct gpusvc_program_cache_entry **out);
 
 /*
  Looks a program up and copies it into a new `gpusvc_program_cache_entry` (free it with

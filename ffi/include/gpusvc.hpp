@@ -368,6 +368,31 @@ inline gpusvc_result PeekProgram(const gpusvc_program_cache* cache, const gpusvc
   return r;
 }
 
+// Looks up a recorded failure (a compile failure under gpusvc_program_cache_compile_failure_key,
+// a link failure under its program key); read it with EntryFailure.
+inline gpusvc_result LoadFailure(const gpusvc_program_cache* cache, const gpusvc_program_cache_sha1& key,
+                                 CachedProgramPtr* out) {
+  if (out == nullptr) return GPUSVC_NULL_ARGUMENT;
+  gpusvc_program_cache_entry* raw = nullptr;
+  gpusvc_result r = gpusvc_program_cache_load_failure(cache, &key, &raw);
+  if (r == GPUSVC_OK) out->reset(raw);
+  return r;
+}
+
+// What an entry records (GPUSVC_PROGRAM_CACHE_FAILURE_*), the failed stage of a compile
+// failure, and the driver's info log byte for byte (empty for a program).
+inline gpusvc_result EntryFailure(const gpusvc_program_cache_entry* p, uint32_t* failure, uint32_t* stage,
+                                  std::string* log) {
+  if (log == nullptr) return GPUSVC_NULL_ARGUMENT;
+  size_t len = 0;
+  gpusvc_result r = gpusvc_program_cache_entry_failure(p, failure, stage, nullptr, 0, &len);
+  if (r != GPUSVC_OK) return r;
+  std::vector<char> buf(len + 1);
+  r = gpusvc_program_cache_entry_failure(p, failure, stage, buf.data(), buf.size(), &len);
+  if (r == GPUSVC_OK) log->assign(buf.data(), len);
+  return r;
+}
+
 inline gpusvc_result ReadCachedVariables(const gpusvc_program_cache_entry* p, uint32_t stage,
                                          uint32_t kind, std::vector<Variable>* out) {
   size_t n = 0;

@@ -288,6 +288,10 @@ fn list_and_text_outputs_name_their_own_parameters_when_null() {
             binary: binary.as_ptr(),
             binary_len: binary.len(),
             has_page: false,
+            failure: GPUSVC_PROGRAM_CACHE_FAILURE_NONE,
+            failure_stage: 0,
+            failure_log: ptr::null(),
+            failure_log_len: 0,
             page: 0,
         };
         let key = shader(3);

@@ -304,6 +304,10 @@ fn cache_with_one_save() -> *mut gpusvc_program_cache {
         binary: binary.as_ptr(),
         binary_len: binary.len(),
         has_page: false,
+        failure: GPUSVC_PROGRAM_CACHE_FAILURE_NONE,
+        failure_stage: 0,
+        failure_log: ptr::null(),
+        failure_log_len: 0,
         page: 0,
     };
     let key = gpusvc_program_cache_sha1 { bytes: [9; 20] };

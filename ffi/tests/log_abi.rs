@@ -265,6 +265,10 @@ fn save(cache: *mut gpusvc_program_cache, n: u8) {
         binary: bytes.as_ptr(),
         binary_len: bytes.len(),
         has_page: false,
+        failure: GPUSVC_PROGRAM_CACHE_FAILURE_NONE,
+        failure_stage: 0,
+        failure_log: ptr::null(),
+        failure_log_len: 0,
         page: 0,
     };
     let mut report = gpusvc_program_cache_save_report::default();

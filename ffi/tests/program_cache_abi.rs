@@ -119,6 +119,10 @@ fn desc(
         binary: binary.as_ptr(),
         binary_len: binary.len(),
         has_page: false,
+        failure: GPUSVC_PROGRAM_CACHE_FAILURE_NONE,
+        failure_stage: 0,
+        failure_log: ptr::null(),
+        failure_log_len: 0,
         page: 0,
     }
 }
@@ -450,6 +454,235 @@ fn save_then_load_and_peek_copy_everything_out() {
         );
         assert_eq!(gpusvc_program_cache_entry_free(p), OK);
     }
+}
+
+fn failure_desc(
+    vs: gpusvc_program_cache_sha1,
+    fs: gpusvc_program_cache_sha1,
+    failure: u32,
+    stage: u32,
+    log: &[u8],
+) -> gpusvc_program_cache_entry_desc {
+    gpusvc_program_cache_entry_desc {
+        failure,
+        failure_stage: stage,
+        failure_log: log.as_ptr().cast(),
+        failure_log_len: log.len(),
+        binary: ptr::null(),
+        binary_len: 0,
+        ..desc(vs, fs, &[])
+    }
+}
+
+/// What `gpusvc_program_cache_entry_failure` reports: (failure, stage, log).
+fn entry_failure(e: *mut gpusvc_program_cache_entry) -> (u32, u32, Vec<u8>) {
+    let (mut failure, mut stage, mut len) = (99, 99, 99);
+    // SAFETY: a live entry and out slots; the buffer is as long as `len` says.
+    unsafe {
+        assert_eq!(
+            gpusvc_program_cache_entry_failure(
+                e,
+                &mut failure,
+                &mut stage,
+                ptr::null_mut(),
+                0,
+                &mut len
+            ),
+            OK
+        );
+        let mut buf = vec![0 as c_char; len + 1];
+        assert_eq!(
+            gpusvc_program_cache_entry_failure(
+                e,
+                &mut failure,
+                &mut stage,
+                buf.as_mut_ptr(),
+                buf.len(),
+                &mut len
+            ),
+            OK
+        );
+        assert_eq!(buf[len], 0, "NUL-terminated");
+        let log = buf[..len].iter().map(|&c| c as u8).collect();
+        (failure, stage, log)
+    }
+}
+
+/// A host driving the cache itself records failed compiles and links and gets them back with
+/// the driver's log byte for byte, as the Rust `ProgramCache::load_failure` does: a compile
+/// failure under `gpusvc_program_cache_compile_failure_key` (per backend identity), a link
+/// failure under its program key keeping its shaders' compiled statuses; `_load` never hands
+/// out a failure, `_load_failure` never a program, and malformed records are refused.
+#[test]
+fn failure_records_round_trip_byte_for_byte() {
+    let cache = new_cache(1 << 20);
+    let bad = hash(
+        GPUSVC_PROGRAM_CACHE_SHADER_STAGE_FRAGMENT,
+        "void main() { oops }",
+    );
+    let mut compile_key = gpusvc_program_cache_sha1::default();
+    let mut other_backend = gpusvc_program_cache_sha1::default();
+    // SAFETY: live locals; C strings are NUL-terminated.
+    unsafe {
+        assert_eq!(
+            gpusvc_program_cache_compile_failure_key(&bad, c"core".as_ptr(), &mut compile_key),
+            OK
+        );
+        assert_eq!(
+            gpusvc_program_cache_compile_failure_key(&bad, c"compat".as_ptr(), &mut other_backend),
+            OK
+        );
+        assert_eq!(
+            gpusvc_program_cache_compile_failure_key(
+                ptr::null(),
+                c"core".as_ptr(),
+                &mut other_backend
+            ),
+            gpusvc_result::GPUSVC_NULL_ARGUMENT
+        );
+    }
+    assert_ne!(compile_key.bytes, other_backend.bytes);
+    // A log with bytes a C string would stop at or mangle: kept exactly (UTF-8, no NUL inside).
+    let log = "0:1(15): error: syntax error, unexpected '}'\n\ttab, ünïcode\n".as_bytes();
+    let none = gpusvc_program_cache_sha1::default();
+    let d = failure_desc(
+        none,
+        none,
+        GPUSVC_PROGRAM_CACHE_FAILURE_COMPILE,
+        GPUSVC_PROGRAM_CACHE_SHADER_STAGE_FRAGMENT,
+        log,
+    );
+    assert_eq!(save(cache, compile_key, &d), OK);
+
+    let vs = hash(GPUSVC_PROGRAM_CACHE_SHADER_STAGE_VERTEX, "linked vs");
+    let fs = hash(GPUSVC_PROGRAM_CACHE_SHADER_STAGE_FRAGMENT, "linked fs");
+    let link_key = key(vs, fs, &[]);
+    let link_log = b"error: vertex shader output `v' not read by fragment shader";
+    let d = failure_desc(vs, fs, GPUSVC_PROGRAM_CACHE_FAILURE_LINK, 77, link_log);
+    assert_eq!(save(cache, link_key, &d), OK);
+    assert_eq!(
+        compile_status(cache, vs),
+        GPUSVC_PROGRAM_CACHE_COMPILE_STATUS_SUCCESS,
+        "the shaders of a failed link compiled"
+    );
+
+    let mut e: *mut gpusvc_program_cache_entry = ptr::null_mut();
+    // SAFETY: live locals; every entry taken is freed.
+    unsafe {
+        assert_eq!(
+            gpusvc_program_cache_load_failure(cache, &compile_key, &mut e),
+            OK
+        );
+        assert_eq!(
+            entry_failure(e),
+            (
+                GPUSVC_PROGRAM_CACHE_FAILURE_COMPILE,
+                GPUSVC_PROGRAM_CACHE_SHADER_STAGE_FRAGMENT,
+                log.to_vec()
+            )
+        );
+        // A buffer one byte short (no room for the NUL): refused, nothing written.
+        let (mut f, mut st, mut len) = (99, 99, 99);
+        let mut short = vec![0 as c_char; log.len()];
+        assert_eq!(
+            gpusvc_program_cache_entry_failure(
+                e,
+                &mut f,
+                &mut st,
+                short.as_mut_ptr(),
+                short.len(),
+                &mut len
+            ),
+            gpusvc_result::GPUSVC_INSUFFICIENT_SIZE
+        );
+        assert_eq!((f, st, len), (99, 99, 99));
+        assert_eq!(
+            gpusvc_program_cache_entry_failure(
+                e,
+                ptr::null_mut(),
+                &mut st,
+                ptr::null_mut(),
+                0,
+                &mut len
+            ),
+            gpusvc_result::GPUSVC_NULL_ARGUMENT
+        );
+        assert_eq!((st, len), (99, 99));
+        assert_eq!(gpusvc_program_cache_entry_free(e), OK);
+
+        assert_eq!(
+            gpusvc_program_cache_load_failure(cache, &link_key, &mut e),
+            OK
+        );
+        assert_eq!(
+            entry_failure(e),
+            (GPUSVC_PROGRAM_CACHE_FAILURE_LINK, 0, link_log.to_vec())
+        );
+        assert_eq!(gpusvc_program_cache_entry_free(e), OK);
+
+        // `_load` never hands out a failure record.
+        e = ptr::null_mut();
+        assert_eq!(
+            gpusvc_program_cache_load(cache, &link_key, false, 0, &mut e),
+            gpusvc_result::GPUSVC_PROGRAM_CACHE_NOT_FOUND
+        );
+        assert!(e.is_null());
+    }
+    assert_eq!(stats(cache).failure_hits, 2);
+
+    // A program: `_load_failure` does not return it; its entry reports no failure.
+    let pvs = hash(GPUSVC_PROGRAM_CACHE_SHADER_STAGE_VERTEX, "program vs");
+    let program_key = key(pvs, fs, &[]);
+    assert_eq!(save(cache, program_key, &desc(pvs, fs, b"binary")), OK);
+    // SAFETY: live locals; every entry taken is freed.
+    unsafe {
+        assert_eq!(
+            gpusvc_program_cache_load_failure(cache, &program_key, &mut e),
+            gpusvc_result::GPUSVC_PROGRAM_CACHE_NOT_FOUND
+        );
+        assert_eq!(gpusvc_program_cache_peek(cache, &program_key, &mut e), OK);
+        assert_eq!(
+            entry_failure(e),
+            (GPUSVC_PROGRAM_CACHE_FAILURE_NONE, 0, Vec::new())
+        );
+        assert_eq!(gpusvc_program_cache_entry_free(e), OK);
+    }
+
+    // Malformed records change nothing.
+    let entries = stats(cache).entries;
+    let k = hash(GPUSVC_PROGRAM_CACHE_SHADER_STAGE_VERTEX, "refused");
+    let link = GPUSVC_PROGRAM_CACHE_FAILURE_LINK;
+    let mut with_binary = failure_desc(vs, fs, link, 0, b"log");
+    with_binary.binary = b"bin".as_ptr();
+    with_binary.binary_len = 3;
+    let long_log = vec![b'x'; 64 * 1024 + 1];
+    let refusals = [
+        (
+            failure_desc(vs, fs, 3, 0, b"log"),
+            gpusvc_result::GPUSVC_INVALID_ARGUMENT,
+        ),
+        (
+            failure_desc(vs, fs, GPUSVC_PROGRAM_CACHE_FAILURE_COMPILE, 9, b"log"),
+            gpusvc_result::GPUSVC_INVALID_ARGUMENT,
+        ),
+        (
+            failure_desc(vs, fs, link, 0, &[b'a', 0xFF]),
+            gpusvc_result::GPUSVC_INVALID_UTF8,
+        ),
+        (
+            failure_desc(vs, fs, link, 0, &long_log),
+            gpusvc_result::GPUSVC_PROGRAM_CACHE_EMPTY_BINARY,
+        ),
+        (
+            with_binary,
+            gpusvc_result::GPUSVC_PROGRAM_CACHE_EMPTY_BINARY,
+        ),
+    ];
+    for (d, code) in refusals {
+        assert_eq!(save(cache, k, &d), code, "{}", last_detail());
+    }
+    assert_eq!(stats(cache).entries, entries);
+    free_cache(cache);
 }
 
 #[test]

@@ -20,7 +20,7 @@ mod macros;
 pub(crate) mod out;
 pub(crate) mod sized;
 
-pub(crate) use args::{cstr_in, slice_in, source_in, struct_in};
+pub(crate) use args::{cstr_in, slice_in, source_in, struct_in, text_in};
 pub(crate) use error::{FfiError, ffi_guard, gpusvc_result, invalid_argument, null_argument};
 pub(crate) use host::{Gate, GatedFn, HostFn, UserData};
 pub(crate) use macros::c_enum;

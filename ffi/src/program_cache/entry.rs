@@ -1,18 +1,21 @@
 //! `gpusvc_program_cache_entry_*`: an immutable copy of one cached program, taken out of the cache by
-//! `gpusvc_program_cache_load` / `_peek`.
+//! `gpusvc_program_cache_load` / `_peek` / `_load_failure`.
 
+use std::ffi::c_char;
 use std::sync::Arc;
 
 use program_cache::{ProgramKey, ShaderStage, SharedProgram};
 
 use crate::kit::handle::{self, Kind};
-use crate::kit::{FfiError, Out, ffi_guard, gpusvc_result, invalid_argument, list_out};
+use crate::kit::{FfiError, Out, ffi_guard, gpusvc_result, invalid_argument, list_out, text_out};
 use crate::program_cache::types::{
-    CShaderVariables, VariableKind, gpusvc_program_cache_sha1, gpusvc_program_cache_variable_info,
-    stage_in, variable_kind_in,
+    CShaderVariables, GPUSVC_PROGRAM_CACHE_FAILURE_COMPILE, GPUSVC_PROGRAM_CACHE_FAILURE_LINK,
+    GPUSVC_PROGRAM_CACHE_FAILURE_NONE, VariableKind, gpusvc_program_cache_sha1,
+    gpusvc_program_cache_variable_info, stage_in, variable_kind_in,
 };
 
-/// A copy of one cached program, taken out by `gpusvc_program_cache_load` / `_peek`. Immutable
+/// A copy of one cached program or failure record, taken out by `gpusvc_program_cache_load` /
+/// `_peek` / `_load_failure`. Immutable
 /// and usable from any thread.
 #[derive(Debug)]
 pub struct gpusvc_program_cache_entry {
@@ -207,6 +210,54 @@ pub unsafe extern "C" fn gpusvc_program_cache_entry_binary(
             )
         }?;
         out_format.write(p.program.binary.format);
+        Ok(())
+    })
+}
+
+/// What the entry records: `*out_failure` gets `GPUSVC_PROGRAM_CACHE_FAILURE_NONE` (a linked
+/// program), `_COMPILE` (a shader that failed to compile; `*out_stage` gets its
+/// `GPUSVC_PROGRAM_CACHE_SHADER_STAGE_*`) or `_LINK` (a program that failed to link;
+/// `*out_stage` gets 0, as for a program). `*out_len` gets the length of the driver's info log
+/// (0 for a program); with `buf` NULL and `len` 0 nothing else happens, otherwise `len` must
+/// exceed it (room for the NUL, else `GPUSVC_INSUFFICIENT_SIZE`, nothing written) and the log
+/// is copied NUL-terminated, byte for byte as the driver gave it.
+///
+/// # Safety
+/// `buf` is NULL or valid for `len` bytes of writes; `out_failure`, `out_stage` and `out_len`
+/// are NULL or valid for one write each.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gpusvc_program_cache_entry_failure(
+    program: *const gpusvc_program_cache_entry,
+    out_failure: *mut u32,
+    out_stage: *mut u32,
+    buf: *mut c_char,
+    len: usize,
+    out_len: *mut usize,
+) -> gpusvc_result {
+    ffi_guard(|| {
+        let p = cached_program(program)?;
+        // SAFETY: output arguments (this function's contract).
+        let (out_failure, out_stage) = unsafe {
+            (
+                Out::new(out_failure, "out_failure")?,
+                Out::new(out_stage, "out_stage")?,
+            )
+        };
+        let (failure, stage, log) = match &p.program.failure {
+            None => (GPUSVC_PROGRAM_CACHE_FAILURE_NONE, 0, ""),
+            Some(f) => match f.compile_stage.and_then(ShaderStage::from_gl_enum) {
+                Some(stage) => (
+                    GPUSVC_PROGRAM_CACHE_FAILURE_COMPILE,
+                    super::stage_out(stage),
+                    f.log.as_str(),
+                ),
+                None => (GPUSVC_PROGRAM_CACHE_FAILURE_LINK, 0, f.log.as_str()),
+            },
+        };
+        // SAFETY: forwarded from this function's contract.
+        unsafe { text_out(log, (buf, "buf"), len, (out_len, "out_len")) }?;
+        out_failure.write(failure);
+        out_stage.write(stage);
         Ok(())
     })
 }

@@ -5,14 +5,15 @@ use std::ffi::{c_char, c_void};
 use std::sync::Arc;
 
 use program_cache::{
-    CachedProgram, ProgramBinaryData, ProgramCache, ProgramCacheBuilder, ProgramKey,
-    ProgramKeyInput, SaveError, ShaderHash, backend_shader_hash, program_key, shader_hash,
+    CachedProgram, FailureRecord, ProgramBinaryData, ProgramCache, ProgramCacheBuilder, ProgramKey,
+    ProgramKeyInput, SaveError, ShaderHash, backend_shader_hash, compile_failure_key, program_key,
+    shader_hash,
 };
 
 use crate::kit::handle::{self, Kind};
 use crate::kit::{
     FfiError, Gate, Out, SizedOut, answer_into, answer_sized_into, cstr_in, ffi_guard,
-    gpusvc_result, list_out, sized_in, slice_in, source_in,
+    gpusvc_result, invalid_argument, list_out, sized_in, slice_in, source_in, text_in,
 };
 use crate::program_cache::entry::{found, gpusvc_program_cache_entry};
 use crate::program_cache::histogram::{gpusvc_program_cache_histogram_callback, host_histogram};
@@ -418,9 +419,13 @@ fn save_error(e: &SaveError) -> FfiError {
 
 /// Stores a program under `key`, replacing an entry with the same key and evicting by policy
 /// until it fits. Everything is copied in. The shaders it names become known-compiled and are
-/// referenced by the entry.
+/// referenced by the entry. With `program->failure` set it stores a failure record instead
+/// (see `gpusvc_program_cache_entry_desc::failure`; read back with
+/// `gpusvc_program_cache_load_failure`).
 ///
-/// Refusals leave the cache unchanged: `GPUSVC_PROGRAM_CACHE_EMPTY_BINARY`,
+/// Refusals leave the cache unchanged: `GPUSVC_PROGRAM_CACHE_EMPTY_BINARY` (also for a
+/// malformed entry: a failure record with a binary or a log over 64 KiB), an unknown `failure`
+/// or failed stage `GPUSVC_INVALID_ARGUMENT`,
 /// `GPUSVC_PROGRAM_CACHE_OVER_BUDGET` (the entry alone exceeds the budget, a quarter of it under
 /// moderate memory pressure),
 /// `GPUSVC_PROGRAM_CACHE_CRITICAL_PRESSURE`. A `binary_len` or count over `PTRDIFF_MAX` is
@@ -458,6 +463,8 @@ pub unsafe extern "C" fn gpusvc_program_cache_save(
                 format: desc.binary_format,
                 bytes: bytes.to_vec(),
             },
+            // SAFETY: forwarded from this function's contract.
+            failure: unsafe { failure_in(&desc) }?,
             ..Default::default()
         };
         let page = desc.has_page.then_some(desc.page);
@@ -470,6 +477,81 @@ pub unsafe extern "C" fn gpusvc_program_cache_save(
         out_report.write(report);
         Ok(())
     })
+}
+
+/// The failure record a described entry carries, if any.
+///
+/// # Safety
+/// `desc.failure_log` is NULL or valid for `desc.failure_log_len` bytes.
+unsafe fn failure_in(
+    desc: &gpusvc_program_cache_entry_desc,
+) -> Result<Option<FailureRecord>, FfiError> {
+    let compile_stage = match desc.failure {
+        GPUSVC_PROGRAM_CACHE_FAILURE_NONE => return Ok(None),
+        GPUSVC_PROGRAM_CACHE_FAILURE_COMPILE => Some(stage_in(desc.failure_stage)?.gl_enum()),
+        GPUSVC_PROGRAM_CACHE_FAILURE_LINK => None,
+        other => {
+            return Err(invalid_argument(format!(
+                "`failure` is {other}, not a GPUSVC_PROGRAM_CACHE_FAILURE_* value"
+            )));
+        }
+    };
+    let log = match desc.failure_log_len {
+        0 => "",
+        // SAFETY: forwarded from this function's contract.
+        len => unsafe { text_in(desc.failure_log, len, "failure_log") }?,
+    };
+    Ok(Some(FailureRecord {
+        compile_stage,
+        log: log.to_owned(),
+    }))
+}
+
+/// The key under which a shader's compile failure is recorded for the backend
+/// `backend_identity` (a NUL-terminated UTF-8 string): from the shader's hash (as
+/// `gpusvc_program_cache_backend_shader_hash` or `gpusvc_program_cache_shader_hash` made it).
+/// Save a `GPUSVC_PROGRAM_CACHE_FAILURE_COMPILE` entry under it; look it up with
+/// `gpusvc_program_cache_load_failure`.
+///
+/// # Safety
+/// `hash` is NULL or valid for one read; `backend_identity` is NULL or a NUL-terminated string;
+/// `out` is NULL or valid for one write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gpusvc_program_cache_compile_failure_key(
+    hash: *const gpusvc_program_cache_sha1,
+    backend_identity: *const c_char,
+    out: *mut gpusvc_program_cache_sha1,
+) -> gpusvc_result {
+    // SAFETY: `hash`, `backend_identity` and `out` are forwarded from this function's contract.
+    unsafe {
+        answer_into(
+            || {
+                let hash = ShaderHash(sha1_in(hash, "hash")?);
+                Ok((hash, cstr_in(backend_identity, "backend_identity")?))
+            },
+            out,
+            "out",
+            |(hash, identity)| Ok(compile_failure_key(&hash, identity).into()),
+        )
+    }
+}
+
+/// Looks up a recorded failure (a failed compile under its
+/// `gpusvc_program_cache_compile_failure_key`, a failed link under its program key) and copies
+/// it into a new `gpusvc_program_cache_entry` (`gpusvc_program_cache_entry_failure` reads it).
+/// A hit counts (`failure_hits`) and promotes the record; no record, or a program under the
+/// key, is `GPUSVC_PROGRAM_CACHE_NOT_FOUND`. `gpusvc_program_cache_load` never returns a failure.
+///
+/// # Safety
+/// `key` is NULL or valid for one read; `out` is NULL or valid for one write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gpusvc_program_cache_load_failure(
+    cache: *const gpusvc_program_cache,
+    key: *const gpusvc_program_cache_sha1,
+    out: *mut *mut gpusvc_program_cache_entry,
+) -> gpusvc_result {
+    // SAFETY: forwarded from this function's contract.
+    unsafe { key_query(cache, key, out, "out", |c, k| found(&k, c.load_failure(&k))) }
 }
 
 /// Looks a program up and copies it into a new `gpusvc_program_cache_entry` (free it with

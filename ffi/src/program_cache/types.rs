@@ -85,6 +85,14 @@ pub const GPUSVC_PROGRAM_CACHE_VARIABLE_KIND_VARYING: u32 = 2u32;
 /// Variable kind: fragment outputs (`location` is the output's location).
 pub const GPUSVC_PROGRAM_CACHE_VARIABLE_KIND_OUTPUT: u32 = 3u32;
 
+/// What a cached entry records (`gpusvc_program_cache_entry_failure`,
+/// `gpusvc_program_cache_entry_desc::failure`): a linked program.
+pub const GPUSVC_PROGRAM_CACHE_FAILURE_NONE: u32 = 0u32;
+/// A shader that failed to compile (stored under `gpusvc_program_cache_compile_failure_key`).
+pub const GPUSVC_PROGRAM_CACHE_FAILURE_COMPILE: u32 = 1u32;
+/// A program that failed to link (stored under its program key).
+pub const GPUSVC_PROGRAM_CACHE_FAILURE_LINK: u32 = 2u32;
+
 /// Bytes in a SHA-1 digest (`gpusvc_program_cache_sha1`).
 pub const GPUSVC_PROGRAM_CACHE_SHA1_LEN: usize = 20;
 
@@ -427,11 +435,25 @@ pub struct gpusvc_program_cache_entry_desc {
     pub has_page: bool,
     /// The page / client the program is for (for GPUSVC_PROGRAM_CACHE_EVICTION_POLICY_PAGE_LRU_MRU).
     pub page: u64,
+    /// `GPUSVC_PROGRAM_CACHE_FAILURE_NONE` (a program: the default) or a failure record:
+    /// `GPUSVC_PROGRAM_CACHE_FAILURE_COMPILE` (key: `gpusvc_program_cache_compile_failure_key`,
+    /// no shader hashes) or `GPUSVC_PROGRAM_CACHE_FAILURE_LINK` (key: the program key, with its
+    /// shaders' hashes: they compiled). A failure record has no binary (`binary_len` 0) and the
+    /// driver's info log in `failure_log`. Zero when the host's `struct_size` stops before it.
+    pub failure: u32,
+    /// With `GPUSVC_PROGRAM_CACHE_FAILURE_COMPILE`: the stage that failed
+    /// (`GPUSVC_PROGRAM_CACHE_SHADER_STAGE_*`); ignored otherwise.
+    pub failure_stage: u32,
+    /// With a failure: `failure_log_len` bytes of UTF-8, the driver's info log (at most
+    /// 64 KiB); NULL when the length is 0.
+    pub failure_log: *const c_char,
+    /// Length of `failure_log`.
+    pub failure_log_len: usize,
 }
 
 growable!(gpusvc_program_cache_entry_desc {
     first: page,
-    last: page,
+    last: failure_log_len,
     defaults: gpusvc_program_cache_entry_desc {
         struct_size: 0,
         vertex_shader: gpusvc_program_cache_sha1::default(),
@@ -443,6 +465,10 @@ growable!(gpusvc_program_cache_entry_desc {
         binary_len: 0,
         has_page: false,
         page: 0,
+        failure: GPUSVC_PROGRAM_CACHE_FAILURE_NONE,
+        failure_stage: 0,
+        failure_log: std::ptr::null(),
+        failure_log_len: 0,
     },
 });
 
