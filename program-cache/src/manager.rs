@@ -84,6 +84,10 @@ pub struct ProgramManagerId(u64);
 /// whatever the ordering (one atomic location), and the id publishes no other memory.
 static NEXT_MANAGER: AtomicU64 = AtomicU64::new(1);
 
+/// The next deferred-read ticket ([`LinkedProgram`]'s private half of a deferred read). Relaxed
+/// as for [`NEXT_MANAGER`]: each value is handed out once, and it publishes no other memory.
+static NEXT_DEFERRED_TICKET: AtomicU64 = AtomicU64::new(1);
+
 impl ProgramManagerId {
     fn next() -> Self {
         ProgramManagerId(NEXT_MANAGER.fetch_add(1, Ordering::Relaxed))
@@ -258,6 +262,10 @@ pub struct LinkedProgram<P> {
     /// ([`ProgramManager::set_defer_binary_reads`]): [`ProgramManager::save_deferred_binary`]
     /// reads and saves it.
     pub binary_deferred: bool,
+    /// The ticket of its deferred read (unique in the process; 0: none). Private, so editing
+    /// the public fields (`key`, `manager`) cannot make another program's read save this
+    /// program's binary, or this program's read save another's.
+    deferred_ticket: u64,
 }
 
 /// A shader of another [`ProgramManager`] was given to [`ProgramManager::compile`]: its
@@ -440,6 +448,8 @@ pub const MAX_DEFERRED_BYTES: usize = 16 << 20;
 struct DeferredSave {
     value: CachedProgram,
     page: Option<PageId>,
+    /// Equals the waiting [`LinkedProgram`]'s `deferred_ticket`.
+    ticket: u64,
 }
 
 /// A link started with [`ProgramManager::start_link`]: poll it with
@@ -565,9 +575,14 @@ impl<B: ProgramBackend> ProgramManager<B> {
 
     /// Reads and saves the binary of `linked` if it was deferred
     /// ([`LinkedProgram::binary_deferred`]); returns whether it was read. A program another
-    /// manager linked is left alone (false).
+    /// manager linked, or one whose public `key` or `manager` was edited, is left alone (false):
+    /// a binary is only ever saved under the key of the link that made it.
     pub fn save_deferred_binary(&mut self, linked: &mut LinkedProgram<B::Program>) -> bool {
         if linked.manager != self.id || !linked.binary_deferred {
+            return false;
+        }
+        // The read waiting under the program's key must be this program's.
+        if self.deferred.get(&linked.key).map(|d| d.ticket) != Some(linked.deferred_ticket) {
             return false;
         }
         let Some(pending) = self.take_deferred(&linked.key) else {
@@ -1046,9 +1061,18 @@ impl<B: ProgramBackend> ProgramManager<B> {
                         && self.deferred_bytes + size <= MAX_DEFERRED_BYTES
                         && !self.deferred.contains_key(&key)
                     {
+                        let ticket = NEXT_DEFERRED_TICKET.fetch_add(1, Ordering::Relaxed);
                         self.deferred_bytes += size;
-                        self.deferred.insert(key, DeferredSave { value, page });
+                        self.deferred.insert(
+                            key,
+                            DeferredSave {
+                                value,
+                                page,
+                                ticket,
+                            },
+                        );
                         linked.binary_deferred = true;
+                        linked.deferred_ticket = ticket;
                     } else {
                         self.save_binary(key, value, &linked.program, page);
                     }
@@ -1148,6 +1172,7 @@ impl<B: ProgramBackend> ProgramManager<B> {
             uniforms,
             interface,
             binary_deferred: false,
+            deferred_ticket: 0,
         }
     }
 

@@ -335,6 +335,36 @@ fn deferred_reads_are_bounded_and_forgotten_ones_never_happen() {
     assert_eq!(m.deferred_binaries(), MAX_DEFERRED_SAVES - 2);
 }
 
+/// `LinkedProgram`'s fields are public: a host that edits `key` (or `manager`) cannot make a
+/// deferred read save one program's binary under another program's key.
+#[test]
+fn an_edited_linked_program_never_files_its_binary_under_another_key() {
+    let cache = cache();
+    let mut m = ProgramManager::new(FakeDriver::default(), cache.clone(), "review16");
+    m.set_defer_binary_reads(true);
+    let mut link = |i: usize| {
+        let mut vs = m.new_shader(ShaderStage::Vertex, format!("in vec4 a_{i};"));
+        let mut fs = m.new_shader(ShaderStage::Fragment, "void main() {}");
+        m.compile(&mut vs).unwrap();
+        m.compile(&mut fs).unwrap();
+        m.link(&mut vs, &mut fs, &ProgramOptions::default())
+            .unwrap()
+    };
+    let (mut a, mut b) = (link(0), link(1));
+    assert!(a.binary_deferred && b.binary_deferred);
+    let a_key = a.key;
+    a.key = b.key;
+    assert!(!m.save_deferred_binary(&mut a), "b's read is not a's");
+    assert!(cache.peek(&b.key).is_none());
+    assert_eq!(m.backend().binaries(), 0);
+    assert!(m.save_deferred_binary(&mut b));
+    a.key = a_key;
+    assert!(m.save_deferred_binary(&mut a));
+    let binary_of = |k| cache.peek(k).unwrap().binary.bytes.clone();
+    assert_ne!(binary_of(&a.key), binary_of(&b.key));
+    assert_eq!(m.backend().binaries(), 2);
+}
+
 /// The programs waiting for their binary read hold at most `MAX_DEFERRED_BYTES` of entries:
 /// programs with huge interfaces (the host's translator maps) stop waiting long before the
 /// count bound, the next one reads its binary at once, and saving or forgetting a waiting read
