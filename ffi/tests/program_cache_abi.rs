@@ -1117,6 +1117,8 @@ fn no_histogram_sample_reaches_the_host_after_the_cache_is_freed() {
 fn bad_sources_names_and_sizes_return_codes() {
     let mut out = gpusvc_program_cache_sha1 { bytes: [7; 20] };
     let bad = [b'x', 0xFF, b'y'];
+    // `bad` is not NUL-terminated: as a C string (an identity) it would be read past its end.
+    let bad_c = [b'x', 0xFF, 0];
     // SAFETY: each pointer is NULL, or a live buffer at least as long as the length, except the
     // absurd length, which the library must refuse before reading.
     unsafe {
@@ -1161,7 +1163,7 @@ fn bad_sources_names_and_sizes_return_codes() {
             gpusvc_result::GPUSVC_NULL_ARGUMENT
         );
         assert_eq!(
-            backend_hash(c"x".as_ptr(), 1, bad.as_ptr().cast(), &mut out),
+            backend_hash(c"x".as_ptr(), 1, bad_c.as_ptr().cast(), &mut out),
             gpusvc_result::GPUSVC_INVALID_UTF8
         );
         assert_eq!(
@@ -1187,19 +1189,12 @@ fn bad_sources_names_and_sizes_return_codes() {
             struct_size: size_of::<gpusvc_program_cache_program_key_input>(),
             vertex: out,
             fragment: out,
-            backend_identity: bad.as_ptr().cast(),
+            backend_identity: bad_c.as_ptr().cast(),
             link: no_link_options(),
             other_stages: ptr::null(),
             other_stage_count: 0,
             separable: false,
             reserved: [0; 7],
-        };
-        // `bad` is not NUL-terminated by itself; give it a terminator.
-        let bad_c = [b'x', 0xFF, 0];
-        let input = gpusvc_program_cache_program_key_input {
-            struct_size: size_of::<gpusvc_program_cache_program_key_input>(),
-            backend_identity: bad_c.as_ptr().cast(),
-            ..input
         };
         assert_eq!(
             gpusvc_program_cache_program_key(&input, &mut out),
@@ -1878,6 +1873,172 @@ fn host_flow_failed_compile_and_bad_links() {
             gpusvc_program_manager_free(m),
             gpusvc_result::GPUSVC_INVALID_HANDLE
         );
+    }
+    free_cache(cache);
+}
+
+/// `gpusvc_program_cache_backend_shader_hash(stage, source, options, identity)`.
+fn backend_hash(
+    stage: u32,
+    source: &str,
+    options: &[u8],
+    identity: &CStr,
+) -> gpusvc_program_cache_sha1 {
+    let mut out = gpusvc_program_cache_sha1::default();
+    // SAFETY: live buffers of their lengths, a NUL-terminated identity and an out slot.
+    let r = unsafe {
+        gpusvc_program_cache_backend_shader_hash(
+            stage,
+            source.as_ptr().cast(),
+            source.len(),
+            options.as_ptr(),
+            options.len(),
+            identity.as_ptr(),
+            &mut out,
+        )
+    };
+    assert_eq!(r, OK, "{}", last_detail());
+    out
+}
+
+/// What the header promises a C host that computes a manager's hashes and keys itself: the
+/// manager's compiled hash is `gpusvc_program_cache_backend_shader_hash` of the shader's stage,
+/// source, compile options and the manager's identity (not `gpusvc_program_cache_shader_hash`);
+/// its compile statuses are keyed by it (a status marked with that hash defers the compile, one
+/// marked with the plain hash does not); and its linked program key is
+/// `gpusvc_program_cache_program_key` of those hashes.
+#[test]
+fn a_managers_hashes_and_keys_are_the_backend_shader_hash_exports() {
+    const VS: u32 = GPUSVC_PROGRAM_CACHE_SHADER_STAGE_VERTEX;
+    const FS: u32 = GPUSVC_PROGRAM_CACHE_SHADER_STAGE_FRAGMENT;
+    let state = RefCell::new(FakeGl::default());
+    let cache = new_cache(1 << 20);
+    let m = host_manager(&state, cache);
+    let options = b"translator flags";
+    let with_options = |stage, source| {
+        let s = shader(m, stage, source);
+        // SAFETY: a live handle and a buffer of its length.
+        let r = unsafe {
+            gpusvc_program_manager_shader_set_compile_options(s, options.as_ptr(), options.len())
+        };
+        assert_eq!(r, OK, "{}", last_detail());
+        s
+    };
+    let compiled_hash = |s| {
+        let mut h = gpusvc_program_cache_sha1::default();
+        // SAFETY: a live handle and out slot.
+        let r = unsafe { gpusvc_program_manager_shader_compiled_hash(s, &mut h) };
+        assert_eq!(r, OK);
+        h
+    };
+
+    let vs = with_options(VS, "vertex source");
+    let fs = with_options(FS, "fragment source");
+    assert_eq!(
+        compile(m, vs),
+        GPUSVC_PROGRAM_MANAGER_COMPILE_OUTCOME_COMPILED
+    );
+    assert_eq!(
+        compile(m, fs),
+        GPUSVC_PROGRAM_MANAGER_COMPILE_OUTCOME_COMPILED
+    );
+    let (hv, hf) = (compiled_hash(vs), compiled_hash(fs));
+    assert_eq!(hv, backend_hash(VS, "vertex source", options, c"fake"));
+    assert_eq!(hf, backend_hash(FS, "fragment source", options, c"fake"));
+    // The options, the identity and the domain are each in it.
+    assert_ne!(hv, backend_hash(VS, "vertex source", b"", c"fake"));
+    assert_ne!(hv, backend_hash(VS, "vertex source", options, c"other"));
+    let mut plain = gpusvc_program_cache_sha1::default();
+    // SAFETY: live buffers of their lengths and an out slot.
+    let r = unsafe {
+        gpusvc_program_cache_shader_hash(
+            VS,
+            c"vertex source".as_ptr(),
+            "vertex source".len(),
+            options.as_ptr(),
+            options.len(),
+            &mut plain,
+        )
+    };
+    assert_eq!(r, OK);
+    assert_ne!(hv, plain);
+    assert_eq!(
+        compile_status(cache, hv),
+        GPUSVC_PROGRAM_CACHE_COMPILE_STATUS_SUCCESS
+    );
+    assert_eq!(
+        compile_status(cache, plain),
+        GPUSVC_PROGRAM_CACHE_COMPILE_STATUS_UNKNOWN
+    );
+
+    // A host that marks statuses for the manager: the backend hash defers, the plain one does not.
+    let marked = backend_hash(VS, "marked source", options, c"fake");
+    // SAFETY: a live cache and hash.
+    let r = unsafe { gpusvc_program_cache_mark_shader_compiled(cache, &marked) };
+    assert_eq!(r, OK);
+    let s = with_options(VS, "marked source");
+    assert_eq!(
+        compile(m, s),
+        GPUSVC_PROGRAM_MANAGER_COMPILE_OUTCOME_DEFERRED
+    );
+    let mut plain_marked = gpusvc_program_cache_sha1::default();
+    // SAFETY: live buffers of their lengths and an out slot.
+    unsafe {
+        assert_eq!(
+            gpusvc_program_cache_shader_hash(
+                VS,
+                c"plain marked".as_ptr(),
+                "plain marked".len(),
+                options.as_ptr(),
+                options.len(),
+                &mut plain_marked,
+            ),
+            OK
+        );
+        assert_eq!(
+            gpusvc_program_cache_mark_shader_compiled(cache, &plain_marked),
+            OK
+        );
+    }
+    let t = with_options(VS, "plain marked");
+    assert_eq!(
+        compile(m, t),
+        GPUSVC_PROGRAM_MANAGER_COMPILE_OUTCOME_COMPILED
+    );
+
+    // The linked program's key is gpusvc_program_cache_program_key of the backend hashes.
+    let p = link(m, vs, fs).unwrap();
+    let mut linked = gpusvc_program_cache_sha1::default();
+    // SAFETY: a live handle and out slot.
+    let r = unsafe { gpusvc_program_manager_linked_program_key(p, &mut linked) };
+    assert_eq!(r, OK);
+    let key_of = |vertex, fragment| {
+        let input = gpusvc_program_cache_program_key_input {
+            struct_size: size_of::<gpusvc_program_cache_program_key_input>(),
+            vertex,
+            fragment,
+            backend_identity: c"fake".as_ptr(),
+            link: no_link_options(),
+            other_stages: ptr::null(),
+            other_stage_count: 0,
+            separable: false,
+            reserved: [0; 7],
+        };
+        let mut out = gpusvc_program_cache_sha1::default();
+        // SAFETY: `input` points at live locals.
+        let r = unsafe { gpusvc_program_cache_program_key(&input, &mut out) };
+        assert_eq!(r, OK);
+        out
+    };
+    assert_eq!(linked, key_of(hv, hf));
+    assert_eq!(
+        link_status(cache, linked),
+        GPUSVC_PROGRAM_CACHE_LINK_STATUS_SUCCESS
+    );
+    free_all(&[vs, fs, s, t], &[p]);
+    // SAFETY: live handles.
+    unsafe {
+        assert_eq!(gpusvc_program_manager_free(m), OK);
     }
     free_cache(cache);
 }

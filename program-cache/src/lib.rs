@@ -47,8 +47,9 @@
 //!   [`MAX_FAILURE_LOG`] is not cached.
 //! * Managers with different backend identities may share one cache: a shader's compile status
 //!   and compile failure are one backend's, never another's ([`backend_shader_hash`]), so a
-//!   shader one backend compiled is still compiled, and refused, by a backend that refuses it
-//!   (`a_shader_compiled_on_another_backend_is_not_deferred_where_it_fails` on a core and a
+//!   shader one backend compiled is not deferred on another: that backend's own driver compiles
+//!   it, and may refuse it (`a_compile_status_is_one_backend_identitys` with the fake driver;
+//!   `a_shader_compiled_on_another_backend_is_not_deferred_where_it_fails` on a core and a
 //!   compatibility context).
 //! * Links started together and polled ([`ProgramManager::start_link`],
 //!   [`ProgramManager::link_ready`], [`ProgramManager::finish_link`]) give what synchronous

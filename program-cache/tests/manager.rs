@@ -241,3 +241,39 @@ fn a_pending_link_or_a_deferred_binary_of_another_manager_is_refused() {
     assert_eq!((a.backend().binaries(), a.deferred_binaries()), (1, 0));
     assert_eq!(cache.len(), 1);
 }
+
+/// The fake-driver form of `review16.rs`'s
+/// `a_shader_compiled_on_another_backend_is_not_deferred_where_it_fails` (which needs GL): a
+/// status recorded by one backend identity never defers another identity's compile, and one
+/// recorded under the same identity does.
+#[test]
+fn a_compile_status_is_one_backend_identitys() {
+    let cache = ProgramCache::builder(CacheConfig::desktop()).build();
+    let mut core = ProgramManager::new(FakeDriver::default(), cache.clone(), "core");
+    let mut compat = ProgramManager::new(FakeDriver::default(), cache.clone(), "compatibility");
+    let mut s = Shader::new(ShaderStage::Vertex, VS);
+    assert_eq!(compat.compile(&mut s).unwrap(), CompileOutcome::Compiled);
+    let mut s = Shader::new(ShaderStage::Vertex, VS);
+    assert_eq!(core.compile(&mut s).unwrap(), CompileOutcome::Compiled);
+    assert_eq!(core.backend().compiles(), 1, "core asked its own driver");
+    assert_ne!(
+        s.compiled_hash(),
+        Some(backend_shader_hash(
+            ShaderStage::Vertex,
+            VS,
+            b"",
+            "compatibility"
+        ))
+    );
+    // Each identity's own status defers its next compile.
+    let mut again = ProgramManager::new(FakeDriver::default(), cache.clone(), "core");
+    let mut s = Shader::new(ShaderStage::Vertex, VS);
+    assert_eq!(again.compile(&mut s).unwrap(), CompileOutcome::Deferred);
+    assert_eq!(again.backend().compiles(), 0);
+    assert_eq!(
+        s.compiled_hash(),
+        Some(backend_shader_hash(ShaderStage::Vertex, VS, b"", "core"))
+    );
+    let c = cache.counters();
+    assert_eq!((c.status_hits, c.status_misses), (1, 2));
+}

@@ -163,7 +163,10 @@ pub unsafe extern "C" fn gpusvc_program_cache_current_config(
 
 /// Hash of one shader as compiled: its stage (`GPUSVC_PROGRAM_CACHE_SHADER_STAGE_*`), the source
 /// (`source_len` bytes of UTF-8, non-empty) and the compile options that change the output
-/// (opaque bytes; `options` may be NULL when `options_len` is 0).
+/// (opaque bytes; `options` may be NULL when `options_len` is 0). For a host that drives the
+/// cache itself; a program manager hashes its shaders with
+/// `gpusvc_program_cache_backend_shader_hash` instead, so this hash never names a manager's
+/// shader (its compile status, its programs' keys).
 ///
 /// # Safety
 /// `source` is NULL or valid for `source_len` bytes; `options` is NULL or valid for
@@ -194,7 +197,8 @@ pub unsafe extern "C" fn gpusvc_program_cache_shader_hash(
 
 /// Hash of one shader as a program manager made with `backend_identity` (a NUL-terminated UTF-8
 /// string, as given to `gpusvc_program_manager_new_gl` / `_new_host`) compiles it: what
-/// `gpusvc_program_cache_shader_hash` covers plus that identity. It is what
+/// `gpusvc_program_cache_shader_hash` covers (the same `stage`, `source` and `options`
+/// arguments, checked the same way) plus that identity. It is what
 /// `gpusvc_program_manager_shader_compiled_hash` reports and what the manager's compile
 /// statuses, compile failures and program keys are keyed by, so a shader one backend compiled
 /// is not taken as compiled by another backend sharing the cache.
@@ -235,8 +239,10 @@ pub unsafe extern "C" fn gpusvc_program_cache_backend_shader_hash(
 
 /// The program key of compiled shaders (vertex, fragment and the other stages) with a backend
 /// identity, link options and the separable flag (binding and stage order do not matter;
-/// varying order does): the key `gpusvc_program_manager_linked_program_key` reports for the
-/// same program.
+/// varying order does). With the shaders' `gpusvc_program_manager_shader_compiled_hash`es
+/// (`gpusvc_program_cache_backend_shader_hash` with the same backend identity, not
+/// `gpusvc_program_cache_shader_hash`) it is the key `gpusvc_program_manager_linked_program_key`
+/// reports for the same program.
 ///
 /// # Safety
 /// `input` is NULL or valid for reading `input->struct_size` bytes, its pointers as documented
@@ -282,6 +288,8 @@ unsafe fn key_of(
 }
 
 /// The compile status of a shader (`GPUSVC_PROGRAM_CACHE_COMPILE_STATUS_*`). The hash is copied.
+/// A program manager's statuses are under `gpusvc_program_cache_backend_shader_hash` with its
+/// backend identity.
 ///
 /// # Safety
 /// `hash` is NULL or valid for one read; `out` is NULL or valid for one write.
@@ -299,7 +307,9 @@ pub unsafe extern "C" fn gpusvc_program_cache_shader_compile_status(
     }
 }
 
-/// Records that a shader compiled successfully (the hash is copied).
+/// Records that a shader compiled successfully (the hash is copied). A program manager defers
+/// the compile of a shader marked under `gpusvc_program_cache_backend_shader_hash` with its
+/// backend identity; a mark under `gpusvc_program_cache_shader_hash` is not one it reads.
 ///
 /// # Safety
 /// `hash` is NULL or valid for one read.

@@ -544,7 +544,8 @@ pub struct gpusvc_program_cache_program_key_input {
 pub struct gpusvc_program_cache_stage_hash {
     /// A `GPUSVC_PROGRAM_CACHE_SHADER_STAGE_*` value.
     pub stage: u32,
-    /// The shader's hash (`gpusvc_program_cache_shader_hash`).
+    /// The shader's hash (`gpusvc_program_cache_shader_hash`; for a program manager's program,
+    /// the shader's `gpusvc_program_cache_backend_shader_hash`).
     pub hash: gpusvc_program_cache_sha1,
 }
 
