@@ -718,6 +718,9 @@ TEST(ProgramManager, DoesNotSetCompilationStatusOnErrorDuringCompilation) {
   gpusvc::ShaderPtr vs = flow.Shader(kVertex, bad);
   EXPECT_EQ(flow.Compile(vs), GPUSVC_PROGRAM_MANAGER_COMPILE_OUTCOME_FAILED);
   EXPECT_EQ(flow.gl.compiled, (std::vector<std::string>{bad}));
+  gpusvc_program_cache_sha1 compiled{};
+  ASSERT_EQ(gpusvc_program_manager_shader_compiled_hash(vs.get(), &compiled), GPUSVC_OK);
+  EXPECT_EQ(compiled, ManagerHash(kVertex, bad));  // the hash the status below is about
   EXPECT_EQ(CompileStatus(flow.cache, ManagerHash(kVertex, bad)), GPUSVC_PROGRAM_CACHE_COMPILE_STATUS_UNKNOWN);
   EXPECT_EQ(State(vs), GPUSVC_PROGRAM_MANAGER_SHADER_STATE_FAILED);
   EXPECT_EQ(gpusvc::ShaderInfoLog(vs.get()), "0:1(1): error: syntax error");

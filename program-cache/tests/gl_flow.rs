@@ -144,6 +144,8 @@ fn a_failed_compile_records_no_status_and_keeps_the_info_log() {
         "{:?}",
         vs.info_log()
     );
+    let expected = backend_shader_hash(ShaderStage::Vertex, &bad, b"", "gl_flow test");
+    assert_eq!(vs.compiled_hash(), Some(expected), "the manager's hash");
     assert_eq!(
         cache.shader_compile_status(&backend_shader_hash(
             ShaderStage::Vertex,

@@ -50,6 +50,8 @@ fn does_not_set_compilation_status_on_error() {
     assert_eq!(m.compile(&mut vs).unwrap(), CompileOutcome::Failed);
     assert!(!vs.compile_status());
     assert!(vs.info_log().unwrap().contains("syntax error"));
+    // The hash the status would be under is the manager's (so the Unknown below is about it).
+    assert_eq!(vs.compiled_hash(), Some(hash(ShaderStage::Vertex, bad)));
     assert_eq!(
         cache.shader_compile_status(&hash(ShaderStage::Vertex, bad)),
         CompileStatus::Unknown
