@@ -4472,7 +4472,8 @@ gpusvc_result gpusvc_program_manager_pending_link_free(struct gpusvc_program_man
  Whether a link that misses the cache leaves the program binary in the driver until
  `gpusvc_program_manager_save_deferred_binary` (a host calls it when its context is idle)
  instead of reading it when the link finishes (the default, false). At most 1024 programs
- wait; past that a link reads its binary at once.
+ holding at most 16 MiB wait (`gpusvc_program_manager_deferred_bytes`); past that a link
+ reads its binary at once.
 
  # Safety
  None beyond passing a value that came from gpusvc (or NULL).
@@ -4494,9 +4495,11 @@ gpusvc_result gpusvc_program_manager_save_deferred_binary(const struct gpusvc_pr
 
 /*
  Drops the deferred binary read of `program` (call it before freeing a program whose
- binary is deferred and will not be saved: the manager keeps at most 1024 such records, and
- past that reads binaries at once); `*out` gets whether there was one. A program linked by
- another manager is `GPUSVC_INVALID_ARGUMENT`.
+ binary is deferred and will not be saved: the manager keeps at most 1024 such records
+ holding at most 16 MiB, and past that reads binaries at once; freeing the program does not
+ drop its read); `*out` gets whether there was one. Only `program`'s own
+ read is dropped: another live program of the same shaders keeps its read. A program linked
+ by another manager is `GPUSVC_INVALID_ARGUMENT`.
 
  # Safety
  `out` is NULL or valid for one write.

@@ -734,6 +734,71 @@ fn deferred_binary_reads_save_when_asked() {
     free_cache(cache);
 }
 
+/// Two live programs of the same shaders: the first waits for its binary read, the second
+/// (linked while the first waits) was read at once. Forgetting the second before freeing it
+/// drops nothing: the first keeps its read (and its bytes) and saves it.
+#[test]
+fn forgetting_one_program_keeps_another_programs_deferred_read() {
+    const TEST: &str = "forgetting_one_program_keeps_another_programs_deferred_read";
+    let cache = new_cache(cache_config(1 << 22));
+    let Some(m) = gl_manager(TEST, cache) else {
+        free_cache(cache);
+        return;
+    };
+    // SAFETY: a live handle.
+    let r = unsafe { gpusvc_program_manager_set_defer_binary_reads(m, true) };
+    assert_eq!(r, OK);
+    let (vs, fs) = (
+        shader(m, GPUSVC_PROGRAM_CACHE_SHADER_STAGE_VERTEX, VS),
+        shader(m, GPUSVC_PROGRAM_CACHE_SHADER_STAGE_FRAGMENT, FS),
+    );
+    compile(m, vs);
+    compile(m, fs);
+    let a = link_program(m, &[vs, fs], None).unwrap_or_else(|e| panic!("{e:?}"));
+    let b = link_program(m, &[vs, fs], None).unwrap_or_else(|e| panic!("{e:?}"));
+    // SAFETY: live handles and out slots.
+    unsafe {
+        assert!(written(false, |o| {
+            gpusvc_program_manager_linked_program_binary_deferred(a, o)
+        }));
+        assert!(!written(true, |o| {
+            gpusvc_program_manager_linked_program_binary_deferred(b, o)
+        }));
+        let held = written(0, |o| gpusvc_program_manager_deferred_bytes(m, o));
+        assert!(held > 0);
+        assert!(
+            !written(true, |o| {
+                gpusvc_program_manager_forget_deferred_binary(m, b, o)
+            }),
+            "b had no read waiting"
+        );
+        assert_eq!(
+            written(9, |o| gpusvc_program_manager_deferred_binaries(m, o)),
+            1
+        );
+        assert_eq!(
+            written(9, |o| gpusvc_program_manager_deferred_bytes(m, o)),
+            held
+        );
+        free_linked(b);
+        assert!(
+            written(false, |o| {
+                gpusvc_program_manager_save_deferred_binary(m, a, o)
+            }),
+            "a's read is still waiting"
+        );
+        assert_eq!(
+            written(9, |o| gpusvc_program_manager_deferred_bytes(m, o)),
+            0
+        );
+    }
+    free_linked(a);
+    free_shader(vs);
+    free_shader(fs);
+    free_manager(m);
+    free_cache(cache);
+}
+
 #[test]
 fn every_new_export_refuses_null_and_misuse() {
     const TEST: &str = "every_new_export_refuses_null_and_misuse";

@@ -59,7 +59,10 @@
 //!   (`deferred_binary_reads_happen_when_the_host_asks`), and at most [`MAX_DEFERRED_SAVES`]
 //!   programs holding at most [`MAX_DEFERRED_BYTES`] wait
 //!   (`deferred_reads_are_bounded_and_forgotten_ones_never_happen`,
-//!   `deferred_reads_are_bounded_in_bytes`).
+//!   `deferred_reads_are_bounded_in_bytes`); [`ProgramManager::forget_deferred_read`] drops
+//!   only the read the program's own link made, never another live program's of the same key
+//!   (`forgetting_a_program_forgets_only_its_own_read`,
+//!   `a_stale_program_never_forgets_a_newer_programs_read`).
 //! * A cache built with [`ProgramCacheBuilder::cache_transform_feedback`]`(false)` never looks
 //!   up, reads or stores a program with transform-feedback varyings
 //!   (`a_cache_that_keeps_transform_feedback_out_never_stores_or_restores_such_programs`).

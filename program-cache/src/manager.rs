@@ -578,11 +578,7 @@ impl<B: ProgramBackend> ProgramManager<B> {
     /// manager linked, or one whose public `key` or `manager` was edited, is left alone (false):
     /// a binary is only ever saved under the key of the link that made it.
     pub fn save_deferred_binary(&mut self, linked: &mut LinkedProgram<B::Program>) -> bool {
-        if linked.manager != self.id || !linked.binary_deferred {
-            return false;
-        }
-        // The read waiting under the program's key must be this program's.
-        if self.deferred.get(&linked.key).map(|d| d.ticket) != Some(linked.deferred_ticket) {
+        if !self.waits_for(linked) {
             return false;
         }
         let Some(pending) = self.take_deferred(&linked.key) else {
@@ -593,9 +589,32 @@ impl<B: ProgramBackend> ProgramManager<B> {
         true
     }
 
-    /// Forgets the deferred binary read of `key` (the host deleted the program).
+    /// Forgets the deferred binary read of `key` (the host deleted the program). This drops
+    /// whichever read waits under `key`, which may be another live program's (one of the same
+    /// shaders): a host that deletes a program calls [`ProgramManager::forget_deferred_read`].
     pub fn forget_deferred_binary(&mut self, key: &ProgramKey) -> bool {
         self.take_deferred(key).is_some()
+    }
+
+    /// Forgets the deferred binary read of `linked` (the host deletes it) and clears its
+    /// [`LinkedProgram::binary_deferred`]; returns whether it had one. Only the read its own
+    /// link made is dropped: a program whose binary was read at once, or whose read was saved
+    /// or forgotten already, leaves another program's read of the same key waiting.
+    pub fn forget_deferred_read(&mut self, linked: &mut LinkedProgram<B::Program>) -> bool {
+        if !self.waits_for(linked) {
+            return false;
+        }
+        linked.binary_deferred = false;
+        self.take_deferred(&linked.key).is_some()
+    }
+
+    /// Whether the read waiting under `linked`'s key is the one `linked`'s own link made (its
+    /// manager, flag and ticket agree): edited public fields, a read saved or forgotten, or
+    /// another program's read of the same key all answer false.
+    fn waits_for(&self, linked: &LinkedProgram<B::Program>) -> bool {
+        linked.manager == self.id
+            && linked.binary_deferred
+            && self.deferred.get(&linked.key).map(|d| d.ticket) == Some(linked.deferred_ticket)
     }
 
     /// The backend.

@@ -592,7 +592,8 @@ pub unsafe extern "C" fn gpusvc_program_manager_pending_link_free(
 /// Whether a link that misses the cache leaves the program binary in the driver until
 /// `gpusvc_program_manager_save_deferred_binary` (a host calls it when its context is idle)
 /// instead of reading it when the link finishes (the default, false). At most 1024 programs
-/// wait; past that a link reads its binary at once.
+/// holding at most 16 MiB wait (`gpusvc_program_manager_deferred_bytes`); past that a link
+/// reads its binary at once.
 ///
 /// # Safety
 /// None beyond passing a value that came from gpusvc (or NULL).
@@ -662,9 +663,11 @@ pub unsafe extern "C" fn gpusvc_program_manager_save_deferred_binary(
 }
 
 /// Drops the deferred binary read of `program` (call it before freeing a program whose
-/// binary is deferred and will not be saved: the manager keeps at most 1024 such records, and
-/// past that reads binaries at once); `*out` gets whether there was one. A program linked by
-/// another manager is `GPUSVC_INVALID_ARGUMENT`.
+/// binary is deferred and will not be saved: the manager keeps at most 1024 such records
+/// holding at most 16 MiB, and past that reads binaries at once; freeing the program does not
+/// drop its read); `*out` gets whether there was one. Only `program`'s own
+/// read is dropped: another live program of the same shaders keeps its read. A program linked
+/// by another manager is `GPUSVC_INVALID_ARGUMENT`.
 ///
 /// # Safety
 /// `out` is NULL or valid for one write.
@@ -677,11 +680,7 @@ pub unsafe extern "C" fn gpusvc_program_manager_forget_deferred_binary(
     // SAFETY: forwarded from this function's contract.
     unsafe {
         own_linked_answer(manager, program, out, |m, p| {
-            let forgotten = m.forget_deferred_binary(&p.linked.key);
-            if forgotten {
-                p.linked.binary_deferred = false;
-            }
-            forgotten
+            m.forget_deferred_read(&mut p.linked)
         })
     }
 }

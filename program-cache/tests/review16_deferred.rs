@@ -1,0 +1,72 @@
+//! Second review of issue 16's deferred binary reads (the byte bound and the per-link
+//! ticket): each test here failed before the fix committed with it.
+
+use program_cache::{
+    CacheConfig, LinkedProgram, ProgramCache, ProgramManager, ProgramOptions, ShaderStage,
+};
+use test_support::fake_driver::{FakeDriver, FakeObject};
+
+fn link(m: &mut ProgramManager<FakeDriver>, vs_source: &str) -> LinkedProgram<FakeObject> {
+    let mut vs = m.new_shader(ShaderStage::Vertex, vs_source);
+    let mut fs = m.new_shader(ShaderStage::Fragment, "void main() {}");
+    m.compile(&mut vs).unwrap();
+    m.compile(&mut fs).unwrap();
+    m.link(&mut vs, &mut fs, &ProgramOptions::default())
+        .unwrap()
+}
+
+/// Two live programs of one key: the first waits for its read, the second (linked while the
+/// first waits) was read at once. Deleting the second forgets nothing: the first's read is its
+/// own, and the bytes and count stay with it until it is saved.
+#[test]
+fn forgetting_a_program_forgets_only_its_own_read() {
+    let cache = ProgramCache::builder(CacheConfig::with_budget(1 << 30)).build();
+    let mut m = ProgramManager::new(FakeDriver::default(), cache.clone(), "review16");
+    m.set_defer_binary_reads(true);
+    let mut a = link(&mut m, "in vec4 a;");
+    let mut b = link(&mut m, "in vec4 a;");
+    assert_eq!(a.key, b.key);
+    assert!(a.binary_deferred && !b.binary_deferred);
+    let held = m.deferred_bytes();
+    assert!(held > 0);
+
+    assert!(!m.forget_deferred_read(&mut b), "b had no read waiting");
+    assert_eq!(m.deferred_binaries(), 1);
+    assert_eq!(m.deferred_bytes(), held);
+    assert!(m.save_deferred_binary(&mut a), "a's read is still a's");
+    assert_eq!(m.deferred_bytes(), 0);
+
+    // A program's own read is forgotten, once, and its flag says so.
+    let mut c = link(&mut m, "in vec4 c;");
+    assert!(c.binary_deferred);
+    assert!(m.forget_deferred_read(&mut c));
+    assert!(!c.binary_deferred);
+    assert_eq!((m.deferred_binaries(), m.deferred_bytes()), (0, 0));
+    assert!(!m.forget_deferred_read(&mut c));
+    assert!(!m.save_deferred_binary(&mut c));
+}
+
+/// A read dropped by key (`forget_deferred_binary`) leaves its program flagged; when the same
+/// shaders link again and wait, deleting the stale program must not drop the new program's
+/// read (its ticket is not the stale program's).
+#[test]
+fn a_stale_program_never_forgets_a_newer_programs_read() {
+    let cache = ProgramCache::builder(CacheConfig::with_budget(1 << 30)).build();
+    let mut m = ProgramManager::new(FakeDriver::default(), cache.clone(), "review16");
+    m.set_defer_binary_reads(true);
+    let mut a = link(&mut m, "in vec4 a;");
+    assert!(m.forget_deferred_binary(&a.key));
+    assert!(
+        a.binary_deferred,
+        "forgetting by key does not reach the program"
+    );
+    let mut d = link(&mut m, "in vec4 a;");
+    assert!(d.binary_deferred);
+    assert!(
+        !m.forget_deferred_read(&mut a),
+        "the read under the key is d's"
+    );
+    assert_eq!(m.deferred_binaries(), 1);
+    assert!(m.save_deferred_binary(&mut d));
+    assert!(cache.peek(&d.key).is_some());
+}
