@@ -3782,7 +3782,9 @@ gpusvc_result gpusvc_program_cache_load(const struct gpusvc_program_cache *cache
                                         struct gpusvc_program_cache_entry **out);
 
 /*
- Like `gpusvc_program_cache_load` without changing recency or counters.
+ Like `gpusvc_program_cache_load` without changing recency or counters, except that a
+ failure record under `key` is handed out too (`gpusvc_program_cache_entry_failure` says
+ which it is; its binary is empty).
 
  # Safety
  `key` is NULL or valid for one read; `out` is NULL or valid for one write.
