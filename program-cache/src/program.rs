@@ -273,7 +273,8 @@ impl CachedProgram {
     }
 
     /// Whether the entry is well formed: a program has a binary and no failure; a failure has
-    /// no binary and a log within [`MAX_FAILURE_LOG`]; every list is within its bound.
+    /// no binary and a log within [`MAX_FAILURE_LOG`], and a failed compile names a shader
+    /// stage; every list is within its bound.
     pub fn is_well_formed(&self) -> bool {
         let lists = self.vertex.within_stored_bound()
             && self.fragment.within_stored_bound()
@@ -285,7 +286,12 @@ impl CachedProgram {
         lists
             && match &self.failure {
                 None => !self.binary.bytes.is_empty(),
-                Some(f) => self.binary.bytes.is_empty() && f.log.len() <= MAX_FAILURE_LOG,
+                Some(f) => {
+                    self.binary.bytes.is_empty()
+                        && f.log.len() <= MAX_FAILURE_LOG
+                        && f.compile_stage
+                            .is_none_or(|s| gl_types::ShaderStage::from_gl_enum(s).is_some())
+                }
             }
     }
 

@@ -1,8 +1,9 @@
-//! Second review of issue 16's deferred binary reads (the byte bound and the per-link
-//! ticket): each test here failed before the fix committed with it.
+//! Second review of issue 16 (deferred binary reads' byte bound and per-link ticket, failure
+//! records): each test here failed before the fix committed with it.
 
 use program_cache::{
-    CacheConfig, LinkedProgram, ProgramCache, ProgramManager, ProgramOptions, ShaderStage,
+    CacheConfig, CachedProgram, FailureRecord, LinkedProgram, ProgramCache, ProgramKey,
+    ProgramManager, ProgramOptions, SaveError, ShaderStage,
 };
 use test_support::fake_driver::{FakeDriver, FakeObject};
 
@@ -69,4 +70,35 @@ fn a_stale_program_never_forgets_a_newer_programs_read() {
     assert_eq!(m.deferred_binaries(), 1);
     assert!(m.save_deferred_binary(&mut d));
     assert!(cache.peek(&d.key).is_some());
+}
+
+/// A compile failure record names the stage that failed: one whose stage is no shader stage
+/// is not well formed (refused by `save`), so nothing can hold a record that counts as a failed
+/// compile for its statuses yet reads as a failed link (C's `entry_failure` reports a stage it
+/// does not know as a link failure).
+#[test]
+fn a_compile_failure_with_an_unknown_stage_is_refused() {
+    let cache = ProgramCache::builder(CacheConfig::with_budget(1 << 20)).build();
+    let record = |stage| CachedProgram {
+        failure: Some(FailureRecord {
+            compile_stage: Some(stage),
+            log: "error".to_owned(),
+        }),
+        ..CachedProgram::default()
+    };
+    for stage in [0, 0x1234, ShaderStage::Vertex.gl_enum() + 1] {
+        assert!(!record(stage).is_well_formed(), "{stage:#x}");
+        assert!(matches!(
+            cache.save(ProgramKey([1; 20]), record(stage), None),
+            Err(SaveError::EmptyBinary)
+        ));
+    }
+    assert_eq!(cache.len(), 0);
+    for stage in [
+        ShaderStage::Vertex,
+        ShaderStage::Compute,
+        ShaderStage::TessEvaluation,
+    ] {
+        assert!(record(stage.gl_enum()).is_well_formed());
+    }
 }
