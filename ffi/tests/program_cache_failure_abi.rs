@@ -84,18 +84,9 @@ fn compile_status(cache: *mut gpusvc_program_cache, h: gpusvc_program_cache_sha1
     s
 }
 
-/// `(failure, stage, log)` of the failure record under `key`, or the lookup's code.
-fn load_failure(
-    cache: *mut gpusvc_program_cache,
-    key: gpusvc_program_cache_sha1,
-) -> Result<(u32, u32, Vec<u8>), gpusvc_result> {
-    let mut e = ptr::null_mut();
-    // SAFETY: live locals.
-    let r = unsafe { gpusvc_program_cache_load_failure(cache, &key, &mut e) };
-    if r != GPUSVC_OK {
-        assert!(e.is_null());
-        return Err(r);
-    }
+/// `(failure, stage, log)` of an entry (`gpusvc_program_cache_entry_failure`, size query then
+/// copy); the entry stays live.
+fn read_failure(e: *mut gpusvc_program_cache_entry) -> (u32, u32, Vec<u8>) {
     let (mut failure, mut stage, mut len) = (99, 99, 99);
     // SAFETY: a live entry; the buffer is `len + 1` bytes.
     unsafe {
@@ -122,14 +113,31 @@ fn load_failure(
             ),
             GPUSVC_OK
         );
-        assert_eq!(buf[len], 0);
-        assert_eq!(gpusvc_program_cache_entry_free(e), GPUSVC_OK);
-        Ok((
+        assert_eq!(buf[len], 0, "NUL-terminated");
+        (
             failure,
             stage,
             buf[..len].iter().map(|&c| c as u8).collect(),
-        ))
+        )
     }
+}
+
+/// `(failure, stage, log)` of the failure record under `key`, or the lookup's code.
+fn load_failure(
+    cache: *mut gpusvc_program_cache,
+    key: gpusvc_program_cache_sha1,
+) -> Result<(u32, u32, Vec<u8>), gpusvc_result> {
+    let mut e = ptr::null_mut();
+    // SAFETY: live locals.
+    let r = unsafe { gpusvc_program_cache_load_failure(cache, &key, &mut e) };
+    if r != GPUSVC_OK {
+        assert!(e.is_null());
+        return Err(r);
+    }
+    let read = read_failure(e);
+    // SAFETY: a live entry, freed once.
+    assert_eq!(unsafe { gpusvc_program_cache_entry_free(e) }, GPUSVC_OK);
+    Ok(read)
 }
 
 /// `gpusvc_program_cache_entry_desc` as published before the failure fields, followed in
@@ -396,4 +404,205 @@ fn peek_hands_out_a_failure_record_and_counts_nothing() {
         (before.counters.hits, before.failure_hits + 1)
     );
     persist_common::free_cache(cache);
+}
+
+/// A host driving the cache itself records failed compiles and links and gets them back with
+/// the driver's log byte for byte, as the Rust `ProgramCache::load_failure` does: a compile
+/// failure under `gpusvc_program_cache_compile_failure_key` (per backend identity), a link
+/// failure under its program key keeping its shaders' compiled statuses; `_load` never hands
+/// out a failure, `_load_failure` never a program, and malformed records are refused.
+#[test]
+fn failure_records_round_trip_byte_for_byte() {
+    let cache = new_cache(1 << 20);
+    let bad = sha(1);
+    let mut compile_key = gpusvc_program_cache_sha1::default();
+    let mut other_backend = gpusvc_program_cache_sha1::default();
+    // SAFETY: live locals; C strings are NUL-terminated.
+    unsafe {
+        assert_eq!(
+            gpusvc_program_cache_compile_failure_key(&bad, c"core".as_ptr(), &mut compile_key),
+            GPUSVC_OK
+        );
+        assert_eq!(
+            gpusvc_program_cache_compile_failure_key(&bad, c"compat".as_ptr(), &mut other_backend),
+            GPUSVC_OK
+        );
+        assert_eq!(
+            gpusvc_program_cache_compile_failure_key(
+                ptr::null(),
+                c"core".as_ptr(),
+                &mut other_backend
+            ),
+            GPUSVC_NULL_ARGUMENT
+        );
+    }
+    assert_ne!(compile_key.bytes, other_backend.bytes);
+    // A log with bytes a C string would stop at or mangle: kept exactly (UTF-8, no NUL inside).
+    let log = "0:1(15): error: syntax error, unexpected '}'\n\ttab, ünïcode\n".as_bytes();
+    let none = gpusvc_program_cache_sha1::default();
+    let d = failure_desc(
+        none,
+        none,
+        GPUSVC_PROGRAM_CACHE_FAILURE_COMPILE,
+        GPUSVC_PROGRAM_CACHE_SHADER_STAGE_FRAGMENT,
+        log.as_ptr(),
+        log.len(),
+    );
+    assert_eq!(save(cache, compile_key, &d), GPUSVC_OK);
+
+    let vs = sha(2);
+    let fs = sha(3);
+    let link_key = sha(4);
+    let link_log = b"error: vertex shader output `v' not read by fragment shader";
+    let d = failure_desc(
+        vs,
+        fs,
+        GPUSVC_PROGRAM_CACHE_FAILURE_LINK,
+        77,
+        link_log.as_ptr(),
+        link_log.len(),
+    );
+    assert_eq!(save(cache, link_key, &d), GPUSVC_OK);
+    assert_eq!(
+        compile_status(cache, vs),
+        GPUSVC_PROGRAM_CACHE_COMPILE_STATUS_SUCCESS,
+        "the shaders of a failed link compiled"
+    );
+
+    let mut e: *mut gpusvc_program_cache_entry = ptr::null_mut();
+    // SAFETY: live locals; every entry taken is freed.
+    unsafe {
+        assert_eq!(
+            gpusvc_program_cache_load_failure(cache, &compile_key, &mut e),
+            GPUSVC_OK
+        );
+        assert_eq!(
+            read_failure(e),
+            (
+                GPUSVC_PROGRAM_CACHE_FAILURE_COMPILE,
+                GPUSVC_PROGRAM_CACHE_SHADER_STAGE_FRAGMENT,
+                log.to_vec()
+            )
+        );
+        // A buffer one byte short (no room for the NUL): refused, nothing written.
+        let (mut f, mut st, mut len) = (99, 99, 99);
+        let mut short = vec![0 as c_char; log.len()];
+        assert_eq!(
+            gpusvc_program_cache_entry_failure(
+                e,
+                &mut f,
+                &mut st,
+                short.as_mut_ptr(),
+                short.len(),
+                &mut len
+            ),
+            GPUSVC_INSUFFICIENT_SIZE
+        );
+        assert_eq!((f, st, len), (99, 99, 99));
+        assert_eq!(
+            gpusvc_program_cache_entry_failure(
+                e,
+                ptr::null_mut(),
+                &mut st,
+                ptr::null_mut(),
+                0,
+                &mut len
+            ),
+            GPUSVC_NULL_ARGUMENT
+        );
+        assert_eq!((st, len), (99, 99));
+        assert_eq!(gpusvc_program_cache_entry_free(e), GPUSVC_OK);
+
+        assert_eq!(
+            gpusvc_program_cache_load_failure(cache, &link_key, &mut e),
+            GPUSVC_OK
+        );
+        assert_eq!(
+            read_failure(e),
+            (GPUSVC_PROGRAM_CACHE_FAILURE_LINK, 0, link_log.to_vec())
+        );
+        assert_eq!(gpusvc_program_cache_entry_free(e), GPUSVC_OK);
+
+        // `_load` never hands out a failure record.
+        e = ptr::null_mut();
+        assert_eq!(
+            gpusvc_program_cache_load(cache, &link_key, false, 0, &mut e),
+            GPUSVC_PROGRAM_CACHE_NOT_FOUND
+        );
+        assert!(e.is_null());
+    }
+    assert_eq!(stats(cache).failure_hits, 2);
+
+    // A program: `_load_failure` does not return it; its entry reports no failure.
+    let pvs = sha(5);
+    let program_key = sha(6);
+    let mut program = failure_desc(
+        pvs,
+        fs,
+        GPUSVC_PROGRAM_CACHE_FAILURE_NONE,
+        0,
+        ptr::null(),
+        0,
+    );
+    program.binary = b"binary".as_ptr();
+    program.binary_len = 6;
+    assert_eq!(save(cache, program_key, &program), GPUSVC_OK);
+    // SAFETY: live locals; every entry taken is freed.
+    unsafe {
+        assert_eq!(
+            gpusvc_program_cache_load_failure(cache, &program_key, &mut e),
+            GPUSVC_PROGRAM_CACHE_NOT_FOUND
+        );
+        assert_eq!(
+            gpusvc_program_cache_peek(cache, &program_key, &mut e),
+            GPUSVC_OK
+        );
+        assert_eq!(
+            read_failure(e),
+            (GPUSVC_PROGRAM_CACHE_FAILURE_NONE, 0, Vec::new())
+        );
+        assert_eq!(gpusvc_program_cache_entry_free(e), GPUSVC_OK);
+    }
+
+    // Malformed records change nothing.
+    let entries = stats(cache).entries;
+    let k = sha(7);
+    let link = GPUSVC_PROGRAM_CACHE_FAILURE_LINK;
+    let mut with_binary = failure_desc(vs, fs, link, 0, b"log".as_ptr(), b"log".len());
+    with_binary.binary = b"bin".as_ptr();
+    with_binary.binary_len = 3;
+    let long_log = vec![b'x'; 64 * 1024 + 1];
+    let not_utf8 = [b'a', 0xFF];
+    let refusals = [
+        (
+            failure_desc(vs, fs, 3, 0, b"log".as_ptr(), b"log".len()),
+            GPUSVC_INVALID_ARGUMENT,
+        ),
+        (
+            failure_desc(
+                vs,
+                fs,
+                GPUSVC_PROGRAM_CACHE_FAILURE_COMPILE,
+                9,
+                b"log".as_ptr(),
+                b"log".len(),
+            ),
+            GPUSVC_INVALID_ARGUMENT,
+        ),
+        (
+            failure_desc(vs, fs, link, 0, not_utf8.as_ptr(), not_utf8.len()),
+            GPUSVC_INVALID_UTF8,
+        ),
+        (
+            failure_desc(vs, fs, link, 0, long_log.as_ptr(), long_log.len()),
+            GPUSVC_PROGRAM_CACHE_EMPTY_BINARY,
+        ),
+        (with_binary, GPUSVC_PROGRAM_CACHE_EMPTY_BINARY),
+    ];
+    for (d, code) in refusals {
+        assert_eq!(save(cache, k, &d), code, "{}", last_detail());
+    }
+    assert_eq!(stats(cache).entries, entries);
+    // SAFETY: the cache is live and freed once; nothing uses it after.
+    assert_eq!(unsafe { gpusvc_program_cache_free(cache) }, GPUSVC_OK);
 }

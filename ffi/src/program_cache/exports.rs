@@ -6,8 +6,8 @@ use std::sync::Arc;
 
 use program_cache::{
     CachedProgram, FailureRecord, ProgramBinaryData, ProgramCache, ProgramCacheBuilder, ProgramKey,
-    ProgramKeyInput, SaveError, ShaderHash, backend_shader_hash, compile_failure_key, program_key,
-    shader_hash,
+    ProgramKeyInput, SaveError, ShaderHash, ShaderStage, backend_shader_hash, compile_failure_key,
+    program_key, shader_hash,
 };
 
 use crate::kit::handle::{self, Kind};
@@ -183,16 +183,32 @@ pub unsafe extern "C" fn gpusvc_program_cache_shader_hash(
     // SAFETY: `source`, `options` and `out` are forwarded from this function's contract.
     unsafe {
         answer_into(
-            || {
-                let stage = stage_in(stage)?;
-                let source = source_in(source, source_len)?;
-                Ok((stage, source, slice_in(options, options_len, "options")?))
-            },
+            || shader_args_in(stage, source, source_len, options, options_len),
             out,
             "out",
             |(stage, source, options)| Ok(shader_hash(stage, source, options).into()),
         )
     }
+}
+
+/// The stage, source and compile options of the shader-hash exports, checked in that order.
+///
+/// # Safety
+/// `source` is NULL or valid for `source_len` bytes; `options` is NULL or valid for
+/// `options_len` bytes.
+unsafe fn shader_args_in<'a>(
+    stage: u32,
+    source: *const c_char,
+    source_len: usize,
+    options: *const u8,
+    options_len: usize,
+) -> Result<(ShaderStage, &'a str, &'a [u8]), FfiError> {
+    let stage = stage_in(stage)?;
+    // SAFETY: forwarded from this function's contract.
+    let source = unsafe { source_in(source, source_len) }?;
+    // SAFETY: forwarded from this function's contract.
+    let options = unsafe { slice_in(options, options_len, "options") }?;
+    Ok((stage, source, options))
 }
 
 /// Hash of one shader as a program manager made with `backend_identity` (a NUL-terminated UTF-8
@@ -222,9 +238,8 @@ pub unsafe extern "C" fn gpusvc_program_cache_backend_shader_hash(
     unsafe {
         answer_into(
             || {
-                let stage = stage_in(stage)?;
-                let source = source_in(source, source_len)?;
-                let options = slice_in(options, options_len, "options")?;
+                let (stage, source, options) =
+                    shader_args_in(stage, source, source_len, options, options_len)?;
                 let identity = cstr_in(backend_identity, "backend_identity")?;
                 Ok((stage, source, options, identity))
             },
