@@ -888,7 +888,8 @@ typedef struct gpusvc_program_manager_host_sink gpusvc_program_manager_host_sink
 
 /*
  An opaque linked program: its driver object, key, origin and reflection. Freeing it deletes
- the driver object (GL form; host form when `delete_program` is given).
+ the driver object (GL form; host form when `delete_program` is given) and drops its
+ deferred binary read, if it has one (see `gpusvc_program_manager_forget_deferred_binary`).
  */
 typedef struct gpusvc_program_manager_linked_program gpusvc_program_manager_linked_program;
 
@@ -4496,10 +4497,11 @@ gpusvc_result gpusvc_program_manager_save_deferred_binary(const struct gpusvc_pr
                                                           bool *out);
 
 /*
- Drops the deferred binary read of `program` (call it before freeing a program whose
- binary is deferred and will not be saved: the manager keeps at most 1024 such records
- holding at most 16 MiB, and past that reads binaries at once; freeing the program does not
- drop its read); `*out` gets whether there was one. Only `program`'s own
+ Drops the deferred binary read of `program` (its binary will not be saved; the manager
+ keeps at most 1024 waiting reads holding at most 16 MiB, and past that reads binaries at
+ once). Freeing the program drops its read too, except a free from inside a host callback of
+ a call on its manager, which leaves it until the manager is freed. `*out` gets whether there
+ was one. Only `program`'s own
  read is dropped: another live program of the same shaders keeps its read. A program linked
  by another manager is `GPUSVC_INVALID_ARGUMENT`.
 

@@ -737,6 +737,62 @@ fn deferred_binary_reads_save_when_asked() {
 /// Two live programs of the same shaders: the first waits for its binary read, the second
 /// (linked while the first waits) was read at once. Forgetting the second before freeing it
 /// drops nothing: the first keeps its read (and its bytes) and saves it.
+/// Freeing a linked program whose binary read waits gives the read back (its slot and bytes),
+/// and only its own: another program's read of the same shaders keeps waiting. A program freed
+/// after its manager is freed too, without touching the manager.
+#[test]
+fn freeing_a_program_drops_only_its_own_deferred_read() {
+    const TEST: &str = "freeing_a_program_drops_only_its_own_deferred_read";
+    let cache = new_cache(cache_config(1 << 22));
+    let Some(m) = gl_manager(TEST, cache) else {
+        free_cache(cache);
+        return;
+    };
+    // SAFETY: a live handle.
+    let r = unsafe { gpusvc_program_manager_set_defer_binary_reads(m, true) };
+    assert_eq!(r, OK);
+    let (vs, fs) = (
+        shader(m, GPUSVC_PROGRAM_CACHE_SHADER_STAGE_VERTEX, VS),
+        shader(m, GPUSVC_PROGRAM_CACHE_SHADER_STAGE_FRAGMENT, FS),
+    );
+    let vs2 = shader(m, GPUSVC_PROGRAM_CACHE_SHADER_STAGE_VERTEX, &vs_variant(3));
+    compile(m, vs);
+    compile(m, fs);
+    compile(m, vs2);
+    let a = link_program(m, &[vs, fs], None).unwrap_or_else(|e| panic!("{e:?}"));
+    let b = link_program(m, &[vs, fs], None).unwrap_or_else(|e| panic!("{e:?}"));
+    let c = link_program(m, &[vs2, fs], None).unwrap_or_else(|e| panic!("{e:?}"));
+    let waiting = || {
+        // SAFETY: a live handle and out slots.
+        unsafe {
+            (
+                written(9, |o| gpusvc_program_manager_deferred_binaries(m, o)),
+                written(9, |o| gpusvc_program_manager_deferred_bytes(m, o)),
+            )
+        }
+    };
+    let (count, bytes) = waiting();
+    assert_eq!(count, 2, "a and c wait; b (same key as a) was read at once");
+    free_linked(b);
+    assert_eq!(waiting(), (2, bytes), "b had no read: a's stays");
+    free_linked(a);
+    let (count, after_a) = waiting();
+    assert_eq!(count, 1);
+    assert!(after_a < bytes && after_a > 0);
+    assert_eq!(
+        stats(cache).entries,
+        1,
+        "b's binary only: a's was never read"
+    );
+    free_shader(vs);
+    free_shader(vs2);
+    free_shader(fs);
+    free_manager(m);
+    // The manager is gone: freeing c touches nothing of it.
+    free_linked(c);
+    free_cache(cache);
+}
+
 #[test]
 fn forgetting_one_program_keeps_another_programs_deferred_read() {
     const TEST: &str = "forgetting_one_program_keeps_another_programs_deferred_read";

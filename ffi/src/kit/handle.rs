@@ -312,6 +312,12 @@ impl<T> std::fmt::Debug for Local<T> {
 }
 
 impl<T> Local<T> {
+    /// A reference that does not keep the object alive (for an object that must reach it later
+    /// only while it lives).
+    pub(crate) fn downgrade(&self) -> std::rc::Weak<RefCell<T>> {
+        Rc::downgrade(&self.rc)
+    }
+
     /// Borrows the object to read it; `GPUSVC_HANDLE_BUSY` when an outer call on this thread is
     /// changing it.
     pub(crate) fn borrow(&self) -> Result<std::cell::Ref<'_, T>, FfiError> {

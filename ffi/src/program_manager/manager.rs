@@ -5,7 +5,8 @@ use std::ffi::c_char;
 
 #[cfg(feature = "gl")]
 use program_cache::OwnedGlBackend;
-use std::cell::RefMut;
+use std::cell::{RefCell, RefMut};
+use std::rc::Weak;
 
 use program_cache::{
     CompileOutcome, DynBackend, DynObject, LinkFailure, ProgramManager, ProgramOptions, Shader,
@@ -210,6 +211,7 @@ pub unsafe extern "C" fn gpusvc_program_manager_link(
         let options = unsafe { program_options_in(options) }?;
         // SAFETY: an output argument (this function's contract).
         let out = unsafe { Out::new(out, "out") }?;
+        let owner = m.downgrade();
         let mut m = m.borrow_mut()?;
         let mut vs = vs.borrow_mut()?;
         let mut fs = fs.borrow_mut()?;
@@ -224,7 +226,7 @@ pub unsafe extern "C" fn gpusvc_program_manager_link(
             vs.c_variables = None;
             fs.c_variables = None;
         }
-        let linked = LinkedHandle::new(m.id(), linked.map_err(|e| link_failure(&e))?);
+        let linked = LinkedHandle::new(owner, linked.map_err(|e| link_failure(&e))?);
         let handle = handle::new_local(Kind::LinkedProgram, linked);
         out.write(handle);
         Ok(())
@@ -416,6 +418,7 @@ unsafe fn link_into<T>(
     out: *mut *mut T,
     finish: impl FnOnce(
         &mut Manager,
+        Weak<RefCell<Manager>>,
         program_cache::PendingLink<DynObject>,
     ) -> Result<*mut T, LinkFailure>,
 ) -> gpusvc_result {
@@ -427,10 +430,11 @@ unsafe fn link_into<T>(
         let options = unsafe { program_options_in(options) }?;
         // SAFETY: an output argument (this function's contract).
         let out = unsafe { Out::new(out, "out") }?;
+        let owner = m.downgrade();
         let mut m = m.borrow_mut()?;
         let mut guards = borrow_all(&list)?;
         let handle = start_link_on(&mut m, &mut guards, &options)
-            .and_then(|started| finish(&mut m, started))
+            .and_then(|started| finish(&mut m, owner, started))
             .map_err(|e| link_failure(&e))?;
         out.write(handle);
         Ok(())
@@ -464,13 +468,20 @@ pub unsafe extern "C" fn gpusvc_program_manager_link_program(
 ) -> gpusvc_result {
     // SAFETY: forwarded from this function's contract.
     unsafe {
-        link_into(manager, shaders, count, options, out, |m, started| {
-            let linked = m.finish_link(started)?;
-            Ok(handle::new_local(
-                Kind::LinkedProgram,
-                LinkedHandle::new(m.id(), linked),
-            ))
-        })
+        link_into(
+            manager,
+            shaders,
+            count,
+            options,
+            out,
+            |m, owner, started| {
+                let linked = m.finish_link(started)?;
+                Ok(handle::new_local(
+                    Kind::LinkedProgram,
+                    LinkedHandle::new(owner, linked),
+                ))
+            },
+        )
     }
 }
 
@@ -494,15 +505,22 @@ pub unsafe extern "C" fn gpusvc_program_manager_start_link(
 ) -> gpusvc_result {
     // SAFETY: forwarded from this function's contract.
     unsafe {
-        link_into(manager, shaders, count, options, out, |m, started| {
-            Ok(handle::new_local(
-                Kind::PendingLink,
-                PendingHandle {
-                    manager: m.id(),
-                    pending: Some(started),
-                },
-            ))
-        })
+        link_into(
+            manager,
+            shaders,
+            count,
+            options,
+            out,
+            |m, _owner, started| {
+                Ok(handle::new_local(
+                    Kind::PendingLink,
+                    PendingHandle {
+                        manager: m.id(),
+                        pending: Some(started),
+                    },
+                ))
+            },
+        )
     }
 }
 
@@ -563,6 +581,7 @@ pub unsafe extern "C" fn gpusvc_program_manager_finish_link(
         let p = self::pending(pending)?;
         // SAFETY: an output argument (this function's contract).
         let out = unsafe { Out::new(out, "out") }?;
+        let owner = m.downgrade();
         let mut m = m.borrow_mut()?;
         own_pending(&m, &p)?;
         let taken = p.borrow_mut()?.pending.take();
@@ -570,7 +589,7 @@ pub unsafe extern "C" fn gpusvc_program_manager_finish_link(
         handle::free(pending, Kind::PendingLink)?;
         let taken = taken.ok_or_else(|| invalid_argument("the pending link was already used"))?;
         let linked = m.finish_link(taken).map_err(|e| link_failure(&e))?;
-        let handle = handle::new_local(Kind::LinkedProgram, LinkedHandle::new(m.id(), linked));
+        let handle = handle::new_local(Kind::LinkedProgram, LinkedHandle::new(owner, linked));
         out.write(handle);
         Ok(())
     })
@@ -662,10 +681,11 @@ pub unsafe extern "C" fn gpusvc_program_manager_save_deferred_binary(
     }
 }
 
-/// Drops the deferred binary read of `program` (call it before freeing a program whose
-/// binary is deferred and will not be saved: the manager keeps at most 1024 such records
-/// holding at most 16 MiB, and past that reads binaries at once; freeing the program does not
-/// drop its read); `*out` gets whether there was one. Only `program`'s own
+/// Drops the deferred binary read of `program` (its binary will not be saved; the manager
+/// keeps at most 1024 waiting reads holding at most 16 MiB, and past that reads binaries at
+/// once). Freeing the program drops its read too, except a free from inside a host callback of
+/// a call on its manager, which leaves it until the manager is freed. `*out` gets whether there
+/// was one. Only `program`'s own
 /// read is dropped: another live program of the same shaders keeps its read. A program linked
 /// by another manager is `GPUSVC_INVALID_ARGUMENT`.
 ///

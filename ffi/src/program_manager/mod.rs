@@ -128,7 +128,8 @@ pub struct gpusvc_program_manager_shader {
 }
 
 /// An opaque linked program: its driver object, key, origin and reflection. Freeing it deletes
-/// the driver object (GL form; host form when `delete_program` is given).
+/// the driver object (GL form; host form when `delete_program` is given) and drops its
+/// deferred binary read, if it has one (see `gpusvc_program_manager_forget_deferred_binary`).
 #[derive(Debug)]
 pub struct gpusvc_program_manager_linked_program {
     _opaque: [u8; 0],

@@ -1,7 +1,9 @@
 //! The objects behind a program manager's handles: the manager (one `ProgramManager` over a
 //! type-erased backend, a `gpusvc_gl_context` or the host's GL), its shaders and linked programs.
 
+use std::cell::RefCell;
 use std::ffi::CString;
+use std::rc::Weak;
 
 use program_cache::{
     ActiveVariable, BlockMember, DynBackend, DynObject, InterfaceBlock, LinkedProgram, PendingLink,
@@ -174,6 +176,8 @@ impl CBlock {
 pub(crate) struct LinkedHandle {
     /// The manager that linked it (a deferred binary is saved only by it).
     pub(crate) manager: ProgramManagerId,
+    /// That manager while it lives: freeing the handle forgets the program's deferred read.
+    owner: Weak<RefCell<Manager>>,
     /// The program (its driver object, whose id is what C sees, is deleted when the handle is
     /// freed), key, origin, stages and reflection.
     pub(crate) linked: LinkedProgram<DynObject>,
@@ -190,7 +194,8 @@ pub(crate) struct LinkedHandle {
 }
 
 impl LinkedHandle {
-    pub(crate) fn new(manager: ProgramManagerId, linked: LinkedProgram<DynObject>) -> Self {
+    pub(crate) fn new(owner: Weak<RefCell<Manager>>, linked: LinkedProgram<DynObject>) -> Self {
+        let manager = linked.manager;
         let i = &linked.interface;
         let static_use = |name: &str| {
             i.uniform_static_use
@@ -200,6 +205,7 @@ impl LinkedHandle {
         };
         LinkedHandle {
             manager,
+            owner,
             attributes: linked.attributes.iter().map(CActive::new).collect(),
             uniforms: linked.uniforms.iter().map(CActive::new).collect(),
             varyings: i.varyings.iter().map(CActive::varying).collect(),
@@ -217,6 +223,22 @@ impl LinkedHandle {
 }
 
 /// A link started with `gpusvc_program_manager_start_link`, with the manager that started it.
+impl Drop for LinkedHandle {
+    /// A program freed with its binary still deferred gives its read back to its manager (when
+    /// the manager lives and is not in a call on this thread: a free from inside one of its
+    /// host callbacks leaves the read until the manager is freed).
+    fn drop(&mut self) {
+        if !self.linked.binary_deferred {
+            return;
+        }
+        if let Some(owner) = self.owner.upgrade()
+            && let Ok(mut manager) = owner.try_borrow_mut()
+        {
+            manager.forget_deferred_read(&mut self.linked);
+        }
+    }
+}
+
 #[derive(Debug)]
 pub(crate) struct PendingHandle {
     pub(crate) manager: ProgramManagerId,
