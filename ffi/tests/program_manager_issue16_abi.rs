@@ -636,13 +636,20 @@ fn the_transform_feedback_switch_keeps_such_programs_out() {
     free_cache(cache);
 }
 
-#[test]
-fn deferred_binary_reads_save_when_asked() {
-    const TEST: &str = "deferred_binary_reads_save_when_asked";
+/// A GL manager that defers binary reads, on a new cache, with `VS` and `FS` compiled; `None`
+/// (the test skips) without a driver.
+fn deferring_manager(
+    test: &str,
+) -> Option<(
+    *mut gpusvc_program_cache,
+    *mut gpusvc_program_manager,
+    Shader,
+    Shader,
+)> {
     let cache = new_cache(cache_config(1 << 22));
-    let Some(m) = gl_manager(TEST, cache) else {
+    let Some(m) = gl_manager(test, cache) else {
         free_cache(cache);
-        return;
+        return None;
     };
     // SAFETY: a live handle.
     let r = unsafe { gpusvc_program_manager_set_defer_binary_reads(m, true) };
@@ -653,6 +660,15 @@ fn deferred_binary_reads_save_when_asked() {
     );
     compile(m, vs);
     compile(m, fs);
+    Some((cache, m, vs, fs))
+}
+
+#[test]
+fn deferred_binary_reads_save_when_asked() {
+    const TEST: &str = "deferred_binary_reads_save_when_asked";
+    let Some((cache, m, vs, fs)) = deferring_manager(TEST) else {
+        return;
+    };
     let p = link_program(m, &[vs, fs], None).unwrap_or_else(|e| panic!("{e:?}"));
     // SAFETY: live handles and out slots.
     unsafe {
@@ -743,21 +759,10 @@ fn deferred_binary_reads_save_when_asked() {
 #[test]
 fn freeing_a_program_drops_only_its_own_deferred_read() {
     const TEST: &str = "freeing_a_program_drops_only_its_own_deferred_read";
-    let cache = new_cache(cache_config(1 << 22));
-    let Some(m) = gl_manager(TEST, cache) else {
-        free_cache(cache);
+    let Some((cache, m, vs, fs)) = deferring_manager(TEST) else {
         return;
     };
-    // SAFETY: a live handle.
-    let r = unsafe { gpusvc_program_manager_set_defer_binary_reads(m, true) };
-    assert_eq!(r, OK);
-    let (vs, fs) = (
-        shader(m, GPUSVC_PROGRAM_CACHE_SHADER_STAGE_VERTEX, VS),
-        shader(m, GPUSVC_PROGRAM_CACHE_SHADER_STAGE_FRAGMENT, FS),
-    );
     let vs2 = shader(m, GPUSVC_PROGRAM_CACHE_SHADER_STAGE_VERTEX, &vs_variant(3));
-    compile(m, vs);
-    compile(m, fs);
     compile(m, vs2);
     let a = link_program(m, &[vs, fs], None).unwrap_or_else(|e| panic!("{e:?}"));
     let b = link_program(m, &[vs, fs], None).unwrap_or_else(|e| panic!("{e:?}"));
@@ -796,20 +801,9 @@ fn freeing_a_program_drops_only_its_own_deferred_read() {
 #[test]
 fn forgetting_one_program_keeps_another_programs_deferred_read() {
     const TEST: &str = "forgetting_one_program_keeps_another_programs_deferred_read";
-    let cache = new_cache(cache_config(1 << 22));
-    let Some(m) = gl_manager(TEST, cache) else {
-        free_cache(cache);
+    let Some((cache, m, vs, fs)) = deferring_manager(TEST) else {
         return;
     };
-    // SAFETY: a live handle.
-    let r = unsafe { gpusvc_program_manager_set_defer_binary_reads(m, true) };
-    assert_eq!(r, OK);
-    let (vs, fs) = (
-        shader(m, GPUSVC_PROGRAM_CACHE_SHADER_STAGE_VERTEX, VS),
-        shader(m, GPUSVC_PROGRAM_CACHE_SHADER_STAGE_FRAGMENT, FS),
-    );
-    compile(m, vs);
-    compile(m, fs);
     let a = link_program(m, &[vs, fs], None).unwrap_or_else(|e| panic!("{e:?}"));
     let b = link_program(m, &[vs, fs], None).unwrap_or_else(|e| panic!("{e:?}"));
     // SAFETY: live handles and out slots.
