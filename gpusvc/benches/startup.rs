@@ -25,6 +25,11 @@
 //!   by `scripts/fetch-corpus glmark2`): the programs glmark2's scenes build
 //!   (`corpus::glmark2`); without it, a printed note and no glmark2 rows.
 //!
+//! In both warm cases the child acts as a host building its programs at startup: each program's
+//! shaders are let go after its link, and the linked programs are kept until the child has
+//! reported (deleting them is not part of linking them). The link pass is the wall time of that
+//! loop in both cases.
+//!
 //! `GPUSVC_CORPUS_LIMIT` samples each corpus down. The link-pass-only ratio compares our pass
 //! plus the time the child waited for our disk load against Mesa's pass; each table is followed
 //! by where the link pass's time went (failing programs, cache hits and binary restores,

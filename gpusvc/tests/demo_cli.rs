@@ -395,3 +395,64 @@ fn an_out_of_range_gpusvc_egl_device_index_names_the_devices_found() {
         "{stderr}"
     );
 }
+
+/// A `.shader_test` file of one vertex + fragment program.
+fn shader_test(dir: &Path, name: &str, vertex: &str, fragment: &str) {
+    let text = format!(
+        "[require]\nGLSL >= 1.30\n\n[vertex shader]\n#version 130\n{vertex}\n\n\
+         [fragment shader]\n#version 130\n{fragment}\n\n[test]\n"
+    );
+    std::fs::write(dir.join(name), text).unwrap();
+}
+
+#[test]
+fn programs_the_driver_refuses_are_counted_as_such_and_answered_by_the_failure_records() {
+    if context_or_skip(
+        "programs_the_driver_refuses_are_counted_as_such_and_answered_by_the_failure_records",
+    )
+    .is_none()
+    {
+        return;
+    }
+    let corpus = tempfile::tempdir().unwrap();
+    let good_vs = "in vec4 p;\nvoid main() { gl_Position = p; }";
+    let good_fs = "out vec4 c;\nvoid main() { c = vec4(1.0); }";
+    shader_test(corpus.path(), "good.shader_test", good_vs, good_fs);
+    // Two programs whose vertex shader fails, one whose fragment shader fails: the second
+    // vertex failure is known to the cache already in the cold pass.
+    let bad_vs = "void main() { gl_Position = undeclared; }";
+    shader_test(corpus.path(), "bad_vs.shader_test", bad_vs, good_fs);
+    let other_fs = "out vec4 c;\nvoid main() { c = vec4(0.5); }";
+    shader_test(corpus.path(), "bad_vs_again.shader_test", bad_vs, other_fs);
+    let bad_fs = "out vec4 c;\nvoid main() { c = nothing; }";
+    shader_test(corpus.path(), "bad_fs.shader_test", good_vs, bad_fs);
+    // A link failure: the fragment shader calls a function no shader defines.
+    let calls = "out vec4 c;\nvec4 f();\nvoid main() { c = f(); }";
+    shader_test(corpus.path(), "bad_link.shader_test", good_vs, calls);
+
+    let stdout = demo_ok(&[
+        "demo",
+        "--no-disk-cache",
+        "--corpus",
+        corpus.path().to_str().unwrap(),
+    ]);
+    assert_eq!(row(&stdout, "programs"), (5.0, 5.0), "{stdout}");
+    assert_eq!(row(&stdout, "linked"), (1.0, 1.0), "{stdout}");
+    // A compile failure the cache knew of is a compile failure, not a link failure.
+    assert_eq!(row(&stdout, "compile failures"), (3.0, 3.0), "{stdout}");
+    assert_eq!(row(&stdout, "link failures"), (1.0, 1.0), "{stdout}");
+    // Cold: the repeated vertex shader; warm: every failing shader and the failing link.
+    assert_eq!(row(&stdout, "failures from cache"), (1.0, 4.0), "{stdout}");
+    let (compiles_cold, compiles_warm) = row(&stdout, "driver compiles");
+    assert_eq!(compiles_warm, 0.0, "{stdout}");
+    assert!(compiles_cold >= 6.0, "{stdout}");
+    let totals = line(&stdout, "totals include ");
+    assert_eq!(
+        totals,
+        "totals include the 4 programs the driver refuses; in the warm pass the cache's \
+         failure records answered 4 compiles and links (with the driver's logs) that the \
+         driver refused before.",
+        "{stdout}"
+    );
+    assert!(!stdout.contains("not cached"), "{stdout}");
+}

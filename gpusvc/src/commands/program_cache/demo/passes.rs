@@ -10,7 +10,8 @@ use headless_gl::{ApiPreference, ContextError, ContextOptions, GlApi, GlContext}
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use program_cache::stats::names;
 use program_cache::{
-    CompileOutcome, GlBackend, LinkOrigin, ProgramCache, ProgramManager, ProgramOptions, Shader,
+    CompileOutcome, GlBackend, LinkOrigin, LinkedProgram, ProgramCache, ProgramManager,
+    ProgramOptions, Shader,
 };
 
 use super::report::{Pass, counters_delta};
@@ -138,12 +139,18 @@ pub(super) fn saved_binary_bytes(cache: &ProgramCache) -> f64 {
         .map_or(0.0, |h| h.sum)
 }
 
-/// Compiles and links every program once through `manager`.
+/// The programs a pass linked, kept alive as a host keeps the programs it builds at startup:
+/// deleting them is not part of linking them, so the caller drops them after its timings.
+pub(super) type Kept = Vec<LinkedProgram<headless_gl::Program>>;
+
+/// Compiles and links every program once through `manager`, as a host would: each shader is
+/// compiled, a program whose shaders compiled (or are deferred) is linked, its shaders are let
+/// go, and the linked program is kept (returned).
 pub(super) fn pass(
     manager: &mut ProgramManager<GlBackend<'_>>,
     programs: &[ProgramSource],
     prefix: &'static str,
-) -> Pass {
+) -> (Pass, Kept) {
     let bar = progress(programs.len(), prefix);
     let options = ProgramOptions::default();
     let counters_before = manager.cache().counters();
@@ -153,6 +160,8 @@ pub(super) fn pass(
         entries_before: manager.cache().len(),
         ..Pass::default()
     };
+    let mut kept = Vec::with_capacity(programs.len());
+    let wall = Instant::now();
     for program in programs {
         bar.set_message(program.name.clone());
         let start = Instant::now();
@@ -166,15 +175,22 @@ pub(super) fn pass(
                 .compile(&mut fragment)
                 .expect("a shader of this manager"),
         ];
-        let linked = if compiled.contains(&CompileOutcome::Failed) {
-            result.compile_failures += 1;
+        // A failure the cache knew of is a failed compile all the same.
+        let failed =
+            compiled.map(|o| matches!(o, CompileOutcome::Failed | CompileOutcome::KnownFailure));
+        let linked = if failed.contains(&true) {
             None
         } else {
             manager.link(&mut vertex, &mut fragment, &options).ok()
         };
         let elapsed = start.elapsed().as_secs_f64() * 1e3;
         result.total_ms += elapsed;
-        match linked.map(|l| l.origin) {
+        let origin = linked.map(|l| {
+            let origin = l.origin;
+            kept.push(l);
+            origin
+        });
+        match origin {
             Some(origin) => {
                 result.linked += 1;
                 result.linked_ms.push(elapsed);
@@ -185,24 +201,26 @@ pub(super) fn pass(
                     }
                 }
             }
-            None if !compiled.contains(&CompileOutcome::Failed) => {
+            None if !failed.contains(&true) => {
                 result.link_failures += 1;
                 result.link_failed_ms += elapsed;
             }
             None => {
+                result.compile_failures += 1;
                 result.compile_failed_ms += elapsed;
-                if compiled[0] == CompileOutcome::Failed {
+                if failed[0] {
                     result.vertex_failures += 1;
                 }
             }
         }
         bar.inc(1);
     }
+    result.wall_ms = wall.elapsed().as_secs_f64() * 1e3;
     bar.finish_and_clear();
     let cache = manager.cache();
     result.counters = counters_delta(cache.counters(), counters_before);
     result.saved_binary_bytes = (saved_binary_bytes(cache) - saved_before).max(0.0) as u64;
     result.bytes_cached = cache.size_bytes();
     result.entries_cached = cache.len();
-    result
+    (result, kept)
 }

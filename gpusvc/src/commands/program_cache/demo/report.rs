@@ -24,6 +24,9 @@ pub(super) struct Pass {
     pub(crate) compiled_ms: Vec<f64>,
     /// Compile + link time of every program tried, in ms.
     pub(crate) total_ms: f64,
+    /// The pass's wall time, in ms: `total_ms` plus what the host loop does between programs
+    /// (letting shaders go, keeping the linked program).
+    pub(crate) wall_ms: f64,
     /// Of `total_ms`: programs with a shader that failed to compile; programs that failed to
     /// link.
     pub(crate) compile_failed_ms: f64,
@@ -138,6 +141,14 @@ pub(super) fn render_table(cold: &Pass, warm: &Pass) -> String {
             both(&|p| p.compile_failures.to_string()),
         ),
         ("link failures", both(&|p| p.link_failures.to_string())),
+        (
+            "failures from cache",
+            both(&|p| p.counters.failure_hits.to_string()),
+        ),
+        (
+            "driver compiles",
+            both(&|p| p.counters.status_misses.to_string()),
+        ),
         ("median compile+link", both(&|p| ms(median(&p.linked_ms)))),
         ("total compile+link", both(&|p| ms(Some(p.total_ms)))),
         ("programs saved", both(&|p| p.counters.saves.to_string())),
@@ -285,20 +296,20 @@ pub(super) fn summary(cold: &Pass, warm: &Pass, facts: &RunFacts) -> Vec<String>
             0 => "none of the cold ones did".to_string(),
             n => format!("{n} of the cold ones did"),
         };
-        // Programs the driver refuses are compiled again in each pass: their part of the totals
-        // is not the cache's, so then only the median (over linked programs) is credited.
-        let refused = warm.compile_failures + warm.link_failures;
+        // The totals are the cache's only when the warm pass asked the driver nothing: programs
+        // the driver refuses count in them, and a shader compiled warm is not the cache's.
+        let compiles = warm.counters.status_misses;
         let totals = match ratio(Some(cold.total_ms), Some(warm.total_ms)) {
-            Some(t) if refused > 0 => format!(
-                " The totals' ratio ({t:.1}x) is not all the cache's: they count the {refused} \
-                 programs the driver refuses, compiled again in each pass."
+            Some(t) if compiles > 0 => format!(
+                " The totals' ratio ({t:.1}x) is not all the cache's: the warm pass still sent \
+                 {compiles} shader compiles to the driver."
             ),
             _ => String::new(),
         };
         lines.push(format!(
             "warm vs cold: {}, the cache's doing: all {warm_hits} linked warm programs came from \
              the cache (binaries the driver accepted) and {cold_from_cache}.{totals} {TIMES_NOTE}",
-            speedups(cold, warm, refused == 0)
+            speedups(cold, warm, compiles == 0)
         ));
     } else if warm_compiled == 0 {
         lines.push(format!(
@@ -342,9 +353,17 @@ pub(super) fn summary(cold: &Pass, warm: &Pass, facts: &RunFacts) -> Vec<String>
     }
     let refused = warm.compile_failures + warm.link_failures;
     if refused > 0 {
+        let known = warm.counters.failure_hits;
+        let answered = match known {
+            0 => "no compile or link was answered from the cache's failure records".to_string(),
+            n => format!(
+                "the cache's failure records answered {n} compiles and links (with the driver's \
+                 logs) that the driver refused before"
+            ),
+        };
         lines.push(format!(
-            "totals include the {refused} programs the driver refuses: failures are not cached, \
-             so each pass compiles them again."
+            "totals include the {refused} programs the driver refuses; in the warm pass \
+             {answered}."
         ));
     }
     lines
@@ -459,12 +478,20 @@ mod tests {
         let warm = Pass {
             counters: Counters {
                 hits: 2,
+                failure_hits: 1,
                 ..Counters::default()
             },
             linked_ms: vec![0.25, 0.5],
             total_ms: 1.25,
             disk: Some(DiskCounters::default()),
             ..cold.clone()
+        };
+        let cold = Pass {
+            counters: Counters {
+                status_misses: 5,
+                ..cold.counters
+            },
+            ..cold
         };
         let table = render_table(&cold, &warm);
         let row = |label: &str| -> Vec<String> {
@@ -482,6 +509,8 @@ mod tests {
         assert_eq!(row("cache misses"), ["2", "0"]);
         assert_eq!(row("binary rejections"), ["0", "0"]);
         assert_eq!(row("compile failures"), ["1", "1"]);
+        assert_eq!(row("failures from cache"), ["0", "1"]);
+        assert_eq!(row("driver compiles"), ["5", "0"]);
         assert_eq!(row("median compile+link"), ["3.000", "ms", "0.375", "ms"]);
         assert_eq!(row("total compile+link"), ["7.500", "ms", "1.250", "ms"]);
         assert_eq!(row("programs saved"), ["2", "0"]);
@@ -491,7 +520,7 @@ mod tests {
         assert_eq!(row("loaded from disk"), ["1", "0"]);
         assert_eq!(row("disk writes"), ["1", "0"]);
         assert_eq!(row("disk bytes written"), ["700", "0"]);
-        assert_eq!(table.lines().count(), 18);
+        assert_eq!(table.lines().count(), 20);
         // Without a disk cache the disk rows are left out.
         let memory_only = render_table(
             &Pass {
@@ -503,7 +532,7 @@ mod tests {
                 ..warm.clone()
             },
         );
-        assert_eq!(memory_only.lines().count(), 15);
+        assert_eq!(memory_only.lines().count(), 17);
         assert!(!memory_only.contains("disk"));
         // A binary the driver refused is a binary hit, not a program from the cache.
         let refused = Pass {
@@ -532,9 +561,12 @@ mod tests {
 
     #[test]
     fn a_warm_pass_all_from_the_cache_is_credited_to_the_cache() {
+        // The refused program's shader compiled on the driver again: the totals are not all the
+        // cache's.
         let warm = Pass {
             counters: Counters {
                 hits: 2,
+                status_misses: 1,
                 ..Counters::default()
             },
             from_cache_ms: vec![0.25, 0.5],
@@ -545,13 +577,39 @@ mod tests {
             text.contains(
                 "warm vs cold: median 8.0x faster, the cache's doing: all 2 linked warm programs \
                  came from the cache (binaries the driver accepted) and none of the cold ones \
-                 did. The totals' ratio (6.0x) is not all the cache's: they count the 1 programs \
-                 the driver refuses, compiled again in each pass."
+                 did. The totals' ratio (6.0x) is not all the cache's: the warm pass still sent \
+                 1 shader compiles to the driver."
             ),
             "{text}"
         );
         assert!(
-            text.contains("totals include the 1 programs the driver refuses"),
+            text.contains(
+                "totals include the 1 programs the driver refuses; in the warm pass no compile \
+                 or link was answered from the cache's failure records."
+            ),
+            "{text}"
+        );
+        // Its failure answered by the cache's record and nothing sent to the driver: the totals
+        // are the cache's too.
+        let known = Pass {
+            counters: Counters {
+                hits: 2,
+                failure_hits: 1,
+                ..Counters::default()
+            },
+            ..warm.clone()
+        };
+        let text = joined(&summary(&cold_misses(), &known, &facts(64 << 20)));
+        assert!(
+            text.contains("warm vs cold: median 8.0x, total 6.0x faster, the cache's doing"),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "totals include the 1 programs the driver refuses; in the warm pass the cache's \
+                 failure records answered 1 compiles and links (with the driver's logs) that the \
+                 driver refused before."
+            ),
             "{text}"
         );
         // Without refused programs the total is the cache's too.
@@ -562,7 +620,13 @@ mod tests {
         };
         let text = joined(&summary(
             &all_linked(cold_misses()),
-            &all_linked(warm),
+            &all_linked(Pass {
+                counters: Counters {
+                    hits: 2,
+                    ..Counters::default()
+                },
+                ..warm
+            }),
             &facts(64 << 20),
         ));
         assert!(
