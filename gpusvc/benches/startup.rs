@@ -38,8 +38,10 @@
 //! Then, in this process, over the entries the first corpus's cold run wrote (re-stored under a synthetic stamp,
 //! so no GL is needed here): the loader's throughput (cache open + `wait_until_loaded`, MB of
 //! entry files per second) against plain sequential `std::fs::read` of the same files, and LZ4
-//! on versus off (bytes on disk, load time). Results: a table and
-//! `target/bench/program_cache_startup.json`.
+//! on versus off (bytes on disk, load time), `GPUSVC_BENCH_LOAD_REPS` rounds (default 9).
+//! Results: a table and `target/bench/program_cache_startup.json`.
+//! `GPUSVC_BENCH_LOADER_STORE=<cache folder>` runs the loader part alone, over the entries of a
+//! disk cache folder you have (no GL, no JSON).
 
 use bench_support as support;
 
@@ -58,6 +60,7 @@ use support::{Row, median, report};
 const DEFAULT_REPS: usize = 5;
 /// At most this many runs to fill Mesa's shader cache.
 const MESA_POPULATE_RUNS: usize = 6;
+/// Loader rounds by default (`GPUSVC_BENCH_LOAD_REPS` sets another number).
 const LOAD_REPS: usize = 9;
 
 fn fail(what: impl std::fmt::Display) -> ! {
@@ -692,7 +695,8 @@ struct LoaderFigures {
 }
 
 /// The loader part: `entries` stored with LZ4 and without, then cache open + wait against
-/// plain sequential reads of the same files, interleaved, medians of [`LOAD_REPS`].
+/// plain sequential reads of the same files, interleaved, medians of [`LOAD_REPS`] rounds
+/// (`GPUSVC_BENCH_LOAD_REPS`).
 fn loader_section(entries: &[(ProgramKey, CachedProgram)]) -> LoaderFigures {
     let raw_program_bytes: usize = entries.iter().map(|(_, p)| p.binary.bytes.len()).sum();
     let (lz4_root, lz4_files, lz4_bytes) = store(entries, true);
@@ -704,14 +708,15 @@ fn loader_section(entries: &[(ProgramKey, CachedProgram)]) -> LoaderFigures {
     timed_load(lz4_root.path(), true, n, budget);
     timed_load(raw_root.path(), false, n, budget);
     timed_reads(&lz4_files);
-    for _ in 0..LOAD_REPS {
+    let reps = env_number("GPUSVC_BENCH_LOAD_REPS", LOAD_REPS).max(1);
+    for _ in 0..reps {
         loads_lz4.push(timed_load(lz4_root.path(), true, n, budget));
         reads.push(timed_reads(&lz4_files));
         loads_raw.push(timed_load(raw_root.path(), false, n, budget));
     }
     // Where decoding went: one lookup of every key after the load (each decodes its entry),
     // and the checks + LZ4 + postcard of `disk::decode` alone on bytes already in memory.
-    let mut lookups: Vec<f64> = (0..LOAD_REPS)
+    let mut lookups: Vec<f64> = (0..reps)
         .map(|_| {
             let cache = ProgramCache::builder(CacheConfig::with_budget(budget))
                 .disk(disk_config(lz4_root.path(), true))
@@ -731,7 +736,7 @@ fn loader_section(entries: &[(ProgramKey, CachedProgram)]) -> LoaderFigures {
         .map(|f| std::fs::read(f).unwrap_or_else(|e| fail(e)))
         .collect();
     let stamp_hash = synthetic_stamp().hash();
-    let mut decodes: Vec<f64> = (0..LOAD_REPS)
+    let mut decodes: Vec<f64> = (0..reps)
         .map(|_| {
             let start = Instant::now();
             for bytes in &lz4_bytes_in_memory {
@@ -751,7 +756,7 @@ fn loader_section(entries: &[(ProgramKey, CachedProgram)]) -> LoaderFigures {
     let mb = |bytes: u64, ms: f64| bytes as f64 / 1e6 / (ms / 1e3);
     println!(
         "\nloader over {n} entries ({raw_program_bytes} bytes of program binaries), page cache \
-         warm, memory budget {budget} bytes, medians of {LOAD_REPS}:"
+         warm, memory budget {budget} bytes, medians of {reps}:"
     );
     println!(
         "  cache open + wait_until_loaded (LZ4): {load_lz4:.2} ms = {:.0} MB/s of entry files; \
