@@ -1,6 +1,8 @@
 //! Key computation throughput vs the `sha1` crate hashing the same bytes.
 //!
-//! Ours: `shader_hash` / `program_key`, which frame their fields into SHA-1 incrementally.
+//! Ours: `shader_hash`, `backend_shader_hash` (the hash a `ProgramManager` keys its shaders
+//! by: `shader_hash`'s fields plus the backend identity) and `program_key`, which frame their
+//! fields into SHA-1 incrementally.
 //! Baseline: `Sha1::digest` over the exact preimage those functions hash (built beforehand), so
 //! the ratio is the cost of the framing. Goal: ours / baseline throughput >= 0.9.
 
@@ -10,7 +12,8 @@ use std::hint::black_box;
 
 use program_cache::{AttributeBinding, ShaderStage, TransformFeedbackMode};
 use program_cache::{
-    ProgramKeyInput, program_key, program_key_preimage, shader_hash, shader_hash_preimage,
+    ProgramKeyInput, backend_shader_hash, backend_shader_hash_preimage, program_key,
+    program_key_preimage, shader_hash, shader_hash_preimage,
 };
 use sha1::{Digest, Sha1};
 use support::{Row, median_ns, report};
@@ -28,6 +31,9 @@ fn shader_source(bytes: usize) -> String {
     s.push_str("void main() { gl_Position = u_mvp * a_position; }\n");
     s
 }
+
+/// A backend identity as a host names its GL backend.
+const IDENTITY: &str = "ANGLE 2.1.23456 git hash: 0123456789ab";
 
 fn main() {
     let mut rows = Vec::new();
@@ -57,6 +63,31 @@ fn main() {
             baseline: mb(base),
             ratio_note: "ours/baseline throughput (goal >= 0.9)",
         });
+        let preimage =
+            backend_shader_hash_preimage(ShaderStage::Vertex, &source, options, IDENTITY);
+        assert_eq!(
+            <[u8; 20]>::from(Sha1::digest(&preimage)),
+            backend_shader_hash(ShaderStage::Vertex, &source, options, IDENTITY).0
+        );
+        let ours = median_ns(31, 20.0, || {
+            black_box(backend_shader_hash(
+                ShaderStage::Vertex,
+                black_box(&source),
+                options,
+                IDENTITY,
+            ));
+        });
+        let base = median_ns(31, 20.0, || {
+            black_box(Sha1::digest(black_box(&preimage)));
+        });
+        let mb = |ns: f64| preimage.len() as f64 / ns * 1e3;
+        rows.push(Row {
+            metric: format!("manager shader key, {} B source", source.len()),
+            unit: "MB/s",
+            ours: mb(ours),
+            baseline: mb(base),
+            ratio_note: "ours/baseline throughput (goal >= 0.9)",
+        });
     }
 
     let bindings = [
@@ -77,7 +108,7 @@ fn main() {
     let input = ProgramKeyInput {
         vertex: shader_hash(ShaderStage::Vertex, "vs", b""),
         fragment: shader_hash(ShaderStage::Fragment, "fs", b""),
-        backend_identity: "ANGLE 2.1.23456 git hash: 0123456789ab",
+        backend_identity: IDENTITY,
         attribute_bindings: &bindings,
         transform_feedback_varyings: &varyings,
         transform_feedback_mode: TransformFeedbackMode::Interleaved,
