@@ -451,6 +451,171 @@ inline gpusvc_result EvictionOrder(const gpusvc_program_cache* cache,
   return GPUSVC_OK;
 }
 
+// ---- program cache: statistics, statuses and maintenance ----
+
+// A snapshot of the cache's counters, bytes and programs into *out (left alone on error).
+inline gpusvc_result ProgramCacheStats(const gpusvc_program_cache* cache,
+                                       gpusvc_program_cache_stats_snapshot* out) {
+  if (out == nullptr) return GPUSVC_NULL_ARGUMENT;
+  gpusvc_program_cache_stats_snapshot s = Sized<gpusvc_program_cache_stats_snapshot>();
+  gpusvc_result r = gpusvc_program_cache_stats(cache, &s);
+  if (r == GPUSVC_OK) *out = s;
+  return r;
+}
+
+// The configuration the cache was made with into *out (left alone on error).
+inline gpusvc_result ProgramCacheCurrentConfig(const gpusvc_program_cache* cache,
+                                               gpusvc_program_cache_config* out) {
+  if (out == nullptr) return GPUSVC_NULL_ARGUMENT;
+  gpusvc_program_cache_config c = Sized<gpusvc_program_cache_config>();
+  gpusvc_result r = gpusvc_program_cache_current_config(cache, &c);
+  if (r == GPUSVC_OK) *out = c;
+  return r;
+}
+
+// The disk store's statistics into *out (all zero and `configured` false without a store; left
+// alone on error).
+inline gpusvc_result ProgramCacheDiskStats(const gpusvc_program_cache* cache,
+                                           gpusvc_program_cache_disk_stats_snapshot* out) {
+  if (out == nullptr) return GPUSVC_NULL_ARGUMENT;
+  gpusvc_program_cache_disk_stats_snapshot s = Sized<gpusvc_program_cache_disk_stats_snapshot>();
+  gpusvc_result r = gpusvc_program_cache_disk_stats(cache, &s);
+  if (r == GPUSVC_OK) *out = s;
+  return r;
+}
+
+// The name of histogram `index` (0-based) into *out; past the last one GPUSVC_INVALID_ARGUMENT
+// (*out left alone).
+inline gpusvc_result HistogramName(size_t index, std::string* out) {
+  if (out == nullptr) return GPUSVC_NULL_ARGUMENT;
+  const char* name = nullptr;
+  gpusvc_result r = gpusvc_program_cache_histogram_name(index, &name);
+  if (r == GPUSVC_OK) out->assign(name != nullptr ? name : "");
+  return r;
+}
+
+// Every histogram name, in index order.
+inline std::vector<std::string> HistogramNames() {
+  std::vector<std::string> names;
+  std::string name;
+  for (size_t i = 0; HistogramName(i, &name) == GPUSVC_OK; ++i) names.push_back(name);
+  return names;
+}
+
+// The summary of histogram `name` (one of HistogramNames()) into *out: all zeros while it has
+// no samples; an unknown name (or one holding a NUL) is GPUSVC_INVALID_ARGUMENT, *out left alone.
+inline gpusvc_result HistogramSummary(const gpusvc_program_cache* cache, const std::string& name,
+                                      gpusvc_program_cache_histogram_summary* out) {
+  if (out == nullptr) return GPUSVC_NULL_ARGUMENT;
+  if (name.find('\0') != std::string::npos) return GPUSVC_INVALID_ARGUMENT;
+  gpusvc_program_cache_histogram_summary s = Sized<gpusvc_program_cache_histogram_summary>();
+  gpusvc_result r = gpusvc_program_cache_histogram(cache, name.c_str(), &s);
+  if (r == GPUSVC_OK) *out = s;
+  return r;
+}
+
+// The stages a cached program has (bit 1 << GPUSVC_PROGRAM_CACHE_SHADER_STAGE_* per stage)
+// into *out.
+inline gpusvc_result CachedProgramStages(const gpusvc_program_cache_entry* p, uint32_t* out) {
+  if (out == nullptr) return GPUSVC_NULL_ARGUMENT;
+  uint32_t mask = 0;
+  gpusvc_result r = gpusvc_program_cache_entry_stages(p, &mask);
+  if (r == GPUSVC_OK) *out = mask;
+  return r;
+}
+
+// The link status of the program of `key` (GPUSVC_PROGRAM_CACHE_LINK_STATUS_*: SUCCESS while
+// its binary is cached) into *out.
+inline gpusvc_result CachedLinkStatus(const gpusvc_program_cache* cache,
+                                      const gpusvc_program_cache_sha1& key, uint32_t* out) {
+  if (out == nullptr) return GPUSVC_NULL_ARGUMENT;
+  uint32_t status = 0;
+  gpusvc_result r = gpusvc_program_cache_link_status(cache, &key, &status);
+  if (r == GPUSVC_OK) *out = status;
+  return r;
+}
+
+// The compile status of the shader of `hash` (GPUSVC_PROGRAM_CACHE_COMPILE_STATUS_*) into *out.
+// A program manager's statuses are under BackendShaderHash with its backend identity.
+inline gpusvc_result CachedCompileStatus(const gpusvc_program_cache* cache,
+                                         const gpusvc_program_cache_sha1& hash, uint32_t* out) {
+  if (out == nullptr) return GPUSVC_NULL_ARGUMENT;
+  uint32_t status = 0;
+  gpusvc_result r = gpusvc_program_cache_shader_compile_status(cache, &hash, &status);
+  if (r == GPUSVC_OK) *out = status;
+  return r;
+}
+
+// Records that the shader of `hash` compiled (a program manager then defers the compile of a
+// shader marked under BackendShaderHash with its backend identity).
+inline gpusvc_result MarkShaderCompiled(const gpusvc_program_cache* cache,
+                                        const gpusvc_program_cache_sha1& hash) {
+  return gpusvc_program_cache_mark_shader_compiled(cache, &hash);
+}
+
+// How many cached programs use the shader of `hash` into *out.
+inline gpusvc_result ShaderRefcount(const gpusvc_program_cache* cache,
+                                    const gpusvc_program_cache_sha1& hash, uint32_t* out) {
+  if (out == nullptr) return GPUSVC_NULL_ARGUMENT;
+  uint32_t n = 0;
+  gpusvc_result r = gpusvc_program_cache_shader_refcount(cache, &hash, &n);
+  if (r == GPUSVC_OK) *out = n;
+  return r;
+}
+
+// Removes the program of `key`; whether it was there into *removed (may be null).
+inline gpusvc_result EvictProgram(const gpusvc_program_cache* cache,
+                                  const gpusvc_program_cache_sha1& key, bool* removed = nullptr) {
+  bool was = false;
+  gpusvc_result r = gpusvc_program_cache_evict(cache, &key, &was);
+  if (r == GPUSVC_OK && removed != nullptr) *removed = was;
+  return r;
+}
+
+// Evicts by policy until at most `limit` bytes are stored; the bytes freed into *freed (may be
+// null).
+inline gpusvc_result TrimProgramCache(const gpusvc_program_cache* cache, size_t limit,
+                                      size_t* freed = nullptr) {
+  size_t n = 0;
+  gpusvc_result r = gpusvc_program_cache_trim(cache, limit, &n);
+  if (r == GPUSVC_OK && freed != nullptr) *freed = n;
+  return r;
+}
+
+// Applies a memory-pressure level (GPUSVC_PROGRAM_CACHE_MEMORY_PRESSURE_*); the bytes freed
+// into *freed (may be null).
+inline gpusvc_result SetMemoryPressure(const gpusvc_program_cache* cache, uint32_t level,
+                                       size_t* freed = nullptr) {
+  size_t n = 0;
+  gpusvc_result r = gpusvc_program_cache_set_memory_pressure(cache, level, &n);
+  if (r == GPUSVC_OK && freed != nullptr) *freed = n;
+  return r;
+}
+
+// Drops every program and status (statistics are kept; a disk store's entries go too, once
+// FlushDisk returns).
+inline gpusvc_result ClearProgramCache(const gpusvc_program_cache* cache) {
+  return gpusvc_program_cache_clear(cache);
+}
+
+// Marks programs hot: on the next start they load from disk before the others (keys copied; a
+// no-op without a disk store).
+inline gpusvc_result MarkHot(const gpusvc_program_cache* cache,
+                             const std::vector<gpusvc_program_cache_sha1>& keys) {
+  return gpusvc_program_cache_mark_hot(cache, keys.empty() ? nullptr : keys.data(), keys.size());
+}
+
+// Waits until the disk writer has done everything queued so far (a no-op without a store).
+inline gpusvc_result FlushDisk(const gpusvc_program_cache* cache) {
+  return gpusvc_program_cache_flush_disk(cache);
+}
+
+// Waits until the persistence thread has handed everything queued so far to the sink (a no-op
+// without one; GPUSVC_HANDLE_BUSY from inside a persistence sink callback).
+inline gpusvc_result FlushPersist(const gpusvc_program_cache* cache) {
+  return gpusvc_program_cache_flush_persist(cache);
+}
+
 // ---- the disk store of a program cache ----
 
 // A disk store's configuration in C++ terms (see gpusvc_program_cache_disk_config); Defaults() matches
@@ -832,6 +997,11 @@ inline std::string StoreCondition(const gpusvc_program_cache_store* store) {
   return std::string(buf.data(), len);
 }
 
+// Writes the store's pending last-use records (StoreTouch) now.
+inline gpusvc_result StoreFlush(const gpusvc_program_cache_store* store) {
+  return gpusvc_program_cache_store_flush(store);
+}
+
 // ---- the compile/link flow ----
 
 // A program manager over a headless GL context (on the context's thread).
@@ -1118,6 +1288,413 @@ inline gpusvc_result SetDeferBinaryReads(const gpusvc_program_manager* manager, 
 inline gpusvc_result SaveDeferredBinary(const gpusvc_program_manager* manager,
                                         const gpusvc_program_manager_linked_program* p, bool* saved) {
   return gpusvc_program_manager_save_deferred_binary(manager, p, saved);
+}
+
+// Drops the deferred binary read of `p` (its binary will not be saved); whether there was one
+// into *forgot (may be null). A program of another manager is GPUSVC_INVALID_ARGUMENT.
+inline gpusvc_result ForgetDeferredBinary(const gpusvc_program_manager* manager,
+                                          const gpusvc_program_manager_linked_program* p,
+                                          bool* forgot = nullptr) {
+  bool had = false;
+  gpusvc_result r = gpusvc_program_manager_forget_deferred_binary(manager, p, &had);
+  if (r == GPUSVC_OK && forgot != nullptr) *forgot = had;
+  return r;
+}
+
+// How many linked programs of `manager` wait for their binary to be read, into *out.
+inline gpusvc_result DeferredBinaries(const gpusvc_program_manager* manager, size_t* out) {
+  if (out == nullptr) return GPUSVC_NULL_ARGUMENT;
+  size_t n = 0;
+  gpusvc_result r = gpusvc_program_manager_deferred_binaries(manager, &n);
+  if (r == GPUSVC_OK) *out = n;
+  return r;
+}
+
+// The bytes the programs waiting for their binary read hold, into *out.
+inline gpusvc_result DeferredBytes(const gpusvc_program_manager* manager, size_t* out) {
+  if (out == nullptr) return GPUSVC_NULL_ARGUMENT;
+  size_t n = 0;
+  gpusvc_result r = gpusvc_program_manager_deferred_bytes(manager, &n);
+  if (r == GPUSVC_OK) *out = n;
+  return r;
+}
+
+// ---- a linked program's identity ----
+
+// The program's cache key into *out.
+inline gpusvc_result LinkedProgramKey(const gpusvc_program_manager_linked_program* p,
+                                      gpusvc_program_cache_sha1* out) {
+  if (out == nullptr) return GPUSVC_NULL_ARGUMENT;
+  gpusvc_program_cache_sha1 key{};
+  gpusvc_result r = gpusvc_program_manager_linked_program_key(p, &key);
+  if (r == GPUSVC_OK) *out = key;
+  return r;
+}
+
+// The program object (its GL name, or the host's program id for a host manager) into *out.
+inline gpusvc_result LinkedProgramObject(const gpusvc_program_manager_linked_program* p,
+                                         uint64_t* out) {
+  if (out == nullptr) return GPUSVC_NULL_ARGUMENT;
+  uint64_t object = 0;
+  gpusvc_result r = gpusvc_program_manager_linked_program_object(p, &object);
+  if (r == GPUSVC_OK) *out = object;
+  return r;
+}
+
+// How the program came about (GPUSVC_PROGRAM_MANAGER_LINK_ORIGIN_*) into *out.
+inline gpusvc_result LinkedProgramOrigin(const gpusvc_program_manager_linked_program* p,
+                                         uint32_t* out) {
+  if (out == nullptr) return GPUSVC_NULL_ARGUMENT;
+  uint32_t origin = 0;
+  gpusvc_result r = gpusvc_program_manager_linked_program_origin(p, &origin);
+  if (r == GPUSVC_OK) *out = origin;
+  return r;
+}
+
+// Whether the program's binary still waits in the driver to be read (SaveDeferredBinary reads
+// and saves it) into *out.
+inline gpusvc_result LinkedProgramBinaryDeferred(const gpusvc_program_manager_linked_program* p,
+                                                 bool* out) {
+  if (out == nullptr) return GPUSVC_NULL_ARGUMENT;
+  bool deferred = false;
+  gpusvc_result r = gpusvc_program_manager_linked_program_binary_deferred(p, &deferred);
+  if (r == GPUSVC_OK) *out = deferred;
+  return r;
+}
+
+// The stages (bit 1 << GPUSVC_PROGRAM_CACHE_SHADER_STAGE_*) that statically use uniform `index`
+// (in ReadActiveVariables(..._VARIABLE_KIND_UNIFORM) order) into *out; 0 when the driver does
+// not say. An index past the end is GPUSVC_INVALID_ARGUMENT.
+inline gpusvc_result UniformStaticUse(const gpusvc_program_manager_linked_program* p, size_t index,
+                                      uint32_t* out) {
+  if (out == nullptr) return GPUSVC_NULL_ARGUMENT;
+  uint32_t stages = 0;
+  gpusvc_result r = gpusvc_program_manager_linked_program_uniform_static_use(p, index, &stages);
+  if (r == GPUSVC_OK) *out = stages;
+  return r;
+}
+
+// UniformStaticUse of every uniform, in ReadActiveVariables(..._VARIABLE_KIND_UNIFORM) order.
+inline gpusvc_result ReadUniformStaticUse(const gpusvc_program_manager_linked_program* p,
+                                          std::vector<uint32_t>* out) {
+  if (out == nullptr) return GPUSVC_NULL_ARGUMENT;
+  size_t n = 0;
+  gpusvc_result r = gpusvc_program_manager_linked_program_variable_count(
+      p, GPUSVC_PROGRAM_CACHE_VARIABLE_KIND_UNIFORM, &n);
+  if (r != GPUSVC_OK) return r;
+  std::vector<uint32_t> list(n);
+  for (size_t i = 0; i < n; ++i) {
+    if ((r = gpusvc_program_manager_linked_program_uniform_static_use(p, i, &list[i])) != GPUSVC_OK)
+      return r;
+  }
+  *out = std::move(list);
+  return GPUSVC_OK;
+}
+
+// ---- a shader of a program manager: source, options, state, translator maps ----
+
+// Replaces the source (glShaderSource: non-empty UTF-8); the shader's hash changes once it is
+// compiled again.
+inline gpusvc_result SetShaderSource(const gpusvc_program_manager_shader* shader,
+                                     const std::string& source) {
+  return gpusvc_program_manager_shader_set_source(shader, source.data(), source.size());
+}
+
+// Sets the compile options that change the compiled output (opaque bytes, part of the shader
+// hash as in ShaderHash's `options`).
+inline gpusvc_result SetShaderCompileOptions(const gpusvc_program_manager_shader* shader,
+                                             const std::string& options) {
+  return gpusvc_program_manager_shader_set_compile_options(
+      shader, options.empty() ? nullptr : reinterpret_cast<const uint8_t*>(options.data()),
+      options.size());
+}
+
+// The shader's stage (GPUSVC_PROGRAM_CACHE_SHADER_STAGE_*) into *out.
+inline gpusvc_result ShaderStage(const gpusvc_program_manager_shader* shader, uint32_t* out) {
+  if (out == nullptr) return GPUSVC_NULL_ARGUMENT;
+  uint32_t stage = 0;
+  gpusvc_result r = gpusvc_program_manager_shader_stage(shader, &stage);
+  if (r == GPUSVC_OK) *out = stage;
+  return r;
+}
+
+// The shader's state (GPUSVC_PROGRAM_MANAGER_SHADER_STATE_*) into *out.
+inline gpusvc_result ShaderState(const gpusvc_program_manager_shader* shader, uint32_t* out) {
+  if (out == nullptr) return GPUSVC_NULL_ARGUMENT;
+  uint32_t state = 0;
+  gpusvc_result r = gpusvc_program_manager_shader_state(shader, &state);
+  if (r == GPUSVC_OK) *out = state;
+  return r;
+}
+
+// GL_COMPILE_STATUS as the host reports it (true when compiled or deferred) into *out.
+inline gpusvc_result ShaderCompileStatus(const gpusvc_program_manager_shader* shader, bool* out) {
+  if (out == nullptr) return GPUSVC_NULL_ARGUMENT;
+  bool ok = false;
+  gpusvc_result r = gpusvc_program_manager_shader_compile_status(shader, &ok);
+  if (r == GPUSVC_OK) *out = ok;
+  return r;
+}
+
+// What a translator reports about a variable besides its Variable entry.
+struct VariableQualifiers {
+  uint32_t precision = 0;  // GL_LOW_FLOAT 0x8DF0 ... GL_HIGH_INT 0x8DF5; 0 when none
+  bool static_use = false;
+  bool operator==(const VariableQualifiers& o) const {
+    return precision == o.precision && static_use == o.static_use;
+  }
+  bool operator!=(const VariableQualifiers& o) const { return !(*this == o); }
+};
+
+// Sets the qualifiers of variable `index` of `kind` (GPUSVC_PROGRAM_CACHE_VARIABLE_KIND_*) in
+// the shader's maps; an index past the end is GPUSVC_INVALID_ARGUMENT.
+inline gpusvc_result SetShaderVariableQualifiers(const gpusvc_program_manager_shader* shader,
+                                                 uint32_t kind, size_t index,
+                                                 const VariableQualifiers& q) {
+  gpusvc_program_manager_variable_qualifiers c =
+      Sized<gpusvc_program_manager_variable_qualifiers>();
+  c.precision = q.precision;
+  c.static_use = q.static_use;
+  return gpusvc_program_manager_shader_set_variable_qualifiers(shader, kind, index, &c);
+}
+
+// Sets the qualifiers of every variable of `kind`: list[i] for variable i. A list whose length is
+// not the number of variables of `kind` is GPUSVC_INVALID_ARGUMENT, nothing set.
+inline gpusvc_result SetShaderVariableQualifiers(const gpusvc_program_manager_shader* shader,
+                                                 uint32_t kind,
+                                                 const std::vector<VariableQualifiers>& list) {
+  size_t n = 0;
+  gpusvc_result r = gpusvc_program_manager_shader_variable_count(shader, kind, &n);
+  if (r != GPUSVC_OK) return r;
+  if (n != list.size()) return GPUSVC_INVALID_ARGUMENT;
+  for (size_t i = 0; i < n; ++i) {
+    if ((r = SetShaderVariableQualifiers(shader, kind, i, list[i])) != GPUSVC_OK) return r;
+  }
+  return GPUSVC_OK;
+}
+
+// The qualifiers of variable `index` of `kind` into *out (left alone on error).
+inline gpusvc_result ShaderVariableQualifiers(const gpusvc_program_manager_shader* shader,
+                                              uint32_t kind, size_t index,
+                                              VariableQualifiers* out) {
+  if (out == nullptr) return GPUSVC_NULL_ARGUMENT;
+  gpusvc_program_manager_variable_qualifiers c =
+      Sized<gpusvc_program_manager_variable_qualifiers>();
+  gpusvc_result r = gpusvc_program_manager_shader_variable_qualifiers(shader, kind, index, &c);
+  if (r == GPUSVC_OK) *out = VariableQualifiers{c.precision, c.static_use};
+  return r;
+}
+
+// The qualifiers of every variable of `kind`, in the order of ReadShaderVariables' list.
+inline gpusvc_result ReadShaderVariableQualifiers(const gpusvc_program_manager_shader* shader,
+                                                  uint32_t kind,
+                                                  std::vector<VariableQualifiers>* out) {
+  if (out == nullptr) return GPUSVC_NULL_ARGUMENT;
+  size_t n = 0;
+  gpusvc_result r = gpusvc_program_manager_shader_variable_count(shader, kind, &n);
+  if (r != GPUSVC_OK) return r;
+  std::vector<VariableQualifiers> list(n);
+  for (size_t i = 0; i < n; ++i) {
+    if ((r = ShaderVariableQualifiers(shader, kind, i, &list[i])) != GPUSVC_OK) return r;
+  }
+  *out = std::move(list);
+  return GPUSVC_OK;
+}
+
+// A uniform or storage block of a shader's variable maps, as a translator reports it (not a
+// linked program's Block: names in the source and translated, members as Variable entries
+// whose location is the member's byte offset).
+struct ShaderBlock {
+  std::string name;
+  std::string mapped_name;
+  int32_t binding = 0;
+  int32_t data_size = 0;  // 0 when not known
+  bool static_use = false;
+  std::vector<Variable> members;
+  bool operator==(const ShaderBlock& o) const {
+    return name == o.name && mapped_name == o.mapped_name && binding == o.binding &&
+           data_size == o.data_size && static_use == o.static_use && members == o.members;
+  }
+  bool operator!=(const ShaderBlock& o) const { return !(*this == o); }
+};
+
+// Replaces the blocks of `kind` (GPUSVC_PROGRAM_MANAGER_BLOCK_KIND_*) of the shader's maps
+// (copied; the other lists are kept). Stored with the program and restored on a cache hit.
+inline gpusvc_result SetShaderBlocks(const gpusvc_program_manager_shader* shader, uint32_t kind,
+                                     const std::vector<ShaderBlock>& blocks) {
+  std::vector<std::vector<gpusvc_program_cache_variable_info>> members;
+  members.reserve(blocks.size());
+  std::vector<gpusvc_program_manager_shader_block_info> c;
+  c.reserve(blocks.size());
+  for (const ShaderBlock& b : blocks) {
+    members.push_back(ShaderVariablesView::Convert(b.members));
+    gpusvc_program_manager_shader_block_info info{};
+    info.name = b.name.c_str();
+    info.mapped_name = b.mapped_name.c_str();
+    info.binding = b.binding;
+    info.data_size = b.data_size;
+    info.static_use = b.static_use;
+    info.members = members.back().empty() ? nullptr : members.back().data();
+    info.member_count = members.back().size();
+    c.push_back(info);
+  }
+  return gpusvc_program_manager_shader_set_blocks(shader, kind, c.empty() ? nullptr : c.data(),
+                                                  c.size());
+}
+
+// How many blocks of `kind` the shader's maps hold, into *out.
+inline gpusvc_result ShaderBlockCount(const gpusvc_program_manager_shader* shader, uint32_t kind,
+                                      size_t* out) {
+  if (out == nullptr) return GPUSVC_NULL_ARGUMENT;
+  size_t n = 0;
+  gpusvc_result r = gpusvc_program_manager_shader_block_count(shader, kind, &n);
+  if (r == GPUSVC_OK) *out = n;
+  return r;
+}
+
+// Block `index` of `kind` of the shader's maps, members included, into *out; an index past the
+// end is GPUSVC_INVALID_ARGUMENT (*out left alone).
+inline gpusvc_result ReadShaderBlock(const gpusvc_program_manager_shader* shader, uint32_t kind,
+                                     size_t index, ShaderBlock* out) {
+  if (out == nullptr) return GPUSVC_NULL_ARGUMENT;
+  gpusvc_program_manager_shader_block_info b{};
+  gpusvc_result r = gpusvc_program_manager_shader_block(shader, kind, index, &b);
+  if (r != GPUSVC_OK) return r;
+  ShaderBlock block;
+  block.name = b.name != nullptr ? b.name : "";
+  block.mapped_name = b.mapped_name != nullptr ? b.mapped_name : "";
+  block.binding = b.binding;
+  block.data_size = b.data_size;
+  block.static_use = b.static_use;
+  for (size_t i = 0; i < b.member_count && b.members != nullptr; ++i)
+    block.members.push_back(ToVariable(b.members[i]));
+  *out = std::move(block);
+  return GPUSVC_OK;
+}
+
+// Every block of `kind` of the shader's maps, in order (the mirror of SetShaderBlocks).
+inline gpusvc_result ReadShaderBlocks(const gpusvc_program_manager_shader* shader, uint32_t kind,
+                                      std::vector<ShaderBlock>* out) {
+  if (out == nullptr) return GPUSVC_NULL_ARGUMENT;
+  size_t n = 0;
+  gpusvc_result r = ShaderBlockCount(shader, kind, &n);
+  if (r != GPUSVC_OK) return r;
+  std::vector<ShaderBlock> list(n);
+  for (size_t i = 0; i < n; ++i) {
+    if ((r = ReadShaderBlock(shader, kind, i, &list[i])) != GPUSVC_OK) return r;
+  }
+  *out = std::move(list);
+  return GPUSVC_OK;
+}
+
+// ---- the host sink: what a host GL callback (gpusvc_program_manager_host_gl) hands back ----
+//
+// Call these only with the sink a callback was given, during that callback, on its thread (a
+// sink kept past its callback is GPUSVC_INVALID_HANDLE). Names must be UTF-8 without a NUL (one
+// with a NUL is GPUSVC_INVALID_ARGUMENT, nothing added).
+
+namespace detail {
+inline bool HasNul(const std::string& s) { return s.find('\0') != std::string::npos; }
+
+inline gpusvc_program_manager_active_variable ActiveVariableView(const ActiveVariable& v) {
+  gpusvc_program_manager_active_variable c = Sized<gpusvc_program_manager_active_variable>();
+  c.name = v.name.c_str();
+  c.gl_type = v.gl_type;
+  c.size = v.size;
+  c.has_location = v.has_location;
+  c.location = v.location;
+  c.location_index = v.location_index;
+  return c;
+}
+}  // namespace detail
+
+// Appends text (an info log, a reason; invalid UTF-8 is replaced).
+inline gpusvc_result HostSinkWriteText(gpusvc_program_manager_host_sink* sink,
+                                       const std::string& text) {
+  return gpusvc_program_manager_host_sink_write_text(sink, text.data(), text.size());
+}
+
+// Appends bytes (a program binary).
+inline gpusvc_result HostSinkWriteBytes(gpusvc_program_manager_host_sink* sink,
+                                        const uint8_t* bytes, size_t len) {
+  return gpusvc_program_manager_host_sink_write_bytes(sink, bytes, len);
+}
+inline gpusvc_result HostSinkWriteBytes(gpusvc_program_manager_host_sink* sink,
+                                        const std::vector<uint8_t>& bytes) {
+  return HostSinkWriteBytes(sink, bytes.empty() ? nullptr : bytes.data(), bytes.size());
+}
+
+// Adds an active attribute or uniform (active_attributes / active_uniforms); location_index is
+// ignored.
+inline gpusvc_result HostSinkPushVariable(gpusvc_program_manager_host_sink* sink,
+                                          const ActiveVariable& v) {
+  if (detail::HasNul(v.name)) return GPUSVC_INVALID_ARGUMENT;
+  const gpusvc_program_manager_active_variable c = detail::ActiveVariableView(v);
+  return gpusvc_program_manager_host_sink_push_variable(sink, &c);
+}
+
+// Adds a fragment output (program_interface): name, type, size, location, location_index.
+inline gpusvc_result HostSinkPushOutput(gpusvc_program_manager_host_sink* sink,
+                                        const ActiveVariable& v) {
+  if (detail::HasNul(v.name)) return GPUSVC_INVALID_ARGUMENT;
+  const gpusvc_program_manager_active_variable c = detail::ActiveVariableView(v);
+  return gpusvc_program_manager_host_sink_push_output(sink, &c);
+}
+
+// Adds a transform-feedback varying, in link order (program_interface): name, type, size (the
+// location fields are ignored).
+inline gpusvc_result HostSinkPushVarying(gpusvc_program_manager_host_sink* sink,
+                                         const ActiveVariable& v) {
+  if (detail::HasNul(v.name)) return GPUSVC_INVALID_ARGUMENT;
+  const gpusvc_program_manager_active_variable c = detail::ActiveVariableView(v);
+  return gpusvc_program_manager_host_sink_push_varying(sink, &c);
+}
+
+// Adds a member to the last block of `kind` pushed (none yet: GPUSVC_INVALID_ARGUMENT).
+inline gpusvc_result HostSinkPushBlockMember(gpusvc_program_manager_host_sink* sink, uint32_t kind,
+                                             const BlockMember& m) {
+  if (detail::HasNul(m.name)) return GPUSVC_INVALID_ARGUMENT;
+  gpusvc_program_manager_block_member c = Sized<gpusvc_program_manager_block_member>();
+  c.name = m.name.c_str();
+  c.gl_type = m.gl_type;
+  c.array_size = m.array_size;
+  c.offset = m.offset;
+  c.array_stride = m.array_stride;
+  c.matrix_stride = m.matrix_stride;
+  c.row_major = m.row_major;
+  return gpusvc_program_manager_host_sink_push_block_member(sink, kind, &c);
+}
+
+// Adds a block of `kind` (GPUSVC_PROGRAM_MANAGER_BLOCK_KIND_*) and then each of its members, in
+// order (program_interface); stops at the first error (a refused block adds nothing; a refused
+// member leaves the block and the members before it).
+inline gpusvc_result HostSinkPushBlock(gpusvc_program_manager_host_sink* sink, uint32_t kind,
+                                       const Block& b) {
+  if (detail::HasNul(b.name)) return GPUSVC_INVALID_ARGUMENT;
+  gpusvc_program_manager_block c = Sized<gpusvc_program_manager_block>();
+  c.name = b.name.c_str();
+  c.binding = b.binding;
+  c.data_size = b.data_size;
+  c.referenced_by = b.referenced_by;
+  gpusvc_result r = gpusvc_program_manager_host_sink_push_block(sink, kind, &c);
+  for (size_t i = 0; r == GPUSVC_OK && i < b.members.size(); ++i)
+    r = HostSinkPushBlockMember(sink, kind, b.members[i]);
+  return r;
+}
+
+// Records the stages (bit 1 << GPUSVC_PROGRAM_CACHE_SHADER_STAGE_*) that statically use the
+// uniform `name` (as pushed by active_uniforms) (program_interface).
+inline gpusvc_result HostSinkSetUniformStaticUse(gpusvc_program_manager_host_sink* sink,
+                                                 const std::string& name, uint32_t stages) {
+  if (detail::HasNul(name)) return GPUSVC_INVALID_ARGUMENT;
+  return gpusvc_program_manager_host_sink_set_uniform_static_use(sink, name.c_str(), stages);
+}
+
+// Records GL_COMPUTE_WORK_GROUP_SIZE (program_interface).
+inline gpusvc_result HostSinkSetComputeWorkGroupSize(gpusvc_program_manager_host_sink* sink,
+                                                     const std::array<uint32_t, 3>& size) {
+  return gpusvc_program_manager_host_sink_set_compute_work_group_size(sink, size[0], size[1],
+                                                                      size[2]);
 }
 
 // ---- sync points ----
