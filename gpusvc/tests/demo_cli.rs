@@ -405,6 +405,25 @@ fn shader_test(dir: &Path, name: &str, vertex: &str, fragment: &str) {
     std::fs::write(dir.join(name), text).unwrap();
 }
 
+/// Five programs: one that links, two whose vertex shader fails (the same one), one whose
+/// fragment shader fails, one that fails to link.
+fn refusing_corpus(dir: &Path) {
+    let good_vs = "in vec4 p;\nvoid main() { gl_Position = p; }";
+    let good_fs = "out vec4 c;\nvoid main() { c = vec4(1.0); }";
+    shader_test(dir, "good.shader_test", good_vs, good_fs);
+    // Two programs whose vertex shader fails, one whose fragment shader fails: the second
+    // vertex failure is known to the cache already in the cold pass.
+    let bad_vs = "void main() { gl_Position = undeclared; }";
+    shader_test(dir, "bad_vs.shader_test", bad_vs, good_fs);
+    let other_fs = "out vec4 c;\nvoid main() { c = vec4(0.5); }";
+    shader_test(dir, "bad_vs_again.shader_test", bad_vs, other_fs);
+    let bad_fs = "out vec4 c;\nvoid main() { c = nothing; }";
+    shader_test(dir, "bad_fs.shader_test", good_vs, bad_fs);
+    // A link failure: the fragment shader calls a function no shader defines.
+    let calls = "out vec4 c;\nvec4 f();\nvoid main() { c = f(); }";
+    shader_test(dir, "bad_link.shader_test", good_vs, calls);
+}
+
 #[test]
 fn programs_the_driver_refuses_are_counted_as_such_and_answered_by_the_failure_records() {
     if context_or_skip(
@@ -415,21 +434,7 @@ fn programs_the_driver_refuses_are_counted_as_such_and_answered_by_the_failure_r
         return;
     }
     let corpus = tempfile::tempdir().unwrap();
-    let good_vs = "in vec4 p;\nvoid main() { gl_Position = p; }";
-    let good_fs = "out vec4 c;\nvoid main() { c = vec4(1.0); }";
-    shader_test(corpus.path(), "good.shader_test", good_vs, good_fs);
-    // Two programs whose vertex shader fails, one whose fragment shader fails: the second
-    // vertex failure is known to the cache already in the cold pass.
-    let bad_vs = "void main() { gl_Position = undeclared; }";
-    shader_test(corpus.path(), "bad_vs.shader_test", bad_vs, good_fs);
-    let other_fs = "out vec4 c;\nvoid main() { c = vec4(0.5); }";
-    shader_test(corpus.path(), "bad_vs_again.shader_test", bad_vs, other_fs);
-    let bad_fs = "out vec4 c;\nvoid main() { c = nothing; }";
-    shader_test(corpus.path(), "bad_fs.shader_test", good_vs, bad_fs);
-    // A link failure: the fragment shader calls a function no shader defines.
-    let calls = "out vec4 c;\nvec4 f();\nvoid main() { c = f(); }";
-    shader_test(corpus.path(), "bad_link.shader_test", good_vs, calls);
-
+    refusing_corpus(corpus.path());
     let stdout = demo_ok(&[
         "demo",
         "--no-disk-cache",
@@ -455,4 +460,32 @@ fn programs_the_driver_refuses_are_counted_as_such_and_answered_by_the_failure_r
         "{stdout}"
     );
     assert!(!stdout.contains("not cached"), "{stdout}");
+}
+
+#[test]
+fn a_warm_start_compiles_no_shader_of_a_program_the_driver_refused() {
+    if context_or_skip("a_warm_start_compiles_no_shader_of_a_program_the_driver_refused").is_none()
+    {
+        return;
+    }
+    let corpus = tempfile::tempdir().unwrap();
+    refusing_corpus(corpus.path());
+    let cache_dir = tempfile::tempdir().unwrap();
+    let args = [
+        "demo",
+        "--cache-dir",
+        cache_dir.path().to_str().unwrap(),
+        "--corpus",
+        corpus.path().to_str().unwrap(),
+    ];
+    let first = demo_ok(&args);
+    assert!(row(&first, "driver compiles").0 >= 6.0, "{first}");
+    // The next process: the linked programs from their binaries, the failures from their
+    // records, and the one shader whose programs all failed for the other shader
+    // (`bad_vs_again`'s fragment shader) known compiled from `compiled.list`.
+    let second = demo_ok(&args);
+    assert_eq!(row(&second, "driver compiles"), (0.0, 0.0), "{second}");
+    assert_eq!(row(&second, "compile failures"), (3.0, 3.0), "{second}");
+    assert_eq!(row(&second, "link failures"), (1.0, 1.0), "{second}");
+    assert_eq!(row(&second, "cache hits"), (1.0, 1.0), "{second}");
 }

@@ -106,6 +106,10 @@ pub struct SaveReport {
     pub evicted: usize,
 }
 
+/// Shaders compiled in this process are handed to the disk writer for `compiled.list` this
+/// many at a time (and at [`ProgramCache::flush_disk`] and drop).
+const COMPILED_BATCH: usize = 256;
+
 #[derive(Debug)]
 struct State {
     config: CacheConfig,
@@ -115,6 +119,9 @@ struct State {
     recorder: Recorder,
     /// Disk binaries the driver refused in a row.
     disk_rejections_in_a_row: u32,
+    /// Shaders that compiled in this process and are not on disk yet, for `compiled.list`
+    /// (with a disk store only; at most [`COMPILED_BATCH`]).
+    unpersisted: Vec<ShaderHash>,
 }
 
 impl State {
@@ -230,6 +237,16 @@ pub struct ProgramCache {
     /// Whether programs with transform-feedback varyings are cached
     /// ([`ProgramCacheBuilder::cache_transform_feedback`]).
     transform_feedback: bool,
+}
+
+impl Drop for ProgramCache {
+    /// Hands the shaders compiled since the last batch to the disk writer, which writes them
+    /// before it ends.
+    fn drop(&mut self) {
+        if self.disk.is_some() {
+            self.send_compiled(self.lock());
+        }
+    }
 }
 
 impl std::fmt::Debug for ProgramCache {
@@ -366,6 +383,7 @@ impl ProgramCache {
                 pressure: MemoryPressure::None,
                 recorder: Recorder::default(),
                 disk_rejections_in_a_row: 0,
+                unpersisted: Vec::new(),
             }),
             callback,
             disk,
@@ -411,9 +429,29 @@ impl ProgramCache {
         self.lock().statuses.status(hash)
     }
 
-    /// Records that a shader compiled successfully.
+    /// Records that a shader compiled successfully. With a disk store, a shader no stored
+    /// program uses is also written to the store's `compiled.list` (in batches, and at
+    /// [`ProgramCache::flush_disk`] and drop), so the next start knows it compiles too.
     pub fn shader_compile_succeeded(&self, hash: ShaderHash) {
-        self.lock().statuses.compiled(hash);
+        let mut state = self.lock();
+        let new = state.statuses.status(&hash) == CompileStatus::Unknown;
+        state.statuses.compiled(hash);
+        if new && self.disk.is_some() {
+            state.unpersisted.push(hash);
+            if state.unpersisted.len() >= COMPILED_BATCH {
+                self.send_compiled(state);
+            }
+        }
+    }
+
+    /// Hands the shaders compiled since the last batch to the disk writer, leaving out those a
+    /// stored program uses by now (its entry records them).
+    fn send_compiled(&self, mut state: MutexGuard<'_, State>) {
+        let Some(disk) = &self.disk else { return };
+        let mut batch = std::mem::take(&mut state.unpersisted);
+        batch.retain(|h| state.statuses.refcount(h) == 0);
+        drop(state);
+        disk.mark_compiled(batch);
     }
 
     /// How many cached programs use a shader.
@@ -754,6 +792,7 @@ impl ProgramCache {
         // Cleared entries are not counted as evictions, and all statuses go with them.
         state.store.drain();
         state.statuses.clear();
+        state.unpersisted.clear();
         drop(state);
         if let Some(disk) = &self.disk {
             disk.drop_all(DropReason::Clear);
@@ -822,6 +861,7 @@ impl ProgramCache {
     /// and tests).
     pub fn flush_disk(&self) {
         if let Some(disk) = &self.disk {
+            self.send_compiled(self.lock());
             disk.flush();
         }
     }
@@ -857,6 +897,15 @@ impl ProgramCache {
 // ---- entries the disk loader read and checked but did not decode (`disk::packed`) ----
 
 impl LoadSink for ProgramCache {
+    /// Marks the shaders `compiled.list` names as compiled (bounded like every status of a
+    /// shader no cached program uses: [`CacheConfig::max_unreferenced_shader_statuses`]).
+    fn compiled_loaded(&self, hashes: &[ShaderHash]) {
+        let mut state = self.lock();
+        for h in hashes {
+            state.statuses.compiled(*h);
+        }
+    }
+
     /// Inserts an entry read from the disk store, still encoded, only if it fits in the budget
     /// without evicting anything (the startup load never pushes out what this process made):
     /// it counts the bytes it holds, and it is admitted only while every admitted entry would

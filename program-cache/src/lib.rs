@@ -45,6 +45,10 @@
 //!   that failed only at link keep their compiled status
 //!   (`failed_compiles_and_links_come_back_from_disk_with_the_drivers_exact_log`). A log over
 //!   [`MAX_FAILURE_LOG`] is not cached.
+//! * With a disk store, a shader that compiled is known compiled at the next start even when no
+//!   stored program uses it (the good shader of a program whose other shader failed): the
+//!   store's bounded `compiled.list`, emptied by a clear (`tests/compiled_list.rs`; on the real
+//!   driver, `a_warm_start_compiles_no_shader_of_a_program_the_driver_refused`).
 //! * Managers with different backend identities may share one cache: a shader's compile status
 //!   and compile failure are one backend's, never another's ([`backend_shader_hash`]), so a
 //!   shader one backend compiled is not deferred on another: that backend's own driver compiles

@@ -315,7 +315,14 @@ fn stores_of_other_contexts_are_kept_until_unused_for_a_month() {
     // Every record of the store says so (the lock's open time, the STAMP, the entries folder,
     // the logs): its age is judged by all of them.
     let month_ago = std::time::SystemTime::now() - Duration::from_secs(31 * 24 * 3600);
-    for name in ["in-use.lock", "STAMP", "entries", "lru.log", "hot.list"] {
+    for name in [
+        "in-use.lock",
+        "STAMP",
+        "entries",
+        "lru.log",
+        "hot.list",
+        "compiled.list",
+    ] {
         if let Ok(f) = std::fs::File::open(core_dir.join(name)) {
             f.set_modified(month_ago).unwrap();
         }

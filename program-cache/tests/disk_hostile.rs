@@ -15,6 +15,7 @@ use std::time::{Duration, Instant, SystemTime};
 use program_cache::disk::{self, inspect};
 use program_cache::{
     CacheConfig, CachedProgram, CompatibilityStamp, DiskConfig, ProgramCache, ProgramKey,
+    ShaderHash,
 };
 use test_support::mount;
 use test_support::programs::program;
@@ -90,6 +91,13 @@ fn open(dir: &Path, stamp: CompatibilityStamp) -> (Arc<ProgramCache>, Log) {
 }
 
 /// Makes a store of `stamp` in `root` holding `n` entries, and closes it.
+/// Records shaders `range` as compiled (no program uses them): `compiled.list` material.
+fn compile_shaders(cache: &ProgramCache, range: std::ops::Range<u8>) {
+    for i in range {
+        cache.shader_compile_succeeded(ShaderHash([i; 20]));
+    }
+}
+
 fn make_store(root: &Path, stamp: CompatibilityStamp, n: u32) -> PathBuf {
     let (cache, _) = open(root, stamp.clone());
     save_all(&cache, 0..n, 300);
@@ -131,6 +139,7 @@ fn age_store(store: &Path, when: SystemTime) {
         "entries",
         "lru.log",
         "hot.list",
+        "compiled.list",
         "evict.lock",
     ] {
         if let Ok(f) = std::fs::File::open(store.join(name)) {
@@ -251,7 +260,14 @@ fn look_alike_folders_survive_open_garbage_collection_and_clear() {
 
 #[test]
 fn side_files_planted_as_links_are_never_followed_or_written_through() {
-    for side in ["lru.log", "hot.list", "evict.lock", "in-use.lock", "STAMP"] {
+    for side in [
+        "lru.log",
+        "hot.list",
+        "compiled.list",
+        "evict.lock",
+        "in-use.lock",
+        "STAMP",
+    ] {
         let root = tempfile::tempdir().unwrap();
         let outside = tempfile::tempdir().unwrap();
         let store = make_store(root.path(), ours(), 2);
@@ -275,6 +291,7 @@ fn side_files_planted_as_links_are_never_followed_or_written_through() {
                 let _ = cache.load(&nkey(i), None);
             }
             cache.mark_hot(&[nkey(1), nkey(2)]);
+            compile_shaders(&cache, 0..3);
             cache.flush_disk();
             cache.clear();
             cache.flush_disk();
@@ -471,6 +488,7 @@ fn fifos_in_place_of_entries_or_side_files_never_hang_anything() {
         "STAMP",
         "lru.log",
         "hot.list",
+        "compiled.list",
         "evict.lock",
         "in-use.lock",
     ] {
@@ -493,6 +511,7 @@ fn fifos_in_place_of_entries_or_side_files_never_hang_anything() {
                 cache.load(&nkey(i), None).unwrap();
             }
             cache.mark_hot(&[nkey(10)]);
+            compile_shaders(&cache, 0..3);
             cache.flush_disk();
             cache
         });
@@ -1143,7 +1162,7 @@ fn hard_links_planted_at_side_files_are_never_written_through() {
     let store = make_store(root.path(), ours(), 4);
     // Hard links need the same file system: the victims live beside the cache folder.
     let victims = tempfile::tempdir_in(root.path().parent().unwrap()).unwrap();
-    for side in ["lru.log", "hot.list"] {
+    for side in ["lru.log", "hot.list", "compiled.list"] {
         let victim = victims.path().join(side);
         std::fs::write(&victim, b"precious").unwrap();
         let _ = std::fs::remove_file(store.join(side));
@@ -1154,9 +1173,10 @@ fn hard_links_planted_at_side_files_are_never_written_through() {
         cache.load(&nkey(i), None).unwrap();
     }
     cache.mark_hot(&[nkey(1)]);
+    compile_shaders(&cache, 0..3);
     cache.flush_disk();
     drop(cache);
-    for side in ["lru.log", "hot.list"] {
+    for side in ["lru.log", "hot.list", "compiled.list"] {
         assert_eq!(
             std::fs::read(victims.path().join(side)).unwrap(),
             b"precious",

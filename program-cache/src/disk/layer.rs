@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use crossbeam_channel::Sender;
 
-use crate::key::ProgramKey;
+use crate::key::{ProgramKey, ShaderHash};
 use crate::program::SharedProgram;
 
 use super::condition::Conditions;
@@ -229,6 +229,15 @@ impl DiskLayer {
     pub(crate) fn mark_hot(&self, keys: Vec<ProgramKey>) {
         if self.enabled() {
             self.try_send(Job::MarkHot(keys));
+        }
+    }
+
+    /// Queues shaders known to compile for `compiled.list` (dropped when the queue is full: the
+    /// next start compiles them on the driver again, as without the list).
+    pub(crate) fn mark_compiled(&self, hashes: Vec<ShaderHash>) {
+        if self.enabled() && !hashes.is_empty() {
+            let epoch = self.shared.drop_epoch.load(Ordering::Acquire);
+            self.try_send(Job::MarkCompiled(hashes, epoch));
         }
     }
 

@@ -7,7 +7,7 @@ use std::sync::Weak;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use crate::key::ProgramKey;
+use crate::key::{ProgramKey, ShaderHash};
 
 use super::counters::bump;
 use super::layer::Shared;
@@ -20,6 +20,9 @@ pub(crate) trait LoadSink: Send + Sync {
     /// Inserts an entry read from disk and checked, not decoded yet; returns whether it is in
     /// memory now (false: no room, left on disk).
     fn insert_loaded(&self, key: ProgramKey, entry: PackedEntry) -> bool;
+    /// Shaders `compiled.list` records as compiled, oldest first: their compile status becomes
+    /// known (after the entries, so shaders a loaded program uses are not counted twice).
+    fn compiled_loaded(&self, hashes: &[ShaderHash]);
 }
 
 /// What the startup load did.
@@ -96,6 +99,12 @@ pub(super) fn load_entries(
                 tracing::debug!(key = %entry.key, error = %e, "disk entry vanished at load");
             }
         }
+    }
+    // Not when the load was stopped: a clear since the open empties the list with the store.
+    if let Some(sink) = sink.upgrade()
+        && shared.drop_epoch.load(Ordering::Acquire) == 0
+    {
+        sink.compiled_loaded(&dir.compiled_shaders());
     }
     report.elapsed = start.elapsed();
     report

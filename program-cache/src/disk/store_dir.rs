@@ -15,7 +15,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use rustix::fs::FileType;
 
-use crate::key::ProgramKey;
+use crate::key::{ProgramKey, ShaderHash};
 use crate::program::CachedProgram;
 
 use super::format::{self, EntryError, HEADER_LEN, MAX_PAYLOAD};
@@ -27,6 +27,11 @@ use super::stamp::{CompatibilityStamp, StoreStamp, compare_versions};
 pub(crate) const LOG_RECORD: usize = 32;
 /// One record of `hot.list`: key (20) + CRC32C of it (4).
 const HOT_RECORD: usize = 24;
+/// One record of `compiled.list`: shader hash (20) + CRC32C of it (4).
+pub(crate) const COMPILED_RECORD: usize = 24;
+/// At most this many shader hashes of `compiled.list` are used at load (its newest) and kept
+/// by a compaction.
+pub(crate) const MAX_COMPILED: usize = 16 * 1024;
 /// The largest entry file: a header and the largest payload FORMAT.md allows.
 pub(crate) const MAX_ENTRY_FILE: u64 = HEADER_LEN as u64 + MAX_PAYLOAD;
 /// The largest `STAMP` file read.
@@ -44,8 +49,14 @@ pub(crate) const UNUSED_STORE_AGE: Duration = Duration::from_secs(30 * 24 * 3600
 const FUTURE_SLACK_MS: u64 = 60_000;
 
 /// The files of a store folder that our format defines (besides `entries/` and `tmp/`).
-pub(crate) const SIDE_FILES: [&str; 5] =
-    ["STAMP", "lru.log", "hot.list", "evict.lock", "in-use.lock"];
+pub(crate) const SIDE_FILES: [&str; 6] = [
+    "STAMP",
+    "lru.log",
+    "hot.list",
+    "compiled.list",
+    "evict.lock",
+    "in-use.lock",
+];
 
 /// Appends `body` and its CRC32C.
 fn put_record(out: &mut Vec<u8>, body: &[u8]) {
@@ -137,14 +148,15 @@ pub(crate) fn is_store_name(name: &str) -> bool {
     name.len() == 16 && name.bytes().all(|c| matches!(c, b'0'..=b'9' | b'a'..=b'f'))
 }
 
-/// True for a name our writers give temporary files: `<key|STAMP|lru|hot>.<pid>.<n>`. Returns
+/// True for a name our writers give temporary files: `<key|STAMP|lru|hot|compiled>.<pid>.<n>`. Returns
 /// the pid.
 pub(crate) fn tmp_pid(name: &str) -> Option<i32> {
     let mut parts = name.split('.');
     let what = parts.next()?;
     let pid = parts.next()?.parse::<i32>().ok()?;
     let n = parts.next()?;
-    let ours = matches!(what, "STAMP" | "lru" | "hot") || parse_key_hex(what).is_some();
+    let ours =
+        matches!(what, "STAMP" | "lru" | "hot" | "compiled") || parse_key_hex(what).is_some();
     (ours && parts.next().is_none() && n.bytes().all(|c| c.is_ascii_digit()) && !n.is_empty())
         .then_some(pid)
 }
@@ -182,6 +194,8 @@ pub(crate) struct Scan {
     pub(crate) log_bytes: u64,
     /// Bytes of `hot.list` alone.
     pub(crate) hot_bytes: u64,
+    /// Bytes of `compiled.list` alone.
+    pub(crate) compiled_bytes: u64,
 }
 
 impl Scan {
@@ -377,7 +391,13 @@ pub(crate) struct OpenNotes {
 /// left to [`Handles::ensure_stamp`], which renames over it.
 fn replace_planted_side_files(dir: &OwnedFd) -> Vec<String> {
     let mut replaced = Vec::new();
-    for side in ["lru.log", "hot.list", "evict.lock", "in-use.lock"] {
+    for side in [
+        "lru.log",
+        "hot.list",
+        "compiled.list",
+        "evict.lock",
+        "in-use.lock",
+    ] {
         let Ok(st) = fsx::lstat(b(dir), side) else {
             continue;
         };
@@ -585,6 +605,21 @@ fn read_small(dir: &OwnedFd, name: &str, max: u64) -> io::Result<String> {
 }
 
 /// Reads the newest `MAX_LOG_READ` bytes of a log file of ours; missing or odd: empty.
+/// The newest [`MAX_COMPILED`] distinct shader hashes of a `compiled.list`'s bytes, oldest
+/// first (damaged records skipped).
+fn compiled_in(bytes: &[u8]) -> Vec<ShaderHash> {
+    let mut seen = std::collections::HashSet::new();
+    let mut newest: Vec<ShaderHash> = records(bytes, COMPILED_RECORD)
+        .into_iter()
+        .rev()
+        .map(|r| ShaderHash(r.try_into().expect("20 bytes")))
+        .filter(|h| seen.insert(*h))
+        .take(MAX_COMPILED)
+        .collect();
+    newest.reverse();
+    newest
+}
+
 fn read_log(dir: &OwnedFd, name: &str) -> Vec<u8> {
     let Ok((fd, st)) = fsx::open_read(b(dir), name) else {
         return Vec::new();
@@ -951,6 +986,24 @@ impl StampDir {
             .collect()
     }
 
+    /// Records shaders known to compile (whose programs are not in the store): the next start
+    /// marks them compiled. One append for all of `hashes`.
+    pub(crate) fn mark_compiled(&self, hashes: &[ShaderHash]) -> io::Result<()> {
+        let h = self.h();
+        let fd = fsx::open_rw(b(&h.dir), "compiled.list", true)?;
+        let mut buf = Vec::with_capacity(hashes.len() * COMPILED_RECORD);
+        for hash in hashes {
+            put_record(&mut buf, &hash.0);
+        }
+        fsx::write_all(&fd, &buf)
+    }
+
+    /// The newest [`MAX_COMPILED`] distinct shader hashes of `compiled.list`, oldest first.
+    pub(crate) fn compiled_shaders(&self) -> Vec<ShaderHash> {
+        let h = self.h();
+        compiled_in(&read_log(&h.dir, "compiled.list"))
+    }
+
     /// Every entry with its size and last use, the odd names, and the bytes of the rest.
     pub(crate) fn scan(&self) -> Scan {
         let h = self.h();
@@ -972,6 +1025,7 @@ impl StampDir {
                 match side {
                     "lru.log" => scan.log_bytes = n,
                     "hot.list" => scan.hot_bytes = n,
+                    "compiled.list" => scan.compiled_bytes = n,
                     _ => {}
                 }
             }
@@ -1208,6 +1262,16 @@ impl StampDir {
             );
         }
         self.replace(h, "lru", "lru.log", &buf)?;
+        let compiled = if drop_hot {
+            Vec::new()
+        } else {
+            compiled_in(&read_log(&h.dir, "compiled.list"))
+        };
+        let mut buf = Vec::with_capacity(compiled.len() * COMPILED_RECORD);
+        for hash in &compiled {
+            put_record(&mut buf, &hash.0);
+        }
+        self.replace(h, "compiled", "compiled.list", &buf)?;
         let present: std::collections::HashSet<ProgramKey> =
             remaining.iter().map(|e| e.key).collect();
         let hot = self.hot(h);
@@ -1267,7 +1331,8 @@ impl StampDir {
         }
         let result = self
             .replace(&h, "lru", "lru.log", &[])
-            .and_then(|()| self.replace(&h, "hot", "hot.list", &[]));
+            .and_then(|()| self.replace(&h, "hot", "hot.list", &[]))
+            .and_then(|()| self.replace(&h, "compiled", "compiled.list", &[]));
         if let (Some(l), true) = (&lock, locked) {
             fsx::unflock(l);
         }
@@ -1348,7 +1413,14 @@ pub(crate) fn recognize(root: &OwnedFd, name: &str) -> Recognized {
         ));
     }
     let mut last_use_ms = 0;
-    for side in ["in-use.lock", "STAMP", "lru.log", "hot.list", "entries"] {
+    for side in [
+        "in-use.lock",
+        "STAMP",
+        "lru.log",
+        "hot.list",
+        "compiled.list",
+        "entries",
+    ] {
         if let Ok(st) = fsx::lstat(b(&dir), side) {
             last_use_ms = last_use_ms.max(fsx::mtime_ms(&st));
         }

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender};
 
-use crate::key::ProgramKey;
+use crate::key::{ProgramKey, ShaderHash};
 use crate::program::SharedProgram;
 
 use super::config::DiskConfig;
@@ -27,6 +27,9 @@ pub(super) enum Job {
     /// Write an entry; the clear epoch at the time of the save.
     Save(ProgramKey, SharedProgram, u64),
     MarkHot(Vec<ProgramKey>),
+    /// Append these shaders to `compiled.list` (known to compile; no stored program uses them);
+    /// the clear epoch at the time they were queued.
+    MarkCompiled(Vec<ShaderHash>, u64),
     /// Delete the entry file of this key if it is still the file (device, inode) a loaded
     /// entry that failed to decode came from.
     RemoveRejected(ProgramKey, (u64, u64)),
@@ -210,6 +213,9 @@ const MAX_PENDING_USES: usize = 1 << 16;
 const MAX_RECORDED: usize = 1 << 18;
 /// Pending last-use records are appended at most this often (and at flush and exit).
 pub(super) const USE_WRITE_PERIOD: Duration = Duration::from_secs(1);
+/// `compiled.list` is compacted (to its newest [`store_dir::MAX_COMPILED`] distinct hashes)
+/// when it exceeds this many bytes.
+const COMPILED_COMPACT: u64 = 2 * (store_dir::MAX_COMPILED * store_dir::COMPILED_RECORD) as u64;
 /// `lru.log` is compacted when it exceeds this many records per entry ...
 const LOG_RECORDS_PER_ENTRY: u64 = 4;
 /// ... and this many bytes.
@@ -227,6 +233,8 @@ pub(super) struct Writer {
     pub(super) size: u64,
     pub(super) entries: u64,
     log_bytes: u64,
+    /// Bytes of `compiled.list` (compacted on its own bound, [`COMPILED_COMPACT`]).
+    compiled_bytes: u64,
     pending_uses: HashMap<ProgramKey, u64>,
     /// When each key's last record was written (bounded: cleared when too large).
     recorded: HashMap<ProgramKey, u64>,
@@ -255,6 +263,7 @@ impl Writer {
             size: 0,
             entries: 0,
             log_bytes: 0,
+            compiled_bytes: 0,
             pending_uses: HashMap::new(),
             recorded: HashMap::new(),
             last_use_write: Instant::now(),
@@ -330,6 +339,7 @@ impl Writer {
         self.size = scan.total();
         self.entries = scan.entries.len() as u64;
         self.log_bytes = scan.log_bytes + scan.hot_bytes;
+        self.compiled_bytes = scan.compiled_bytes;
     }
 
     fn run(&mut self, rx: &Receiver<Job>, uses: &Receiver<(ProgramKey, u64)>) {
@@ -369,6 +379,16 @@ impl Writer {
                     if self.with_recovery(|d| d.mark_hot(&keys)).is_ok() {
                         self.log_bytes += n * 24;
                         self.size += n * 24;
+                        self.maybe_compact();
+                    }
+                }
+                Job::MarkCompiled(hashes, epoch) => {
+                    let n = (hashes.len() * store_dir::COMPILED_RECORD) as u64;
+                    if epoch >= self.done_epoch
+                        && self.with_recovery(|d| d.mark_compiled(&hashes)).is_ok()
+                    {
+                        self.compiled_bytes += n;
+                        self.size += n;
                         self.maybe_compact();
                     }
                 }
@@ -624,7 +644,8 @@ impl Writer {
     fn maybe_compact(&mut self) {
         let limit = LOG_COMPACT_MIN
             .max(LOG_RECORDS_PER_ENTRY * self.entries * store_dir::LOG_RECORD as u64);
-        if self.log_bytes <= limit || self.evict_backoff_until.is_some_and(|t| Instant::now() < t) {
+        let due = self.log_bytes > limit || self.compiled_bytes > COMPILED_COMPACT;
+        if !due || self.evict_backoff_until.is_some_and(|t| Instant::now() < t) {
             return;
         }
         match self.dir.compact(EVICT_LOCK_WAIT) {
