@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "gl_support.h"
+#include "temp_dir.h"
 #include "gpusvc.hpp"
 
 namespace {
@@ -22,25 +23,6 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr uint32_t kWaitMs = 10000;
-
-// A fresh folder, removed with everything in it at the end of the test.
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = (fs::temp_directory_path() / "gpusvc-disk-test-XXXXXX").string();
-    if (mkdtemp(pattern.data()) != nullptr) path_ = pattern;
-  }
-  ~TempDir() {
-    std::error_code ignored;
-    if (!path_.empty()) fs::remove_all(path_, ignored);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
 
 gpusvc_program_cache_config Config(size_t budget) {
   gpusvc_program_cache_config config{};

@@ -18,30 +18,12 @@
 #include <vector>
 
 #include "gl_support.h"
+#include "temp_dir.h"
 #include "gpusvc.hpp"
 
 namespace {
 
 namespace fs = std::filesystem;
-
-// A fresh folder, removed with everything in it at the end of the test.
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = (fs::temp_directory_path() / "gpusvc-persist-test-XXXXXX").string();
-    if (mkdtemp(pattern.data()) != nullptr) path_ = pattern;
-  }
-  ~TempDir() {
-    std::error_code ignored;
-    if (!path_.empty()) fs::remove_all(path_, ignored);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
 
 using Entry = std::pair<gpusvc_program_cache_sha1, std::vector<uint8_t>>;
 

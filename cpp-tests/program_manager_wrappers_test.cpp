@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "gl_support.h"
+#include "temp_dir.h"
 #include "gpusvc.hpp"
 
 // Readable failure messages for the wrappers' value types.
@@ -69,25 +70,6 @@ const char kCs[] =
 std::string VsVariant(int i) {
   return std::string(kVs) + "// variant " + std::to_string(i) + "\n";
 }
-
-// A fresh folder, removed with everything in it at the end of the test.
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = (fs::temp_directory_path() / "gpusvc-wrappers-test-XXXXXX").string();
-    if (mkdtemp(pattern.data()) != nullptr) path_ = pattern;
-  }
-  ~TempDir() {
-    std::error_code ignored;
-    if (!path_.empty()) fs::remove_all(path_, ignored);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
 
 gpusvc_program_cache_config Config(size_t budget) {
   gpusvc_program_cache_config config{};

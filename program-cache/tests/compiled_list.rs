@@ -7,31 +7,12 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use program_cache::disk;
-use program_cache::{
-    CacheConfig, CompatibilityStamp, CompileStatus, DiskConfig, ProgramCache, ShaderHash,
-};
-use test_support::programs::{key, program, shader};
-
-fn stamp() -> CompatibilityStamp {
-    CompatibilityStamp {
-        gl_vendor: "Test".into(),
-        gl_renderer: "fake".into(),
-        gl_version: "1.0".into(),
-        context: "OpenGL core profile".into(),
-        vendor_id: None,
-        device_id: None,
-        driver_build_id: None,
-        host_product: "tests".into(),
-        host_version: "1".into(),
-        format_version: disk::FORMAT_VERSION,
-        pointer_width: 64,
-    }
-}
+use program_cache::{CacheConfig, CompileStatus, DiskConfig, ProgramCache, ShaderHash};
+use test_support::programs::{key, program, shader, stamp};
 
 fn open(dir: &Path) -> Arc<ProgramCache> {
     let cache = ProgramCache::builder(CacheConfig::with_budget(1 << 20))
-        .disk(DiskConfig::new(dir, stamp()))
+        .disk(DiskConfig::new(dir, stamp("1.0")))
         .build();
     cache
         .wait_until_loaded(Duration::from_secs(10))
@@ -40,7 +21,7 @@ fn open(dir: &Path) -> Arc<ProgramCache> {
 }
 
 fn list_path(dir: &Path) -> PathBuf {
-    dir.join(stamp().dir_name()).join("compiled.list")
+    dir.join(stamp("1.0").dir_name()).join("compiled.list")
 }
 
 /// A shader hash from a number (more than 256 of them).

@@ -6,24 +6,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use program_cache::disk::{self, inspect};
-use program_cache::{CacheConfig, CompatibilityStamp, DiskConfig, ProgramCache};
-use test_support::programs::{key, program};
-
-fn stamp(driver: &str) -> CompatibilityStamp {
-    CompatibilityStamp {
-        gl_vendor: "Test".into(),
-        gl_renderer: "fake".into(),
-        gl_version: driver.into(),
-        context: "OpenGL core profile".into(),
-        vendor_id: None,
-        device_id: None,
-        driver_build_id: None,
-        host_product: "tests".into(),
-        host_version: "1".into(),
-        format_version: disk::FORMAT_VERSION,
-        pointer_width: 64,
-    }
-}
+use program_cache::{CacheConfig, DiskConfig, ProgramCache};
+use test_support::programs::{key, program, stamp};
 
 fn open(dir: &std::path::Path, driver: &str, budget: usize) -> Arc<ProgramCache> {
     let cache = ProgramCache::builder(CacheConfig::with_budget(budget))

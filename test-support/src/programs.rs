@@ -4,9 +4,27 @@
 use std::sync::Arc;
 
 use program_cache::{
-    CacheConfig, CachedProgram, EvictionPolicy, ProgramBinaryData, ProgramCache, ProgramKey,
-    ShaderHash, ShaderVariables, VariableInfo,
+    CacheConfig, CachedProgram, CompatibilityStamp, EvictionPolicy, ProgramBinaryData,
+    ProgramCache, ProgramKey, ShaderHash, ShaderVariables, VariableInfo, disk,
 };
+
+/// The stamp of a fake driver whose version string is `driver` (stores of two versions are two
+/// stores), for disk tests that need no GL.
+pub fn stamp(driver: &str) -> CompatibilityStamp {
+    CompatibilityStamp {
+        gl_vendor: "Test".into(),
+        gl_renderer: "fake".into(),
+        gl_version: driver.into(),
+        context: "OpenGL core profile".into(),
+        vendor_id: None,
+        device_id: None,
+        driver_build_id: None,
+        host_product: "tests".into(),
+        host_version: "1".into(),
+        format_version: disk::FORMAT_VERSION,
+        pointer_width: 64,
+    }
+}
 
 /// A key made from a number.
 pub fn key(n: u8) -> ProgramKey {
