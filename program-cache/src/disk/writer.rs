@@ -216,6 +216,9 @@ pub(super) const USE_WRITE_PERIOD: Duration = Duration::from_secs(1);
 /// `compiled.list` keeps at most this share of the store's budget after a compaction (and
 /// twice that before one): the list must never crowd out the entries of a small store.
 const COMPILED_BUDGET_SHARE: u64 = 16;
+/// ... but never fewer hashes than this (one batch), so that a compacted list (whose size is
+/// measured in allocated blocks) is well under the bound that makes the next compaction due.
+const COMPILED_KEEP_MIN: u64 = 256;
 /// `lru.log` is compacted when it exceeds this many records per entry ...
 const LOG_RECORDS_PER_ENTRY: u64 = 4;
 /// ... and this many bytes.
@@ -236,7 +239,8 @@ pub(super) struct Writer {
     /// Bytes of `compiled.list` (compacted past twice `compiled_keep` records).
     compiled_bytes: u64,
     /// Hashes a compaction keeps in `compiled.list`: [`store_dir::MAX_COMPILED`], or fewer
-    /// when they would take more than 1/[`COMPILED_BUDGET_SHARE`] of the budget.
+    /// when they would take more than 1/[`COMPILED_BUDGET_SHARE`] of the budget (at least
+    /// [`COMPILED_KEEP_MIN`]).
     compiled_keep: usize,
     pending_uses: HashMap<ProgramKey, u64>,
     /// When each key's last record was written (bounded: cleared when too large).
@@ -268,7 +272,8 @@ impl Writer {
             log_bytes: 0,
             compiled_bytes: 0,
             compiled_keep: (budget / COMPILED_BUDGET_SHARE / store_dir::COMPILED_RECORD as u64)
-                .clamp(1, store_dir::MAX_COMPILED as u64) as usize,
+                .clamp(COMPILED_KEEP_MIN, store_dir::MAX_COMPILED as u64)
+                as usize,
             pending_uses: HashMap::new(),
             recorded: HashMap::new(),
             last_use_write: Instant::now(),
@@ -541,6 +546,9 @@ impl Writer {
         // The list first: what its compaction frees is not taken from the entries.
         if self.compiled_bytes > self.compiled_compact() {
             self.maybe_compact();
+            if self.evict_backoff_until.is_some_and(|t| Instant::now() < t) {
+                return;
+            }
         }
         match self
             .dir
