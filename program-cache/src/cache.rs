@@ -793,10 +793,13 @@ impl ProgramCache {
         state.store.drain();
         state.statuses.clear();
         state.unpersisted.clear();
-        drop(state);
+        // The epoch moves before the lock is let go, so the list's statuses the startup load
+        // is still reading are not marked after the clear (`compiled_loaded` checks it under
+        // the lock). A clear calls no host callback and never waits.
         if let Some(disk) = &self.disk {
             disk.drop_all(DropReason::Clear);
         }
+        drop(state);
     }
 
     /// Bytes stored.
@@ -901,6 +904,10 @@ impl LoadSink for ProgramCache {
     /// shader no cached program uses: [`CacheConfig::max_unreferenced_shader_statuses`]).
     fn compiled_loaded(&self, hashes: &[ShaderHash]) {
         let mut state = self.lock();
+        // Not after a clear (or a drop of the store) since the open: the list went with it.
+        if self.disk.as_ref().is_some_and(DiskLayer::dropped) {
+            return;
+        }
         for h in hashes {
             state.statuses.compiled(*h);
         }

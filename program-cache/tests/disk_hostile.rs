@@ -90,7 +90,6 @@ fn open(dir: &Path, stamp: CompatibilityStamp) -> (Arc<ProgramCache>, Log) {
     (open_with(c, 8 << 20), log)
 }
 
-/// Makes a store of `stamp` in `root` holding `n` entries, and closes it.
 /// Records shaders `range` as compiled (no program uses them): `compiled.list` material.
 fn compile_shaders(cache: &ProgramCache, range: std::ops::Range<u8>) {
     for i in range {
@@ -98,6 +97,7 @@ fn compile_shaders(cache: &ProgramCache, range: std::ops::Range<u8>) {
     }
 }
 
+/// Makes a store of `stamp` in `root` holding `n` entries, and closes it.
 fn make_store(root: &Path, stamp: CompatibilityStamp, n: u32) -> PathBuf {
     let (cache, _) = open(root, stamp.clone());
     save_all(&cache, 0..n, 300);

@@ -241,6 +241,11 @@ impl DiskLayer {
         }
     }
 
+    /// True once the store was emptied (a clear, or too many refusals) since the open.
+    pub(crate) fn dropped(&self) -> bool {
+        self.shared.drop_epoch.load(Ordering::Acquire) != 0
+    }
+
     /// Empties the whole store, after the saves already queued (which are not written). Never
     /// waits: the writer sees the new epoch before its next job. Counted in `store_drops`; a
     /// drop the host did not ask for is reported (stats and log, once).

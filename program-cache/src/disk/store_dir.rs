@@ -604,22 +604,22 @@ fn read_small(dir: &OwnedFd, name: &str, max: u64) -> io::Result<String> {
     String::from_utf8(bytes).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
 }
 
-/// Reads the newest `MAX_LOG_READ` bytes of a log file of ours; missing or odd: empty.
-/// The newest [`MAX_COMPILED`] distinct shader hashes of a `compiled.list`'s bytes, oldest
-/// first (damaged records skipped).
-fn compiled_in(bytes: &[u8]) -> Vec<ShaderHash> {
+/// The newest `max` distinct shader hashes of a `compiled.list`'s bytes, oldest first
+/// (damaged records skipped).
+fn compiled_in(bytes: &[u8], max: usize) -> Vec<ShaderHash> {
     let mut seen = std::collections::HashSet::new();
     let mut newest: Vec<ShaderHash> = records(bytes, COMPILED_RECORD)
         .into_iter()
         .rev()
         .map(|r| ShaderHash(r.try_into().expect("20 bytes")))
         .filter(|h| seen.insert(*h))
-        .take(MAX_COMPILED)
+        .take(max)
         .collect();
     newest.reverse();
     newest
 }
 
+/// Reads the newest `MAX_LOG_READ` bytes of a log file of ours; missing or odd: empty.
 fn read_log(dir: &OwnedFd, name: &str) -> Vec<u8> {
     let Ok((fd, st)) = fsx::open_read(b(dir), name) else {
         return Vec::new();
@@ -1001,7 +1001,7 @@ impl StampDir {
     /// The newest [`MAX_COMPILED`] distinct shader hashes of `compiled.list`, oldest first.
     pub(crate) fn compiled_shaders(&self) -> Vec<ShaderHash> {
         let h = self.h();
-        compiled_in(&read_log(&h.dir, "compiled.list"))
+        compiled_in(&read_log(&h.dir, "compiled.list"), MAX_COMPILED)
     }
 
     /// Every entry with its size and last use, the odd names, and the bytes of the rest.
@@ -1199,7 +1199,13 @@ impl StampDir {
     /// disk; compacts `lru.log` and `hot.list`. Tries `evict.lock` exclusively for at most
     /// `wait` ([`EvictError::Busy`] when another process holds it). Returns the entries
     /// deleted (the caller re-measures the store once, after).
-    pub(crate) fn evict_to(&self, limit: u64, wait: Duration) -> Result<usize, EvictError> {
+    /// `compiled.list` keeps its newest `keep_compiled` hashes (none when `limit` is 0).
+    pub(crate) fn evict_to(
+        &self,
+        limit: u64,
+        wait: Duration,
+        keep_compiled: usize,
+    ) -> Result<usize, EvictError> {
         let h = self.h();
         let (lock, scan) = self.lock_and_scan(&h, wait)?;
         let mut total = scan.total();
@@ -1218,7 +1224,7 @@ impl StampDir {
             }
         }
         let remaining: Vec<&EntryFile> = list.iter().filter(|e| !gone.contains(&e.key)).collect();
-        let result = self.compact_with(&h, &remaining, limit == 0);
+        let result = self.compact_with(&h, &remaining, limit == 0, keep_compiled);
         fsx::unflock(&lock);
         result?;
         Ok(deleted)
@@ -1226,11 +1232,12 @@ impl StampDir {
 
     /// Rewrites `lru.log` with one record per entry and `hot.list` without duplicates or keys
     /// that left, under `evict.lock` (tried for `wait`).
-    pub(crate) fn compact(&self, wait: Duration) -> Result<(), EvictError> {
+    /// `compiled.list` keeps its newest `keep_compiled` hashes.
+    pub(crate) fn compact(&self, wait: Duration, keep_compiled: usize) -> Result<(), EvictError> {
         let h = self.h();
         let (lock, scan) = self.lock_and_scan(&h, wait)?;
         let remaining: Vec<&EntryFile> = scan.entries.iter().collect();
-        let result = self.compact_with(&h, &remaining, false);
+        let result = self.compact_with(&h, &remaining, false, keep_compiled);
         fsx::unflock(&lock);
         Ok(result?)
     }
@@ -1253,6 +1260,7 @@ impl StampDir {
         h: &Handles,
         remaining: &[&EntryFile],
         drop_hot: bool,
+        keep_compiled: usize,
     ) -> io::Result<()> {
         let mut buf = Vec::with_capacity(remaining.len() * LOG_RECORD);
         for e in remaining {
@@ -1262,16 +1270,24 @@ impl StampDir {
             );
         }
         self.replace(h, "lru", "lru.log", &buf)?;
+        let hot = self.compact_hot(h, remaining, drop_hot);
+        // Last, and best-effort: the list is advisory, and a folder planted at its name (never
+        // removed: not ours) must not stop the logs' compaction.
         let compiled = if drop_hot {
             Vec::new()
         } else {
-            compiled_in(&read_log(&h.dir, "compiled.list"))
+            compiled_in(&read_log(&h.dir, "compiled.list"), keep_compiled)
         };
         let mut buf = Vec::with_capacity(compiled.len() * COMPILED_RECORD);
         for hash in &compiled {
             put_record(&mut buf, &hash.0);
         }
-        self.replace(h, "compiled", "compiled.list", &buf)?;
+        let _ = self.replace(h, "compiled", "compiled.list", &buf);
+        hot
+    }
+
+    /// The `hot.list` part of [`Self::compact_with`].
+    fn compact_hot(&self, h: &Handles, remaining: &[&EntryFile], drop_hot: bool) -> io::Result<()> {
         let present: std::collections::HashSet<ProgramKey> =
             remaining.iter().map(|e| e.key).collect();
         let hot = self.hot(h);

@@ -213,9 +213,12 @@ const MAX_PENDING_USES: usize = 1 << 16;
 const MAX_RECORDED: usize = 1 << 18;
 /// Pending last-use records are appended at most this often (and at flush and exit).
 pub(super) const USE_WRITE_PERIOD: Duration = Duration::from_secs(1);
-/// `compiled.list` is compacted (to its newest [`store_dir::MAX_COMPILED`] distinct hashes)
-/// when it exceeds this many bytes.
-const COMPILED_COMPACT: u64 = 2 * (store_dir::MAX_COMPILED * store_dir::COMPILED_RECORD) as u64;
+/// `compiled.list` keeps at most this share of the store's budget after a compaction (and
+/// twice that before one): the list must never crowd out the entries of a small store.
+const COMPILED_BUDGET_SHARE: u64 = 16;
+/// ... but never fewer hashes than this (one batch), so that a compacted list (whose size is
+/// measured in allocated blocks) is well under the bound that makes the next compaction due.
+const COMPILED_KEEP_MIN: u64 = 256;
 /// `lru.log` is compacted when it exceeds this many records per entry ...
 const LOG_RECORDS_PER_ENTRY: u64 = 4;
 /// ... and this many bytes.
@@ -233,8 +236,12 @@ pub(super) struct Writer {
     pub(super) size: u64,
     pub(super) entries: u64,
     log_bytes: u64,
-    /// Bytes of `compiled.list` (compacted on its own bound, [`COMPILED_COMPACT`]).
+    /// Bytes of `compiled.list` (compacted past twice `compiled_keep` records).
     compiled_bytes: u64,
+    /// Hashes a compaction keeps in `compiled.list`: [`store_dir::MAX_COMPILED`], or fewer
+    /// when they would take more than 1/[`COMPILED_BUDGET_SHARE`] of the budget (at least
+    /// [`COMPILED_KEEP_MIN`]).
+    compiled_keep: usize,
     pending_uses: HashMap<ProgramKey, u64>,
     /// When each key's last record was written (bounded: cleared when too large).
     recorded: HashMap<ProgramKey, u64>,
@@ -264,6 +271,9 @@ impl Writer {
             entries: 0,
             log_bytes: 0,
             compiled_bytes: 0,
+            compiled_keep: (budget / COMPILED_BUDGET_SHARE / store_dir::COMPILED_RECORD as u64)
+                .clamp(COMPILED_KEEP_MIN, store_dir::MAX_COMPILED as u64)
+                as usize,
             pending_uses: HashMap::new(),
             recorded: HashMap::new(),
             last_use_write: Instant::now(),
@@ -533,7 +543,17 @@ impl Writer {
         if self.evict_backoff_until.is_some_and(|t| Instant::now() < t) {
             return;
         }
-        match self.dir.evict_to(limit, EVICT_LOCK_WAIT) {
+        // The list first: what its compaction frees is not taken from the entries.
+        if self.compiled_bytes > self.compiled_compact() {
+            self.maybe_compact();
+            if self.evict_backoff_until.is_some_and(|t| Instant::now() < t) {
+                return;
+            }
+        }
+        match self
+            .dir
+            .evict_to(limit, EVICT_LOCK_WAIT, self.compiled_keep)
+        {
             Ok(n) => {
                 self.evict_backoff_until = None;
                 bump(&self.counters().evictions, n as u64);
@@ -640,15 +660,20 @@ impl Writer {
         }
     }
 
+    /// `compiled.list` is compacted when it takes more than this many bytes.
+    fn compiled_compact(&self) -> u64 {
+        2 * (self.compiled_keep * store_dir::COMPILED_RECORD) as u64
+    }
+
     /// Compacts the logs when they outgrow a small multiple of the entries.
     fn maybe_compact(&mut self) {
         let limit = LOG_COMPACT_MIN
             .max(LOG_RECORDS_PER_ENTRY * self.entries * store_dir::LOG_RECORD as u64);
-        let due = self.log_bytes > limit || self.compiled_bytes > COMPILED_COMPACT;
+        let due = self.log_bytes > limit || self.compiled_bytes > self.compiled_compact();
         if !due || self.evict_backoff_until.is_some_and(|t| Instant::now() < t) {
             return;
         }
-        match self.dir.compact(EVICT_LOCK_WAIT) {
+        match self.dir.compact(EVICT_LOCK_WAIT, self.compiled_keep) {
             Ok(()) => {
                 bump(&self.counters().compactions, 1);
                 self.rescan(false);
