@@ -450,8 +450,10 @@ impl ProgramCache {
         let Some(disk) = &self.disk else { return };
         let mut batch = std::mem::take(&mut state.unpersisted);
         batch.retain(|h| state.statuses.refcount(h) == 0);
+        // Read under the lock: a clear moves the epoch while it holds it.
+        let epoch = disk.epoch();
         drop(state);
-        disk.mark_compiled(batch);
+        disk.mark_compiled(batch, epoch);
     }
 
     /// How many cached programs use a shader.

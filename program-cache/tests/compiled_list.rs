@@ -173,7 +173,7 @@ fn the_list_is_bounded_and_keeps_the_newest() {
 /// A cache of `budget` bytes on `dir` (the disk budget is the memory budget), loaded.
 fn open_budget(dir: &Path, budget: usize) -> Arc<ProgramCache> {
     let cache = ProgramCache::builder(CacheConfig::with_budget(budget))
-        .disk(DiskConfig::new(dir, stamp()))
+        .disk(DiskConfig::new(dir, stamp("1.0")))
         .build();
     cache
         .wait_until_loaded(Duration::from_secs(10))
@@ -188,7 +188,7 @@ fn nkey(n: u32) -> program_cache::ProgramKey {
 
 /// Entry files in the store.
 fn entries_on_disk(dir: &Path) -> usize {
-    std::fs::read_dir(dir.join(stamp().dir_name()).join("entries")).map_or(0, |d| d.count())
+    std::fs::read_dir(dir.join(stamp("1.0").dir_name()).join("entries")).map_or(0, |d| d.count())
 }
 
 /// A program of `len` bytes whose shaders are `n`'s own (no other program shares them).
@@ -219,7 +219,7 @@ fn a_clear_during_the_startup_load_leaves_no_status_from_the_list() {
         }
         std::fs::write(list_path(dir.path()), &bytes).unwrap();
         let b = ProgramCache::builder(CacheConfig::with_budget(1 << 20))
-            .disk(DiskConfig::new(dir.path(), stamp()))
+            .disk(DiskConfig::new(dir.path(), stamp("1.0")))
             .build();
         // The entry is in: the loader is about to read the list.
         while b.is_empty() {
@@ -310,7 +310,7 @@ fn a_folder_planted_at_the_list_never_stops_the_logs_compaction() {
         }
     }
     a.flush_disk();
-    let hot = std::fs::metadata(dir.path().join(stamp().dir_name()).join("hot.list"))
+    let hot = std::fs::metadata(dir.path().join(stamp("1.0").dir_name()).join("hot.list"))
         .unwrap()
         .len();
     assert!(hot <= 65 * 1024, "hot.list is {hot} bytes");

@@ -1406,3 +1406,36 @@ fn a_store_that_cannot_be_recreated_leaves_the_cache_in_memory_without_more_wait
     assert!(took < disk::OPEN_LOCK_WAIT * 3, "{took:?}");
     assert_eq!(cache.len(), 39, "the cache keeps serving from memory");
 }
+
+#[test]
+fn a_folder_at_a_log_or_evict_lock_is_left_alone_and_the_store_stays_in_use() {
+    for side in ["lru.log", "hot.list", "compiled.list", "evict.lock"] {
+        let root = tempfile::tempdir().unwrap();
+        let store = make_store(root.path(), ours(), 2);
+        let _ = std::fs::remove_file(store.join(side));
+        std::fs::create_dir(store.join(side)).unwrap();
+        std::fs::write(store.join(side).join("users-file"), b"precious").unwrap();
+        let (mut c, _) = config(root.path(), ours());
+        c.budget_bytes = Some(32 * 1024);
+        let cache = open_with(c, 8 << 20);
+        assert!(cache.disk_enabled(), "{side}: {:?}", cache.disk_condition());
+        for i in 10..30 {
+            cache.save(nkey(i), noisy(i, 2000), None).unwrap();
+            let _ = cache.load(&nkey(i), None);
+        }
+        cache.mark_hot(&[nkey(10)]);
+        compile_shaders(&cache, 0..3);
+        cache.flush_disk();
+        assert!(cache.disk_enabled(), "{side}: {:?}", cache.disk_condition());
+        let written = cache.disk_counters().unwrap().writes;
+        assert_eq!(written, 20, "{side}");
+        cache.clear();
+        cache.flush_disk();
+        drop(cache);
+        assert_eq!(
+            std::fs::read(store.join(side).join("users-file")).unwrap(),
+            b"precious",
+            "{side}"
+        );
+    }
+}

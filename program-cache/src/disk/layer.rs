@@ -234,11 +234,18 @@ impl DiskLayer {
 
     /// Queues shaders known to compile for `compiled.list` (dropped when the queue is full: the
     /// next start compiles them on the driver again, as without the list).
-    pub(crate) fn mark_compiled(&self, hashes: Vec<ShaderHash>) {
+    /// `epoch` is [`DiskLayer::epoch`] read when the batch was taken (under the memory
+    /// cache's lock, which a clear holds while it moves the epoch): a batch taken before a
+    /// clear is never written after it.
+    pub(crate) fn mark_compiled(&self, hashes: Vec<ShaderHash>, epoch: u64) {
         if self.enabled() && !hashes.is_empty() {
-            let epoch = self.shared.drop_epoch.load(Ordering::Acquire);
             self.try_send(Job::MarkCompiled(hashes, epoch));
         }
+    }
+
+    /// The clear epoch now (bumped by every drop of the store).
+    pub(crate) fn epoch(&self) -> u64 {
+        self.shared.drop_epoch.load(Ordering::Acquire)
     }
 
     /// True once the store was emptied (a clear, or too many refusals) since the open.

@@ -298,18 +298,22 @@ pub(super) fn summary(cold: &Pass, warm: &Pass, facts: &RunFacts) -> Vec<String>
         };
         // The totals are the cache's only when the warm pass asked the driver nothing: programs
         // the driver refuses count in them, and a shader compiled warm is not the cache's.
+        // A binary miss is a link on the driver (and the compiles of its deferred shaders,
+        // which `status_misses` does not count).
         let compiles = warm.counters.status_misses;
+        let links = warm.counters.misses;
+        let asked = compiles + links;
         let totals = match ratio(Some(cold.total_ms), Some(warm.total_ms)) {
-            Some(t) if compiles > 0 => format!(
-                " The totals' ratio ({t:.1}x) is not all the cache's: the warm pass still sent \
-                 {compiles} shader compiles to the driver."
+            Some(t) if asked > 0 => format!(
+                " The totals' ratio ({t:.1}x) is not all the cache's: the warm pass still asked \
+                 the driver for {compiles} shader compiles and {links} links."
             ),
             _ => String::new(),
         };
         lines.push(format!(
             "warm vs cold: {}, the cache's doing: all {warm_hits} linked warm programs came from \
              the cache (binaries the driver accepted) and {cold_from_cache}.{totals} {TIMES_NOTE}",
-            speedups(cold, warm, compiles == 0)
+            speedups(cold, warm, asked == 0)
         ));
     } else if warm_compiled == 0 {
         lines.push(format!(
@@ -577,8 +581,8 @@ mod tests {
             text.contains(
                 "warm vs cold: median 8.0x faster, the cache's doing: all 2 linked warm programs \
                  came from the cache (binaries the driver accepted) and none of the cold ones \
-                 did. The totals' ratio (6.0x) is not all the cache's: the warm pass still sent \
-                 1 shader compiles to the driver."
+                 did. The totals' ratio (6.0x) is not all the cache's: the warm pass still asked \
+                 the driver for 1 shader compiles and 0 links."
             ),
             "{text}"
         );
@@ -586,6 +590,24 @@ mod tests {
             text.contains(
                 "totals include the 1 programs the driver refuses; in the warm pass no compile \
                  or link was answered from the cache's failure records."
+            ),
+            "{text}"
+        );
+        // No compile, but a link on the driver (a failed link the records did not answer, whose
+        // deferred shaders the link compiles): not all the cache's either.
+        let linked_again = Pass {
+            counters: Counters {
+                hits: 2,
+                misses: 1,
+                ..Counters::default()
+            },
+            ..warm.clone()
+        };
+        let text = joined(&summary(&cold_misses(), &linked_again, &facts(64 << 20)));
+        assert!(
+            text.contains(
+                "not all the cache's: the warm pass still asked the driver for 0 shader compiles \
+                 and 1 links."
             ),
             "{text}"
         );
