@@ -61,6 +61,16 @@ fn key(
     fs: gpusvc_program_cache_sha1,
     bindings: &[(&str, u32)],
 ) -> gpusvc_program_cache_sha1 {
+    key_for(vs, fs, bindings, c"rust abi test")
+}
+
+/// `gpusvc_program_cache_program_key` of a vertex + fragment program of `identity`.
+fn key_for(
+    vs: gpusvc_program_cache_sha1,
+    fs: gpusvc_program_cache_sha1,
+    bindings: &[(&str, u32)],
+    identity: &std::ffi::CStr,
+) -> gpusvc_program_cache_sha1 {
     let names: Vec<CString> = bindings
         .iter()
         .map(|(n, _)| CString::new(*n).unwrap())
@@ -77,7 +87,7 @@ fn key(
         struct_size: size_of::<gpusvc_program_cache_program_key_input>(),
         vertex: vs,
         fragment: fs,
-        backend_identity: c"rust abi test".as_ptr(),
+        backend_identity: identity.as_ptr(),
         link: gpusvc_program_cache_link_options {
             attribute_bindings: list.as_ptr(),
             attribute_binding_count: list.len(),
@@ -1783,24 +1793,7 @@ fn a_managers_hashes_and_keys_are_the_backend_shader_hash_exports() {
     // SAFETY: a live handle and out slot.
     let r = unsafe { gpusvc_program_manager_linked_program_key(p, &mut linked) };
     assert_eq!(r, OK);
-    let key_of = |vertex, fragment| {
-        let input = gpusvc_program_cache_program_key_input {
-            struct_size: size_of::<gpusvc_program_cache_program_key_input>(),
-            vertex,
-            fragment,
-            backend_identity: c"fake".as_ptr(),
-            link: no_link_options(),
-            other_stages: ptr::null(),
-            other_stage_count: 0,
-            separable: false,
-            reserved: [0; 7],
-        };
-        let mut out = gpusvc_program_cache_sha1::default();
-        // SAFETY: `input` points at live locals.
-        let r = unsafe { gpusvc_program_cache_program_key(&input, &mut out) };
-        assert_eq!(r, OK);
-        out
-    };
+    let key_of = |vertex, fragment| key_for(vertex, fragment, &[], c"fake");
     assert_eq!(linked, key_of(hv, hf));
     assert_eq!(
         link_status(cache, linked),

@@ -907,7 +907,7 @@ impl LoadSink for ProgramCache {
     fn compiled_loaded(&self, hashes: &[ShaderHash]) {
         let mut state = self.lock();
         // Not after a clear (or a drop of the store) since the open: the list went with it.
-        if self.disk.as_ref().is_some_and(DiskLayer::dropped) {
+        if self.disk.as_ref().is_some_and(|d| d.epoch() != 0) {
             return;
         }
         for h in hashes {

@@ -243,14 +243,10 @@ impl DiskLayer {
         }
     }
 
-    /// The clear epoch now (bumped by every drop of the store).
+    /// The clear epoch now: bumped by every drop of the store (a clear, or too many refusals),
+    /// so 0 means never emptied since the open.
     pub(crate) fn epoch(&self) -> u64 {
         self.shared.drop_epoch.load(Ordering::Acquire)
-    }
-
-    /// True once the store was emptied (a clear, or too many refusals) since the open.
-    pub(crate) fn dropped(&self) -> bool {
-        self.shared.drop_epoch.load(Ordering::Acquire) != 0
     }
 
     /// Empties the whole store, after the saves already queued (which are not written). Never
