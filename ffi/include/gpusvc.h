@@ -1479,6 +1479,12 @@ typedef struct gpusvc_program_cache_disk_stats_snapshot {
    Times the LRU log and hot list were compacted.
    */
   uint64_t compactions;
+  /*
+   Appends of records to the LRU log, hot list or compiled-shader list that failed, one
+   per batch: those records are lost, never an entry. (Added after `compactions`: written
+   only when `struct_size` covers it.)
+   */
+  uint64_t record_errors;
 } gpusvc_program_cache_disk_stats_snapshot;
 
 /*
@@ -2098,6 +2104,12 @@ typedef struct gpusvc_program_cache_store_stats_snapshot {
    Times the LRU log and hot list were compacted.
    */
   uint64_t compactions;
+  /*
+   Appends of records to the LRU log or hot list that failed, one per batch: those records
+   are lost, never an entry. (Added after `compactions`: written only when `struct_size`
+   covers it.)
+   */
+  uint64_t record_errors;
 } gpusvc_program_cache_store_stats_snapshot;
 
 /*

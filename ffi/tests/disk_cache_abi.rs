@@ -864,6 +864,36 @@ fn disk_stats_count_what_the_store_cleaned_up() {
 }
 
 #[test]
+fn failed_appends_to_a_side_file_are_counted_and_an_older_host_sees_no_new_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let (c, _) = open(dir.path(), "1.0", 1 << 20);
+    save(c, 1);
+    flush(c);
+    let store = stores(dir.path()).pop().unwrap();
+    let _ = std::fs::remove_file(store.join("hot.list"));
+    std::fs::create_dir(store.join("hot.list")).unwrap();
+    let hot = [key(1)];
+    // SAFETY: a live handle and one live key.
+    let r = unsafe { gpusvc_program_cache_mark_hot(c, hot.as_ptr(), 1) };
+    assert_eq!(r, OK);
+    flush(c);
+    let s = disk_stats(c);
+    assert_eq!((s.record_errors, s.write_errors), (1, 0), "{s:?}");
+    // A host built before `record_errors` passes the size it knew: the field is not written.
+    let old = std::mem::offset_of!(gpusvc_program_cache_disk_stats_snapshot, record_errors);
+    let mut s = gpusvc_program_cache_disk_stats_snapshot {
+        struct_size: old,
+        record_errors: 77,
+        ..Default::default()
+    };
+    // SAFETY: live handle and out slot (larger than the size it declares).
+    assert_eq!(unsafe { gpusvc_program_cache_disk_stats(c, &mut s) }, OK);
+    assert_eq!((s.struct_size, s.record_errors, s.writes), (old, 77, 1));
+    free(c);
+    assert!(store.join("hot.list").is_dir());
+}
+
+#[test]
 fn with_no_home_there_is_no_default_folder() {
     let text = test_support::cli::run_ignored_test(
         "default_dir_child",

@@ -257,6 +257,7 @@ pub unsafe extern "C" fn gpusvc_program_cache_disk_stats(
                         recreated: c.recreated,
                         use_records: c.use_records,
                         compactions: c.compactions,
+                        record_errors: c.record_errors,
                     },
                 })
             },

@@ -454,11 +454,15 @@ pub struct gpusvc_program_cache_store_stats_snapshot {
     pub use_records: u64,
     /// Times the LRU log and hot list were compacted.
     pub compactions: u64,
+    /// Appends of records to the LRU log or hot list that failed, one per batch: those records
+    /// are lost, never an entry. (Added after `compactions`: written only when `struct_size`
+    /// covers it.)
+    pub record_errors: u64,
 }
 
 growable!(gpusvc_program_cache_store_stats_snapshot {
     first: compactions,
-    last: compactions,
+    last: record_errors,
 });
 sized_default!(gpusvc_program_cache_store_stats_snapshot);
 
@@ -478,6 +482,7 @@ fn stats_out(s: &program_cache::disk::StoreStats) -> gpusvc_program_cache_store_
         recreated,
         use_records,
         compactions,
+        record_errors,
         ..
     } = s.disk;
     gpusvc_program_cache_store_stats_snapshot {
@@ -503,6 +508,7 @@ fn stats_out(s: &program_cache::disk::StoreStats) -> gpusvc_program_cache_store_
         recreated,
         use_records,
         compactions,
+        record_errors,
     }
 }
 

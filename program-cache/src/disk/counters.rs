@@ -40,6 +40,10 @@ pub struct DiskCounters {
     pub use_records: u64,
     /// Times `lru.log` / `hot.list` were compacted.
     pub compactions: u64,
+    /// Appends of records to `lru.log`, `hot.list` or `compiled.list` that failed (a full disk,
+    /// a folder where the file should be), one per batch: those records are lost (last uses, hot
+    /// marks, compile statuses), never an entry.
+    pub record_errors: u64,
 }
 
 #[derive(Default)]
@@ -61,6 +65,7 @@ pub(super) struct AtomicCounters {
     pub(super) recreated: AtomicU64,
     pub(super) use_records: AtomicU64,
     pub(super) compactions: AtomicU64,
+    pub(super) record_errors: AtomicU64,
 }
 
 pub(super) fn bump(c: &AtomicU64, n: u64) {
@@ -88,6 +93,7 @@ impl AtomicCounters {
             recreated: g(&self.recreated),
             use_records: g(&self.use_records),
             compactions: g(&self.compactions),
+            record_errors: g(&self.record_errors),
         }
     }
 }

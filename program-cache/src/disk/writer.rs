@@ -390,16 +390,21 @@ impl Writer {
                         self.log_bytes += n * 24;
                         self.size += n * 24;
                         self.maybe_compact();
+                    } else {
+                        bump(&self.counters().record_errors, 1);
                     }
                 }
                 Job::MarkCompiled(hashes, epoch) => {
                     let n = (hashes.len() * store_dir::COMPILED_RECORD) as u64;
-                    if epoch >= self.done_epoch
-                        && self.with_recovery(|d| d.mark_compiled(&hashes)).is_ok()
-                    {
-                        self.compiled_bytes += n;
-                        self.size += n;
-                        self.maybe_compact();
+                    // A batch from before a clear is dropped on purpose, not counted.
+                    if epoch >= self.done_epoch {
+                        if self.with_recovery(|d| d.mark_compiled(&hashes)).is_ok() {
+                            self.compiled_bytes += n;
+                            self.size += n;
+                            self.maybe_compact();
+                        } else {
+                            bump(&self.counters().record_errors, 1);
+                        }
                     }
                 }
                 Job::RemoveRejected(key, origin) => {
@@ -657,6 +662,8 @@ impl Writer {
             self.size += n * store_dir::LOG_RECORD as u64;
             self.recorded.extend(due);
             self.maybe_compact();
+        } else {
+            bump(&self.counters().record_errors, 1);
         }
     }
 

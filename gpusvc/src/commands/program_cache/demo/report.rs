@@ -92,6 +92,7 @@ pub(super) fn disk_delta(after: DiskCounters, before: DiskCounters) -> DiskCount
         recreated: after.recreated - before.recreated,
         use_records: after.use_records - before.use_records,
         compactions: after.compactions - before.compactions,
+        record_errors: after.record_errors - before.record_errors,
     }
 }
 
@@ -352,6 +353,13 @@ pub(super) fn summary(cold: &Pass, warm: &Pass, facts: &RunFacts) -> Vec<String>
             lines.push(format!(
                 "note: {dropped} disk writes were dropped (writer queue full) and {failed} \
                  failed; those programs are not on disk for the next run."
+            ));
+        }
+        let records = c.record_errors + w.record_errors;
+        if records > 0 {
+            lines.push(format!(
+                "note: {records} appends to the store's side files (last uses, hot marks, \
+                 compiled shaders) failed; those records are lost, the programs are not."
             ));
         }
     }
