@@ -1481,7 +1481,7 @@ typedef struct gpusvc_program_cache_disk_stats_snapshot {
   uint64_t compactions;
   /*
    Appends of records to the LRU log, hot list or compiled-shader list that failed, one
-   per batch: those records are lost, never an entry. (Added after `compactions`: written
+   per batch: the records not written are lost, never an entry. (Added after `compactions`: written
    only when `struct_size` covers it.)
    */
   uint64_t record_errors;
@@ -2105,7 +2105,7 @@ typedef struct gpusvc_program_cache_store_stats_snapshot {
    */
   uint64_t compactions;
   /*
-   Appends of records to the LRU log or hot list that failed, one per batch: those records
+   Appends of records to the LRU log that failed, one per batch: the records not written
    are lost, never an entry. (Added after `compactions`: written only when `struct_size`
    covers it.)
    */

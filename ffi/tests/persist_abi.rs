@@ -1102,3 +1102,35 @@ fn a_binary_the_driver_refuses_is_reported_to_the_sink_and_removed_from_the_stor
     // SAFETY: a live context on its thread.
     unsafe { gpusvc_gl_context_free(ctx) };
 }
+
+#[test]
+fn a_failed_append_to_the_store_log_is_counted_in_its_stats() {
+    let stamp = test_stamp(c"1");
+    let (key, entry) = made_up_entries(&stamp, 1).remove(0);
+    let dir = tempfile::tempdir().unwrap();
+    let store = open_store(dir.path(), &stamp);
+    assert_eq!(put(store, &entry).unwrap(), (key, true));
+    // SAFETY: a live handle.
+    assert_eq!(unsafe { gpusvc_program_cache_store_flush(store) }, OK);
+    let folder = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.join("entries").is_dir())
+        .expect("the store's folder");
+    let _ = std::fs::remove_file(folder.join("lru.log"));
+    std::fs::create_dir(folder.join("lru.log")).unwrap();
+    assert_eq!(store_stats(store).record_errors, 0);
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    // SAFETY: live handle and key.
+    assert_eq!(unsafe { gpusvc_program_cache_store_touch(store, &key) }, OK);
+    // SAFETY: a live handle.
+    assert_eq!(unsafe { gpusvc_program_cache_store_flush(store) }, OK);
+    let st = store_stats(store);
+    assert_eq!(
+        (st.touches, st.record_errors, st.write_errors),
+        (1, 1, 0),
+        "{st:?}"
+    );
+    free_store(store);
+    assert!(folder.join("lru.log").is_dir());
+}

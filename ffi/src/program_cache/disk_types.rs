@@ -187,7 +187,7 @@ pub struct gpusvc_program_cache_disk_stats_snapshot {
     /// Times the LRU log and hot list were compacted.
     pub compactions: u64,
     /// Appends of records to the LRU log, hot list or compiled-shader list that failed, one
-    /// per batch: those records are lost, never an entry. (Added after `compactions`: written
+    /// per batch: the records not written are lost, never an entry. (Added after `compactions`: written
     /// only when `struct_size` covers it.)
     pub record_errors: u64,
 }

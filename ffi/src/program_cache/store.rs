@@ -454,7 +454,7 @@ pub struct gpusvc_program_cache_store_stats_snapshot {
     pub use_records: u64,
     /// Times the LRU log and hot list were compacted.
     pub compactions: u64,
-    /// Appends of records to the LRU log or hot list that failed, one per batch: those records
+    /// Appends of records to the LRU log that failed, one per batch: the records not written
     /// are lost, never an entry. (Added after `compactions`: written only when `struct_size`
     /// covers it.)
     pub record_errors: u64,

@@ -41,8 +41,8 @@ pub struct DiskCounters {
     /// Times `lru.log` / `hot.list` were compacted.
     pub compactions: u64,
     /// Appends of records to `lru.log`, `hot.list` or `compiled.list` that failed (a full disk,
-    /// a folder where the file should be), one per batch: those records are lost (last uses, hot
-    /// marks, compile statuses), never an entry.
+    /// a folder where the file should be), one per batch: the records of the batch not written
+    /// are lost (last uses, hot marks, compile statuses), never an entry.
     pub record_errors: u64,
 }
 

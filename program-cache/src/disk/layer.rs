@@ -226,8 +226,9 @@ impl DiskLayer {
     }
 
     /// Queues hot marks (dropped when the queue is full: the order of a load is advisory).
+    /// No keys, no job.
     pub(crate) fn mark_hot(&self, keys: Vec<ProgramKey>) {
-        if self.enabled() {
+        if self.enabled() && !keys.is_empty() {
             self.try_send(Job::MarkHot(keys));
         }
     }
