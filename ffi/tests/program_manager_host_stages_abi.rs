@@ -29,6 +29,10 @@ struct Host {
     deleted: Vec<u64>,
     interface_results: Vec<gpusvc_result>,
     kept_sink: Option<usize>,
+    /// A linked program the next `compile` callback frees (re-entering the library from
+    /// inside the manager's own call), and what that free returned.
+    free_in_compile: Option<usize>,
+    freed_in_compile: Option<gpusvc_result>,
 }
 
 fn host(user_data: *mut c_void) -> &'static RefCell<Host> {
@@ -52,6 +56,18 @@ unsafe extern "C" fn compile(
     let mut h = host(user_data).borrow_mut();
     let id = new_id(&mut h);
     h.stages.insert(id, stage);
+    let free = h.free_in_compile.take();
+    drop(h);
+    if let Some(p) = free {
+        // SAFETY: a live linked-program handle the test handed over (freed once, here); the
+        // free calls `delete`, so the host state is not borrowed across it.
+        let r = unsafe {
+            gpusvc_program_manager_linked_program_free(
+                p as *mut gpusvc_program_manager_linked_program,
+            )
+        };
+        host(user_data).borrow_mut().freed_in_compile = Some(r);
+    }
     // SAFETY: a live out slot from the library.
     unsafe { *out = id };
     true
@@ -674,4 +690,75 @@ fn a_hosts_program_interface_reaches_the_linked_program_and_survives_the_cache()
         assert_eq!(gpusvc_program_manager_free(m2), OK);
         assert_eq!(gpusvc_program_cache_free(cache), OK);
     }
+}
+
+/// A linked program whose binary read waits, freed from inside a host callback of its own
+/// manager's call (the manager is busy then): its read is forgotten by the manager's next
+/// call, not kept until the manager is freed, and its binary is never read.
+#[test]
+fn a_program_freed_inside_its_managers_callback_gives_its_deferred_read_back() {
+    let state = RefCell::new(Host::default());
+    let cache = new_cache();
+    let m = manager(&gl(&state, false), cache);
+    // SAFETY: a live handle.
+    let r = unsafe { gpusvc_program_manager_set_defer_binary_reads(m, true) };
+    assert_eq!(r, OK);
+    let (vs, fs, vs2) = (shader(m, V, "v"), shader(m, F, "f"), shader(m, V, "v2"));
+    let link = |shaders: &[*mut gpusvc_program_manager_shader]| {
+        let list: Vec<_> = shaders.iter().map(|s| s.cast_const()).collect();
+        // SAFETY: all-zero is a valid options struct (NULL arrays with 0 counts).
+        let mut o: gpusvc_program_manager_program_options = unsafe { std::mem::zeroed() };
+        o.struct_size = size_of_val(&o);
+        // SAFETY: live handles, array, options and out slot.
+        written(ptr::null_mut(), |out| unsafe {
+            gpusvc_program_manager_link_program(m, list.as_ptr(), list.len(), &o, out)
+        })
+    };
+    let waiting = || {
+        // SAFETY: a live handle and out slots.
+        unsafe {
+            (
+                written(9, |o| gpusvc_program_manager_deferred_binaries(m, o)),
+                written(9, |o| gpusvc_program_manager_deferred_bytes(m, o)),
+            )
+        }
+    };
+    let freed = link(&[vs, fs]);
+    let kept = link(&[vs2, fs]);
+    let before = waiting();
+    state.borrow_mut().free_in_compile = Some(freed as usize);
+    let s = shader(m, V, "a source never compiled: the driver compiles it");
+    let after = waiting();
+    // SAFETY: live handles and out slot.
+    let saved = written(false, |o| unsafe {
+        gpusvc_program_manager_save_deferred_binary(m, kept, o)
+    });
+    let at_end = waiting();
+    // SAFETY: a live handle, freed once.
+    let r = unsafe { gpusvc_program_manager_linked_program_free(kept) };
+    assert_eq!(r, OK);
+    // SAFETY: a live cache and a sized out struct.
+    let entries = unsafe {
+        let mut stats: gpusvc_program_cache_stats_snapshot = std::mem::zeroed();
+        stats.struct_size = size_of::<gpusvc_program_cache_stats_snapshot>();
+        assert_eq!(gpusvc_program_cache_stats(cache, &mut stats), OK);
+        stats.entries
+    };
+    // Everything is freed before the checks: a failed check must not leave the manager (and
+    // its callbacks into `state`) alive past this frame.
+    free_all(&[vs, fs, vs2, s], m, cache);
+    assert_eq!(
+        state.borrow().freed_in_compile,
+        Some(OK),
+        "freed inside the call"
+    );
+    assert_eq!(before.0, 2);
+    assert_eq!(after.0, 1, "the freed program's read is forgotten");
+    assert!(after.1 < before.1 && after.1 > 0, "{after:?} of {before:?}");
+    assert!(saved);
+    assert_eq!(at_end, (0, 0));
+    assert_eq!(
+        entries, 1,
+        "only the kept program's binary was read and saved"
+    );
 }

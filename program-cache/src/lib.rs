@@ -66,7 +66,9 @@
 //!   `deferred_reads_are_bounded_in_bytes`); [`ProgramManager::forget_deferred_read`] drops
 //!   only the read the program's own link made, never another live program's of the same key
 //!   (`forgetting_a_program_forgets_only_its_own_read`,
-//!   `a_stale_program_never_forgets_a_newer_programs_read`).
+//!   `a_stale_program_never_forgets_a_newer_programs_read`), and so does
+//!   [`ProgramManager::forget_read`] with the program's [`DeferredRead`] token after the program
+//!   is gone (`a_read_token_forgets_only_its_own_read_even_after_the_program_is_gone`).
 //! * A cache built with [`ProgramCacheBuilder::cache_transform_feedback`]`(false)` never looks
 //!   up, reads or stores a program with transform-feedback varyings
 //!   (`a_cache_that_keeps_transform_feedback_out_never_stores_or_restores_such_programs`).
@@ -176,9 +178,9 @@ pub use key::{
     shader_hash, shader_hash_preimage,
 };
 pub use manager::{
-    CompileOutcome, ForeignShader, LinkFailure, LinkOrigin, LinkedProgram, MAX_DEFERRED_BYTES,
-    MAX_DEFERRED_SAVES, PendingLink, ProgramManager, ProgramManagerId, ProgramOptions, Shader,
-    ShaderState,
+    CompileOutcome, DeferredRead, ForeignShader, LinkFailure, LinkOrigin, LinkedProgram,
+    MAX_DEFERRED_BYTES, MAX_DEFERRED_SAVES, PendingLink, ProgramManager, ProgramManagerId,
+    ProgramOptions, Shader, ShaderState,
 };
 pub use memory_store::{EvictionPolicy, PageId};
 pub use program::{

@@ -268,6 +268,36 @@ pub struct LinkedProgram<P> {
     deferred_ticket: u64,
 }
 
+/// A program's deferred binary read, apart from the program
+/// ([`LinkedProgram::deferred_read`]): what [`ProgramManager::forget_read`] needs to drop that
+/// read once the program is gone. Only a linked program makes one, so a token names exactly
+/// the read its own link made.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DeferredRead {
+    manager: ProgramManagerId,
+    key: ProgramKey,
+    ticket: u64,
+}
+
+impl DeferredRead {
+    /// The manager whose read it is.
+    pub fn manager(&self) -> ProgramManagerId {
+        self.manager
+    }
+}
+
+impl<P> LinkedProgram<P> {
+    /// The token of this program's deferred binary read, when its link deferred one that was
+    /// not read or forgotten through this program since (`None` otherwise).
+    pub fn deferred_read(&self) -> Option<DeferredRead> {
+        (self.binary_deferred && self.deferred_ticket != 0).then_some(DeferredRead {
+            manager: self.manager,
+            key: self.key,
+            ticket: self.deferred_ticket,
+        })
+    }
+}
+
 /// A shader of another [`ProgramManager`] was given to [`ProgramManager::compile`]: its
 /// driver object would be another backend's. Nothing changed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -606,6 +636,22 @@ impl<B: ProgramBackend> ProgramManager<B> {
         }
         linked.binary_deferred = false;
         self.take_deferred(&linked.key).is_some()
+    }
+
+    /// Forgets the deferred read `read` names ([`LinkedProgram::deferred_read`], taken before
+    /// the program went); returns whether it was still waiting. For a host that lets a program
+    /// go where it cannot reach the manager (inside one of the manager's own callbacks): it
+    /// keeps the token and hands it over later. Like [`ProgramManager::forget_deferred_read`],
+    /// only that program's own read is dropped: a read already saved or forgotten, or a newer
+    /// program's read of the same key, is left alone, and a token of another manager is
+    /// refused (false).
+    pub fn forget_read(&mut self, read: DeferredRead) -> bool {
+        if read.manager != self.id
+            || self.deferred.get(&read.key).map(|d| d.ticket) != Some(read.ticket)
+        {
+            return false;
+        }
+        self.take_deferred(&read.key).is_some()
     }
 
     /// Whether the read waiting under `linked`'s key is the one `linked`'s own link made (its

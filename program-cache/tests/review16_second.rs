@@ -1,5 +1,7 @@
 //! Second review of issue 16 (deferred binary reads' byte bound and per-link ticket, failure
-//! records): each test here failed before the fix committed with it.
+//! records): each test here failed before the fix committed with it, except
+//! `a_read_token_forgets_only_its_own_read_even_after_the_program_is_gone`, which covers the
+//! token API a later C fix is built on (that fix's C test failed before it).
 
 use program_cache::{
     CacheConfig, CachedProgram, FailureRecord, LinkedProgram, ProgramCache, ProgramKey,
@@ -70,6 +72,47 @@ fn a_stale_program_never_forgets_a_newer_programs_read() {
     assert_eq!(m.deferred_binaries(), 1);
     assert!(m.save_deferred_binary(&mut d));
     assert!(cache.peek(&d.key).is_some());
+}
+
+/// A program let go where its manager cannot be reached leaves a token: handed to the manager
+/// later, it forgets that program's read and nothing else (not a newer program's read of the
+/// same key, not another manager's, not twice).
+#[test]
+fn a_read_token_forgets_only_its_own_read_even_after_the_program_is_gone() {
+    let cache = ProgramCache::builder(CacheConfig::with_budget(1 << 30)).build();
+    let mut m = ProgramManager::new(FakeDriver::default(), cache.clone(), "review16");
+    let mut other = ProgramManager::new(FakeDriver::default(), cache.clone(), "review16");
+    m.set_defer_binary_reads(true);
+    other.set_defer_binary_reads(true);
+    let a = link(&mut m, "in vec4 a;");
+    let b = link(&mut m, "in vec4 b;");
+    let token = b.deferred_read().expect("b waits for its read");
+    assert_eq!(token.manager(), m.id());
+    drop(b);
+    assert_eq!(m.deferred_binaries(), 2);
+    assert!(!other.forget_read(token), "another manager refuses it");
+    assert!(m.forget_read(token));
+    assert_eq!(m.deferred_binaries(), 1, "a's read stays");
+    assert!(!m.forget_read(token), "once");
+
+    // a's read is dropped by key; the same shaders link again and wait: a's old token does not
+    // reach the new program's read.
+    let stale = a.deferred_read().unwrap();
+    assert!(m.forget_deferred_binary(&a.key));
+    drop(a);
+    let mut c = link(&mut m, "in vec4 a;");
+    assert!(c.binary_deferred);
+    assert!(!m.forget_read(stale));
+    assert_eq!(m.deferred_binaries(), 1);
+    // A token taken before its read was saved is spent, and a program read at once has none.
+    let late = c.deferred_read().unwrap();
+    assert!(m.save_deferred_binary(&mut c));
+    assert!(c.deferred_read().is_none());
+    assert!(!m.forget_read(late));
+    assert_eq!((m.deferred_binaries(), m.deferred_bytes()), (0, 0));
+    let d = link(&mut m, "in vec4 d;");
+    let e = link(&mut m, "in vec4 d;");
+    assert!(d.deferred_read().is_some() && e.deferred_read().is_none());
 }
 
 /// A compile failure record names the stage that failed: one whose stage is no shader stage

@@ -13,8 +13,10 @@ use crate::program_manager::{
 };
 
 /// Frees a linked program and deletes its driver object (GL form; host form when
-/// `delete_program` is given). NULL is a no-op; a freed or unknown handle is
-/// `GPUSVC_INVALID_HANDLE`; from another thread `GPUSVC_WRONG_THREAD`.
+/// `delete_program` is given), and drops its deferred binary read (at once, or at its
+/// manager's next call when freed from inside a host callback of a call on that manager).
+/// NULL is a no-op; a freed or unknown handle is `GPUSVC_INVALID_HANDLE`; from another thread
+/// `GPUSVC_WRONG_THREAD`.
 ///
 /// # Safety
 /// None beyond passing a value that came from gpusvc (or NULL).

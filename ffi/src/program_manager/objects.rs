@@ -2,12 +2,14 @@
 //! type-erased backend, a `gpusvc_gl_context` or the host's GL), its shaders and linked programs.
 
 use std::cell::RefCell;
+use std::collections::VecDeque;
 use std::ffi::CString;
 use std::rc::Weak;
 
 use program_cache::{
-    ActiveVariable, BlockMember, DynBackend, DynObject, InterfaceBlock, LinkedProgram, PendingLink,
-    ProgramManager, ProgramManagerId, Shader, ShaderStage, StageMask,
+    ActiveVariable, BlockMember, DeferredRead, DynBackend, DynObject, InterfaceBlock,
+    LinkedProgram, MAX_DEFERRED_SAVES, PendingLink, ProgramManager, ProgramManagerId, Shader,
+    ShaderStage, StageMask,
 };
 
 use crate::kit::handle::{self, Kind};
@@ -224,18 +226,80 @@ impl LinkedHandle {
 
 /// A link started with `gpusvc_program_manager_start_link`, with the manager that started it.
 impl Drop for LinkedHandle {
-    /// A program freed with its binary still deferred gives its read back to its manager (when
-    /// the manager lives and is not in a call on this thread: a free from inside one of its
-    /// host callbacks leaves the read until the manager is freed).
+    /// A program freed with its binary still deferred gives its read back to its manager. When
+    /// the manager is in a call on this thread (a free from inside one of its host callbacks),
+    /// the read's token waits in [`ORPHANED_READS`] and the manager forgets it at its next call.
     fn drop(&mut self) {
-        if !self.linked.binary_deferred {
+        let Some(read) = self.linked.deferred_read() else {
             return;
+        };
+        let Some(owner) = self.owner.upgrade() else {
+            return;
+        };
+        match owner.try_borrow_mut() {
+            Ok(mut manager) => {
+                manager.forget_read(read);
+            }
+            Err(_) => ORPHANED_READS.with(|q| {
+                let mut q = q.borrow_mut();
+                if q.len() >= MAX_ORPHANED_READS {
+                    q.pop_front();
+                }
+                q.push_back(read);
+            }),
         }
-        if let Some(owner) = self.owner.upgrade()
-            && let Ok(mut manager) = owner.try_borrow_mut()
-        {
-            manager.forget_deferred_read(&mut self.linked);
+    }
+}
+
+/// At most this many tokens wait in [`ORPHANED_READS`] (each manager holds at most
+/// `MAX_DEFERRED_SAVES` reads); past it the oldest is dropped, and its read then waits until
+/// its manager is freed.
+const MAX_ORPHANED_READS: usize = 4 * MAX_DEFERRED_SAVES;
+
+thread_local! {
+    /// Deferred reads of linked programs freed while their manager was in a call on this
+    /// thread. Managers are bound to their thread, so this thread's list is the only one that
+    /// can hold their tokens.
+    static ORPHANED_READS: RefCell<VecDeque<DeferredRead>> = const {
+        RefCell::new(VecDeque::new())
+    };
+}
+
+/// The tokens in [`ORPHANED_READS`] of manager `id`, taken out of it.
+fn take_orphaned_reads(id: ProgramManagerId) -> Vec<DeferredRead> {
+    ORPHANED_READS.with(|q| {
+        let mut q = q.borrow_mut();
+        if q.is_empty() {
+            return Vec::new();
         }
+        let mut mine = Vec::new();
+        q.retain(|r| {
+            let ours = r.manager() == id;
+            if ours {
+                mine.push(*r);
+            }
+            !ours
+        });
+        mine
+    })
+}
+
+/// Forgets the reads of programs freed while `m` was busy, unless it is busy now (an outer
+/// call on this thread: its next call does it). `forget_read` calls no host callback.
+fn forget_orphaned_reads(m: &handle::Local<Manager>) {
+    if let Ok(mut manager) = m.borrow_mut() {
+        for read in take_orphaned_reads(manager.id()) {
+            manager.forget_read(read);
+        }
+    }
+}
+
+/// Drops the tokens of the manager behind `m` (it is being freed: its reads go with it).
+pub(crate) fn drop_orphaned_reads(m: *const gpusvc_program_manager) {
+    if let Ok(local) = handle::local::<_, Manager>(m, "manager", Kind::ProgramManager)
+        && let Ok(manager) = local.borrow()
+    {
+        take_orphaned_reads(manager.id());
     }
 }
 
@@ -245,10 +309,13 @@ pub(crate) struct PendingHandle {
     pub(crate) pending: Option<PendingLink<DynObject>>,
 }
 
+/// The manager behind `m`, which first forgets the reads of programs freed while it was busy.
 pub(crate) fn manager(
     m: *const gpusvc_program_manager,
 ) -> Result<handle::Local<Manager>, FfiError> {
-    handle::local(m, "manager", Kind::ProgramManager)
+    let local = handle::local(m, "manager", Kind::ProgramManager)?;
+    forget_orphaned_reads(&local);
+    Ok(local)
 }
 
 pub(crate) fn shader(
