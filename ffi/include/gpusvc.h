@@ -4140,8 +4140,9 @@ gpusvc_result gpusvc_program_cache_store_condition(const struct gpusvc_program_c
 
 /*
  Frees a linked program and deletes its driver object (GL form; host form when
- `delete_program` is given), and drops its deferred binary read (at once, or at its
- manager's next call when freed from inside a host callback of a call on that manager).
+ `delete_program` is given), and drops its deferred binary read (at once, or, when freed
+ from inside a host callback of a call on that manager, at the manager's next call made once
+ that call has returned).
  NULL is a no-op; a freed or unknown handle is `GPUSVC_INVALID_HANDLE`; from another thread
  `GPUSVC_WRONG_THREAD`.
 
@@ -4514,7 +4515,9 @@ gpusvc_result gpusvc_program_manager_save_deferred_binary(const struct gpusvc_pr
  Drops the deferred binary read of `program` (its binary will not be saved; the manager
  keeps at most 1024 waiting reads holding at most 16 MiB, and past that reads binaries at
  once). Freeing the program drops its read too; a free from inside a host callback of a call
- on its manager drops it at the manager's next call. `*out` gets whether there was one. Only
+ on its manager drops it at the manager's next call made once that call has returned (at
+ most 4096 such reads wait per thread; past that the oldest waits until its manager is
+ freed). `*out` gets whether there was one. Only
  `program`'s own read is dropped: another live program of the same shaders keeps its read. A
  program linked by another manager is `GPUSVC_INVALID_ARGUMENT`.
 

@@ -13,8 +13,9 @@ use crate::program_manager::{
 };
 
 /// Frees a linked program and deletes its driver object (GL form; host form when
-/// `delete_program` is given), and drops its deferred binary read (at once, or at its
-/// manager's next call when freed from inside a host callback of a call on that manager).
+/// `delete_program` is given), and drops its deferred binary read (at once, or, when freed
+/// from inside a host callback of a call on that manager, at the manager's next call made once
+/// that call has returned).
 /// NULL is a no-op; a freed or unknown handle is `GPUSVC_INVALID_HANDLE`; from another thread
 /// `GPUSVC_WRONG_THREAD`.
 ///

@@ -102,10 +102,7 @@ pub unsafe extern "C" fn gpusvc_program_manager_new_host(
 pub unsafe extern "C" fn gpusvc_program_manager_free(
     manager: *mut gpusvc_program_manager,
 ) -> gpusvc_result {
-    ffi_guard(|| {
-        crate::program_manager::objects::drop_orphaned_reads(manager);
-        handle::free(manager, Kind::ProgramManager)
-    })
+    ffi_guard(|| handle::free(manager, Kind::ProgramManager))
 }
 
 /// Compiles a shader (`glCompileShader` through the cache): when its compile status is known
@@ -687,7 +684,9 @@ pub unsafe extern "C" fn gpusvc_program_manager_save_deferred_binary(
 /// Drops the deferred binary read of `program` (its binary will not be saved; the manager
 /// keeps at most 1024 waiting reads holding at most 16 MiB, and past that reads binaries at
 /// once). Freeing the program drops its read too; a free from inside a host callback of a call
-/// on its manager drops it at the manager's next call. `*out` gets whether there was one. Only
+/// on its manager drops it at the manager's next call made once that call has returned (at
+/// most 4096 such reads wait per thread; past that the oldest waits until its manager is
+/// freed). `*out` gets whether there was one. Only
 /// `program`'s own read is dropped: another live program of the same shaders keeps its read. A
 /// program linked by another manager is `GPUSVC_INVALID_ARGUMENT`.
 ///

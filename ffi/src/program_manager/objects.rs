@@ -240,66 +240,61 @@ impl Drop for LinkedHandle {
             Ok(mut manager) => {
                 manager.forget_read(read);
             }
-            Err(_) => ORPHANED_READS.with(|q| {
-                let mut q = q.borrow_mut();
-                if q.len() >= MAX_ORPHANED_READS {
-                    q.pop_front();
-                }
-                q.push_back(read);
-            }),
+            // During this thread's teardown the list is gone: the read goes with its manager.
+            Err(_) => {
+                let _ = ORPHANED_READS.try_with(|q| {
+                    let mut q = q.borrow_mut();
+                    if q.len() >= MAX_ORPHANED_READS {
+                        q.retain(|(m, _)| m.strong_count() > 0);
+                    }
+                    if q.len() >= MAX_ORPHANED_READS {
+                        q.pop_front();
+                    }
+                    q.push_back((self.owner.clone(), read));
+                });
+            }
         }
     }
 }
 
 /// At most this many tokens wait in [`ORPHANED_READS`] (each manager holds at most
-/// `MAX_DEFERRED_SAVES` reads); past it the oldest is dropped, and its read then waits until
-/// its manager is freed.
+/// `MAX_DEFERRED_SAVES` reads); past it the tokens of freed managers go first, then the oldest,
+/// whose read then waits until its manager is freed.
 const MAX_ORPHANED_READS: usize = 4 * MAX_DEFERRED_SAVES;
 
 thread_local! {
     /// Deferred reads of linked programs freed while their manager was in a call on this
-    /// thread. Managers are bound to their thread, so this thread's list is the only one that
-    /// can hold their tokens.
-    static ORPHANED_READS: RefCell<VecDeque<DeferredRead>> = const {
+    /// thread, with that manager. Managers are bound to their thread, so this thread's list is
+    /// the only one that can hold their tokens.
+    static ORPHANED_READS: RefCell<VecDeque<(Weak<RefCell<Manager>>, DeferredRead)>> = const {
         RefCell::new(VecDeque::new())
     };
 }
 
-/// The tokens in [`ORPHANED_READS`] of manager `id`, taken out of it.
-fn take_orphaned_reads(id: ProgramManagerId) -> Vec<DeferredRead> {
-    ORPHANED_READS.with(|q| {
-        let mut q = q.borrow_mut();
-        if q.is_empty() {
-            return Vec::new();
-        }
-        let mut mine = Vec::new();
-        q.retain(|r| {
-            let ours = r.manager() == id;
-            if ours {
-                mine.push(*r);
-            }
-            !ours
-        });
-        mine
-    })
-}
-
 /// Forgets the reads of programs freed while `m` was busy, unless it is busy now (an outer
-/// call on this thread: its next call does it). `forget_read` calls no host callback.
+/// call on this thread: a later call does it). Tokens of freed managers are dropped on the way.
+/// `forget_read` calls no host callback, and the list is not borrowed while it runs.
 fn forget_orphaned_reads(m: &handle::Local<Manager>) {
-    if let Ok(mut manager) = m.borrow_mut() {
-        for read in take_orphaned_reads(manager.id()) {
-            manager.forget_read(read);
-        }
-    }
-}
-
-/// Drops the tokens of the manager behind `m` (it is being freed: its reads go with it).
-pub(crate) fn drop_orphaned_reads(m: *const gpusvc_program_manager) {
-    if let Ok(local) = handle::local::<_, Manager>(m, "manager", Kind::ProgramManager)
-        && let Ok(manager) = local.borrow()
-    {
-        take_orphaned_reads(manager.id());
+    let Ok(mut manager) = m.borrow_mut() else {
+        return;
+    };
+    let id = manager.id();
+    let mine = ORPHANED_READS
+        .try_with(|q| {
+            let mut q = q.borrow_mut();
+            let mut mine = Vec::new();
+            q.retain(|(owner, read)| {
+                if read.manager() == id {
+                    mine.push(*read);
+                    return false;
+                }
+                owner.strong_count() > 0
+            });
+            mine
+        })
+        .unwrap_or_default();
+    for read in mine {
+        manager.forget_read(read);
     }
 }
 
