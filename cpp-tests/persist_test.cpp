@@ -43,7 +43,16 @@ class RecordingSink : public gpusvc::PersistSink {
   }
   void EntryRejected(const gpusvc_program_cache_sha1&) override { calls_.fetch_add(1); }
   void StoreRejected() override { calls_.fetch_add(1); }
+  void ShadersCompiled(const gpusvc_program_cache_sha1* hashes, size_t count) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    compiled_.insert(compiled_.end(), hashes, hashes + count);
+    calls_.fetch_add(1);
+  }
 
+  std::vector<gpusvc_program_cache_sha1> Compiled() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return compiled_;
+  }
   std::vector<Entry> Saved() {
     std::lock_guard<std::mutex> lock(mutex_);
     return saved_;
@@ -58,6 +67,7 @@ class RecordingSink : public gpusvc::PersistSink {
   std::mutex mutex_;
   std::vector<Entry> saved_;
   std::vector<gpusvc_program_cache_sha1> used_;
+  std::vector<gpusvc_program_cache_sha1> compiled_;
   std::atomic<int> calls_{0};
 };
 
@@ -236,6 +246,82 @@ TEST(PersistSplit, ProgramsLinkedOnTheDriverComeBackFromTheStoreAsCacheHits) {
   std::printf("linked %d, sent %zu, persisted %zu, streamed back %zu, hits %llu\n", kPrograms,
               sent.Saved().size(), persisted, streamed,
               static_cast<unsigned long long>(st.counters.hits));
+}
+
+// Compiles kVs and a fragment shader that does not compile through `manager`; the outcomes.
+std::pair<uint32_t, uint32_t> CompileRefusedPair(const gpusvc::GlContextPtr& ctx,
+                                                 const gpusvc::ProgramManagerPtr& manager) {
+  gpusvc::ShaderPtr v, f;
+  EXPECT_EQ(gpusvc::NewShader(manager.get(), GPUSVC_PROGRAM_CACHE_SHADER_STAGE_VERTEX,
+                              Glsl(ctx.get(), kVs), &v),
+            GPUSVC_OK);
+  EXPECT_EQ(gpusvc::NewShader(manager.get(), GPUSVC_PROGRAM_CACHE_SHADER_STAGE_FRAGMENT,
+                              Glsl(ctx.get(), "out vec4 o;\nvoid main() { o = undeclared; }\n"),
+                              &f),
+            GPUSVC_OK);
+  uint32_t vs = 99, fs = 99;
+  EXPECT_EQ(gpusvc::Compile(manager.get(), v.get(), &vs), GPUSVC_OK);
+  EXPECT_EQ(gpusvc::Compile(manager.get(), f.get(), &fs), GPUSVC_OK);
+  return {vs, fs};
+}
+
+// On the real driver: the good vertex shader of a program whose fragment shader fails goes to
+// the sink's ShadersCompiled, into the store's list, and back at the next start, where neither
+// shader reaches the driver (the vertex shader is deferred, the fragment shader's failure
+// record answers it).
+TEST(PersistSplit, AWarmStartThroughTheStoreCompilesNoShaderOfARefusedProgram) {
+  gpusvc::GlContextPtr ctx;
+  GPUSVC_OPEN_OR_SKIP(GPUSVC_GL_API_AUTO, ctx);
+  gpusvc::DriverStrings driver;
+  ASSERT_EQ(gpusvc::ContextDriverStrings(ctx.get(), &driver), GPUSVC_OK);
+  const std::string stamp = Stamp(driver);
+  TempDir dir;
+  ASSERT_FALSE(dir.path().empty());
+  RecordingSink sent;
+  {
+    gpusvc::ProgramCachePtr a;
+    ASSERT_EQ(gpusvc::NewPersistingProgramCache(Config(1 << 22), stamp, &sent, &a), GPUSVC_OK);
+    gpusvc::ProgramManagerPtr m;
+    ASSERT_EQ(gpusvc::NewGlProgramManager(ctx.get(), a.get(), "cpp persist", &m), GPUSVC_OK);
+    const auto cold = CompileRefusedPair(ctx, m);
+    EXPECT_EQ(cold.first, GPUSVC_PROGRAM_MANAGER_COMPILE_OUTCOME_COMPILED);
+    EXPECT_EQ(cold.second, GPUSVC_PROGRAM_MANAGER_COMPILE_OUTCOME_FAILED);
+    ASSERT_EQ(gpusvc_program_cache_flush_persist(a.get()), GPUSVC_OK);
+    gpusvc_program_cache_persist_stats_snapshot ps{};
+    ASSERT_EQ(gpusvc::PersistStats(a.get(), &ps), GPUSVC_OK);
+    EXPECT_EQ(ps.compiled, 1u);
+  }
+  ASSERT_EQ(sent.Compiled().size(), 1u) << "the good vertex shader";
+  ASSERT_EQ(sent.Saved().size(), 1u) << "the fragment shader's failure record";
+  {
+    gpusvc::ProgramCacheStorePtr store = OpenStore(dir.path(), stamp);
+    ASSERT_NE(store, nullptr);
+    const std::vector<gpusvc_program_cache_sha1> hashes = sent.Compiled();
+    ASSERT_EQ(gpusvc::StoreMarkCompiled(store.get(), hashes.data(), hashes.size()), GPUSVC_OK);
+    for (const Entry& e : sent.Saved())
+      ASSERT_EQ(gpusvc::StorePut(store.get(), e.second.data(), e.second.size()), GPUSVC_OK);
+  }
+
+  // The next start, from another store handle.
+  gpusvc::ProgramCacheStorePtr store = OpenStore(dir.path(), stamp);
+  std::vector<gpusvc_program_cache_sha1> kept;
+  ASSERT_EQ(gpusvc::StoreCompiledShaders(store.get(), &kept), GPUSVC_OK);
+  ASSERT_EQ(kept.size(), 1u);
+  EXPECT_EQ(kept[0], sent.Compiled()[0]);
+  RecordingSink got;
+  gpusvc::ProgramCachePtr b;
+  ASSERT_EQ(gpusvc::NewPersistingProgramCache(Config(1 << 22), stamp, &got, &b), GPUSVC_OK);
+  ASSERT_EQ(gpusvc::InsertCompiled(b.get(), kept), GPUSVC_OK);
+  for (const Entry& e : AllEntries(store))
+    ASSERT_EQ(gpusvc::InsertEntry(b.get(), e.second), GPUSVC_OK) << gpusvc::LastErrorDetail();
+  gpusvc::ProgramManagerPtr m;
+  ASSERT_EQ(gpusvc::NewGlProgramManager(ctx.get(), b.get(), "cpp persist", &m), GPUSVC_OK);
+  const auto warm = CompileRefusedPair(ctx, m);
+  EXPECT_EQ(warm.first, GPUSVC_PROGRAM_MANAGER_COMPILE_OUTCOME_DEFERRED);
+  EXPECT_EQ(warm.second, GPUSVC_PROGRAM_MANAGER_COMPILE_OUTCOME_KNOWN_FAILURE);
+  gpusvc_program_cache_stats_snapshot st = gpusvc::Sized<gpusvc_program_cache_stats_snapshot>();
+  ASSERT_EQ(gpusvc_program_cache_stats(b.get(), &st), GPUSVC_OK);
+  EXPECT_EQ(st.counters.status_misses, 0u) << "no shader compiled on the driver";
 }
 
 TEST(PersistSplit, TheSinkIsSilentOnceTheCacheIsResetEvenWhileAManagerKeepsIt) {

@@ -1220,6 +1220,13 @@ typedef void (*gpusvc_program_cache_persist_key_fn)(void *user_data,
 typedef void (*gpusvc_program_cache_persist_store_fn)(void *user_data);
 
 /*
+ A persistence callback with `count` shader hashes (valid only during the call).
+ */
+typedef void (*gpusvc_program_cache_persist_shaders_fn)(void *user_data,
+                                                        const struct gpusvc_program_cache_sha1 *hashes,
+                                                        size_t count);
+
+/*
  Where a sandboxed GPU process's cache sends what it would otherwise write to disk
  (`gpusvc_program_cache_config.persist_sink`). Start from
  `gpusvc_program_cache_persist_sink_defaults` and set `stamp` and the callbacks.
@@ -1237,7 +1244,8 @@ typedef void (*gpusvc_program_cache_persist_store_fn)(void *user_data);
  callback itself); a sink call that such a nested call causes is made later, on the
  persistence thread, as usual.
 
- `entry_saved`, `entry_rejected` and `store_rejected` arrive in the order they happened;
+ `entry_saved`, `entry_rejected`, `store_rejected` and `shaders_compiled` arrive in the order
+ they happened;
  `entry_used` travels on a queue of its own and may arrive before the `entry_saved` of its key
  or after its `entry_rejected` (a `gpusvc_program_cache_store_touch` of a key the store does
  not hold is harmless).
@@ -1292,6 +1300,16 @@ typedef struct gpusvc_program_cache_persist_sink {
    leaves memory and `store_rejected` is called (> 0; default 3).
    */
   uint32_t max_consecutive_rejections;
+  /*
+   Shaders that compiled and that no saved entry records (the good shaders of programs
+   whose other shader failed), in batches (of up to 256, and at
+   `gpusvc_program_cache_flush_persist` and the final free): for
+   `gpusvc_program_cache_store_mark_compiled`, so the next start can hand them to
+   `gpusvc_program_cache_insert_compiled` and compile none of them again. Ordered with
+   `entry_saved`. (Added after `max_consecutive_rejections`: a host whose `struct_size`
+   ends before it has none.)
+   */
+  gpusvc_program_cache_persist_shaders_fn shaders_compiled;
 } gpusvc_program_cache_persist_sink;
 
 /*
@@ -1948,6 +1966,11 @@ typedef struct gpusvc_program_cache_persist_stats_snapshot {
    `store_rejected` calls made.
    */
   uint64_t store_rejections;
+  /*
+   Shaders handed to `shaders_compiled`. (Added after `store_rejections`: written only when
+   `struct_size` covers it.)
+   */
+  uint64_t compiled;
 } gpusvc_program_cache_persist_stats_snapshot;
 
 /*
@@ -3967,6 +3990,20 @@ gpusvc_result gpusvc_program_cache_insert_entry(const struct gpusvc_program_cach
                                                 struct gpusvc_program_cache_sha1 *out_key);
 
 /*
+ Marks `count` shaders as known to compile: what the store kept of earlier processes'
+ `shaders_compiled` callbacks (`gpusvc_program_cache_store_compiled_shaders`), handed back at
+ startup, so the warm start compiles none of them on the driver. Bounded like every status of
+ a shader no cached program uses (`max_unreferenced_shader_statuses`); they are not sent to
+ the sink again. Hashes are copied. Works on any cache (one without a sink too).
+
+ # Safety
+ `hashes` is NULL or valid for `count` reads (NULL allowed when `count` is 0).
+ */
+gpusvc_result gpusvc_program_cache_insert_compiled(const struct gpusvc_program_cache *cache,
+                                                   const struct gpusvc_program_cache_sha1 *hashes,
+                                                   size_t count);
+
+/*
  Waits until the persistence thread has handed everything queued so far to the sink (as long
  as the host's callbacks take: for shutdown paths and tests). A no-op for a cache without a
  sink. From inside a persistence sink callback (of any cache: the flush of its own cache would
@@ -4060,6 +4097,35 @@ gpusvc_result gpusvc_program_cache_store_put(const struct gpusvc_program_cache_s
  */
 gpusvc_result gpusvc_program_cache_store_touch(const struct gpusvc_program_cache_store *store,
                                                const struct gpusvc_program_cache_sha1 *key);
+
+/*
+ Records `count` shaders known to compile (what a persistence sink's `shaders_compiled`
+ received) in the store's compiled-shader list: bounded and compacted as the disk store's
+ (its newest 16 Ki distinct hashes, at most 1/16 of the budget), emptied by
+ `gpusvc_program_cache_store_clear`. Hashes are copied. A failed append (full disk) is
+ counted in `record_errors`, not an error.
+
+ # Safety
+ `hashes` is NULL or valid for `count` reads (NULL allowed when `count` is 0).
+ */
+gpusvc_result gpusvc_program_cache_store_mark_compiled(const struct gpusvc_program_cache_store *store,
+                                                       const struct gpusvc_program_cache_sha1 *hashes,
+                                                       size_t count);
+
+/*
+ The shaders the store's compiled-shader list records, oldest first (at most its newest
+ 16 Ki distinct hashes), for `gpusvc_program_cache_insert_compiled` at the GPU process's next
+ start, with the count-query pattern: `hashes` NULL and `len` 0 only count; otherwise `len`
+ must be at least the count (`GPUSVC_INSUFFICIENT_SIZE`, nothing written). A damaged or
+ missing list reads as fewer or none.
+
+ # Safety
+ `hashes` is NULL or valid for `len` writes; `out_count` is NULL or valid for one write.
+ */
+gpusvc_result gpusvc_program_cache_store_compiled_shaders(const struct gpusvc_program_cache_store *store,
+                                                          struct gpusvc_program_cache_sha1 *hashes,
+                                                          size_t len,
+                                                          size_t *out_count);
 
 /*
  Writes the pending last-use records now.

@@ -794,6 +794,12 @@ class PersistSink {
   virtual void EntryRejected(const gpusvc_program_cache_sha1& key) { (void)key; }
   // The driver refused too many inserted binaries in a row, for StoreClear.
   virtual void StoreRejected() {}
+  // Shaders that compiled and that no saved entry records (valid during the call), for
+  // StoreMarkCompiled; the next start hands them to InsertCompiled.
+  virtual void ShadersCompiled(const gpusvc_program_cache_sha1* hashes, size_t count) {
+    (void)hashes;
+    (void)count;
+  }
 
   // The C sink whose callbacks forward to this object; its stamp points into `stamp`, so both
   // must live until the cache is made.
@@ -806,6 +812,7 @@ class PersistSink {
     s.entry_used = &Used;
     s.entry_rejected = &Rejected;
     s.store_rejected = &AllRejected;
+    s.shaders_compiled = &Compiled;
     s.stamp = stamp.data();
     s.stamp_len = stamp.size();
     s.compress = compress;
@@ -825,6 +832,9 @@ class PersistSink {
     static_cast<PersistSink*>(self)->EntryRejected(*key);
   }
   static void AllRejected(void* self) noexcept { static_cast<PersistSink*>(self)->StoreRejected(); }
+  static void Compiled(void* self, const gpusvc_program_cache_sha1* hashes, size_t count) noexcept {
+    static_cast<PersistSink*>(self)->ShadersCompiled(hashes, count);
+  }
 };
 
 // A program cache whose saves also go to `sink` (config.persist_sink is set here) into *out.
@@ -857,6 +867,12 @@ inline gpusvc_result InsertEntry(const gpusvc_program_cache* cache,
                                  const std::vector<uint8_t>& entry,
                                  gpusvc_program_cache_sha1* key = nullptr) {
   return InsertEntry(cache, entry.data(), entry.size(), key);
+}
+
+// Marks shaders as known to compile (what StoreCompiledShaders gives back at startup).
+inline gpusvc_result InsertCompiled(const gpusvc_program_cache* cache,
+                                    const std::vector<gpusvc_program_cache_sha1>& hashes) {
+  return gpusvc_program_cache_insert_compiled(cache, hashes.data(), hashes.size());
 }
 
 // The persistence counters into *out.
@@ -938,6 +954,31 @@ inline gpusvc_result StorePut(const gpusvc_program_cache_store* store, const uin
 inline gpusvc_result StoreTouch(const gpusvc_program_cache_store* store,
                                 const gpusvc_program_cache_sha1& key) {
   return gpusvc_program_cache_store_touch(store, &key);
+}
+
+// Records shaders known to compile (what a sink's ShadersCompiled received).
+inline gpusvc_result StoreMarkCompiled(const gpusvc_program_cache_store* store,
+                                       const gpusvc_program_cache_sha1* hashes, size_t count) {
+  return gpusvc_program_cache_store_mark_compiled(store, hashes, count);
+}
+
+// The shaders the store's compiled-shader list records, oldest first, into *out.
+inline gpusvc_result StoreCompiledShaders(const gpusvc_program_cache_store* store,
+                                          std::vector<gpusvc_program_cache_sha1>* out) {
+  if (out == nullptr) return GPUSVC_NULL_ARGUMENT;
+  for (;;) {
+    size_t n = 0;
+    gpusvc_result r = gpusvc_program_cache_store_compiled_shaders(store, nullptr, 0, &n);
+    if (r != GPUSVC_OK) return r;
+    std::vector<gpusvc_program_cache_sha1> v(n);
+    r = gpusvc_program_cache_store_compiled_shaders(store, v.data(), v.size(), &n);
+    if (r == GPUSVC_INSUFFICIENT_SIZE) continue;  // grew meanwhile (another process)
+    if (r == GPUSVC_OK) {
+      v.resize(n);
+      *out = std::move(v);
+    }
+    return r;
+  }
 }
 
 // Deletes the entry of `key`; whether there was one into *removed (may be null).

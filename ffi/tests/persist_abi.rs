@@ -1134,3 +1134,108 @@ fn a_failed_append_to_the_store_log_is_counted_in_its_stats() {
     free_store(store);
     assert!(folder.join("lru.log").is_dir());
 }
+
+/// The good shaders of refused programs go to the sink's `shaders_compiled` (not those a saved
+/// entry records), into the store's list, and back into the next process's cache, which then
+/// knows they compile. An older host's sink struct, which ends before the callback, gets no
+/// call and loses nothing else.
+#[test]
+fn compiled_shaders_travel_through_the_sink_and_the_store_to_the_next_start() {
+    let stamp = test_stamp(c"1");
+    let r = Received::default();
+    let s = sink(&r, &stamp);
+    let cache = new_cache(1 << 20, Some(&s)).unwrap();
+    let (good, used) = (
+        gpusvc_program_cache_sha1 { bytes: [0xA1; 20] },
+        gpusvc_program_cache_sha1 { bytes: [7; 20] },
+    );
+    // SAFETY: live handle and hashes.
+    unsafe {
+        assert_eq!(gpusvc_program_cache_mark_shader_compiled(cache, &good), OK);
+        assert_eq!(gpusvc_program_cache_mark_shader_compiled(cache, &used), OK);
+    }
+    // `save(cache, 7)` saves a program whose vertex shader is hash [7; 20].
+    save(cache, 7);
+    flush_persist(cache);
+    assert_eq!(*r.compiled.lock().unwrap(), [good]);
+    let stats = persist_stats(cache);
+    assert_eq!(stats.compiled, 1, "{stats:?}");
+    free_cache(cache);
+
+    let dir = tempfile::tempdir().unwrap();
+    let store = open_store(dir.path(), &stamp);
+    let sent = r.compiled.lock().unwrap().clone();
+    // SAFETY: live handle; `sent` holds its count of hashes; NULL with 0 is allowed.
+    unsafe {
+        assert_eq!(
+            gpusvc_program_cache_store_mark_compiled(store, sent.as_ptr(), sent.len()),
+            OK
+        );
+        assert_eq!(
+            gpusvc_program_cache_store_mark_compiled(store, ptr::null(), 0),
+            OK
+        );
+        assert_eq!(
+            gpusvc_program_cache_store_mark_compiled(store, ptr::null(), 1),
+            GPUSVC_NULL_ARGUMENT
+        );
+    }
+    let mut n = 9;
+    // SAFETY: a count query, then a buffer of that count; a short buffer is refused unwritten.
+    let kept = unsafe {
+        assert_eq!(
+            gpusvc_program_cache_store_compiled_shaders(store, ptr::null_mut(), 0, &mut n),
+            OK
+        );
+        assert_eq!(n, 1);
+        let mut none = [gpusvc_program_cache_sha1 { bytes: [0xEE; 20] }; 1];
+        assert_eq!(
+            gpusvc_program_cache_store_compiled_shaders(store, none.as_mut_ptr(), 0, &mut n),
+            GPUSVC_INSUFFICIENT_SIZE
+        );
+        assert_eq!(none[0].bytes, [0xEE; 20]);
+        let mut out = vec![gpusvc_program_cache_sha1::default(); n];
+        assert_eq!(
+            gpusvc_program_cache_store_compiled_shaders(store, out.as_mut_ptr(), out.len(), &mut n),
+            OK
+        );
+        out
+    };
+    assert_eq!(kept, [good]);
+    free_store(store);
+
+    // The next start: handed back, the shader is known to compile, and is not sent again.
+    let r2 = Received::default();
+    let mut old = sink(&r2, &stamp);
+    old.struct_size = std::mem::offset_of!(gpusvc_program_cache_persist_sink, shaders_compiled);
+    old.shaders_compiled = None;
+    let next = new_cache(1 << 20, Some(&old)).unwrap();
+    let status = |c| {
+        // SAFETY: live handle, hash and out slot.
+        written(9, |o| unsafe {
+            gpusvc_program_cache_shader_compile_status(c, &good, o)
+        })
+    };
+    assert_eq!(status(next), GPUSVC_PROGRAM_CACHE_COMPILE_STATUS_UNKNOWN);
+    // SAFETY: live handle and hashes.
+    unsafe {
+        assert_eq!(
+            gpusvc_program_cache_insert_compiled(next, kept.as_ptr(), kept.len()),
+            OK
+        );
+    }
+    assert_eq!(status(next), GPUSVC_PROGRAM_CACHE_COMPILE_STATUS_SUCCESS);
+    // A sink struct that ends before `shaders_compiled`: a new good shader reaches no callback.
+    let other = gpusvc_program_cache_sha1 { bytes: [0xB2; 20] };
+    // SAFETY: live handle and hash.
+    let r = unsafe { gpusvc_program_cache_mark_shader_compiled(next, &other) };
+    assert_eq!(r, OK);
+    flush_persist(next);
+    assert!(r2.compiled.lock().unwrap().is_empty());
+    assert_eq!(
+        persist_stats(next).compiled,
+        1,
+        "handed to the sink, which had no callback"
+    );
+    free_cache(next);
+}

@@ -240,12 +240,10 @@ pub struct ProgramCache {
 }
 
 impl Drop for ProgramCache {
-    /// Hands the shaders compiled since the last batch to the disk writer, which writes them
-    /// before it ends.
+    /// Hands the shaders compiled since the last batch to the disk writer and the persistence
+    /// thread, which write and deliver them before they end.
     fn drop(&mut self) {
-        if self.disk.is_some() {
-            self.send_compiled(self.lock());
-        }
+        self.send_compiled(self.lock());
     }
 }
 
@@ -431,12 +429,14 @@ impl ProgramCache {
 
     /// Records that a shader compiled successfully. With a disk store, a shader no stored
     /// program uses is also written to the store's `compiled.list` (in batches, and at
-    /// [`ProgramCache::flush_disk`] and drop), so the next start knows it compiles too.
+    /// [`ProgramCache::flush_disk`] and drop), so the next start knows it compiles too; with
+    /// persistence it goes to [`crate::disk::PersistSink::shaders_compiled`] the same way (and
+    /// at [`ProgramCache::flush_persist`]).
     pub fn shader_compile_succeeded(&self, hash: ShaderHash) {
         let mut state = self.lock();
         let new = state.statuses.status(&hash) == CompileStatus::Unknown;
         state.statuses.compiled(hash);
-        if new && self.disk.is_some() {
+        if new && (self.disk.is_some() || self.persist.is_some()) {
             state.unpersisted.push(hash);
             if state.unpersisted.len() >= COMPILED_BATCH {
                 self.send_compiled(state);
@@ -447,13 +447,32 @@ impl ProgramCache {
     /// Hands the shaders compiled since the last batch to the disk writer, leaving out those a
     /// stored program uses by now (its entry records them).
     fn send_compiled(&self, mut state: MutexGuard<'_, State>) {
-        let Some(disk) = &self.disk else { return };
+        if self.disk.is_none() && self.persist.is_none() {
+            return;
+        }
         let mut batch = std::mem::take(&mut state.unpersisted);
         batch.retain(|h| state.statuses.refcount(h) == 0);
         // Read under the lock: a clear moves the epoch while it holds it.
-        let epoch = disk.epoch();
+        let epoch = self.disk.as_ref().map(DiskLayer::epoch);
         drop(state);
-        disk.mark_compiled(batch, epoch);
+        if let Some(persist) = &self.persist {
+            persist.compiled(batch.clone());
+        }
+        if let (Some(disk), Some(epoch)) = (&self.disk, epoch) {
+            disk.mark_compiled(batch, epoch);
+        }
+    }
+
+    /// Marks shaders as known to compile: what a store kept of earlier processes'
+    /// [`crate::disk::PersistSink::shaders_compiled`] ([`crate::disk::Store::compiled_shaders`]),
+    /// handed back at startup, so the warm start compiles none of them on the driver. Bounded
+    /// like every status of a shader no cached program uses
+    /// ([`CacheConfig::max_unreferenced_shader_statuses`]). They are not sent to the sink again.
+    pub fn insert_compiled(&self, hashes: &[ShaderHash]) {
+        let mut state = self.lock();
+        for h in hashes {
+            state.statuses.compiled(*h);
+        }
     }
 
     /// How many cached programs use a shader.
@@ -882,6 +901,7 @@ impl ProgramCache {
     /// the sink (it would wait for that very call).
     pub fn flush_persist(&self) {
         if let Some(persist) = &self.persist {
+            self.send_compiled(self.lock());
             persist.flush();
         }
     }

@@ -48,7 +48,12 @@
 //! * With a disk store, a shader that compiled is known compiled at the next start even when no
 //!   stored program uses it (the good shader of a program whose other shader failed): the
 //!   store's bounded `compiled.list`, emptied by a clear (`tests/compiled_list.rs`; on the real
-//!   driver, `a_warm_start_compiles_no_shader_of_a_program_the_driver_refused`).
+//!   driver, `a_warm_start_compiles_no_shader_of_a_program_the_driver_refused`). With
+//!   persistence the same batches go to [`disk::PersistSink::shaders_compiled`], a
+//!   [`disk::Store`] keeps them in its `compiled.list`, and [`ProgramCache::insert_compiled`]
+//!   hands them to the next start
+//!   (`compiled_shaders_go_through_the_sink_and_a_store_into_the_next_start`; on the real
+//!   driver through C++, `AWarmStartThroughTheStoreCompilesNoShaderOfARefusedProgram`).
 //! * Managers with different backend identities may share one cache: a shader's compile status
 //!   and compile failure are one backend's, never another's ([`backend_shader_hash`]), so a
 //!   shader one backend compiled is not deferred on another: that backend's own driver compiles

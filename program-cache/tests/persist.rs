@@ -14,10 +14,10 @@ use program_cache::disk::{
     StoreError,
 };
 use program_cache::{
-    CacheConfig, CachedProgram, CompatibilityStamp, DriverIdentity, InsertError, MemoryPressure,
-    PersistConfig, PersistSink, ProgramCache, ProgramKey,
+    CacheConfig, CachedProgram, CompatibilityStamp, CompileStatus, DriverIdentity, InsertError,
+    MemoryPressure, PersistConfig, PersistSink, ProgramCache, ProgramKey, ShaderHash,
 };
-use test_support::programs::{key, program};
+use test_support::programs::{key, program, shader};
 
 fn stamp(product: &str) -> CompatibilityStamp {
     let driver = DriverIdentity {
@@ -38,6 +38,7 @@ struct Sink {
     saved: Mutex<Vec<(ProgramKey, Vec<u8>)>>,
     used: Mutex<Vec<ProgramKey>>,
     rejected: Mutex<Vec<ProgramKey>>,
+    compiled: Mutex<Vec<ShaderHash>>,
     store_rejected: AtomicU64,
     calls: AtomicU64,
     /// Set by the test once the cache's drop has returned.
@@ -80,6 +81,10 @@ impl PersistSink for Sink {
     fn store_rejected(&self) {
         self.call();
         self.store_rejected.fetch_add(1, Ordering::SeqCst);
+    }
+    fn shaders_compiled(&self, hashes: &[ShaderHash]) {
+        self.call();
+        self.compiled.lock().unwrap().extend_from_slice(hashes);
     }
 }
 
@@ -657,4 +662,55 @@ fn the_stamp_text_round_trips_every_field() {
     // A damaged text is refused (the hash lines no longer match).
     let text = stamp("tests").describe().replace("persist", "persisT");
     assert_eq!(CompatibilityStamp::parse(&text), None);
+}
+
+// ---------------------------------------------------------------------------------------------
+// compile statuses through the sink
+
+/// A shader that compiled but that no saved entry records (the good shader of a program whose
+/// other shader failed) goes to the sink in a batch (at `flush_persist` and at drop), is kept
+/// by the browser side's store, and, handed back at the next start, is known to compile there:
+/// the warm start compiles none of them. A shader a saved program records is not sent (its
+/// entry holds it), nor is one the next start was handed.
+#[test]
+fn compiled_shaders_go_through_the_sink_and_a_store_into_the_next_start() {
+    let sink = Arc::new(Sink::default());
+    let a = cache_with(sink.clone(), 1 << 20, |_| {});
+    a.shader_compile_succeeded(shader(1));
+    a.shader_compile_succeeded(shader(2));
+    // A saved program records shader 2 (vertex) and 102 (fragment).
+    a.save(key(2), program(2, 102, 64), None).unwrap();
+    a.flush_persist();
+    assert_eq!(*sink.compiled.lock().unwrap(), [shader(1)]);
+    assert_eq!(a.persist_counters().unwrap().compiled, 1);
+    // The last batch goes at drop.
+    a.shader_compile_succeeded(shader(3));
+    drop(a);
+    assert_eq!(*sink.compiled.lock().unwrap(), [shader(1), shader(3)]);
+
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(StoreConfig::new(dir.path(), stamp("tests"))).unwrap();
+    store.mark_compiled(&sink.compiled.lock().unwrap());
+    assert_eq!(store.compiled_shaders(), [shader(1), shader(3)]);
+    drop(store);
+    // Another process's store sees what this one kept.
+    let store = Store::open(StoreConfig::new(dir.path(), stamp("tests"))).unwrap();
+    let kept = store.compiled_shaders();
+    assert_eq!(kept, [shader(1), shader(3)]);
+
+    let next_sink = Arc::new(Sink::default());
+    let b = cache_with(next_sink.clone(), 1 << 20, |_| {});
+    assert_eq!(b.shader_compile_status(&shader(1)), CompileStatus::Unknown);
+    b.insert_compiled(&kept);
+    for h in &kept {
+        assert_eq!(b.shader_compile_status(h), CompileStatus::Success);
+    }
+    // Compiling it again changes nothing and sends nothing.
+    b.shader_compile_succeeded(shader(1));
+    b.flush_persist();
+    drop(b);
+    assert!(next_sink.compiled.lock().unwrap().is_empty());
+    // A clear of the store empties the list with the entries.
+    store.clear().unwrap();
+    assert!(store.compiled_shaders().is_empty());
 }

@@ -13,7 +13,7 @@ use std::ffi::{c_char, c_void};
 use std::sync::Arc;
 
 use program_cache::disk::{EntryError, InsertError, PersistConfig, PersistCounters, PersistSink};
-use program_cache::{CompatibilityStamp, DiskConfig, DriverIdentity, ProgramKey};
+use program_cache::{CompatibilityStamp, DiskConfig, DriverIdentity, ProgramKey, ShaderHash};
 
 use crate::gl::gpusvc_driver_identity;
 use crate::kit::{
@@ -46,6 +46,15 @@ pub type gpusvc_program_cache_persist_key_fn =
 pub type gpusvc_program_cache_persist_store_fn =
     Option<unsafe extern "C" fn(user_data: *mut c_void)>;
 
+/// A persistence callback with `count` shader hashes (valid only during the call).
+pub type gpusvc_program_cache_persist_shaders_fn = Option<
+    unsafe extern "C" fn(
+        user_data: *mut c_void,
+        hashes: *const gpusvc_program_cache_sha1,
+        count: usize,
+    ),
+>;
+
 /// Where a sandboxed GPU process's cache sends what it would otherwise write to disk
 /// (`gpusvc_program_cache_config.persist_sink`). Start from
 /// `gpusvc_program_cache_persist_sink_defaults` and set `stamp` and the callbacks.
@@ -63,7 +72,8 @@ pub type gpusvc_program_cache_persist_store_fn =
 /// callback itself); a sink call that such a nested call causes is made later, on the
 /// persistence thread, as usual.
 ///
-/// `entry_saved`, `entry_rejected` and `store_rejected` arrive in the order they happened;
+/// `entry_saved`, `entry_rejected`, `store_rejected` and `shaders_compiled` arrive in the order
+/// they happened;
 /// `entry_used` travels on a queue of its own and may arrive before the `entry_saved` of its key
 /// or after its `entry_rejected` (a `gpusvc_program_cache_store_touch` of a key the store does
 /// not hold is harmless).
@@ -99,11 +109,19 @@ pub struct gpusvc_program_cache_persist_sink {
     /// After this many inserted binaries refused by the driver in a row, every inserted entry
     /// leaves memory and `store_rejected` is called (> 0; default 3).
     pub max_consecutive_rejections: u32,
+    /// Shaders that compiled and that no saved entry records (the good shaders of programs
+    /// whose other shader failed), in batches (of up to 256, and at
+    /// `gpusvc_program_cache_flush_persist` and the final free): for
+    /// `gpusvc_program_cache_store_mark_compiled`, so the next start can hand them to
+    /// `gpusvc_program_cache_insert_compiled` and compile none of them again. Ordered with
+    /// `entry_saved`. (Added after `max_consecutive_rejections`: a host whose `struct_size`
+    /// ends before it has none.)
+    pub shaders_compiled: gpusvc_program_cache_persist_shaders_fn,
 }
 
 growable!(gpusvc_program_cache_persist_sink {
     first: max_consecutive_rejections,
-    last: max_consecutive_rejections,
+    last: shaders_compiled,
     defaults: sink_defaults(),
 });
 
@@ -119,6 +137,7 @@ fn sink_defaults() -> gpusvc_program_cache_persist_sink {
         stamp_len: 0,
         compress: DiskConfig::DEFAULT_COMPRESS,
         max_consecutive_rejections: DiskConfig::DEFAULT_MAX_CONSECUTIVE_REJECTIONS,
+        shaders_compiled: None,
     }
 }
 
@@ -147,6 +166,7 @@ struct SinkFns {
     used: gpusvc_program_cache_persist_key_fn,
     rejected: gpusvc_program_cache_persist_key_fn,
     store_rejected: gpusvc_program_cache_persist_store_fn,
+    compiled: gpusvc_program_cache_persist_shaders_fn,
 }
 
 /// The host's sink as the cache takes it: every call goes through one free-time gate.
@@ -211,6 +231,19 @@ impl PersistSink for HostSink {
             }
         });
     }
+
+    fn shaders_compiled(&self, hashes: &[ShaderHash]) {
+        self.call(|fns, user_data| {
+            if let Some(f) = fns.compiled {
+                let hashes: Vec<gpusvc_program_cache_sha1> = hashes
+                    .iter()
+                    .map(|h| gpusvc_program_cache_sha1::from(*h))
+                    .collect();
+                // SAFETY: as in `entry_saved`; the array outlives the call.
+                unsafe { f(user_data, hashes.as_ptr(), hashes.len()) };
+            }
+        });
+    }
 }
 
 /// The persistence configuration of a cache from the host's sink (`None` for a NULL pointer),
@@ -239,6 +272,7 @@ pub(crate) unsafe fn persist_in(
         used: s.entry_used,
         rejected: s.entry_rejected,
         store_rejected: s.store_rejected,
+        compiled: s.shaders_compiled,
     };
     let (host, gate) = GatedFn::new(HostFn::new(fns, s.user_data));
     let config = PersistConfig {
@@ -494,6 +528,30 @@ pub unsafe extern "C" fn gpusvc_program_cache_insert_entry(
     }
 }
 
+/// Marks `count` shaders as known to compile: what the store kept of earlier processes'
+/// `shaders_compiled` callbacks (`gpusvc_program_cache_store_compiled_shaders`), handed back at
+/// startup, so the warm start compiles none of them on the driver. Bounded like every status of
+/// a shader no cached program uses (`max_unreferenced_shader_statuses`); they are not sent to
+/// the sink again. Hashes are copied. Works on any cache (one without a sink too).
+///
+/// # Safety
+/// `hashes` is NULL or valid for `count` reads (NULL allowed when `count` is 0).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gpusvc_program_cache_insert_compiled(
+    cache: *const gpusvc_program_cache,
+    hashes: *const gpusvc_program_cache_sha1,
+    count: usize,
+) -> gpusvc_result {
+    ffi_guard(|| {
+        let cache = self::cache(cache)?;
+        // SAFETY: forwarded from this function's contract.
+        let hashes = unsafe { slice_in(hashes, count, "hashes") }?;
+        let hashes: Vec<ShaderHash> = hashes.iter().map(|h| ShaderHash(h.bytes)).collect();
+        cache.insert_compiled(&hashes);
+        Ok(())
+    })
+}
+
 /// Waits until the persistence thread has handed everything queued so far to the sink (as long
 /// as the host's callbacks take: for shutdown paths and tests). A no-op for a cache without a
 /// sink. From inside a persistence sink callback (of any cache: the flush of its own cache would
@@ -558,11 +616,14 @@ pub struct gpusvc_program_cache_persist_stats_snapshot {
     pub rejected: u64,
     /// `store_rejected` calls made.
     pub store_rejections: u64,
+    /// Shaders handed to `shaders_compiled`. (Added after `store_rejections`: written only when
+    /// `struct_size` covers it.)
+    pub compiled: u64,
 }
 
 growable!(gpusvc_program_cache_persist_stats_snapshot {
     first: store_rejections,
-    last: store_rejections,
+    last: compiled,
 });
 sized_default!(gpusvc_program_cache_persist_stats_snapshot);
 
@@ -583,6 +644,7 @@ impl From<Option<PersistCounters>> for gpusvc_program_cache_persist_stats_snapsh
             insert_refused: c.insert_refused,
             rejected: c.rejected,
             store_rejections: c.store_rejections,
+            compiled: c.compiled,
         }
     }
 }

@@ -14,13 +14,13 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use program_cache::disk::{LogCallback, PutOutcome, Store, StoreConfig, StoreError};
-use program_cache::{DiskCounters, ProgramKey};
+use program_cache::{DiskCounters, ProgramKey, ShaderHash};
 
 use crate::kit::handle::{self, Kind};
 use crate::kit::{
     FfiError, GatedFn, HostFn, Out, SizedOut, answer_into, answer_sized_into, c_string, ffi_guard,
-    gpusvc_result, growable, invalid_argument, null_argument, sized_default, sized_in, slice_in,
-    text_out,
+    gpusvc_result, growable, invalid_argument, list_out, null_argument, sized_default, sized_in,
+    slice_in, text_out,
 };
 use crate::program_cache::disk_types::gpusvc_program_cache_disk_log_callback;
 use crate::program_cache::persist::{entry_error, stamp_in};
@@ -287,6 +287,65 @@ pub unsafe extern "C" fn gpusvc_program_cache_store_touch(
         let key = ProgramKey(unsafe { sha1_in(key, "key") }?);
         store.touch(&key);
         Ok(())
+    })
+}
+
+/// Records `count` shaders known to compile (what a persistence sink's `shaders_compiled`
+/// received) in the store's compiled-shader list: bounded and compacted as the disk store's
+/// (its newest 16 Ki distinct hashes, at most 1/16 of the budget), emptied by
+/// `gpusvc_program_cache_store_clear`. Hashes are copied. A failed append (full disk) is
+/// counted in `record_errors`, not an error.
+///
+/// # Safety
+/// `hashes` is NULL or valid for `count` reads (NULL allowed when `count` is 0).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gpusvc_program_cache_store_mark_compiled(
+    store: *const gpusvc_program_cache_store,
+    hashes: *const gpusvc_program_cache_sha1,
+    count: usize,
+) -> gpusvc_result {
+    ffi_guard(|| {
+        let store = self::store(store)?;
+        // SAFETY: forwarded from this function's contract.
+        let hashes = unsafe { slice_in(hashes, count, "hashes") }?;
+        let hashes: Vec<ShaderHash> = hashes.iter().map(|h| ShaderHash(h.bytes)).collect();
+        store.mark_compiled(&hashes);
+        Ok(())
+    })
+}
+
+/// The shaders the store's compiled-shader list records, oldest first (at most its newest
+/// 16 Ki distinct hashes), for `gpusvc_program_cache_insert_compiled` at the GPU process's next
+/// start, with the count-query pattern: `hashes` NULL and `len` 0 only count; otherwise `len`
+/// must be at least the count (`GPUSVC_INSUFFICIENT_SIZE`, nothing written). A damaged or
+/// missing list reads as fewer or none.
+///
+/// # Safety
+/// `hashes` is NULL or valid for `len` writes; `out_count` is NULL or valid for one write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gpusvc_program_cache_store_compiled_shaders(
+    store: *const gpusvc_program_cache_store,
+    hashes: *mut gpusvc_program_cache_sha1,
+    len: usize,
+    out_count: *mut usize,
+) -> gpusvc_result {
+    ffi_guard(|| {
+        let store = self::store(store)?;
+        let list: Vec<gpusvc_program_cache_sha1> = store
+            .compiled_shaders()
+            .into_iter()
+            .map(Into::into)
+            .collect();
+        // SAFETY: forwarded from this function's contract.
+        unsafe {
+            list_out(
+                &list,
+                (hashes, "hashes"),
+                len,
+                (out_count, "out_count"),
+                "hashes",
+            )
+        }
     })
 }
 

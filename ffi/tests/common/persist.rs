@@ -20,6 +20,7 @@ pub(crate) struct Received {
     pub(crate) saved: Mutex<Vec<(gpusvc_program_cache_sha1, Vec<u8>)>>,
     pub(crate) used: Mutex<Vec<gpusvc_program_cache_sha1>>,
     pub(crate) rejected: Mutex<Vec<gpusvc_program_cache_sha1>>,
+    pub(crate) compiled: Mutex<Vec<gpusvc_program_cache_sha1>>,
     pub(crate) store_rejected: AtomicUsize,
     /// A cache the `entry_saved` callback calls back into (0: none), and what those calls
     /// returned.
@@ -85,6 +86,22 @@ pub(crate) unsafe extern "C" fn on_rejected(
     r.rejected.lock().unwrap().push(key);
 }
 
+pub(crate) unsafe extern "C" fn on_compiled(
+    user_data: *mut c_void,
+    hashes: *const gpusvc_program_cache_sha1,
+    count: usize,
+) {
+    // SAFETY: a live `Received`; `count` hashes valid for the call.
+    unsafe {
+        let r = received(user_data);
+        r.calls.fetch_add(1, Ordering::SeqCst);
+        r.compiled
+            .lock()
+            .unwrap()
+            .extend_from_slice(std::slice::from_raw_parts(hashes, count));
+    }
+}
+
 pub(crate) unsafe extern "C" fn on_store_rejected(user_data: *mut c_void) {
     // SAFETY: as in `on_saved`.
     let r = unsafe { received(user_data) };
@@ -110,6 +127,7 @@ pub(crate) fn sink(r: &Received, stamp: &[u8]) -> gpusvc_program_cache_persist_s
     s.entry_used = Some(on_used);
     s.entry_rejected = Some(on_rejected);
     s.store_rejected = Some(on_store_rejected);
+    s.shaders_compiled = Some(on_compiled);
     s.stamp = stamp.as_ptr().cast();
     s.stamp_len = stamp.len();
     s

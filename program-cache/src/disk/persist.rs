@@ -17,8 +17,8 @@
 //! discarded and the sink is not called again. From inside the sink,
 //! [`crate::ProgramCache::flush_persist`] returns at once (it would wait for that very call).
 //!
-//! Order: saves, refusals and store rejections reach the sink in the order they happened (one
-//! queue); uses travel on their own queue, so an `entry_used(k)` may come before the
+//! Order: saves, refusals, store rejections and compiled-shader batches reach the sink in the
+//! order they happened (one queue); uses travel on their own queue, so an `entry_used(k)` may come before the
 //! `entry_saved(k)` it follows, or after an `entry_rejected(k)` (`Store::touch` of a key the
 //! store does not hold, or no longer holds, is harmless).
 
@@ -30,7 +30,7 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender};
 
-use crate::key::ProgramKey;
+use crate::key::{ProgramKey, ShaderHash};
 use crate::program::SharedProgram;
 
 use super::config::DiskConfig;
@@ -58,6 +58,14 @@ pub trait PersistSink: Send + Sync {
     /// row: it changed in a way the stamp did not capture, so the whole store should be
     /// emptied ([`super::Store::clear`]), as the disk layer does with its own store.
     fn store_rejected(&self);
+    /// Shaders that compiled and that no saved entry records (the good shaders of programs
+    /// whose other shader failed), in batches as the disk layer writes its `compiled.list`:
+    /// for [`super::Store::mark_compiled`], so the next start can hand them to
+    /// [`crate::ProgramCache::insert_compiled`] and compile none of them again. The default
+    /// does nothing (such shaders are then compiled again at the next start, as before).
+    fn shaders_compiled(&self, hashes: &[ShaderHash]) {
+        let _ = hashes;
+    }
 }
 
 /// The GPU side's persistence configuration ([`crate::ProgramCacheBuilder::persist`]).
@@ -134,6 +142,8 @@ pub struct PersistCounters {
     pub rejected: u64,
     /// [`PersistSink::store_rejected`] calls made.
     pub store_rejections: u64,
+    /// Shaders handed to [`PersistSink::shaders_compiled`].
+    pub compiled: u64,
 }
 
 /// Why [`crate::ProgramCache::insert_entry`] refused an entry. Nothing was inserted.
@@ -172,6 +182,7 @@ enum Job {
     Save(ProgramKey, SharedProgram),
     Rejected(ProgramKey),
     StoreRejected,
+    Compiled(Vec<ShaderHash>),
     Flush(Sender<()>),
 }
 
@@ -186,6 +197,7 @@ pub(crate) struct AtomicPersistCounters {
     pub(crate) insert_refused: AtomicU64,
     rejected: AtomicU64,
     store_rejections: AtomicU64,
+    compiled: AtomicU64,
 }
 
 /// The cache's handle on the persistence thread.
@@ -288,6 +300,14 @@ impl PersistLayer {
         self.send(Job::StoreRejected);
     }
 
+    /// Queues shaders known to compile that no saved entry records (never waits; a full queue
+    /// drops the batch, counted: the next start compiles them on the driver again).
+    pub(crate) fn compiled(&self, hashes: Vec<ShaderHash>) {
+        if !hashes.is_empty() {
+            self.send(Job::Compiled(hashes));
+        }
+    }
+
     /// Waits until everything queued so far has been handed to the sink (each job is one sink
     /// call: the wait is as long as the host's sink takes). On the persistence thread (a sink
     /// that flushes) it returns at once: the wait would be for the very call it is in.
@@ -316,6 +336,7 @@ impl PersistLayer {
             insert_refused: g(&c.insert_refused),
             rejected: g(&c.rejected),
             store_rejections: g(&c.store_rejections),
+            compiled: g(&c.compiled),
         }
     }
 
@@ -417,6 +438,10 @@ impl Worker {
                 self.reported.clear();
                 self.call("store_rejected", |s| s.store_rejected());
                 bump(&self.counters.store_rejections, 1);
+            }
+            Job::Compiled(hashes) => {
+                self.call("shaders_compiled", |s| s.shaders_compiled(&hashes));
+                bump(&self.counters.compiled, hashes.len() as u64);
             }
             Job::Flush(ack) => {
                 for key in uses.try_iter() {

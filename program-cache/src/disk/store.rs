@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use crate::key::ProgramKey;
+use crate::key::{ProgramKey, ShaderHash};
 
 use super::config::{DiskConfig, LogCallback};
 use super::counters::{DiskCounters, bump};
@@ -323,6 +323,21 @@ impl Store {
         let mut w = self.writer();
         w.add_use(*key, store_dir::now_ms());
         w.write_uses_if_due();
+    }
+
+    /// Records shaders known to compile that no entry records (the GPU process's
+    /// [`super::PersistSink::shaders_compiled`]) in the store's `compiled.list`, bounded and
+    /// compacted as the disk layer's: the newest 16 Ki distinct hashes, at most 1/16 of the
+    /// budget. A failed append is counted in `record_errors`.
+    pub fn mark_compiled(&self, hashes: &[ShaderHash]) {
+        self.writer().mark_compiled(hashes);
+    }
+
+    /// The shaders `compiled.list` records, oldest first (at most its newest 16 Ki distinct
+    /// hashes; a damaged or missing list reads as fewer or none): for the GPU process's
+    /// [`crate::ProgramCache::insert_compiled`] at its next start.
+    pub fn compiled_shaders(&self) -> Vec<ShaderHash> {
+        self.dir.compiled_shaders()
     }
 
     /// Appends the pending last uses now.

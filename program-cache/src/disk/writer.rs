@@ -395,16 +395,9 @@ impl Writer {
                     }
                 }
                 Job::MarkCompiled(hashes, epoch) => {
-                    let n = (hashes.len() * store_dir::COMPILED_RECORD) as u64;
                     // A batch from before a clear is dropped on purpose, not counted.
                     if epoch >= self.done_epoch {
-                        if self.with_recovery(|d| d.mark_compiled(&hashes)).is_ok() {
-                            self.compiled_bytes += n;
-                            self.size += n;
-                            self.maybe_compact();
-                        } else {
-                            bump(&self.counters().record_errors, 1);
-                        }
+                        self.mark_compiled(&hashes);
                     }
                 }
                 Job::RemoveRejected(key, origin) => {
@@ -661,6 +654,22 @@ impl Writer {
             self.log_bytes += n * store_dir::LOG_RECORD as u64;
             self.size += n * store_dir::LOG_RECORD as u64;
             self.recorded.extend(due);
+            self.maybe_compact();
+        } else {
+            bump(&self.counters().record_errors, 1);
+        }
+    }
+
+    /// Appends `hashes` to `compiled.list` (compacting it when it grows past its bound); a
+    /// failed append is counted in `record_errors`.
+    pub(super) fn mark_compiled(&mut self, hashes: &[ShaderHash]) {
+        if hashes.is_empty() {
+            return;
+        }
+        let n = (hashes.len() * store_dir::COMPILED_RECORD) as u64;
+        if self.with_recovery(|d| d.mark_compiled(hashes)).is_ok() {
+            self.compiled_bytes += n;
+            self.size += n;
             self.maybe_compact();
         } else {
             bump(&self.counters().record_errors, 1);
