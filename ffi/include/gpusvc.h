@@ -1305,9 +1305,10 @@ typedef struct gpusvc_program_cache_persist_sink {
    whose other shader failed), in batches (of up to 256, and at
    `gpusvc_program_cache_flush_persist` and the final free): for
    `gpusvc_program_cache_store_mark_compiled`, so the next start can hand them to
-   `gpusvc_program_cache_insert_compiled` and compile none of them again. Ordered with
-   `entry_saved`. (Added after `max_consecutive_rejections`: a host whose `struct_size`
-   ends before it has none.)
+   `gpusvc_program_cache_insert_compiled` and compile none of them again. Queued in order
+   with `entry_saved` (a batch taken before a `store_rejected` may arrive after it: its
+   statuses still hold). (Added after `max_consecutive_rejections`: a host whose
+   `struct_size` ends before it has none.)
    */
   gpusvc_program_cache_persist_shaders_fn shaders_compiled;
 } gpusvc_program_cache_persist_sink;
@@ -1939,7 +1940,7 @@ typedef struct gpusvc_program_cache_persist_stats_snapshot {
    */
   uint64_t sent;
   /*
-   Jobs dropped because their queue was full (saves, uses, refusals).
+   Jobs dropped because their queue was full (saves, uses, refusals, compiled batches).
    */
   uint64_t dropped;
   /*
@@ -1967,8 +1968,8 @@ typedef struct gpusvc_program_cache_persist_stats_snapshot {
    */
   uint64_t store_rejections;
   /*
-   Shaders handed to `shaders_compiled`. (Added after `store_rejections`: written only when
-   `struct_size` covers it.)
+   Shaders handed to `shaders_compiled` (counted also when the callback is NULL). (Added
+   after `store_rejections`: written only when `struct_size` covers it.)
    */
   uint64_t compiled;
 } gpusvc_program_cache_persist_stats_snapshot;
@@ -3993,8 +3994,9 @@ gpusvc_result gpusvc_program_cache_insert_entry(const struct gpusvc_program_cach
  Marks `count` shaders as known to compile: what the store kept of earlier processes'
  `shaders_compiled` callbacks (`gpusvc_program_cache_store_compiled_shaders`), handed back at
  startup, so the warm start compiles none of them on the driver. Bounded like every status of
- a shader no cached program uses (`max_unreferenced_shader_statuses`); they are not sent to
- the sink again. Hashes are copied. Works on any cache (one without a sink too).
+ a shader no cached program uses (`max_unreferenced_shader_statuses`: only that many of the
+ last hashes are read); they are not sent to the sink again. Hashes are copied. Works on any
+ cache (one without a sink too).
 
  # Safety
  `hashes` is NULL or valid for `count` reads (NULL allowed when `count` is 0).
@@ -4101,9 +4103,10 @@ gpusvc_result gpusvc_program_cache_store_touch(const struct gpusvc_program_cache
 /*
  Records `count` shaders known to compile (what a persistence sink's `shaders_compiled`
  received) in the store's compiled-shader list: bounded and compacted as the disk store's
- (its newest 16 Ki distinct hashes, at most 1/16 of the budget), emptied by
- `gpusvc_program_cache_store_clear`. Hashes are copied. A failed append (full disk) is
- counted in `record_errors`, not an error.
+ (its newest 16 Ki distinct hashes, or fewer where those would take more than about 1/16 of
+ the budget, never fewer than 256; of a larger array only that many of the last hashes are
+ appended), emptied by `gpusvc_program_cache_store_clear`. Hashes are copied. A failed
+ append (full disk) is counted in `record_errors`, not an error.
 
  # Safety
  `hashes` is NULL or valid for `count` reads (NULL allowed when `count` is 0).

@@ -1207,8 +1207,9 @@ fn compiled_shaders_travel_through_the_sink_and_the_store_to_the_next_start() {
     // The next start: handed back, the shader is known to compile, and is not sent again.
     let r2 = Received::default();
     let mut old = sink(&r2, &stamp);
+    // The callback is set, but past the size the host declares: the library must not read it.
     old.struct_size = std::mem::offset_of!(gpusvc_program_cache_persist_sink, shaders_compiled);
-    old.shaders_compiled = None;
+    assert!(old.shaders_compiled.is_some());
     let next = new_cache(1 << 20, Some(&old)).unwrap();
     let status = |c| {
         // SAFETY: live handle, hash and out slot.
@@ -1235,7 +1236,21 @@ fn compiled_shaders_travel_through_the_sink_and_the_store_to_the_next_start() {
     assert_eq!(
         persist_stats(next).compiled,
         1,
-        "handed to the sink, which had no callback"
+        "handed to the sink, which read no callback past its size"
+    );
+    // A stats struct of the older size: `compiled` is not written.
+    let size = std::mem::offset_of!(gpusvc_program_cache_persist_stats_snapshot, compiled);
+    let mut st = gpusvc_program_cache_persist_stats_snapshot {
+        struct_size: size,
+        compiled: 77,
+        ..Default::default()
+    };
+    // SAFETY: live handle and out slot (larger than the size it declares).
+    let r = unsafe { gpusvc_program_cache_persist_stats(next, &mut st) };
+    assert_eq!(r, OK);
+    assert_eq!(
+        (st.struct_size, st.compiled, st.configured),
+        (size, 77, true)
     );
     free_cache(next);
 }

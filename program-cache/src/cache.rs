@@ -467,10 +467,13 @@ impl ProgramCache {
     /// [`crate::disk::PersistSink::shaders_compiled`] ([`crate::disk::Store::compiled_shaders`]),
     /// handed back at startup, so the warm start compiles none of them on the driver. Bounded
     /// like every status of a shader no cached program uses
-    /// ([`CacheConfig::max_unreferenced_shader_statuses`]). They are not sent to the sink again.
+    /// ([`CacheConfig::max_unreferenced_shader_statuses`]): only the last that many of `hashes`
+    /// are read (the newest, as `compiled_shaders` lists them oldest first), so a huge list
+    /// holds the lock no longer than a full one. They are not sent to the sink again.
     pub fn insert_compiled(&self, hashes: &[ShaderHash]) {
         let mut state = self.lock();
-        for h in hashes {
+        let keep = state.statuses.unreferenced_capacity();
+        for h in &hashes[hashes.len().saturating_sub(keep)..] {
             state.statuses.compiled(*h);
         }
     }

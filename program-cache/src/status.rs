@@ -55,6 +55,11 @@ impl ShaderStatuses {
         }
     }
 
+    /// How many statuses of shaders no cached program uses are kept (the newest).
+    pub(crate) fn unreferenced_capacity(&self) -> usize {
+        self.unreferenced.cap().get()
+    }
+
     pub(crate) fn compiled(&mut self, hash: ShaderHash) {
         if !self.referenced.contains_key(&hash) {
             self.unreferenced.put(hash, ());

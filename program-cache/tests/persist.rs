@@ -714,3 +714,50 @@ fn compiled_shaders_go_through_the_sink_and_a_store_into_the_next_start() {
     store.clear().unwrap();
     assert!(store.compiled_shaders().is_empty());
 }
+
+/// A hostile or runaway list is bounded on both sides: the store appends only as many of the
+/// last hashes as its `compiled.list` keeps (16 Ki at the default budget), and the next start
+/// reads only as many of the last as it keeps statuses for (4,096 by default).
+#[test]
+fn huge_compiled_lists_are_cut_to_their_newest_hashes_on_both_sides() {
+    let numbered = |n: u32| {
+        let mut h = [0x5A; 20];
+        h[..4].copy_from_slice(&n.to_le_bytes());
+        ShaderHash(h)
+    };
+    let many: Vec<ShaderHash> = (0..100_000).map(numbered).collect();
+    let dir = tempfile::tempdir().unwrap();
+    let store = store(dir.path());
+    // Another process holds evict.lock, so no compaction can cut the list: the append itself
+    // must be bounded.
+    let held = {
+        use std::os::fd::AsRawFd;
+        let f = std::fs::File::create(store.path().join("evict.lock")).unwrap();
+        // SAFETY: a live descriptor of this File.
+        let r = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+        assert_eq!(r, 0);
+        f
+    };
+    store.mark_compiled(&many);
+    let list = store.path().join("compiled.list");
+    assert_eq!(std::fs::metadata(&list).unwrap().len(), 16_384 * 24);
+    drop(held);
+    let kept = store.compiled_shaders();
+    assert_eq!(kept, many[100_000 - 16_384..]);
+
+    let cache = cache_with(Arc::new(Sink::default()), 1 << 20, |_| {});
+    cache.insert_compiled(&kept);
+    let first_kept = 100_000 - 4_096;
+    assert_eq!(
+        cache.shader_compile_status(&numbered(first_kept)),
+        CompileStatus::Success
+    );
+    assert_eq!(
+        cache.shader_compile_status(&numbered(first_kept - 1)),
+        CompileStatus::Unknown
+    );
+    assert_eq!(
+        cache.shader_compile_status(&numbered(99_999)),
+        CompileStatus::Success
+    );
+}

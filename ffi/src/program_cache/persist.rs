@@ -113,9 +113,10 @@ pub struct gpusvc_program_cache_persist_sink {
     /// whose other shader failed), in batches (of up to 256, and at
     /// `gpusvc_program_cache_flush_persist` and the final free): for
     /// `gpusvc_program_cache_store_mark_compiled`, so the next start can hand them to
-    /// `gpusvc_program_cache_insert_compiled` and compile none of them again. Ordered with
-    /// `entry_saved`. (Added after `max_consecutive_rejections`: a host whose `struct_size`
-    /// ends before it has none.)
+    /// `gpusvc_program_cache_insert_compiled` and compile none of them again. Queued in order
+    /// with `entry_saved` (a batch taken before a `store_rejected` may arrive after it: its
+    /// statuses still hold). (Added after `max_consecutive_rejections`: a host whose
+    /// `struct_size` ends before it has none.)
     pub shaders_compiled: gpusvc_program_cache_persist_shaders_fn,
 }
 
@@ -531,8 +532,9 @@ pub unsafe extern "C" fn gpusvc_program_cache_insert_entry(
 /// Marks `count` shaders as known to compile: what the store kept of earlier processes'
 /// `shaders_compiled` callbacks (`gpusvc_program_cache_store_compiled_shaders`), handed back at
 /// startup, so the warm start compiles none of them on the driver. Bounded like every status of
-/// a shader no cached program uses (`max_unreferenced_shader_statuses`); they are not sent to
-/// the sink again. Hashes are copied. Works on any cache (one without a sink too).
+/// a shader no cached program uses (`max_unreferenced_shader_statuses`: only that many of the
+/// last hashes are read); they are not sent to the sink again. Hashes are copied. Works on any
+/// cache (one without a sink too).
 ///
 /// # Safety
 /// `hashes` is NULL or valid for `count` reads (NULL allowed when `count` is 0).
@@ -602,7 +604,7 @@ pub struct gpusvc_program_cache_persist_stats_snapshot {
     pub saved: u64,
     /// `entry_saved` calls made.
     pub sent: u64,
-    /// Jobs dropped because their queue was full (saves, uses, refusals).
+    /// Jobs dropped because their queue was full (saves, uses, refusals, compiled batches).
     pub dropped: u64,
     /// Saves not sent because the entry would exceed FORMAT.md's payload bound.
     pub oversized: u64,
@@ -616,8 +618,8 @@ pub struct gpusvc_program_cache_persist_stats_snapshot {
     pub rejected: u64,
     /// `store_rejected` calls made.
     pub store_rejections: u64,
-    /// Shaders handed to `shaders_compiled`. (Added after `store_rejections`: written only when
-    /// `struct_size` covers it.)
+    /// Shaders handed to `shaders_compiled` (counted also when the callback is NULL). (Added
+    /// after `store_rejections`: written only when `struct_size` covers it.)
     pub compiled: u64,
 }
 

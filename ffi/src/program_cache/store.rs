@@ -292,9 +292,10 @@ pub unsafe extern "C" fn gpusvc_program_cache_store_touch(
 
 /// Records `count` shaders known to compile (what a persistence sink's `shaders_compiled`
 /// received) in the store's compiled-shader list: bounded and compacted as the disk store's
-/// (its newest 16 Ki distinct hashes, at most 1/16 of the budget), emptied by
-/// `gpusvc_program_cache_store_clear`. Hashes are copied. A failed append (full disk) is
-/// counted in `record_errors`, not an error.
+/// (its newest 16 Ki distinct hashes, or fewer where those would take more than about 1/16 of
+/// the budget, never fewer than 256; of a larger array only that many of the last hashes are
+/// appended), emptied by `gpusvc_program_cache_store_clear`. Hashes are copied. A failed
+/// append (full disk) is counted in `record_errors`, not an error.
 ///
 /// # Safety
 /// `hashes` is NULL or valid for `count` reads (NULL allowed when `count` is 0).

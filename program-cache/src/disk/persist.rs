@@ -59,7 +59,9 @@ pub trait PersistSink: Send + Sync {
     /// emptied ([`super::Store::clear`]), as the disk layer does with its own store.
     fn store_rejected(&self);
     /// Shaders that compiled and that no saved entry records (the good shaders of programs
-    /// whose other shader failed), in batches as the disk layer writes its `compiled.list`:
+    /// whose other shader failed), in batches as the disk layer writes its `compiled.list`
+    /// (queued in order with the saves; a batch taken before a store rejection may arrive after
+    /// it, and its statuses still hold):
     /// for [`super::Store::mark_compiled`], so the next start can hand them to
     /// [`crate::ProgramCache::insert_compiled`] and compile none of them again. The default
     /// does nothing (such shaders are then compiled again at the next start, as before).
@@ -128,7 +130,7 @@ pub struct PersistCounters {
     pub saved: u64,
     /// [`PersistSink::entry_saved`] calls made.
     pub sent: u64,
-    /// Jobs dropped because their queue was full (saves, uses, refusals).
+    /// Jobs dropped because their queue was full (saves, uses, refusals, compiled batches).
     pub dropped: u64,
     /// Saves not sent because the entry would exceed FORMAT.md's payload bound.
     pub oversized: u64,
@@ -142,7 +144,8 @@ pub struct PersistCounters {
     pub rejected: u64,
     /// [`PersistSink::store_rejected`] calls made.
     pub store_rejections: u64,
-    /// Shaders handed to [`PersistSink::shaders_compiled`].
+    /// Shaders handed to [`PersistSink::shaders_compiled`] (counted also when the sink ignores
+    /// them, as the default method does).
     pub compiled: u64,
 }
 

@@ -327,8 +327,10 @@ impl Store {
 
     /// Records shaders known to compile that no entry records (the GPU process's
     /// [`super::PersistSink::shaders_compiled`]) in the store's `compiled.list`, bounded and
-    /// compacted as the disk layer's: the newest 16 Ki distinct hashes, at most 1/16 of the
-    /// budget. A failed append is counted in `record_errors`.
+    /// compacted as the disk layer's: the newest 16 Ki distinct hashes, or fewer where those
+    /// would take more than about 1/16 of the budget (never fewer than 256). Of a larger slice
+    /// only that many of the last hashes are appended. A failed append is counted in
+    /// `record_errors`.
     pub fn mark_compiled(&self, hashes: &[ShaderHash]) {
         self.writer().mark_compiled(hashes);
     }

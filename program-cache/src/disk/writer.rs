@@ -661,8 +661,11 @@ impl Writer {
     }
 
     /// Appends `hashes` to `compiled.list` (compacting it when it grows past its bound); a
-    /// failed append is counted in `record_errors`.
+    /// failed append is counted in `record_errors`. Only the last `compiled_keep` of them are
+    /// appended: a compaction would keep no more, so a huge batch (a hostile GPU process's, for
+    /// a [`super::Store`]) cannot grow the file past its bound in one append.
     pub(super) fn mark_compiled(&mut self, hashes: &[ShaderHash]) {
+        let hashes = &hashes[hashes.len().saturating_sub(self.compiled_keep)..];
         if hashes.is_empty() {
             return;
         }
