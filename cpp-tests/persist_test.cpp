@@ -96,6 +96,16 @@ std::string Stamp(const gpusvc::DriverStrings& driver, const std::string& versio
   return stamp;
 }
 
+// The stamp text of the driver behind `ctx` (empty on failure, which the caller asserts).
+std::string ContextStamp(const gpusvc::GlContextPtr& ctx) {
+  gpusvc::DriverStrings driver;
+  if (gpusvc::ContextDriverStrings(ctx.get(), &driver) != GPUSVC_OK) {
+    ADD_FAILURE() << gpusvc::LastErrorDetail();
+    return std::string();
+  }
+  return Stamp(driver);
+}
+
 gpusvc::ProgramCacheStorePtr OpenStore(const fs::path& dir, const std::string& stamp) {
   gpusvc::StoreOptions options = gpusvc::StoreOptions::Defaults();
   options.dir = dir.string();
@@ -183,9 +193,8 @@ uint32_t LinkProgram(const gpusvc::GlContextPtr& ctx, const gpusvc::ProgramManag
 TEST(PersistSplit, ProgramsLinkedOnTheDriverComeBackFromTheStoreAsCacheHits) {
   gpusvc::GlContextPtr ctx;
   GPUSVC_OPEN_OR_SKIP(GPUSVC_GL_API_AUTO, ctx);
-  gpusvc::DriverStrings driver;
-  ASSERT_EQ(gpusvc::ContextDriverStrings(ctx.get(), &driver), GPUSVC_OK);
-  const std::string stamp = Stamp(driver);
+  const std::string stamp = ContextStamp(ctx);
+  ASSERT_FALSE(stamp.empty());
   TempDir dir;
   ASSERT_FALSE(dir.path().empty());
   constexpr int kPrograms = 3;
@@ -272,9 +281,8 @@ std::pair<uint32_t, uint32_t> CompileRefusedPair(const gpusvc::GlContextPtr& ctx
 TEST(PersistSplit, AWarmStartThroughTheStoreCompilesNoShaderOfARefusedProgram) {
   gpusvc::GlContextPtr ctx;
   GPUSVC_OPEN_OR_SKIP(GPUSVC_GL_API_AUTO, ctx);
-  gpusvc::DriverStrings driver;
-  ASSERT_EQ(gpusvc::ContextDriverStrings(ctx.get(), &driver), GPUSVC_OK);
-  const std::string stamp = Stamp(driver);
+  const std::string stamp = ContextStamp(ctx);
+  ASSERT_FALSE(stamp.empty());
   TempDir dir;
   ASSERT_FALSE(dir.path().empty());
   RecordingSink sent;

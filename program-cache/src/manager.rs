@@ -646,21 +646,22 @@ impl<B: ProgramBackend> ProgramManager<B> {
     /// program's read of the same key, is left alone, and a token of another manager is
     /// refused (false).
     pub fn forget_read(&mut self, read: DeferredRead) -> bool {
-        if read.manager != self.id
-            || self.deferred.get(&read.key).map(|d| d.ticket) != Some(read.ticket)
-        {
-            return false;
-        }
-        self.take_deferred(&read.key).is_some()
+        self.read_waits(&read) && self.take_deferred(&read.key).is_some()
     }
 
     /// Whether the read waiting under `linked`'s key is the one `linked`'s own link made (its
     /// manager, flag and ticket agree): edited public fields, a read saved or forgotten, or
     /// another program's read of the same key all answer false.
     fn waits_for(&self, linked: &LinkedProgram<B::Program>) -> bool {
-        linked.manager == self.id
-            && linked.binary_deferred
-            && self.deferred.get(&linked.key).map(|d| d.ticket) == Some(linked.deferred_ticket)
+        linked
+            .deferred_read()
+            .is_some_and(|read| self.read_waits(&read))
+    }
+
+    /// Whether `read` is this manager's and still waits (its ticket is the one under its key).
+    fn read_waits(&self, read: &DeferredRead) -> bool {
+        read.manager == self.id
+            && self.deferred.get(&read.key).map(|d| d.ticket) == Some(read.ticket)
     }
 
     /// The backend.

@@ -20,7 +20,7 @@ use crate::kit::{
     FfiError, Gate, GatedFn, HostFn, answer_sized_into, cstr_in, ffi_guard, gpusvc_result,
     growable, invalid_argument, null_argument, sized_default, sized_in, slice_in, text_out,
 };
-use crate::program_cache::types::gpusvc_program_cache_sha1;
+use crate::program_cache::types::{gpusvc_program_cache_sha1, shader_hashes_in};
 use crate::program_cache::{cache, gpusvc_program_cache};
 
 // ---- the sink ----
@@ -547,8 +547,7 @@ pub unsafe extern "C" fn gpusvc_program_cache_insert_compiled(
     ffi_guard(|| {
         let cache = self::cache(cache)?;
         // SAFETY: forwarded from this function's contract.
-        let hashes = unsafe { slice_in(hashes, count, "hashes") }?;
-        let hashes: Vec<ShaderHash> = hashes.iter().map(|h| ShaderHash(h.bytes)).collect();
+        let hashes = unsafe { shader_hashes_in(hashes, count, "hashes") }?;
         cache.insert_compiled(&hashes);
         Ok(())
     })

@@ -14,7 +14,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use program_cache::disk::{LogCallback, PutOutcome, Store, StoreConfig, StoreError};
-use program_cache::{DiskCounters, ProgramKey, ShaderHash};
+use program_cache::{DiskCounters, ProgramKey};
 
 use crate::kit::handle::{self, Kind};
 use crate::kit::{
@@ -24,7 +24,7 @@ use crate::kit::{
 };
 use crate::program_cache::disk_types::gpusvc_program_cache_disk_log_callback;
 use crate::program_cache::persist::{entry_error, stamp_in};
-use crate::program_cache::types::{gpusvc_program_cache_sha1, sha1_in};
+use crate::program_cache::types::{gpusvc_program_cache_sha1, sha1_in, shader_hashes_in};
 
 /// An opaque disk store of one stamp (`gpusvc_program_cache_store_open`). Thread-safe: any
 /// thread may use it, and free it once no other thread is still calling with it (a call in
@@ -308,8 +308,7 @@ pub unsafe extern "C" fn gpusvc_program_cache_store_mark_compiled(
     ffi_guard(|| {
         let store = self::store(store)?;
         // SAFETY: forwarded from this function's contract.
-        let hashes = unsafe { slice_in(hashes, count, "hashes") }?;
-        let hashes: Vec<ShaderHash> = hashes.iter().map(|h| ShaderHash(h.bytes)).collect();
+        let hashes = unsafe { shader_hashes_in(hashes, count, "hashes") }?;
         store.mark_compiled(&hashes);
         Ok(())
     })

@@ -196,6 +196,20 @@ pub(crate) unsafe fn sha1_in(
     Ok(unsafe { ptr.read_unaligned() }.bytes)
 }
 
+/// Copies `count` shader hashes in (NULL allowed when `count` is 0).
+///
+/// # Safety
+/// `ptr` is NULL or valid for `count` reads.
+pub(crate) unsafe fn shader_hashes_in(
+    ptr: *const gpusvc_program_cache_sha1,
+    count: usize,
+    name: &str,
+) -> Result<Vec<ShaderHash>, FfiError> {
+    // SAFETY: forwarded from this function's contract.
+    let list = unsafe { crate::kit::slice_in(ptr, count, name) }?;
+    Ok(list.iter().map(|h| ShaderHash(h.bytes)).collect())
+}
+
 /// Configuration of a program cache. The host sets `struct_size = sizeof(struct
 /// gpusvc_program_cache_config)` and zeroes the rest before calling
 /// `gpusvc_program_cache_config_defaults` (which keeps `struct_size`); a field past a host's
