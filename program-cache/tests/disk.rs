@@ -2,8 +2,9 @@
 //! clear, repeated refusals, unusable folders. Programs are synthetic here; the real-driver
 //! round trip across processes is in disk_processes.rs.
 
+use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use program_cache::disk::{self, inspect};
 use program_cache::{CacheConfig, DiskConfig, ProgramCache};
@@ -176,6 +177,121 @@ fn hot_entries_load_first_and_the_load_stops_at_the_memory_budget() {
     assert_eq!(loaded, [1, 5, 6]);
     let report = b.wait_until_loaded(Duration::from_secs(1)).unwrap();
     assert_eq!((report.loaded, report.skipped), (3, 3));
+}
+
+/// A key from a number that may pass 255.
+fn wide_key(n: u16) -> program_cache::ProgramKey {
+    let mut k = [0xA5; 20];
+    k[..2].copy_from_slice(&n.to_be_bytes());
+    program_cache::ProgramKey(k)
+}
+
+/// Sets the modification time of every entry file of the only store in `dir` to what `time`
+/// gives for its key number; returns the key numbers in the order the folder lists them
+/// (`getdents`, as the startup load lists it).
+fn set_entry_times(dir: &std::path::Path, time: impl Fn(u16) -> SystemTime) -> Vec<u16> {
+    let stores = inspect::scan(dir).unwrap();
+    let folder = stores[0].entries[0].path.parent().unwrap().to_owned();
+    let mut listed = Vec::new();
+    for e in std::fs::read_dir(folder).unwrap() {
+        let e = e.unwrap();
+        let name = e.file_name().into_string().unwrap();
+        let n = u16::from_str_radix(&name[..4], 16).unwrap();
+        assert_eq!(name[4..], "a5".repeat(18), "{name}");
+        std::fs::File::open(e.path())
+            .unwrap()
+            .set_modified(time(n))
+            .unwrap();
+        listed.push(n);
+    }
+    listed
+}
+
+/// [`open`] with a memory budget of `memory` bytes and a disk budget far above it: the load
+/// stops at the memory budget, and no entry is evicted from disk.
+fn open_small(dir: &std::path::Path, memory: usize) -> Arc<ProgramCache> {
+    let disk = DiskConfig {
+        budget_bytes: Some(1 << 30),
+        ..DiskConfig::new(dir, stamp("1.0"))
+    };
+    let cache = ProgramCache::builder(CacheConfig::with_budget(memory))
+        .disk(disk)
+        .build();
+    cache
+        .wait_until_loaded(Duration::from_secs(10))
+        .expect("loads");
+    cache
+}
+
+/// Which of the keys `0..n` a cache holds.
+fn held(cache: &ProgramCache, n: u16) -> BTreeSet<u16> {
+    (0..n)
+        .filter(|&k| cache.peek(&wide_key(k)).is_some())
+        .collect()
+}
+
+#[test]
+fn a_large_store_loads_in_the_same_order_however_its_two_reading_threads_ran() {
+    // Enough entries for the startup pass to read with a helper thread while it lists.
+    const N: u16 = 600;
+    let dir = tempfile::tempdir().unwrap();
+    let unit = program(0, 201, 100).stored_size();
+    let a = open(dir.path(), "1.0", 64 << 20);
+    for n in 0..N {
+        a.save(wide_key(n), program((n % 200) as u8, 201, 100), None)
+            .unwrap();
+        if n % 100 == 99 {
+            a.flush_disk();
+        }
+    }
+    a.flush_disk();
+    assert_eq!(a.disk_counters().unwrap().writes, u64::from(N));
+    let hot: BTreeSet<u16> = (0..N).step_by(40).collect();
+    a.mark_hot(&hot.iter().map(|&n| wide_key(n)).collect::<Vec<_>>());
+    a.flush_disk();
+    drop(a);
+    let base = SystemTime::now() - Duration::from_secs(100_000);
+    // Room for about a third of the entries: the load stops part way.
+    let memory = unit * 200;
+    let load = || {
+        let b = open_small(dir.path(), memory);
+        let report = b.wait_until_loaded(Duration::from_secs(10)).unwrap();
+        assert_eq!(report.loaded + report.skipped, N as usize, "{report:?}");
+        assert!(
+            report.loaded > hot.len() && report.loaded < N as usize,
+            "{report:?}"
+        );
+        (report.loaded, held(&b, N))
+    };
+
+    // Distinct times: the hot entries, then the newest.
+    set_entry_times(dir.path(), |n| base + Duration::from_secs(u64::from(n)));
+    for _ in 0..5 {
+        let (loaded, held) = load();
+        let mut want = hot.clone();
+        want.extend(
+            (0..N)
+                .rev()
+                .filter(|n| !hot.contains(n))
+                .take(loaded - hot.len()),
+        );
+        assert_eq!(held, want);
+    }
+
+    // One time for all: the hot entries, then the others in listing order.
+    let listed = set_entry_times(dir.path(), |_| base);
+    assert_eq!(listed.len(), N as usize);
+    for _ in 0..5 {
+        let (loaded, held) = load();
+        let mut want = hot.clone();
+        want.extend(
+            listed
+                .iter()
+                .filter(|n| !hot.contains(n))
+                .take(loaded - hot.len()),
+        );
+        assert_eq!(held, want);
+    }
 }
 
 #[test]

@@ -416,25 +416,43 @@ pub(crate) fn list(dir: BorrowedFd<'_>, max: usize) -> io::Result<Vec<Entry>> {
 /// Lists a directory as [`list`] does, keeping what `keep` makes of each name (its bytes and
 /// the type the listing reports: `d_type`, [`FileType::Unknown`] on file systems that do not
 /// fill it) instead of the names themselves: no `String` per name. At most `max` names are
-/// looked at. Callers that act on a name check its type again then ([`lstat`], or the `fstat`
-/// of [`open_listed`]).
-pub(crate) fn list_map<T>(
+/// looked at. What is kept goes to `emit` in chunks of at most `chunk` items as the listing
+/// goes (each `getdents` batch as it comes), so a caller can act on the first names while the
+/// rest are being listed; chunks emitted before an error stand. Callers that act on a name
+/// check its type again then ([`lstat`], or the `fstat` of [`open_listed`]).
+pub(crate) fn list_chunks<T>(
     dir: BorrowedFd<'_>,
     max: usize,
+    chunk: usize,
     mut keep: impl FnMut(&[u8], FileType) -> Option<T>,
-) -> io::Result<Vec<T>> {
-    let mut out = Vec::new();
+    mut emit: impl FnMut(Vec<T>),
+) -> io::Result<()> {
+    let chunk = chunk.max(1);
+    let mut out = Vec::with_capacity(chunk);
     let d = rustix::fs::Dir::read_from(dir)?;
+    let mut result = Ok(());
     for (seen, e) in d.enumerate() {
         if seen >= max {
             break;
         }
-        let e = e?;
+        let e = match e {
+            Ok(e) => e,
+            Err(e) => {
+                result = Err(e.into());
+                break;
+            }
+        };
         if let Some(t) = keep(e.file_name().to_bytes(), e.file_type()) {
             out.push(t);
+            if out.len() == chunk {
+                emit(std::mem::replace(&mut out, Vec::with_capacity(chunk)));
+            }
         }
     }
-    Ok(out)
+    if !out.is_empty() {
+        emit(out);
+    }
+    result
 }
 
 /// Tries a `flock` without ever blocking: `Ok(false)` when another open file description holds

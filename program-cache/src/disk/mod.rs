@@ -8,11 +8,12 @@
 //! The GPU thread never touches the disk: saves, last-use records, hot marks and clears are jobs
 //! on a crossbeam channel bounded by a count of queued jobs, consumed by one writer thread; when
 //! the queue is full a save is dropped and counted (`dropped_writes`), never waited for. The
-//! loader (the disk layer's first thread, with one helper thread for its listing pass) reads and
-//! checks entries and inserts them, undecoded, into the memory cache through its normal lock;
-//! the cache decodes each on its first lookup (module `packed`). Counters are relaxed atomics:
-//! they are statistics, not synchronization (the queued-jobs count is an `AcqRel` read-modify-
-//! write, a bound rather than a publication); the loaded flag is a mutex + condvar. The
+//! loader (the disk layer's first thread, with one helper thread that reads while it lists)
+//! reads and checks entries and inserts them, undecoded, into the memory cache through its
+//! normal lock; the cache decodes each on its first lookup (module `packed`). Counters are
+//! relaxed atomics: they are statistics, not synchronization (the queued-jobs count is an
+//! `AcqRel` read-modify-write, a bound rather than a publication; the bytes the two loading
+//! threads have read ahead are a relaxed bound too); the loaded flag is a mutex + condvar. The
 //! `enabled` flag and the clear epoch are atomics read with `Acquire` and written with
 //! `Release`: a thread that sees the new epoch also sees everything the clearing thread did
 //! before bumping it (nothing else is published through them).

@@ -215,34 +215,60 @@ pub(crate) struct LoadPass {
 /// Below this many names per thread the startup pass runs on the loader thread alone (a
 /// thread costs more than it saves).
 const PARALLEL_PASS_MIN: usize = 64;
+/// Names per chunk handed between the threads of the startup pass.
+const PASS_CHUNK: usize = 32;
 
-/// What one thread of [`StampDir::load_pass`] needs.
+/// A name the startup pass listed: its place in the listing, its key, the type `getdents`
+/// reported.
+type Listed = (usize, ProgramKey, FileType);
+
+/// An entry the startup pass found, with its place in the listing and what was read of it.
+type Found = (usize, EntryFile, Option<Result<PackedEntry, ReadError>>);
+
+/// What the threads of [`StampDir::load_pass`] share.
 struct PassContext<'a> {
     dir: &'a StampDir,
     h: &'a Handles,
     uses: &'a HashMap<ProgramKey, u64>,
     now: u64,
     stop: &'a (dyn Fn() -> bool + Sync),
+    /// File bytes read ahead so far by both threads, at most `read_ahead`. Relaxed: it only
+    /// bounds memory; nothing else is published through it.
+    ahead: &'a AtomicU64,
+    read_ahead: u64,
 }
 
-/// What one thread of [`StampDir::load_pass`] found.
+/// What one thread of [`StampDir::load_pass`] found, each item with its place in the listing.
 #[derive(Default)]
 struct PassPart {
-    entries: Vec<EntryFile>,
-    odd: Vec<OddName>,
-    order: Vec<(EntryFile, Option<Result<PackedEntry, ReadError>>)>,
+    odd: Vec<(usize, OddName)>,
+    order: Vec<Found>,
 }
 
 impl PassContext<'_> {
-    /// The pass over `names`, reading ahead up to `read_ahead` file bytes; `None` when stopped.
-    fn run(&self, names: &[(ProgramKey, FileType)], read_ahead: u64) -> Option<PassPart> {
+    /// Takes chunks of names from `names` until it is empty and closed; `None` when stopped.
+    fn drain(&self, names: &crossbeam_channel::Receiver<Vec<Listed>>) -> Option<PassPart> {
+        let mut part = PassPart::default();
+        for chunk in names {
+            self.run(&chunk, &mut part)?;
+        }
+        Some(part)
+    }
+
+    /// Reserves `len` bytes of the read-ahead budget; false when they do not fit.
+    fn reserve(&self, len: u64) -> bool {
+        self.ahead
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |a| {
+                a.checked_add(len).filter(|&n| n <= self.read_ahead)
+            })
+            .is_ok()
+    }
+
+    /// The pass over `names` into `part`, reading ahead while the shared budget lasts; `None`
+    /// when stopped.
+    fn run(&self, names: &[Listed], part: &mut PassPart) -> Option<()> {
         let entries_fd = b(&self.h.entries);
-        let mut part = PassPart {
-            order: Vec::with_capacity(names.len()),
-            ..PassPart::default()
-        };
-        let mut ahead = 0u64;
-        for &(key, listed) in names {
+        for &(index, key, listed) in names {
             if (self.stop)() {
                 return None;
             }
@@ -255,11 +281,12 @@ impl PassContext<'_> {
                 }
             }
             if t != FileType::RegularFile {
-                part.odd.push(OddName {
+                let odd = OddName {
                     name: name.to_string(),
                     what: fsx::type_name(t).to_owned(),
                     is_dir: t == FileType::Directory,
-                });
+                };
+                part.odd.push((index, odd));
                 continue;
             }
             // Replaced by something else since the listing: the writer's next scan sees it.
@@ -268,11 +295,12 @@ impl PassContext<'_> {
             };
             let len = st.st_size.max(0) as u64;
             if len > MAX_ENTRY_FILE {
-                part.odd.push(OddName {
+                let odd = OddName {
                     name: name.to_string(),
                     what: format!("{len} bytes, over the {MAX_ENTRY_FILE}-byte entry bound"),
                     is_dir: false,
-                });
+                };
+                part.odd.push((index, odd));
                 continue;
             }
             let raw = self
@@ -287,17 +315,13 @@ impl PassContext<'_> {
                 last_use_ms: raw.min(self.now),
                 from_future: raw > self.now + FUTURE_SLACK_MS,
             };
-            let read = (ahead + len <= read_ahead).then(|| {
-                ahead += len;
-                self.dir.packed_from(self.h, &fd, &st, &key)
-            });
+            let read = self
+                .reserve(len)
+                .then(|| self.dir.packed_from(self.h, &fd, &st, &key));
             drop(fd);
-            if !matches!(read, Some(Err(ReadError::Rejected(_)))) {
-                part.entries.push(file.clone());
-            }
-            part.order.push((file, read));
+            part.order.push((index, file, read));
         }
-        Some(part)
+        Some(())
     }
 }
 
@@ -1121,9 +1145,14 @@ impl StampDir {
     /// identity come from that `fstat`, not from an `lstat` before it) and, when read ahead,
     /// one `pread` of the whole bounded file; the type `getdents` reports keeps folders, links
     /// and FIFOs from being opened at all (a file system that does not report types gets an
-    /// `lstat` per name instead). The names are split between this thread and one helper
-    /// thread (when there are enough of them and the thread can be had), each reading ahead up
-    /// to half of `read_ahead`. Returns `None` when `stop` said so part way.
+    /// `lstat` per name instead).
+    ///
+    /// The reading overlaps the listing: this thread lists, and once it has listed
+    /// `2 × PARALLEL_PASS_MIN` names a helper thread (when one can be had) reads chunks of
+    /// names as they are listed; when the listing is done, this thread reads chunks too. Both
+    /// share the read-ahead budget. What they found is put back in listing order before it is
+    /// sorted, so the result does not depend on how the threads ran. Returns `None` when
+    /// `stop` said so part way.
     pub(crate) fn load_pass(
         &self,
         read_ahead: u64,
@@ -1133,42 +1162,72 @@ impl StampDir {
         let uses = self.read_uses(&h);
         let now = now_ms();
         let mut scan = self.scan_sides(&h);
-        let names = fsx::list_map(b(&h.entries), MAX_LIST, |name, t| {
-            Some((parse_key_bytes(name)?, t))
-        })
-        .unwrap_or_default();
+        let ahead = AtomicU64::new(0);
         let ctx = PassContext {
             dir: self,
             h: &h,
             uses: &uses,
             now,
             stop,
+            ahead: &ahead,
+            read_ahead,
         };
-        let half = names.len() / 2;
-        let parts = if half >= PARALLEL_PASS_MIN {
-            let (first, second) = names.split_at(half);
-            std::thread::scope(|s| {
-                let helper = std::thread::Builder::new()
-                    .name("gpusvc-cache-loader-2".into())
-                    .spawn_scoped(s, || ctx.run(second, read_ahead / 2));
-                match helper {
-                    Ok(helper) => {
-                        let a = ctx.run(first, read_ahead - read_ahead / 2);
-                        let b = helper.join().ok().flatten();
-                        Some(vec![a?, b?])
+        let (tx, rx) = crossbeam_channel::unbounded::<Vec<Listed>>();
+        let parts = std::thread::scope(|s| {
+            let mut helper = None;
+            let mut spawn_tried = false;
+            let mut listed = 0;
+            // An error part way leaves the names listed until then: they are entries all the
+            // same, and the writer's next scan lists the folder again.
+            let _ = fsx::list_chunks(
+                b(&h.entries),
+                MAX_LIST,
+                PASS_CHUNK,
+                |name, t| {
+                    let key = parse_key_bytes(name)?;
+                    listed += 1;
+                    Some((listed - 1, key, t))
+                },
+                |chunk| {
+                    let so_far = chunk.last().map_or(0, |l| l.0 + 1);
+                    if !spawn_tried && so_far >= 2 * PARALLEL_PASS_MIN {
+                        spawn_tried = true;
+                        helper = std::thread::Builder::new()
+                            .name("gpusvc-cache-loader-2".into())
+                            .spawn_scoped(s, || ctx.drain(&rx))
+                            .ok();
                     }
-                    Err(_) => Some(vec![ctx.run(&names, read_ahead)?]),
-                }
-            })?
-        } else {
-            vec![ctx.run(&names, read_ahead)?]
-        };
-        let mut items = Vec::with_capacity(names.len());
+                    // The receiver lives until the end of this scope.
+                    let _ = tx.send(chunk);
+                },
+            );
+            drop(tx);
+            let mine = ctx.drain(&rx);
+            let theirs = helper.map(|helper| helper.join().ok().flatten());
+            match (mine, theirs) {
+                (Some(mine), None) => Some(vec![mine]),
+                (Some(mine), Some(Some(theirs))) => Some(vec![mine, theirs]),
+                _ => None,
+            }
+        })?;
+        let (mut odd, mut found) = (Vec::new(), Vec::new());
         for part in parts {
-            scan.entries.extend(part.entries);
-            scan.odd.extend(part.odd);
-            items.extend(part.order.into_iter().map(Some));
+            odd.extend(part.odd);
+            found.extend(part.order);
         }
+        odd.sort_unstable_by_key(|(index, _)| *index);
+        found.sort_unstable_by_key(|(index, ..)| *index);
+        scan.odd.extend(odd.into_iter().map(|(_, odd)| odd));
+        scan.entries.extend(
+            found
+                .iter()
+                .filter(|(_, _, read)| !matches!(read, Some(Err(ReadError::Rejected(_)))))
+                .map(|(_, file, _)| file.clone()),
+        );
+        let mut items: Vec<_> = found
+            .into_iter()
+            .map(|(_, file, read)| Some((file, read)))
+            .collect();
         // Sorted by index: the items themselves (a read entry is some 200 bytes) stay put.
         let mut index: Vec<usize> = (0..items.len()).collect();
         self.sort_for_load(&h, &mut index, |&i| {
