@@ -1210,26 +1210,25 @@ impl StampDir {
                 _ => None,
             }
         })?;
-        let (mut odd, mut found) = (Vec::new(), Vec::new());
+        let (mut odd, mut listed_at, mut items) = (Vec::new(), Vec::new(), Vec::new());
         for part in parts {
             odd.extend(part.odd);
-            found.extend(part.order);
+            for (at, file, read) in part.order {
+                listed_at.push(at);
+                items.push(Some((file, read)));
+            }
         }
-        odd.sort_unstable_by_key(|(index, _)| *index);
-        found.sort_unstable_by_key(|(index, ..)| *index);
+        odd.sort_unstable_by_key(|(at, _)| *at);
         scan.odd.extend(odd.into_iter().map(|(_, odd)| odd));
-        scan.entries.extend(
-            found
-                .iter()
-                .filter(|(_, _, read)| !matches!(read, Some(Err(ReadError::Rejected(_)))))
-                .map(|(_, file, _)| file.clone()),
-        );
-        let mut items: Vec<_> = found
-            .into_iter()
-            .map(|(_, file, read)| Some((file, read)))
-            .collect();
-        // Sorted by index: the items themselves (a read entry is some 200 bytes) stay put.
+        // Indices are sorted, the items (a read entry is some 200 bytes) stay put: first into
+        // listing order, then (a stable sort: ties keep that order) into load order.
         let mut index: Vec<usize> = (0..items.len()).collect();
+        index.sort_unstable_by_key(|&i| listed_at[i]);
+        scan.entries
+            .extend(index.iter().filter_map(|&i| match &items[i] {
+                Some((_, Some(Err(ReadError::Rejected(_))))) | None => None,
+                Some((file, _)) => Some(file.clone()),
+            }));
         self.sort_for_load(&h, &mut index, |&i| {
             items[i]
                 .as_ref()
