@@ -218,7 +218,7 @@ fn open_small(dir: &std::path::Path, memory: usize) -> Arc<ProgramCache> {
         .disk(disk)
         .build();
     cache
-        .wait_until_loaded(Duration::from_secs(10))
+        .wait_until_loaded(Duration::from_secs(60))
         .expect("loads");
     cache
 }
@@ -255,7 +255,7 @@ fn a_large_store_loads_in_the_same_order_however_its_two_reading_threads_ran() {
     let memory = unit * 200;
     let load = || {
         let b = open_small(dir.path(), memory);
-        let report = b.wait_until_loaded(Duration::from_secs(10)).unwrap();
+        let report = b.wait_until_loaded(Duration::from_secs(60)).unwrap();
         assert_eq!(report.loaded + report.skipped, N as usize, "{report:?}");
         assert!(
             report.loaded > hot.len() && report.loaded < N as usize,

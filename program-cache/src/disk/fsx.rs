@@ -416,9 +416,10 @@ pub(crate) fn list(dir: BorrowedFd<'_>, max: usize) -> io::Result<Vec<Entry>> {
 /// Lists a directory as [`list`] does, keeping what `keep` makes of each name (its bytes and
 /// the type the listing reports: `d_type`, [`FileType::Unknown`] on file systems that do not
 /// fill it) instead of the names themselves: no `String` per name. At most `max` names are
-/// looked at. What is kept goes to `emit` in chunks of at most `chunk` items as the listing
-/// goes (each `getdents` batch as it comes), so a caller can act on the first names while the
-/// rest are being listed; chunks emitted before an error stand. Callers that act on a name
+/// looked at. What is kept goes to `emit` in chunks of `chunk` items (the last one may be
+/// shorter) as the listing goes, so a caller can act on the first names while the rest are
+/// being listed; chunks emitted before an error stand (the error is returned after the last
+/// partial chunk). Callers that act on a name
 /// check its type again then ([`lstat`], or the `fstat` of [`open_listed`]).
 pub(crate) fn list_chunks<T>(
     dir: BorrowedFd<'_>,

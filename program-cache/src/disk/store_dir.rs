@@ -212,8 +212,8 @@ pub(crate) struct LoadPass {
     pub(crate) order: Vec<(EntryFile, Option<Result<PackedEntry, ReadError>>)>,
 }
 
-/// Below this many names per thread the startup pass runs on the loader thread alone (a
-/// thread costs more than it saves).
+/// The startup pass starts its helper thread once it has listed twice this many entry names;
+/// a store with fewer is read by the loader thread alone (a thread costs more than it saves).
 const PARALLEL_PASS_MIN: usize = 64;
 /// Names per chunk handed between the threads of the startup pass.
 const PASS_CHUNK: usize = 32;
@@ -1151,8 +1151,11 @@ impl StampDir {
     /// `2 × PARALLEL_PASS_MIN` names a helper thread (when one can be had) reads chunks of
     /// names as they are listed; when the listing is done, this thread reads chunks too. Both
     /// share the read-ahead budget. What they found is put back in listing order before it is
-    /// sorted, so the result does not depend on how the threads ran. Returns `None` when
-    /// `stop` said so part way.
+    /// sorted, so the scan and the load order do not depend on how the threads ran; which
+    /// entries are read ahead within the budget does (the others are read when their turn
+    /// comes). A listing error part way keeps the names listed until then: they are loaded,
+    /// and the writer measures the store by them until its next scan (after an eviction, a
+    /// compaction or a clear). Returns `None` when `stop` said so part way.
     pub(crate) fn load_pass(
         &self,
         read_ahead: u64,
@@ -1177,8 +1180,7 @@ impl StampDir {
             let mut helper = None;
             let mut spawn_tried = false;
             let mut listed = 0;
-            // An error part way leaves the names listed until then: they are entries all the
-            // same, and the writer's next scan lists the folder again.
+            // An error part way keeps the names listed until then (see above).
             let _ = fsx::list_chunks(
                 b(&h.entries),
                 MAX_LIST,
@@ -1741,6 +1743,71 @@ mod tests {
         log.extend_from_slice(&[0xFF; 7]); // garbage tail
         let got: Vec<u8> = records(&log, LOG_RECORD).iter().map(|r| r[0]).collect();
         assert_eq!(got, [1, 3]);
+    }
+
+    fn test_stamp() -> CompatibilityStamp {
+        CompatibilityStamp {
+            gl_vendor: "vendor".into(),
+            gl_renderer: "renderer".into(),
+            gl_version: "4.6".into(),
+            context: "OpenGL core profile".into(),
+            vendor_id: None,
+            device_id: None,
+            driver_build_id: None,
+            host_product: "store-dir-tests".into(),
+            host_version: "1".into(),
+            format_version: format::FORMAT_VERSION,
+            pointer_width: usize::BITS,
+        }
+    }
+
+    #[test]
+    fn the_startup_pass_reads_ahead_exactly_up_to_its_bound_and_finds_every_entry() {
+        const N: u16 = 600;
+        let root = tempfile::tempdir().unwrap();
+        let (dir, _) =
+            StampDir::open(root.path(), &test_stamp(), false, Duration::from_secs(5)).unwrap();
+        let program = CachedProgram {
+            binary: crate::program::ProgramBinaryData {
+                format: 1,
+                bytes: vec![7; 1000],
+            },
+            ..CachedProgram::default()
+        };
+        let key = |n: u16| {
+            let mut k = [0x5A; 20];
+            k[..2].copy_from_slice(&n.to_be_bytes());
+            ProgramKey(k)
+        };
+        for n in 0..N {
+            dir.publish(&key(n), &program).unwrap();
+        }
+        // Every entry file has the same length (same program, uncompressed).
+        let file = std::fs::metadata(dir.dir.join("entries").join(&*key_hex(&key(0))))
+            .unwrap()
+            .len();
+        for bound in [
+            0,
+            file - 1,
+            file * 7 / 2,
+            file * 250,
+            file * u64::from(N),
+            u64::MAX,
+        ] {
+            // Several rounds: which entries the two threads read ahead varies, how many does not.
+            for _ in 0..5 {
+                let pass = dir.load_pass(bound, &|| false).expect("not stopped");
+                assert_eq!(pass.order.len(), N as usize);
+                assert_eq!(pass.scan.entries.len(), N as usize);
+                let read = pass
+                    .order
+                    .iter()
+                    .filter(|(_, read)| read.as_ref().is_some_and(|r| r.is_ok()))
+                    .count() as u64;
+                assert!(pass.order.iter().all(|(_, r)| !matches!(r, Some(Err(_)))));
+                assert_eq!(read, (bound / file).min(u64::from(N)), "bound {bound}");
+            }
+        }
     }
 
     #[test]
