@@ -8,8 +8,8 @@
 //! binary you built). The time is taken by this process, from just before the spawn to the moment
 //! the child reports that every program of the corpus is linked: exec, dynamic loading, EGL and
 //! context creation, corpus parsing, the disk cache's open + startup load, and the compile/link
-//! pass. Three cases, `GPUSVC_BENCH_REPS` runs each (default 5), interleaved (cold first in
-//! each round, the two warm cases taking turns after it):
+//! pass. Three cases, `GPUSVC_BENCH_REPS` runs each (default 5 on piglit, 15 on glmark2),
+//! interleaved (cold first in each round, the two warm cases taking turns after it):
 //! * **cold**: a fresh `MESA_SHADER_CACHE_DIR`, our disk cache empty (a new folder each run);
 //! * **ours warm**: a fresh `MESA_SHADER_CACHE_DIR`, our disk cache populated by a cold run;
 //! * **Mesa warm** (the peer): no program cache at all (`--plain-driver`: compile, link, reflect
@@ -58,6 +58,9 @@ use program_cache::{
 use support::{Row, median, report};
 
 const DEFAULT_REPS: usize = 5;
+/// Runs per case on glmark2 by default: a run there takes a tenth of a piglit run, and its
+/// totals (some 70 ms) move by tens of ms with the machine, so a median needs more of them.
+const GLMARK2_REPS: usize = 15;
 /// At most this many runs to fill Mesa's shader cache.
 const MESA_POPULATE_RUNS: usize = 6;
 /// Loader rounds by default (`GPUSVC_BENCH_LOAD_REPS` sets another number).
@@ -124,11 +127,14 @@ struct Corpus {
     args: Vec<String>,
     /// What it is, for the table.
     label: String,
+    /// Fresh processes per case: `GPUSVC_BENCH_REPS`, else the corpus's default.
+    reps: usize,
 }
 
 /// The corpora: piglit (else the built-in corpus, with a note) and glmark2 (when fetched, else
 /// a note).
 fn corpora() -> Vec<Corpus> {
+    let reps = |default| env_number("GPUSVC_BENCH_REPS", default).max(1);
     let limit: Vec<String> = match std::env::var("GPUSVC_CORPUS_LIMIT") {
         Ok(limit) => vec!["--limit".into(), limit],
         Err(_) => Vec::new(),
@@ -146,6 +152,7 @@ fn corpora() -> Vec<Corpus> {
             ]
             .concat(),
             label: format!("piglit at {}", dir.display()),
+            reps: reps(DEFAULT_REPS),
         });
     } else {
         println!(
@@ -156,6 +163,7 @@ fn corpora() -> Vec<Corpus> {
             key: "builtin",
             args: limit.clone(),
             label: "built-in".to_string(),
+            reps: reps(DEFAULT_REPS),
         });
     }
     let dir = std::env::var_os("GPUSVC_GLMARK2_DIR")
@@ -170,6 +178,7 @@ fn corpora() -> Vec<Corpus> {
             ]
             .concat(),
             label: format!("glmark2 at {}", dir.display()),
+            reps: reps(GLMARK2_REPS),
         });
     } else {
         println!(
@@ -809,23 +818,30 @@ fn main() {
         loader_section(&entries);
         return;
     }
-    let reps = env_number("GPUSVC_BENCH_REPS", DEFAULT_REPS).max(1);
     let bin = gpusvc_binary();
     let corpora = corpora();
-    let labels: Vec<&str> = corpora.iter().map(|c| c.label.as_str()).collect();
+    let labels: Vec<String> = corpora
+        .iter()
+        .map(|c| format!("{} ({} fresh processes per case)", c.label, c.reps))
+        .collect();
     println!(
-        "startup bench: {} ; corpora: {}; {reps} fresh processes per case",
+        "startup bench: {} ; corpora: {}",
         bin.display(),
         labels.join(", ")
     );
     let mut startups = Vec::new();
     for corpus in &corpora {
         println!("\n== {}", corpus.label);
-        startups.push(run_corpus(&bin, &corpus.args, reps));
+        startups.push(run_corpus(&bin, &corpus.args, corpus.reps));
     }
     let mut rows = Vec::new();
     for (corpus, startup) in corpora.iter().zip(&startups) {
-        rows.extend(startup_table(corpus.key, &corpus.label, startup, reps));
+        rows.extend(startup_table(
+            corpus.key,
+            &corpus.label,
+            startup,
+            corpus.reps,
+        ));
     }
     // The loader section reads the first corpus's (piglit's) entries.
     let populated = &startups[0].populated;
