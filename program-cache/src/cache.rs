@@ -230,7 +230,13 @@ impl State {
 /// assert_eq!(second.disk_counters().unwrap().loaded, 1);
 /// ```
 pub struct ProgramCache {
-    state: Mutex<State>,
+    /// Shared with the startup loader's [`LoadTarget`] only: the loader never holds the cache
+    /// itself, so the host's last handle always runs the drop (and its waits) on the host's
+    /// thread.
+    state: Arc<Mutex<State>>,
+    /// What the startup loader inserts into (it holds it weakly); let go first in the drop, so
+    /// the load stops before the drop waits for the disk threads.
+    load_target: Option<Arc<LoadTarget>>,
     callback: Option<HistogramCallback>,
     disk: Option<DiskLayer>,
     persist: Option<PersistLayer>,
@@ -241,9 +247,12 @@ pub struct ProgramCache {
 
 impl Drop for ProgramCache {
     /// Hands the shaders compiled since the last batch to the disk writer and the persistence
-    /// thread, which write and deliver them before they end.
+    /// thread, which write and deliver them before they end. Then the disk layer's drop (a
+    /// field, dropped after this) stops the load and waits for the writes already queued.
     fn drop(&mut self) {
         self.send_compiled(self.lock());
+        // The loader's next upgrade fails from here on; one in progress finishes its entry.
+        self.load_target.take();
     }
 }
 
@@ -345,12 +354,16 @@ impl ProgramCacheBuilder {
         let layer = DiskLayer::new(&disk, config.budget_bytes);
         let mut cache = ProgramCache::from_parts(config, callback, Some(layer), persist);
         cache.transform_feedback = transform_feedback;
-        let cache = Arc::new(cache);
         if let Some(layer) = &cache.disk {
-            let sink = Arc::downgrade(&cache);
+            let target = Arc::new(LoadTarget {
+                state: cache.state.clone(),
+                epoch: layer.epoch_watch(),
+            });
+            let sink = Arc::downgrade(&target);
+            cache.load_target = Some(target);
             layer.start(sink as std::sync::Weak<dyn LoadSink>);
         }
-        cache
+        Arc::new(cache)
     }
 }
 
@@ -374,7 +387,8 @@ impl ProgramCache {
         persist: Option<PersistLayer>,
     ) -> Self {
         ProgramCache {
-            state: Mutex::new(State {
+            load_target: None,
+            state: Arc::new(Mutex::new(State {
                 config,
                 statuses: ShaderStatuses::new(config.max_unreferenced_shader_statuses),
                 store: BinaryStore::new(config.policy, config.budget_bytes),
@@ -382,7 +396,7 @@ impl ProgramCache {
                 recorder: Recorder::default(),
                 disk_rejections_in_a_row: 0,
                 unpersisted: Vec::new(),
-            }),
+            })),
             callback,
             disk,
             persist,
@@ -924,13 +938,29 @@ impl ProgramCache {
 
 // ---- entries the disk loader read and checked but did not decode (`disk::packed`) ----
 
-impl LoadSink for ProgramCache {
+/// The part of a cache the startup loader inserts into: its state and the store's clear
+/// epoch. The loader holds it weakly and upgrades it for one entry at a time; it never holds
+/// the [`ProgramCache`], so the cache's drop (which stops the load and waits for queued writes)
+/// always runs where the host let go of its last handle.
+struct LoadTarget {
+    state: Arc<Mutex<State>>,
+    epoch: crate::disk::EpochWatch,
+}
+
+impl LoadTarget {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // As `ProgramCache::lock`: a panic under the lock does not poison the cache.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl LoadSink for LoadTarget {
     /// Marks the shaders `compiled.list` names as compiled (bounded like every status of a
     /// shader no cached program uses: [`CacheConfig::max_unreferenced_shader_statuses`]).
     fn compiled_loaded(&self, hashes: &[ShaderHash]) {
         let mut state = self.lock();
         // Not after a clear (or a drop of the store) since the open: the list went with it.
-        if self.disk.as_ref().is_some_and(|d| d.epoch() != 0) {
+        if self.epoch.get() != 0 {
             return;
         }
         for h in hashes {
@@ -945,6 +975,11 @@ impl LoadSink for ProgramCache {
     /// count at once. Returns whether it is in the cache now.
     fn insert_loaded(&self, key: ProgramKey, entry: PackedEntry) -> bool {
         let mut state = self.lock();
+        // Not after a clear since the open (checked under the lock the clear holds while it
+        // moves the epoch): the entry is about to go from disk too.
+        if self.epoch.get() != 0 {
+            return false;
+        }
         if state.store.contains(&key) {
             return true;
         }

@@ -97,6 +97,10 @@
 //! * It stays within its budget as the file system counts it (allocated blocks, logs included),
 //!   `lru.log` grows with the entries and not with the hits, a full disk makes it evict and retry,
 //!   and an entry it writes can always be read back.
+//! * The drop that lets go of the last handle on the cache waits for the saves already queued
+//!   (the host may exit right after it), also when it comes while the startup load is
+//!   inserting: the loader never holds the cache itself
+//!   (`dropping_the_cache_during_the_startup_load_still_waits_for_queued_writes`).
 //! * A process killed at any moment never leaves a wrong or torn entry; a damaged `STAMP` is
 //!   repaired and a folder deleted under it is recreated.
 //! * The startup load checks each entry without decoding it and the cache decodes it on its

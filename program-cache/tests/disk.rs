@@ -611,3 +611,48 @@ fn decoding_that_takes_the_cache_over_its_budget_evicts_by_policy() {
     assert!(b.len() <= 4);
     assert_eq!(b.disk_counters().unwrap().rejected_entries, 0);
 }
+
+/// The drop that lets go of the host's last handle waits for the writes already queued, even
+/// while the startup load is running (the loader then holds what it inserts into): a host that
+/// exits right after that drop loses nothing it saved.
+#[test]
+fn dropping_the_cache_during_the_startup_load_still_waits_for_queued_writes() {
+    const N: u16 = 3000;
+    const SAVES: u16 = 40;
+    let dir = tempfile::tempdir().unwrap();
+    let a = open(dir.path(), "1.0", 256 << 20);
+    for n in 0..N {
+        a.save(wide_key(n), program((n % 200) as u8, 201, 100), None)
+            .unwrap();
+        if n % 100 == 99 {
+            a.flush_disk();
+        }
+    }
+    a.flush_disk();
+    drop(a);
+    for round in 0..20u16 {
+        let cache = ProgramCache::builder(CacheConfig::with_budget(256 << 20))
+            .disk(DiskConfig::new(dir.path(), stamp("1.0")))
+            .build();
+        // Once the loader is inserting, saves the writer cannot have written yet, then the drop.
+        let t = std::time::Instant::now();
+        while cache.disk_counters().unwrap().loaded == 0 {
+            assert!(t.elapsed() < Duration::from_secs(60), "the load never started");
+            std::hint::spin_loop();
+        }
+        let first = N + round * SAVES;
+        for n in first..first + SAVES {
+            cache
+                .save(wide_key(n), program(n as u8, 77, 300), None)
+                .unwrap();
+        }
+        drop(cache);
+        let entries = dir.path().join(stamp("1.0").dir_name()).join("entries");
+        for n in first..first + SAVES {
+            assert!(
+                entries.join(wide_key(n).to_hex()).is_file(),
+                "round {round}: save {n}, queued before the drop, is not on disk after it"
+            );
+        }
+    }
+}

@@ -95,6 +95,16 @@ impl std::fmt::Display for DropReason {
     }
 }
 
+/// Reads the store's clear epoch ([`DiskLayer::epoch`]) for the startup loader's target.
+pub(crate) struct EpochWatch(Arc<Shared>);
+
+impl EpochWatch {
+    /// The clear epoch now (0: never emptied since the open).
+    pub(crate) fn get(&self) -> u64 {
+        self.0.drop_epoch.load(Ordering::Acquire)
+    }
+}
+
 /// The disk side of the program cache: the GPU thread's handle on the writer and loader.
 pub(crate) struct DiskLayer {
     tx: Option<Sender<Job>>,
@@ -250,6 +260,11 @@ impl DiskLayer {
         self.shared.drop_epoch.load(Ordering::Acquire)
     }
 
+    /// A handle that reads [`DiskLayer::epoch`] and keeps nothing else of the layer usable.
+    pub(crate) fn epoch_watch(&self) -> EpochWatch {
+        EpochWatch(self.shared.clone())
+    }
+
     /// Empties the whole store, after the saves already queued (which are not written). Never
     /// waits: the writer sees the new epoch before its next job. Counted in `store_drops`; a
     /// drop the host did not ask for is reported (stats and log, once).
@@ -328,10 +343,11 @@ impl Drop for DiskLayer {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .take();
-        // The first disk thread (it loads, then ends; it stops at once when the cache is gone),
-        // then the writer thread it started (it finishes what is queued and ends). The last
-        // handle on the cache may be let go on the first thread itself (the loader holds it for
-        // an insert): that thread is not joined then, it ends on its own.
+        // The first disk thread (it loads, then ends; it stops at its next entry once the
+        // cache has let go of the load target), then the writer thread it started (it finishes
+        // what is queued and ends). The loader never holds the cache itself, but a host's
+        // `on_loaded` callback may, and let go of the last handle on that thread: it is not
+        // joined then (it cannot join itself), it ends on its own.
         let me = std::thread::current().id();
         let first = self.writer.lock().unwrap_or_else(|e| e.into_inner()).take();
         if let Some(w) = first.filter(|w| w.thread().id() != me) {

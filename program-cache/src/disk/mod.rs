@@ -68,7 +68,7 @@ pub use format::{
     MAX_PAYLOAD, MAX_SUMMARY_SHADERS, check_header, check_packed, decode, decode_body,
     decode_header, encode, encode_bounded,
 };
-pub(crate) use layer::{DiskLayer, DropReason};
+pub(crate) use layer::{DiskLayer, DropReason, EpochWatch};
 pub use loader::LoadReport;
 pub(crate) use loader::LoadSink;
 pub(crate) use packed::PackedEntry;
