@@ -8,13 +8,18 @@
 //! binary you built). The time is taken by this process, from just before the spawn to the moment
 //! the child reports that every program of the corpus is linked: exec, dynamic loading, EGL and
 //! context creation, corpus parsing, the disk cache's open + startup load, and the compile/link
-//! pass. Three cases, `GPUSVC_BENCH_REPS` runs each (default 5 on piglit, 15 on glmark2),
-//! interleaved (cold first in each round, the two warm cases taking turns after it):
+//! pass. Four cases, `GPUSVC_BENCH_REPS` runs each (default 5 on piglit, 15 on glmark2),
+//! interleaved (cold first in each round, the three warm cases taking turns after it):
 //! * **cold**: a fresh `MESA_SHADER_CACHE_DIR`, our disk cache empty (a new folder each run);
 //! * **ours warm**: a fresh `MESA_SHADER_CACHE_DIR`, our disk cache populated by a cold run;
 //! * **Mesa warm** (the peer): no program cache at all (`--plain-driver`: compile, link, reflect
-//!   straight on the driver), `MESA_SHADER_CACHE_DIR` populated by a previous such run and
-//!   reused.
+//!   straight on the driver; the reflection is what our manager hands its host for each
+//!   program, read from the driver on a cache hit too: attributes, uniforms, the interface), `MESA_SHADER_CACHE_DIR` populated by a previous such run and
+//!   reused;
+//! * **restore floor** (for reference, not a cache): as ours warm up to the pass, then every
+//!   stored program decoded first (its time, `prep_ms`, taken out of the total), and a pass that
+//!   only hands each binary to the driver (`--restore-floor`): what no cache that restores with
+//!   `glProgramBinary` can beat here, since the driver's restore is all it times.
 //!
 //! Corpora, one after the other, each with its own table and JSON metrics
 //! (`startup_<corpus>_ours_warm_vs_mesa_warm`, `link_pass_<corpus>_ours_warm_vs_mesa_warm`, ...):
@@ -195,6 +200,7 @@ enum Case {
     Cold,
     OursWarm,
     MesaWarm,
+    RestoreFloor,
 }
 
 impl Case {
@@ -203,6 +209,7 @@ impl Case {
             Case::Cold => "cold (both caches empty)",
             Case::OursWarm => "ours warm (our disk cache)",
             Case::MesaWarm => "Mesa warm (its shader cache)",
+            Case::RestoreFloor => "restore floor (binaries only)",
         }
     }
 }
@@ -210,8 +217,12 @@ impl Case {
 /// What one child reported.
 #[derive(Debug, Clone, Default)]
 struct Probe {
-    /// Spawn to "all programs linked", measured here.
+    /// Spawn to "all programs linked", measured here (less `prep_ms`).
     wall_ms: f64,
+    /// `--restore-floor`: decoding every stored program before its pass, taken out of `wall_ms`.
+    prep_ms: f64,
+    /// `--restore-floor`: binaries the driver refused.
+    refused: usize,
     programs: usize,
     linked: usize,
     hits: usize,
@@ -281,7 +292,9 @@ fn probe(
     for line in BufReader::new(stdout).lines() {
         let line = line.unwrap_or_else(|e| fail(format!("reading the child: {e}")));
         if line.starts_with("gpusvc-startup ") {
-            probe.wall_ms = start.elapsed().as_secs_f64() * 1e3;
+            probe.prep_ms = field(&line, "prep_ms");
+            probe.wall_ms = start.elapsed().as_secs_f64() * 1e3 - probe.prep_ms;
+            probe.refused = field(&line, "refused");
             probe.programs = field(&line, "programs");
             probe.linked = field(&line, "linked");
             probe.hits = field(&line, "hits");
@@ -463,11 +476,12 @@ fn timed_reads(files: &[PathBuf]) -> f64 {
     start.elapsed().as_secs_f64() * 1e3
 }
 
-/// The three cases on one corpus.
+/// The four cases on one corpus.
 struct Startup {
     cold: Vec<Probe>,
     ours: Vec<Probe>,
     mesa: Vec<Probe>,
+    floor: Vec<Probe>,
     /// Our disk cache as the first cold run left it (the warm runs' folder).
     populated: tempfile::TempDir,
 }
@@ -504,14 +518,11 @@ fn run_corpus(bin: &Path, corpus: &[String], reps: usize) -> Startup {
 
     let mut runs: Vec<(Case, Probe)> = Vec::new();
     for rep in 0..reps {
-        // The two warm cases take turns right after the cold run (whose writes the system may
-        // still be flushing), so neither is always the one that follows it.
-        let order = if rep % 2 == 0 {
-            [Case::Cold, Case::OursWarm, Case::MesaWarm]
-        } else {
-            [Case::Cold, Case::MesaWarm, Case::OursWarm]
-        };
-        for case in order {
+        // The warm cases take turns right after the cold run (whose writes the system may still
+        // be flushing), so none is always the one that follows it.
+        let mut warm = [Case::OursWarm, Case::MesaWarm, Case::RestoreFloor];
+        warm.rotate_left(rep % 3);
+        for case in std::iter::once(Case::Cold).chain(warm) {
             let fresh_mesa = tempdir("gpusvc-startup-bench-mesa-fresh-");
             let p = match case {
                 Case::Cold => {
@@ -544,6 +555,19 @@ fn run_corpus(bin: &Path, corpus: &[String], reps: usize) -> Startup {
                     p
                 }
                 Case::MesaWarm => probe(bin, corpus, &["--plain-driver"], None, mesa_warm.path()),
+                Case::RestoreFloor => {
+                    let p = probe(
+                        bin,
+                        corpus,
+                        &["--restore-floor"],
+                        Some(populated.path()),
+                        fresh_mesa.path(),
+                    );
+                    if p.refused > 0 {
+                        fail(format!("restore floor: the driver refused {} binaries", p.refused));
+                    }
+                    p
+                }
             };
             println!(
                 "  run {}/{reps} {:<30} {:>9.1} ms to all linked ({} of {} linked, {} hits)",
@@ -567,13 +591,14 @@ fn run_corpus(bin: &Path, corpus: &[String], reps: usize) -> Startup {
         cold: of(Case::Cold),
         ours: of(Case::OursWarm),
         mesa: of(Case::MesaWarm),
+        floor: of(Case::RestoreFloor),
         populated,
     }
 }
 
 /// Prints one corpus's table; returns its rows for the JSON.
 fn startup_table(key: &str, label: &str, s: &Startup, reps: usize) -> Vec<Row> {
-    let (cold, ours, mesa) = (&s.cold, &s.ours, &s.mesa);
+    let (cold, ours, mesa, floor) = (&s.cold, &s.ours, &s.mesa, &s.floor);
     println!(
         "\n{label}: process start -> all {} programs linked ({} linked), fresh process per run, \
          medians of {reps}",
@@ -588,6 +613,7 @@ fn startup_table(key: &str, label: &str, s: &Startup, reps: usize) -> Vec<Row> {
         (Case::Cold, cold),
         (Case::OursWarm, ours),
         (Case::MesaWarm, mesa),
+        (Case::RestoreFloor, floor),
     ] {
         let total = med(probes, |p| p.wall_ms);
         println!(
@@ -661,6 +687,27 @@ fn startup_table(key: &str, label: &str, s: &Startup, reps: usize) -> Vec<Row> {
          {mesa_link:.1} ms (ratio {:.3})",
         ours_link / mesa_link
     );
+    let floor_total = med(floor, |p| p.wall_ms);
+    let floor_link = med(floor, |p| p.wait_ms + p.pass_ms);
+    let mut floor_paired: Vec<f64> = floor
+        .iter()
+        .zip(mesa)
+        .map(|(f, m)| f.wall_ms / m.wall_ms)
+        .collect();
+    println!(
+        "restore floor ({key}; {} binaries handed to the driver, nothing else in the pass; \
+         decoding them first, {:.1} ms, left out): total {floor_total:.1} ms vs Mesa warm \
+         {mesa_total:.1} ms, ratio {:.3} (per-round median {:.3}); pass {floor_link:.1} ms vs \
+         Mesa's {mesa_link:.1} ms, ratio {:.3}; ours warm is {:.1} ms above it in total, {:.1} \
+         ms in the pass",
+        floor[0].linked,
+        med(floor, |p| p.prep_ms),
+        floor_total / mesa_total,
+        median(&mut floor_paired),
+        floor_link / mesa_link,
+        ours_total - floor_total,
+        ours_link - floor_link,
+    );
     vec![
         Row {
             metric: format!("startup_{key}_ours_warm_vs_mesa_warm"),
@@ -675,6 +722,20 @@ fn startup_table(key: &str, label: &str, s: &Startup, reps: usize) -> Vec<Row> {
             ours: ours_link,
             baseline: mesa_link,
             ratio_note: "ours warm / Mesa warm, the link pass alone (+ our load wait)",
+        },
+        Row {
+            metric: format!("startup_{key}_restore_floor_vs_mesa_warm"),
+            unit: "ms",
+            ours: floor_total,
+            baseline: mesa_total,
+            ratio_note: "reference: binaries alone to the driver / Mesa warm, process start to all linked",
+        },
+        Row {
+            metric: format!("link_pass_{key}_restore_floor_vs_mesa_warm"),
+            unit: "ms",
+            ours: floor_link,
+            baseline: mesa_link,
+            ratio_note: "reference: binaries alone to the driver / Mesa warm, the link pass alone",
         },
         Row {
             metric: format!("startup_{key}_ours_warm_vs_cold"),

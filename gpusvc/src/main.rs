@@ -142,7 +142,7 @@ mod tests {
         assert_eq!(args.budget_bytes(), 64 << 20);
         assert_eq!(args.cache_dir, None);
         assert!(!args.no_disk_cache && !args.single_pass && !args.plain_driver);
-        assert!(!args.settle_driver_cache);
+        assert!(!args.settle_driver_cache && !args.restore_floor);
         assert!(Cli::try_parse_from(["gpusvc", "demo", "--api", "vulkan"]).is_err());
         assert!(Cli::try_parse_from(["gpusvc"]).is_err());
         assert!(

@@ -1,5 +1,5 @@
-//! The startup benchmark's probe (`--single-pass`, `--plain-driver`, `--settle-driver-cache`):
-//! one pass and a `gpusvc-startup ...` line instead of the table.
+//! The startup benchmark's probe (`--single-pass`, `--plain-driver`, `--restore-floor`,
+//! `--settle-driver-cache`): one pass and a `gpusvc-startup ...` line instead of the table.
 
 use std::io::Write as _;
 use std::path::Path;
@@ -82,6 +82,27 @@ pub(super) fn single_pass_report(
         out.flush()?;
         return Ok(());
     }
+    if args.restore_floor {
+        let (floor, _kept) = floor_pass(ctx, &run.cache);
+        writeln!(
+            out,
+            "gpusvc-startup programs={} linked={} hits={} loaded={} since_start_ms={:.3} \
+             context_ms={context_ms:.3} corpus_ms={corpus_ms:.3} load_ms={:.3} wait_ms={:.3} \
+             prep_ms={:.3} pass_ms={:.3} refused={}",
+            programs.len(),
+            floor.restored,
+            floor.restored,
+            run.load.map_or(0, |r| r.loaded),
+            ms_since(started),
+            run.load_ms,
+            run.wait_ms,
+            floor.prep_ms,
+            floor.pass_ms,
+            floor.refused,
+        )?;
+        out.flush()?;
+        return Ok(());
+    }
     let mut manager = ProgramManager::new(GlBackend::new(ctx), run.cache.clone(), "gpusvc demo");
     let before = Histograms::of(&run.cache);
     // The linked programs live until the line is out: a host keeps what it built at startup.
@@ -131,6 +152,52 @@ pub(super) fn single_pass_report(
     )?;
     out.flush()?;
     Ok(())
+}
+
+/// What a `--restore-floor` pass did.
+#[derive(Debug, Clone, Copy, Default)]
+struct FloorPass {
+    /// Decoding every stored program before the pass (not part of the floor).
+    prep_ms: f64,
+    /// Handing every binary to the driver.
+    pass_ms: f64,
+    restored: usize,
+    refused: usize,
+}
+
+/// The floor of a cache that restores with `glProgramBinary`: every program the cache holds
+/// (failure records left out) is decoded first, then the timed pass makes one program object
+/// per binary and hands it the binary (`GlBackend::load_binary`: create, binary, link status),
+/// with no keys, lookups, statuses or reflection. The programs are kept until the line is out,
+/// as in the other passes.
+fn floor_pass(ctx: &GlContext, cache: &ProgramCache) -> (FloorPass, Vec<headless_gl::Program>) {
+    let ms = |t: Instant| t.elapsed().as_secs_f64() * 1e3;
+    let t = Instant::now();
+    let binaries: Vec<_> = cache
+        .eviction_order()
+        .iter()
+        .filter_map(|key| cache.peek(key))
+        .filter(|p| p.failure.is_none())
+        .collect();
+    let prep_ms = ms(t);
+    let mut backend = GlBackend::new(ctx);
+    let mut kept = Vec::with_capacity(binaries.len());
+    let mut refused = 0;
+    let t = Instant::now();
+    for program in &binaries {
+        match backend.load_binary(&program.binary) {
+            Ok(p) => kept.push(p),
+            Err(_) => refused += 1,
+        }
+    }
+    let pass_ms = ms(t);
+    let floor = FloorPass {
+        prep_ms,
+        pass_ms,
+        restored: kept.len(),
+        refused,
+    };
+    (floor, kept)
 }
 
 /// The cache's timing histograms (sums, in ms), to tell where a pass's time went.
@@ -184,7 +251,7 @@ pub(super) struct PlainPass {
     pub(super) compile_ms: f64,
     /// Links of the linked programs.
     pub(super) link_ms: f64,
-    /// Reading the linked programs' attributes and uniforms.
+    /// Reading the linked programs' attributes, uniforms and interface.
     pub(super) reflect_ms: f64,
 }
 
@@ -220,7 +287,13 @@ pub(super) fn plain_pass(
                 r.compile_ms += compile_ms;
                 r.link_ms += ms(t);
                 let t = Instant::now();
-                std::hint::black_box((backend.active_attributes(&p), backend.active_uniforms(&p)));
+                // What the program-cache pass hands its host for each program (`LinkedProgram`):
+                // attributes, uniforms and the rest of the interface, read from the driver.
+                std::hint::black_box((
+                    backend.active_attributes(&p),
+                    backend.active_uniforms(&p),
+                    backend.program_interface(&p),
+                ));
                 r.reflect_ms += ms(t);
                 r.linked += 1;
                 kept.push(p);

@@ -80,6 +80,16 @@ pub(crate) struct DemoArgs {
     /// (benchmarks) With --single-pass: compile and link straight on the driver, no program cache.
     #[arg(long, hide = true, requires = "single_pass")]
     pub(crate) plain_driver: bool,
+    /// (benchmarks) With --single-pass and a disk cache: the floor of any cache that restores
+    /// with glProgramBinary. After the startup load, every stored program is decoded (timed
+    /// apart, as `prep_ms`), then the pass only hands each binary to the driver.
+    #[arg(
+        long,
+        hide = true,
+        requires = "single_pass",
+        conflicts_with_all = ["plain_driver", "no_disk_cache"]
+    )]
+    pub(crate) restore_floor: bool,
     /// (benchmarks) With --single-pass: before exiting, wait until the driver's shader-cache
     /// folder stops changing (the driver writes it from a background queue that is not drained
     /// at exit).
