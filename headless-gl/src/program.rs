@@ -547,21 +547,32 @@ impl GlContext {
     /// lists neither its inputs nor its outputs; it reads as vertex + fragment, and cannot draw
     /// in a core profile anyway).
     pub fn load_program_binary(&self, binary: &ProgramBinary) -> Result<Program, BinaryError> {
-        if binary.bytes.is_empty() {
+        self.load_program_binary_bytes(binary.format, &binary.bytes)
+    }
+
+    /// [`GlContext::load_program_binary`] from a format and a blob the caller keeps (a cache's
+    /// stored copy), without making a [`ProgramBinary`] of them first.
+    pub fn load_program_binary_bytes(
+        &self,
+        format: u32,
+        bytes: &[u8],
+    ) -> Result<Program, BinaryError> {
+        if bytes.is_empty() {
             return Err(BinaryError::Empty);
         }
-        if i32::try_from(binary.bytes.len()).is_err() {
-            return Err(BinaryError::TooLong(binary.bytes.len()));
+        if i32::try_from(bytes.len()).is_err() {
+            return Err(BinaryError::TooLong(bytes.len()));
         }
-        if !self.info().supports_binary_format(binary.format) {
+        if !self.info().supports_binary_format(format) {
             return Err(BinaryError::UnsupportedFormat {
-                format: binary.format,
+                format,
                 supported: self.info().program_binary_formats.clone(),
             });
         }
         let gl = self.inner.gl()?;
         // SAFETY: the context is current; the format is one the driver lists and the length fits
-        // a GLsizei (checked above); glow passes the slice's pointer and length.
+        // a GLsizei (checked above); glow passes its buffer's pointer and length (it takes the
+        // blob as an owned buffer: the one copy made here).
         unsafe {
             let raw = gl.create_program().map_err(BinaryError::Create)?;
             let program = Program {
@@ -573,8 +584,8 @@ impl GlContext {
             gl.program_binary(
                 raw,
                 &glow::ProgramBinary {
-                    buffer: binary.bytes.clone(),
-                    format: binary.format,
+                    buffer: bytes.to_vec(),
+                    format,
                 },
             );
             // A refused blob may also raise GL_INVALID_* on some drivers; the link status decides.

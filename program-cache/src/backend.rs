@@ -9,7 +9,7 @@ use gl_types::{ActiveVariable, LinkOptions, ProgramInterface, ShaderStage};
 #[cfg(feature = "gl")]
 use headless_gl::glow::{self, HasContext};
 #[cfg(feature = "gl")]
-use headless_gl::{BinaryError, GlContext, ProgramBinary};
+use headless_gl::{BinaryError, GlContext};
 
 use crate::program::ProgramBinaryData;
 
@@ -265,11 +265,10 @@ impl ProgramBackend for GlBackend<'_> {
     }
 
     fn load_binary(&mut self, binary: &ProgramBinaryData) -> Result<Self::Program, String> {
-        let binary = ProgramBinary {
-            format: binary.format,
-            bytes: binary.bytes.clone(),
-        };
-        self.ctx.load_program_binary(&binary).map_err(|e| match e {
+        let loaded = self
+            .ctx
+            .load_program_binary_bytes(binary.format, &binary.bytes);
+        loaded.map_err(|e| match e {
             BinaryError::Rejected { log } if log.is_empty() => "driver rejected the binary".into(),
             other => other.to_string(),
         })

@@ -997,6 +997,31 @@ impl LoadSink for LoadTarget {
         state.store.insert(key, entry, held, None, true);
         true
     }
+
+    /// As a lookup decodes (`ProgramCache::decoded`), on the loader thread and without
+    /// touching recency or counters; decoding happens with the lock let go. A body that does
+    /// not decode is left packed: its first lookup rejects it, deletes it from disk and counts
+    /// it, as without this.
+    fn decode_loaded(&self, key: &ProgramKey) {
+        let packed = match self.lock().store.peek(key) {
+            Some(Value::Packed(p)) => p,
+            _ => return,
+        };
+        let Ok(program) = packed.decode() else { return };
+        let size = program.stored_size();
+        let mut state = self.lock();
+        if state
+            .store
+            .unpack(key, &packed, Arc::new(program), size)
+            .is_some()
+        {
+            let limit = state.effective_budget();
+            if state.store.used() > limit {
+                let evicted = state.store.evict_to(limit);
+                state.forget(&evicted);
+            }
+        }
+    }
 }
 
 impl ProgramCache {

@@ -103,12 +103,16 @@
 //!   (`dropping_the_cache_during_the_startup_load_still_waits_for_queued_writes`).
 //! * A process killed at any moment never leaves a wrong or torn entry; a damaged `STAMP` is
 //!   repaired and a folder deleted under it is recreated.
-//! * The startup load checks each entry without decoding it and the cache decodes it on its
-//!   first lookup (`FORMAT.md`, "Startup load"): until then it counts the bytes it holds and its
-//!   shaders' compile statuses count; decoded, it counts its program's size, and the budget
-//!   still holds (`tests/disk.rs`,
+//! * The startup load checks each entry without decoding it; the loader thread decodes the
+//!   loaded entries after the load has been reported, in load order, off the host's thread and
+//!   without counting a lookup, and a first lookup that comes before decodes its entry itself
+//!   (`FORMAT.md`, "Startup load";
+//!   `the_loader_decodes_the_loaded_entries_after_the_load_without_a_lookup`). Until decoded,
+//!   an entry counts the bytes it holds and its shaders' compile statuses count; decoded, it
+//!   counts its program's size, and the budget still holds (`tests/disk.rs`,
 //!   `a_loaded_entry_counts_the_bytes_it_holds_until_its_first_lookup_decodes_it`,
-//!   `decoding_that_takes_the_cache_over_its_budget_evicts_by_policy`). A body that does not
+//!   `decoding_that_takes_the_cache_over_its_budget_evicts_by_policy`, with
+//!   `DiskConfig::decode_after_load` off). A body that does not
 //!   decode then is refused, counted, deleted from disk and never returned, and the program is
 //!   linked from source (`a_body_that_does_not_decode_is_rejected_at_its_first_lookup_and_never_returned`;
 //!   `tests/disk_faults.rs`,

@@ -51,8 +51,8 @@ use crate::key::{DigestBuildHasher, ProgramKey, ShaderHash};
 use crate::program::SharedProgram;
 
 /// What the store holds for a key: a program, or an entry the disk loader read and checked but
-/// has not decoded yet (decoded on its first lookup, when it is replaced by its program; see
-/// `disk::packed`).
+/// has not decoded yet (decoded after the load or on its first lookup, when it is replaced by
+/// its program; see `disk::packed`).
 #[derive(Debug, Clone)]
 pub(crate) enum Value {
     /// A decoded program.

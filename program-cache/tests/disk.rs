@@ -467,6 +467,21 @@ fn entry_path(dir: &std::path::Path, n: u8) -> std::path::PathBuf {
         .join(key(n).to_hex())
 }
 
+/// [`open`] without the decoding after the load: entries stay packed until their first lookup.
+fn open_lazy(dir: &std::path::Path, budget: usize) -> Arc<ProgramCache> {
+    let disk = DiskConfig {
+        decode_after_load: false,
+        ..DiskConfig::new(dir, stamp("1.0"))
+    };
+    let cache = ProgramCache::builder(CacheConfig::with_budget(budget))
+        .disk(disk)
+        .build();
+    cache
+        .wait_until_loaded(Duration::from_secs(10))
+        .expect("loads");
+    cache
+}
+
 #[test]
 fn a_loaded_entry_counts_the_bytes_it_holds_until_its_first_lookup_decodes_it() {
     let dir = tempfile::tempdir().unwrap();
@@ -483,7 +498,7 @@ fn a_loaded_entry_counts_the_bytes_it_holds_until_its_first_lookup_decodes_it() 
         .map(|n| std::fs::metadata(entry_path(dir.path(), n)).unwrap().len())
         .sum();
 
-    let b = open(dir.path(), "1.0", 1 << 20);
+    let b = open_lazy(dir.path(), 1 << 20);
     assert_eq!(b.len(), 4);
     // Held packed (LZ4: these binaries are one repeated byte): the file bytes and a little
     // bookkeeping, not the decoded size.
@@ -556,6 +571,8 @@ fn a_body_that_does_not_decode_is_rejected_at_its_first_lookup_and_never_returne
     assert_eq!((c.hits, c.misses), (1, 2));
     assert_eq!(b.disk_counters().unwrap().rejected_entries, 2);
     assert_eq!(b.len(), 1);
+    // (The loader's decoding after the load, on by default, left the two bodies packed: they
+    // were rejected here, at their lookups, and not before.)
     assert_eq!(b.shader_refcount(&bogus), 0);
     assert_eq!(b.shader_refcount(&program_cache::ShaderHash([1; 20])), 0);
     assert_eq!(b.shader_refcount(&program_cache::ShaderHash([2; 20])), 0);
@@ -590,7 +607,7 @@ fn decoding_that_takes_the_cache_over_its_budget_evicts_by_policy() {
     drop(a);
     let unit = program(0, 0, 4000).stored_size();
     let budget = unit * 3;
-    let b = open(dir.path(), "1.0", budget);
+    let b = open_lazy(dir.path(), budget);
     // All three fit once decoded, so all three load (undecoded, they hold far less).
     assert_eq!(b.len(), 3);
     assert!(b.size_bytes() < unit);
@@ -609,6 +626,44 @@ fn decoding_that_takes_the_cache_over_its_budget_evicts_by_policy() {
     }
     assert!(b.stats().counters.evictions >= 1);
     assert!(b.len() <= 4);
+    assert_eq!(b.disk_counters().unwrap().rejected_entries, 0);
+}
+
+/// After the load, the loader thread decodes what it loaded, in load order, with no lookup: the
+/// entries then count their decoded size, and the host's first lookups find them decoded.
+#[test]
+fn the_loader_decodes_the_loaded_entries_after_the_load_without_a_lookup() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = open(dir.path(), "1.0", 1 << 20);
+    for n in 1..=6 {
+        a.save(key(n), program(n, n + 100, 4000), None).unwrap();
+    }
+    a.flush_disk();
+    drop(a);
+    let decoded: usize = (1..=6)
+        .map(|n| program(n, n + 100, 4000).stored_size())
+        .sum();
+    let b = open(dir.path(), "1.0", 1 << 20);
+    assert_eq!(b.len(), 6);
+    let t = std::time::Instant::now();
+    while b.size_bytes() != decoded {
+        assert!(
+            t.elapsed() < Duration::from_secs(30),
+            "{} of {decoded} bytes decoded",
+            b.size_bytes()
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    // No lookup was counted, and each lookup now finds the program the
+    // loader decoded (the same object twice: not decoded again).
+    let c = b.stats().counters;
+    assert_eq!((c.hits, c.misses), (0, 0));
+    for n in 1..=6 {
+        let p = b.load(&key(n), None).unwrap();
+        assert_eq!(*p, program(n, n + 100, 4000));
+        assert!(Arc::ptr_eq(&p, &b.peek(&key(n)).unwrap()));
+    }
+    assert_eq!(b.size_bytes(), decoded);
     assert_eq!(b.disk_counters().unwrap().rejected_entries, 0);
 }
 
@@ -637,7 +692,10 @@ fn dropping_the_cache_during_the_startup_load_still_waits_for_queued_writes() {
         // Once the loader is inserting, saves the writer cannot have written yet, then the drop.
         let t = std::time::Instant::now();
         while cache.disk_counters().unwrap().loaded == 0 {
-            assert!(t.elapsed() < Duration::from_secs(60), "the load never started");
+            assert!(
+                t.elapsed() < Duration::from_secs(60),
+                "the load never started"
+            );
             std::hint::spin_loop();
         }
         let first = N + round * SAVES;

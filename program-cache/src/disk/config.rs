@@ -33,6 +33,10 @@ pub struct DiskConfig {
     /// A program's last use is recorded in `lru.log` at most once per this interval (uses in
     /// between are coalesced in memory), so the log grows with the entries, not with the hits.
     pub use_record_interval: Duration,
+    /// After the startup load, the loader thread decodes the loaded entries (in load order,
+    /// each until its first lookup has done it), so the host's thread rarely decodes one at
+    /// its lookup. Off: each entry is decoded at its first lookup only.
+    pub decode_after_load: bool,
     /// Where conditions (read-only folder, disk full, dropped store) are reported, once each.
     pub log: Option<LogCallback>,
     /// Called when the startup load has finished.
@@ -53,6 +57,7 @@ impl std::fmt::Debug for DiskConfig {
                 &self.max_consecutive_rejections,
             )
             .field("use_record_interval", &self.use_record_interval)
+            .field("decode_after_load", &self.decode_after_load)
             .finish_non_exhaustive()
     }
 }
@@ -69,10 +74,13 @@ impl DiskConfig {
     pub const DEFAULT_MAX_CONSECUTIVE_REJECTIONS: u32 = 3;
     /// Default [`DiskConfig::use_record_interval`]: one last-use record per program per minute.
     pub const DEFAULT_USE_RECORD_INTERVAL: Duration = Duration::from_secs(60);
+    /// Default [`DiskConfig::decode_after_load`]: on.
+    pub const DEFAULT_DECODE_AFTER_LOAD: bool = true;
 
     /// Defaults for a folder and stamp: the memory budget and the `DEFAULT_*` constants (low
     /// water 80 %, compression on, queue of 256 jobs, store dropped after 3 refused binaries in
-    /// a row, one last-use record per program per minute), no log, no load callback.
+    /// a row, one last-use record per program per minute, loaded entries decoded after the
+    /// load), no log, no load callback.
     pub fn new(dir: impl Into<PathBuf>, stamp: CompatibilityStamp) -> Self {
         DiskConfig {
             dir: dir.into(),
@@ -83,6 +91,7 @@ impl DiskConfig {
             write_queue: Self::DEFAULT_WRITE_QUEUE,
             max_consecutive_rejections: Self::DEFAULT_MAX_CONSECUTIVE_REJECTIONS,
             use_record_interval: Self::DEFAULT_USE_RECORD_INTERVAL,
+            decode_after_load: Self::DEFAULT_DECODE_AFTER_LOAD,
             log: None,
             on_loaded: None,
         }

@@ -1,7 +1,7 @@
 //! The startup loader: reads the store's entries (hot ones first, then most recently used
 //! first), checks each without decoding it ([`super::format::check_packed`]), and hands them to
-//! a [`LoadSink`], the memory cache, which decodes each on its first lookup
-//! ([`super::packed`]).
+//! a [`LoadSink`], the memory cache; after the load it decodes them there in load order
+//! ([`decode_loaded`]), unless a first lookup has ([`super::packed`]).
 
 use std::sync::Weak;
 use std::sync::atomic::Ordering;
@@ -23,6 +23,9 @@ pub(crate) trait LoadSink: Send + Sync {
     /// Shaders `compiled.list` records as compiled, oldest first: their compile status becomes
     /// known (after the entries, so shaders a loaded program uses are not counted twice).
     fn compiled_loaded(&self, hashes: &[ShaderHash]);
+    /// Decodes the entry under `key` if it is still as the load inserted it (not decoded,
+    /// not replaced). One that does not decode is left as it is: its first lookup rejects it.
+    fn decode_loaded(&self, key: &ProgramKey);
 }
 
 /// What the startup load did.
@@ -40,12 +43,26 @@ pub struct LoadReport {
     pub elapsed: Duration,
 }
 
+/// Decodes the entries the load inserted (`keys`, in load order) into `sink`, one at a time,
+/// until the sink is gone, the store is dropped (a clear) or the cache is closing.
+pub(super) fn decode_loaded(keys: &[ProgramKey], sink: &Weak<dyn LoadSink>, shared: &Shared) {
+    for key in keys {
+        if shared.closing.load(Ordering::Acquire) || shared.drop_epoch.load(Ordering::Acquire) != 0
+        {
+            break;
+        }
+        let Some(sink) = sink.upgrade() else { break };
+        sink.decode_loaded(key);
+    }
+}
+
 /// Reads every entry of `dir` in load order into `sink` until the sink is gone or the store is
 /// cleared. One pass over the store ([`StampDir::load_pass`]) lists it, reads the entries ahead
 /// (up to `read_ahead` file bytes, the memory budget: the cache cannot hold more) and gives the
 /// load order; the scan of that pass goes to the writer through `scan_to` (the writer measures
 /// the store from it instead of listing it again while the load runs). Entries are then
-/// inserted in load order; one not read ahead is read when its turn comes.
+/// inserted in load order; one not read ahead is read when its turn comes. The keys inserted
+/// are pushed on `loaded`, in that order.
 pub(super) fn load_entries(
     dir: &StampDir,
     sink: &Weak<dyn LoadSink>,
@@ -53,6 +70,7 @@ pub(super) fn load_entries(
     start: Instant,
     scan_to: crossbeam_channel::Sender<Scan>,
     read_ahead: u64,
+    loaded: &mut Vec<ProgramKey>,
 ) -> LoadReport {
     let counters = &shared.counters;
     let mut report = LoadReport::default();
@@ -77,6 +95,7 @@ pub(super) fn load_entries(
         match read.unwrap_or_else(|| dir.read_packed(&entry.key)) {
             Ok(packed) => {
                 if sink.insert_loaded(entry.key, packed) {
+                    loaded.push(entry.key);
                     report.loaded += 1;
                     bump(&counters.loaded, 1);
                     full_in_a_row = 0;

@@ -10,7 +10,8 @@
 //! the queue is full a save is dropped and counted (`dropped_writes`), never waited for. The
 //! loader (the disk layer's first thread, with one helper thread that reads while it lists)
 //! reads and checks entries and inserts them, undecoded, into the memory cache through its
-//! normal lock; the cache decodes each on its first lookup (module `packed`). Counters are
+//! normal lock; once the load is reported it decodes them in load order (the lock let go while
+//! each decodes), and a lookup that comes first decodes its entry itself (module `packed`). Counters are
 //! relaxed atomics: they are statistics, not synchronization (the queued-jobs count is an
 //! `AcqRel` read-modify-write, a bound rather than a publication; the bytes the two loading
 //! threads have read ahead are a relaxed bound too); the loaded flag is a mutex + condvar. The

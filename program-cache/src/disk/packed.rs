@@ -1,5 +1,5 @@
 //! [`PackedEntry`]: an entry the startup loader read and checked, held in memory still encoded
-//! until its first lookup decodes it.
+//! until the loader thread decodes it after the load, or its first lookup does before.
 //!
 //! Decoding (LZ4 and postcard) is most of what loading an entry costs: on llvmpipe's entries it
 //! takes two to three times as long as reading the files. So the loader runs only the checks

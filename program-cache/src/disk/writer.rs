@@ -17,7 +17,7 @@ use super::counters::{AtomicCounters, bump};
 use super::format::MAX_PAYLOAD;
 use super::fsx;
 use super::layer::Shared;
-use super::loader::{LoadReport, LoadSink, load_entries};
+use super::loader::{LoadReport, LoadSink, decode_loaded, load_entries};
 use super::store_dir::{
     self, EVICT_LOCK_WAIT, EvictError, OPEN_LOCK_WAIT, Published, StampDir, is_no_space,
 };
@@ -135,9 +135,22 @@ pub(super) fn disk_thread(pending: Pending, shared: &Arc<Shared>, sink: Weak<dyn
     if let Ok(handle) = spawned {
         *shared.writer.lock().unwrap_or_else(|e| e.into_inner()) = Some(handle);
     }
-    let report = load_entries(&dir, &sink, shared, start, scan_tx, memory_budget);
-    drop(sink);
+    let mut loaded = Vec::new();
+    let report = load_entries(
+        &dir,
+        &sink,
+        shared,
+        start,
+        scan_tx,
+        memory_budget,
+        &mut loaded,
+    );
     shared.finish_load(report, on_loaded.as_ref());
+    // After the load has been reported, so the host's wait does not include it.
+    if config.decode_after_load {
+        decode_loaded(&loaded, &sink, shared);
+    }
+    drop((sink, loaded));
     // No writer thread could be started: this one serves.
     if !has_writer && let Some(part) = take(&parts) {
         part.run(shared);
