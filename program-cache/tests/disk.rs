@@ -482,18 +482,23 @@ fn open_lazy(dir: &std::path::Path, budget: usize) -> Arc<ProgramCache> {
     cache
 }
 
+/// Saves programs `1..=n` (binaries of `len` bytes) in a new store in `dir`; returns their
+/// decoded size in total.
+fn store_programs(dir: &std::path::Path, n: u8, len: usize) -> usize {
+    let a = open(dir, "1.0", 1 << 20);
+    for k in 1..=n {
+        a.save(key(k), program(k, k + 100, len), None).unwrap();
+    }
+    a.flush_disk();
+    (1..=n)
+        .map(|k| program(k, k + 100, len).stored_size())
+        .sum()
+}
+
 #[test]
 fn a_loaded_entry_counts_the_bytes_it_holds_until_its_first_lookup_decodes_it() {
     let dir = tempfile::tempdir().unwrap();
-    let a = open(dir.path(), "1.0", 1 << 20);
-    for n in 1..=4 {
-        a.save(key(n), program(n, n + 100, 4000), None).unwrap();
-    }
-    a.flush_disk();
-    drop(a);
-    let decoded: usize = (1..=4)
-        .map(|n| program(n, n + 100, 4000).stored_size())
-        .sum();
+    let decoded = store_programs(dir.path(), 4, 4000);
     let on_disk: u64 = (1..=4)
         .map(|n| std::fs::metadata(entry_path(dir.path(), n)).unwrap().len())
         .sum();
@@ -599,12 +604,7 @@ fn a_body_that_does_not_decode_is_rejected_at_its_first_lookup_and_never_returne
 #[test]
 fn decoding_that_takes_the_cache_over_its_budget_evicts_by_policy() {
     let dir = tempfile::tempdir().unwrap();
-    let a = open(dir.path(), "1.0", 1 << 20);
-    for n in 1..=3 {
-        a.save(key(n), program(n, n + 100, 4000), None).unwrap();
-    }
-    a.flush_disk();
-    drop(a);
+    store_programs(dir.path(), 3, 4000);
     let unit = program(0, 0, 4000).stored_size();
     let budget = unit * 3;
     let b = open_lazy(dir.path(), budget);
@@ -634,15 +634,7 @@ fn decoding_that_takes_the_cache_over_its_budget_evicts_by_policy() {
 #[test]
 fn the_loader_decodes_the_loaded_entries_after_the_load_without_a_lookup() {
     let dir = tempfile::tempdir().unwrap();
-    let a = open(dir.path(), "1.0", 1 << 20);
-    for n in 1..=6 {
-        a.save(key(n), program(n, n + 100, 4000), None).unwrap();
-    }
-    a.flush_disk();
-    drop(a);
-    let decoded: usize = (1..=6)
-        .map(|n| program(n, n + 100, 4000).stored_size())
-        .sum();
+    let decoded = store_programs(dir.path(), 6, 4000);
     let b = open(dir.path(), "1.0", 1 << 20);
     assert_eq!(b.len(), 6);
     let t = std::time::Instant::now();
