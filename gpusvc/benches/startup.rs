@@ -17,7 +17,8 @@
 //!   program, read from the driver on a cache hit too: attributes, uniforms, the interface), `MESA_SHADER_CACHE_DIR` populated by a previous such run and
 //!   reused;
 //! * **restore floor** (for reference, not a cache): as ours warm up to the pass, then every
-//!   stored program decoded first (its time, `prep_ms`, taken out of the total), and a pass that
+//!   stored program decoded first (its time, `prep_ms`, taken out of the total; the loader's
+//!   decoding after the load off, so nothing else decodes meanwhile), and a pass that
 //!   only hands each binary to the driver (`--restore-floor`): what no cache that restores with
 //!   `glProgramBinary` can beat here, since the driver's restore is all it times.
 //!
@@ -567,6 +568,13 @@ fn run_corpus(bin: &Path, corpus: &[String], reps: usize) -> Startup {
                         fail(format!(
                             "restore floor: the driver refused {} binaries",
                             p.refused
+                        ));
+                    }
+                    // Every program the populating run linked (what ours warm restores), no fewer.
+                    if p.linked != runs[0].1.linked {
+                        fail(format!(
+                            "restore floor: {} binaries restored, the populating run linked {}",
+                            p.linked, runs[0].1.linked
                         ));
                     }
                     p

@@ -707,9 +707,15 @@ impl ProgramCache {
             state.disk_rejections_in_a_row = 0;
             let evicted = state.store.remove_from_disk();
             state.forget(&evicted);
+            // The epoch moves under the lock, as in `clear`: the startup load inserts nothing
+            // more from the store being dropped. The report (a host callback) comes after.
+            let dropped = self
+                .disk
+                .as_ref()
+                .is_some_and(DiskLayer::drop_all_unreported);
             drop(state);
-            if let Some(disk) = &self.disk {
-                disk.drop_all(DropReason::DriverRefusals);
+            if dropped && let Some(disk) = &self.disk {
+                disk.report_drop(DropReason::DriverRefusals);
             }
             if let Some(persist) = &self.persist {
                 persist.store_rejected();
@@ -1010,16 +1016,14 @@ impl LoadSink for LoadTarget {
         let Ok(program) = packed.decode() else { return };
         let size = program.stored_size();
         let mut state = self.lock();
-        if state
-            .store
-            .unpack(key, &packed, Arc::new(program), size)
-            .is_some()
-        {
-            let limit = state.effective_budget();
-            if state.store.used() > limit {
-                let evicted = state.store.evict_to(limit);
-                state.forget(&evicted);
-            }
+        // Never evicts: a decode that would take the cache over the budget in force now (memory
+        // pressure since the load, or the host's own saves) leaves the entry packed, for its
+        // lookup to decode (and the policy to decide then).
+        let Some(held) = state.store.size_of(key) else {
+            return;
+        };
+        if state.store.used() - held + size <= state.effective_budget() {
+            state.store.unpack(key, &packed, Arc::new(program), size);
         }
     }
 }

@@ -100,14 +100,19 @@
 //! * The drop that lets go of the last handle on the cache waits for the saves already queued
 //!   (the host may exit right after it), also when it comes while the startup load is
 //!   inserting: the loader never holds the cache itself
-//!   (`dropping_the_cache_during_the_startup_load_still_waits_for_queued_writes`).
+//!   (`dropping_the_cache_during_the_startup_load_still_waits_for_queued_writes`). (One exception
+//!   the host makes: an `on_loaded` callback that keeps a handle on the cache may let go of
+//!   the last handle on the loader thread; the drop and its wait then happen there, and the
+//!   host's own drop, earlier, did not wait.)
 //! * A process killed at any moment never leaves a wrong or torn entry; a damaged `STAMP` is
 //!   repaired and a folder deleted under it is recreated.
 //! * The startup load checks each entry without decoding it; the loader thread decodes the
 //!   loaded entries after the load has been reported, in load order, off the host's thread and
 //!   without counting a lookup, and a first lookup that comes before decodes its entry itself
 //!   (`FORMAT.md`, "Startup load";
-//!   `the_loader_decodes_the_loaded_entries_after_the_load_without_a_lookup`). Until decoded,
+//!   `the_loader_decodes_the_loaded_entries_after_the_load_without_a_lookup`). That decoding
+//!   never evicts: under memory pressure or the host's saves since the load, an entry that would
+//!   not fit decoded stays packed (`the_decoding_after_the_load_never_evicts`). Until decoded,
 //!   an entry counts the bytes it holds and its shaders' compile statuses count; decoded, it
 //!   counts its program's size, and the budget still holds (`tests/disk.rs`,
 //!   `a_loaded_entry_counts_the_bytes_it_holds_until_its_first_lookup_decodes_it`,

@@ -463,6 +463,11 @@ impl BinaryStore {
         self.used
     }
 
+    /// The bytes `key` counts now, when stored.
+    pub(crate) fn size_of(&self, key: &ProgramKey) -> Option<usize> {
+        self.entries.peek(key).map(|e| e.size)
+    }
+
     pub(crate) fn len(&self) -> usize {
         self.entries.len()
     }

@@ -659,6 +659,85 @@ fn the_loader_decodes_the_loaded_entries_after_the_load_without_a_lookup() {
     assert_eq!(b.disk_counters().unwrap().rejected_entries, 0);
 }
 
+/// A cache on the store in `dir` whose `on_loaded` callback (on the loader thread, before the
+/// decoding after the load) waits until the returned sender sends or goes. Its disk budget is
+/// far above `budget`: the store keeps every entry.
+fn open_gated(
+    dir: &std::path::Path,
+    budget: usize,
+) -> (Arc<ProgramCache>, crossbeam_channel::Sender<()>) {
+    let (go, gate) = crossbeam_channel::bounded::<()>(1);
+    let disk = DiskConfig {
+        on_loaded: Some(Arc::new(move |_: &disk::LoadReport| {
+            let _ = gate.recv();
+        })),
+        budget_bytes: Some(1 << 30),
+        ..DiskConfig::new(dir, stamp("1.0"))
+    };
+    let cache = ProgramCache::builder(CacheConfig::with_budget(budget))
+        .disk(disk)
+        .build();
+    cache
+        .wait_until_loaded(Duration::from_secs(10))
+        .expect("loads");
+    (cache, go)
+}
+
+/// Waits until the cache's size has not changed for 300 ms (the loader's decoding is done or
+/// stopped), checking after each look that nothing was evicted.
+fn settle_without_evictions(cache: &ProgramCache) -> usize {
+    let t = std::time::Instant::now();
+    let (mut last, mut since) = (cache.size_bytes(), std::time::Instant::now());
+    loop {
+        assert_eq!(cache.stats().counters.evictions, 0, "the decoding evicted");
+        std::thread::sleep(Duration::from_millis(5));
+        let now = cache.size_bytes();
+        if now != last {
+            (last, since) = (now, std::time::Instant::now());
+        } else if since.elapsed() > Duration::from_millis(300) {
+            return now;
+        }
+        assert!(t.elapsed() < Duration::from_secs(30), "never settled");
+    }
+}
+
+/// The loader's decoding after the load never evicts: under memory pressure set after the load,
+/// or with the host's own saves since, an entry that would not fit decoded stays packed for its
+/// lookup, and nothing (the host's saves least of all) leaves the cache.
+#[test]
+fn the_decoding_after_the_load_never_evicts() {
+    let dir = tempfile::tempdir().unwrap();
+    let unit = program(1, 101, 4000).stored_size();
+    let decoded = store_programs(dir.path(), 40, 4000);
+
+    // Pressure since the load: the limit is a quarter of the budget.
+    let (b, go) = open_gated(dir.path(), decoded);
+    assert_eq!(b.len(), 40);
+    let packed = b.size_bytes();
+    b.set_memory_pressure(program_cache::MemoryPressure::Moderate);
+    go.send(()).unwrap();
+    let after = settle_without_evictions(&b);
+    assert_eq!(b.len(), 40);
+    assert!(after > packed, "nothing was decoded ({after} bytes)");
+    assert!(after <= decoded / 4, "{after} > {}", decoded / 4);
+    drop(b);
+
+    // The host's saves since the load take most of what the reservations kept for decoding.
+    let (c, go) = open_gated(dir.path(), decoded);
+    let packed = c.size_bytes();
+    assert_eq!(c.len(), 40);
+    let own: Vec<u8> = (101..=130).collect();
+    for &n in &own {
+        c.save(key(n), program(n, n + 100, 4000), None).unwrap();
+    }
+    go.send(()).unwrap();
+    let after = settle_without_evictions(&c);
+    assert_eq!(c.len(), 70);
+    assert!(after > packed + own.len() * unit, "nothing was decoded");
+    assert!(after <= decoded, "{after} > {decoded}");
+    assert!(own.iter().all(|&n| c.peek(&key(n)).is_some()));
+}
+
 /// The drop that lets go of the host's last handle waits for the writes already queued, even
 /// while the startup load is running (the loader then holds what it inserts into): a host that
 /// exits right after that drop loses nothing it saved.

@@ -6,7 +6,8 @@
 //!
 //! The check is split so the startup loader can stop half way: [`check_packed`] runs every
 //! check that needs no decompression (header, stamp, key, lengths, payload CRC, summary,
-//! decompression bound) and [`decode_body`] the rest, later, on the first lookup.
+//! decompression bound) and [`decode_body`] the rest, later (after the load, or at the first
+//! lookup).
 
 use crate::key::{ProgramKey, ShaderHash};
 use crate::program::CachedProgram;

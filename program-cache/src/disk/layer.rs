@@ -269,18 +269,34 @@ impl DiskLayer {
     /// waits: the writer sees the new epoch before its next job. Counted in `store_drops`; a
     /// drop the host did not ask for is reported (stats and log, once).
     pub(crate) fn drop_all(&self, reason: DropReason) {
-        if self.tx.is_none() {
-            return;
+        if self.drop_all_unreported() {
+            self.report_drop(reason);
         }
+    }
+
+    /// [`DiskLayer::drop_all`] without the report: calls no host callback, so the caller may
+    /// hold the cache's lock (the epoch then moves before an insert of the startup load can
+    /// slip in). Returns whether there was a store to drop; then report with
+    /// [`DiskLayer::report_drop`], with the lock let go.
+    pub(crate) fn drop_all_unreported(&self) -> bool {
+        if self.tx.is_none() {
+            return false;
+        }
+        bump(&self.shared.counters.store_drops, 1);
+        self.shared.drop_epoch.fetch_add(1, Ordering::AcqRel);
+        self.try_send(Job::Wake);
+        true
+    }
+
+    /// Reports a drop of the store when `reason` is one the host did not ask for (stats and
+    /// log, once): may call the host's log callback.
+    pub(crate) fn report_drop(&self, reason: DropReason) {
         if reason.is_reported() {
             self.shared.conditions.report(
                 "dropped",
                 format!("program cache: disk store dropped: {reason}"),
             );
         }
-        bump(&self.shared.counters.store_drops, 1);
-        self.shared.drop_epoch.fetch_add(1, Ordering::AcqRel);
-        self.try_send(Job::Wake);
     }
 
     /// Waits until every queued job has been done. The writer's work is bounded (it never

@@ -40,7 +40,8 @@
 //! `config` (what a host sets), `layer` (the cache's handle: queues jobs, never touches the
 //! disk), `writer` (the writer thread, and the store-keeping a [`Store`] runs), `persist`
 //! (the sink and its thread), `store` (the standalone store), `loader` (the startup load into a `LoadSink`),
-//! `packed` (a checked entry held undecoded until its first lookup),
+//! `packed` (a checked entry held undecoded until it is decoded after the load or at its first
+//! lookup),
 //! `counters` and `condition` (what is counted and reported), `store_dir` (one store folder and the
 //! folder's other stores), `format` (entry files), `stamp` (`STAMP`), `fsx` (descriptor-relative
 //! file operations), [`inspect`] (the CLI's read-only view and `clear`).

@@ -872,7 +872,8 @@ impl StampDir {
     }
 
     /// Reads one entry for the startup loader and runs every check that needs no decompression
-    /// ([`format::check_packed`]); the body is decoded on its first lookup. `name` was just
+    /// ([`format::check_packed`]); the body is decoded later (after the load, or at its first
+    /// lookup). `name` was just
     /// listed as a regular file, so it is opened without another lookup first
     /// ([`fsx::open_listed`]): one `openat`, one `fstat`, one `pread` of the whole (bounded)
     /// file, one `close`. A damaged or foreign entry is deleted as [`Self::read`] deletes it.

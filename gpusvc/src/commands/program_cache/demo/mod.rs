@@ -81,8 +81,9 @@ pub(crate) struct DemoArgs {
     #[arg(long, hide = true, requires = "single_pass")]
     pub(crate) plain_driver: bool,
     /// (benchmarks) With --single-pass and a disk cache: the floor of any cache that restores
-    /// with glProgramBinary. After the startup load, every stored program is decoded (timed
-    /// apart, as `prep_ms`), then the pass only hands each binary to the driver.
+    /// with glProgramBinary. After the startup load (the loader's decoding after it off), every
+    /// stored program is decoded (timed apart, as `prep_ms`), then the pass only hands each
+    /// binary to the driver.
     #[arg(
         long,
         hide = true,

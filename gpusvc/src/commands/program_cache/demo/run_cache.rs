@@ -83,9 +83,13 @@ pub(super) fn open_cache(args: &DemoArgs, ctx: &GlContext) -> RunCache {
                 env!("CARGO_PKG_VERSION"),
             );
             let store = dir.join(stamp.dir_name());
-            let cache = ProgramCache::builder(config)
-                .disk(DiskConfig::new(dir, stamp))
-                .build();
+            // The restore floor decodes every entry itself before its pass (timed apart): the
+            // loader's decoding after the load would only compete with its pass.
+            let disk = DiskConfig {
+                decode_after_load: !args.restore_floor,
+                ..DiskConfig::new(dir, stamp)
+            };
+            let cache = ProgramCache::builder(config).disk(disk).build();
             (cache, Some(store))
         }
     };
