@@ -404,9 +404,9 @@ const BIG_BUDGET: usize = 1 << 30;
 /// The loader section's disk config. The decoding after the load is off: this section times
 /// the load alone (until `wait_until_loaded` returns), over many loads in one process, and the
 /// decoding each load's thread starts right after it is timed nowhere, yet it may change what
-/// the next round finds. Over 10 alternating loader-only runs our load's median was 3.60 ms
-/// with it on and 3.45 ms with it off (plain reads 3.37 and 3.38 ms); a host loads once per
-/// process. The startup cases run with it on, as hosts do.
+/// the next round finds. Over 10 loader-only runs each, alternating, our load's median was
+/// 3.60 ms with it on and 3.45 ms with it off (plain reads 3.37 and 3.38 ms; the ranges
+/// overlap); a host loads once per process. The startup cases run with it on, as hosts do.
 fn disk_config(root: &Path, compress: bool) -> DiskConfig {
     DiskConfig {
         compress,
