@@ -214,6 +214,11 @@ fn open_small(dir: &std::path::Path, memory: usize) -> Arc<ProgramCache> {
         budget_bytes: Some(1 << 30),
         ..DiskConfig::new(dir, stamp("1.0"))
     };
+    open_with(disk, memory)
+}
+
+/// A cache with a memory budget of `memory` bytes on `disk`, once its startup load is done.
+fn open_with(disk: DiskConfig, memory: usize) -> Arc<ProgramCache> {
     let cache = ProgramCache::builder(CacheConfig::with_budget(memory))
         .disk(disk)
         .build();
@@ -473,13 +478,7 @@ fn open_lazy(dir: &std::path::Path, budget: usize) -> Arc<ProgramCache> {
         decode_after_load: false,
         ..DiskConfig::new(dir, stamp("1.0"))
     };
-    let cache = ProgramCache::builder(CacheConfig::with_budget(budget))
-        .disk(disk)
-        .build();
-    cache
-        .wait_until_loaded(Duration::from_secs(10))
-        .expect("loads");
-    cache
+    open_with(disk, budget)
 }
 
 /// Saves programs `1..=n` (binaries of `len` bytes) in a new store in `dir`; returns their
@@ -674,13 +673,7 @@ fn open_gated(
         budget_bytes: Some(1 << 30),
         ..DiskConfig::new(dir, stamp("1.0"))
     };
-    let cache = ProgramCache::builder(CacheConfig::with_budget(budget))
-        .disk(disk)
-        .build();
-    cache
-        .wait_until_loaded(Duration::from_secs(10))
-        .expect("loads");
-    (cache, go)
+    (open_with(disk, budget), go)
 }
 
 /// Waits until the cache's size has not changed for 300 ms (the loader's decoding is done or
