@@ -1004,10 +1004,10 @@ impl LoadSink for LoadTarget {
         true
     }
 
-    /// As a lookup decodes (`ProgramCache::decoded`), on the loader thread and without
-    /// touching recency or counters; decoding happens with the lock let go. A body that does
-    /// not decode is left packed: its first lookup rejects it, deletes it from disk and counts
-    /// it, as without this.
+    /// Decodes as a lookup does (`ProgramCache::decoded`: with the lock let go), but on the
+    /// loader thread, without touching recency or counters, and never evicting. A body that
+    /// does not decode is left packed: its first lookup rejects it, deletes it from disk and
+    /// counts it, as without this.
     fn decode_loaded(&self, key: &ProgramKey) {
         let packed = match self.lock().store.peek(key) {
             Some(Value::Packed(p)) => p,

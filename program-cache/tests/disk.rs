@@ -186,6 +186,20 @@ fn wide_key(n: u16) -> program_cache::ProgramKey {
     program_cache::ProgramKey(k)
 }
 
+/// Saves `n` small programs under `wide_key(0..n)` and waits until they are written (flushing
+/// every 100, so the write queue never fills).
+fn save_wide(cache: &ProgramCache, n: u16) {
+    for k in 0..n {
+        cache
+            .save(wide_key(k), program((k % 200) as u8, 201, 100), None)
+            .unwrap();
+        if k % 100 == 99 {
+            cache.flush_disk();
+        }
+    }
+    cache.flush_disk();
+}
+
 /// Sets the modification time of every entry file of the only store in `dir` to what `time`
 /// gives for its key number; returns the key numbers in the order the folder lists them
 /// (`getdents`, as the startup load lists it).
@@ -242,14 +256,7 @@ fn a_large_store_loads_in_the_same_order_however_its_two_reading_threads_ran() {
     let dir = tempfile::tempdir().unwrap();
     let unit = program(0, 201, 100).stored_size();
     let a = open(dir.path(), "1.0", 64 << 20);
-    for n in 0..N {
-        a.save(wide_key(n), program((n % 200) as u8, 201, 100), None)
-            .unwrap();
-        if n % 100 == 99 {
-            a.flush_disk();
-        }
-    }
-    a.flush_disk();
+    save_wide(&a, N);
     assert_eq!(a.disk_counters().unwrap().writes, u64::from(N));
     let hot: BTreeSet<u16> = (0..N).step_by(40).collect();
     a.mark_hot(&hot.iter().map(|&n| wide_key(n)).collect::<Vec<_>>());
@@ -740,14 +747,7 @@ fn dropping_the_cache_during_the_startup_load_still_waits_for_queued_writes() {
     const SAVES: u16 = 40;
     let dir = tempfile::tempdir().unwrap();
     let a = open(dir.path(), "1.0", 256 << 20);
-    for n in 0..N {
-        a.save(wide_key(n), program((n % 200) as u8, 201, 100), None)
-            .unwrap();
-        if n % 100 == 99 {
-            a.flush_disk();
-        }
-    }
-    a.flush_disk();
+    save_wide(&a, N);
     drop(a);
     for round in 0..20u16 {
         let cache = ProgramCache::builder(CacheConfig::with_budget(256 << 20))
