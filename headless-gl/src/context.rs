@@ -4,6 +4,9 @@ use std::cell::Cell;
 use std::ffi::{CStr, c_char, c_void};
 use std::marker::PhantomData;
 use std::rc::Rc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
 
 use glow::HasContext;
 use glutin::api::egl::Egl;
@@ -11,7 +14,9 @@ use glutin::api::egl::context::PossiblyCurrentContext;
 use glutin::api::egl::device::Device;
 use glutin::api::egl::display::Display;
 use glutin::config::{Api, ConfigSurfaceTypes, ConfigTemplateBuilder};
-use glutin::context::{ContextApi, ContextAttributesBuilder, GlProfile, Version};
+use glutin::context::{
+    AsRawContext, ContextApi, ContextAttributesBuilder, GlProfile, RawContext, Version,
+};
 use glutin::display::GlDisplay;
 use glutin::error::ErrorKind;
 use glutin::prelude::PossiblyCurrentGlContext;
@@ -277,6 +282,10 @@ pub(crate) struct Inner {
     /// Always `Some` until drop takes it.
     context: Option<PossiblyCurrentContext>,
     display: Display,
+    /// The share group's id: a context [`GlContext::spawn_shared`] makes has its maker's.
+    pub(crate) group: u64,
+    /// Contexts being made with this one's handle; drop waits for them.
+    making: Arc<Making>,
 }
 
 /// `glGetProgramInterfaceiv`.
@@ -469,6 +478,8 @@ impl Inner {
 
 impl Drop for Inner {
     fn drop(&mut self) {
+        // A thread making a context in this one's share group needs its handle until then.
+        self.making.wait();
         // EGL defers destroying a context that is current until it is released; a thread that
         // exits with it still current never releases it and its whole driver state leaks. So
         // release it first when it is current here.
@@ -684,9 +695,152 @@ impl GlContext {
         self.inner.context().is_current()
     }
 
+    /// Spawns a thread named `name` with a context of its own in this context's share group
+    /// (programs, shaders, buffers, textures and sync objects are visible in both), on the
+    /// same display, config, API and version, current on that thread; `f` runs there with it,
+    /// or with why it could not be made. The context is made on the new thread, so the calling
+    /// thread pays only for the spawn; until it is made, dropping this context waits for it
+    /// (eglCreateContext needs this context's handle; nothing but that call runs first).
+    ///
+    /// An object one context changes is complete for the other only once the changer's
+    /// commands are (`glFinish`, or a fence the other waits on), as GL says of share groups:
+    /// [`GlContext::hand_over`] and [`GlContext::adopt`] move a program that way.
+    pub fn spawn_shared<F, T>(&self, name: &str, f: F) -> std::io::Result<JoinHandle<T>>
+    where
+        F: FnOnce(Result<GlContext, ContextError>) -> T + Send + 'static,
+        T: Send + 'static,
+    {
+        let RawContext::Egl(raw) = self.inner.context().raw_context();
+        let seed = ShareSeed {
+            display: self.inner.display.clone(),
+            share: RawShare(raw),
+            info: self.info.clone(),
+            group: self.inner.group,
+            making: MakingGuard::begin(&self.inner.making),
+        };
+        // A failed spawn drops the closure, and with it the seed's guard.
+        std::thread::Builder::new()
+            .name(name.to_owned())
+            .spawn(move || f(seed.open()))
+    }
+
     pub(crate) fn owns(&self, inner: &Rc<Inner>) -> bool {
         Rc::ptr_eq(&self.inner, inner)
     }
+}
+
+/// What a thread spawned by [`GlContext::spawn_shared`] makes its context from.
+struct ShareSeed {
+    display: Display,
+    share: RawShare,
+    info: DriverInfo,
+    group: u64,
+    /// Held until the context is made: the context shared with waits for it before it goes.
+    making: MakingGuard,
+}
+
+impl ShareSeed {
+    /// Makes the context (in the seed's share group) and makes it current on this thread.
+    fn open(self) -> Result<GlContext, ContextError> {
+        let ShareSeed {
+            display,
+            share,
+            info,
+            group,
+            making,
+        } = self;
+        let api = info.api;
+        let config = find_config(&display, api, info.device.index);
+        let made = config.and_then(|config| {
+            let attributes =
+                context_attributes(api, info.profile, Some(info.version_numbers), Some(share));
+            // SAFETY: the attributes carry no raw window handle; `config` belongs to `display`;
+            // the context shared with is alive (it waits for `making` before it is destroyed).
+            unsafe { display.create_context(&config, &attributes) }.map_err(|e| {
+                ContextError::ContextCreation {
+                    api,
+                    reason: e.to_string(),
+                }
+            })
+        });
+        // The shared-with handle is no longer needed.
+        drop(making);
+        let current = made?
+            .make_current_surfaceless()
+            .map_err(|e| ContextError::MakeCurrent {
+                reason: e.to_string(),
+            })?;
+        let (current, gl) = load_gl(&display, current);
+        let ext = ExtFns::load(&display, &gl, api, info.version_numbers);
+        Ok(GlContext {
+            inner: Rc::new(Inner {
+                gl,
+                ext,
+                context: Some(current),
+                display,
+                group,
+                making: Arc::default(),
+            }),
+            info,
+        })
+    }
+}
+
+/// A context's raw EGL handle, to share with on another thread.
+#[derive(Clone, Copy)]
+struct RawShare(*const c_void);
+
+// SAFETY: an EGLContext handle is an identifier EGL accepts on any thread; the context it names
+// outlives every use ([`MakingGuard`]).
+unsafe impl Send for RawShare {}
+
+impl AsRawContext for RawShare {
+    fn raw_context(&self) -> RawContext {
+        RawContext::Egl(self.0)
+    }
+}
+
+/// How many contexts are being made in a context's share group on other threads.
+#[derive(Debug, Default)]
+pub(crate) struct Making {
+    count: Mutex<usize>,
+    done: Condvar,
+}
+
+impl Making {
+    /// Waits until no context is being made with this one's handle.
+    fn wait(&self) {
+        let mut count = self.count.lock().unwrap_or_else(|e| e.into_inner());
+        while *count > 0 {
+            count = self.done.wait(count).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+}
+
+/// One context being made (counted in [`Making`] while it lives).
+struct MakingGuard(Arc<Making>);
+
+impl MakingGuard {
+    fn begin(making: &Arc<Making>) -> Self {
+        *making.count.lock().unwrap_or_else(|e| e.into_inner()) += 1;
+        MakingGuard(making.clone())
+    }
+}
+
+impl Drop for MakingGuard {
+    fn drop(&mut self) {
+        let mut count = self.0.count.lock().unwrap_or_else(|e| e.into_inner());
+        *count -= 1;
+        if *count == 0 {
+            self.0.done.notify_all();
+        }
+    }
+}
+
+/// A fresh share-group id.
+fn next_group() -> u64 {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    NEXT.fetch_add(1, Ordering::Relaxed)
 }
 
 /// EGL's devices, at least one.
@@ -855,6 +1009,8 @@ fn open_on_device(
                         ext,
                         context: Some(context),
                         display,
+                        group: next_group(),
+                        making: Arc::default(),
                     }),
                     info,
                 });
@@ -891,29 +1047,8 @@ fn create_current(
     min: GlVersion,
 ) -> Result<(PossiblyCurrentContext, glow::Context), ContextError> {
     let api = api_of(profile);
-    let template = ConfigTemplateBuilder::new()
-        .with_surface_type(ConfigSurfaceTypes::PBUFFER)
-        .with_api(match api {
-            GlApi::DesktopCore => Api::OPENGL,
-            GlApi::Gles => Api::GLES3,
-        })
-        .build();
-    // SAFETY: the template has no native window handle; the display is alive for the call.
-    let config = unsafe { display.find_configs(template) }
-        .ok()
-        .and_then(|mut configs| configs.next())
-        .ok_or(ContextError::NoMatchingConfig { api, device })?;
-
-    let attributes = |version| {
-        ContextAttributesBuilder::new()
-            .with_context_api(context_api(api, version))
-            .with_profile(match profile {
-                ContextProfile::Compatibility => GlProfile::Compatibility,
-                // EGL ignores the profile of a GLES context.
-                ContextProfile::Core | ContextProfile::Es => GlProfile::Core,
-            })
-            .build(None)
-    };
+    let config = find_config(display, api, device)?;
+    let attributes = |version| context_attributes(api, profile, version, None);
     // SAFETY: the attributes carry no raw window handle; `config` belongs to `display`.
     let created = unsafe { display.create_context(&config, &attributes(Some(min))) };
     let not_current = match created {
@@ -974,6 +1109,48 @@ fn create_current(
         }
     }
     Ok((current, gl))
+}
+
+/// The display's first PBUFFER config for `api`.
+fn find_config(
+    display: &Display,
+    api: GlApi,
+    device: usize,
+) -> Result<glutin::api::egl::config::Config, ContextError> {
+    let template = ConfigTemplateBuilder::new()
+        .with_surface_type(ConfigSurfaceTypes::PBUFFER)
+        .with_api(match api {
+            GlApi::DesktopCore => Api::OPENGL,
+            GlApi::Gles => Api::GLES3,
+        })
+        .build();
+    // SAFETY: the template has no native window handle; the display is alive for the call.
+    unsafe { display.find_configs(template) }
+        .ok()
+        .and_then(|mut configs| configs.next())
+        .ok_or(ContextError::NoMatchingConfig { api, device })
+}
+
+/// The attributes of a context of `api` and `profile` (at least `version` when given), in the
+/// share group of `share` when given.
+fn context_attributes(
+    api: GlApi,
+    profile: ContextProfile,
+    version: Option<GlVersion>,
+    share: Option<RawShare>,
+) -> glutin::context::ContextAttributes {
+    let mut builder = ContextAttributesBuilder::new();
+    if let Some(share) = share {
+        builder = builder.with_sharing(&share);
+    }
+    builder
+        .with_context_api(context_api(api, version))
+        .with_profile(match profile {
+            ContextProfile::Compatibility => GlProfile::Compatibility,
+            // EGL ignores the profile of a GLES context.
+            ContextProfile::Core | ContextProfile::Es => GlProfile::Core,
+        })
+        .build(None)
 }
 
 fn load_gl(

@@ -80,8 +80,8 @@ pub use draw::{
 pub use driver::{DeviceInfo, DriverInfo, GlApi, GlVersion};
 pub use program::{
     ActiveVariable, AttributeBinding, BinaryError, BlockMember, BuildError, ForeignObject,
-    InterfaceBlock, LinkError, LinkOptions, Program, ProgramBinary, ProgramInterface,
-    ProgramOutput, ReflectError, Shader, ShaderError, ShaderStage, StageMask,
+    HandOverError, HandedProgram, InterfaceBlock, LinkError, LinkOptions, Program, ProgramBinary,
+    ProgramInterface, ProgramOutput, ReflectError, Shader, ShaderError, ShaderStage, StageMask,
     TransformFeedbackMode, Varying,
 };
 

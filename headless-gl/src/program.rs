@@ -1,6 +1,7 @@
 //! Shaders, programs, program binaries and reflection.
 
 use std::cell::Cell;
+use std::mem::ManuallyDrop;
 use std::rc::Rc;
 
 use glow::HasContext;
@@ -108,6 +109,148 @@ impl Drop for Program {
             Ok(gl) => unsafe { gl.delete_program(self.raw) },
             Err(e) => tracing::warn!(error = %e, "program leaked: context not current"),
         }
+    }
+}
+
+impl Program {
+    /// The name and known stages, without deleting the program: the caller now owns the name.
+    fn into_parts(self) -> (glow::Program, Option<StageMask>) {
+        let this = ManuallyDrop::new(self);
+        // SAFETY: `this` is never used or dropped again, so the `Rc` read out of it is dropped
+        // exactly once (here), and the program's own drop (which deletes it) never runs.
+        drop(unsafe { std::ptr::read(&this.inner) });
+        (this.raw, this.stages.get())
+    }
+}
+
+/// A linked program on its way from the context that made it to another context of its share
+/// group: [`GlContext::hand_over`] makes one, [`GlContext::adopt`] takes it. It holds the
+/// program's name, a fence after the commands that made the program, and the share group's
+/// identity, and it may cross threads. Only [`GlContext::adopt`] (in any context of the
+/// group) deletes the program later: one dropped without being adopted leaks the program and
+/// the fence, with a warning.
+#[must_use = "only adopting a handed-over program deletes it"]
+pub struct HandedProgram {
+    raw: glow::Program,
+    stages: Option<StageMask>,
+    /// The `GLsync`, as an address (sync objects are shared by the group).
+    fence: usize,
+    group: u64,
+}
+
+impl std::fmt::Debug for HandedProgram {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HandedProgram")
+            .field("raw", &self.raw)
+            .finish_non_exhaustive()
+    }
+}
+
+impl HandedProgram {
+    /// The program's GL name (the same in every context of the share group).
+    pub fn raw(&self) -> glow::Program {
+        self.raw
+    }
+}
+
+impl Drop for HandedProgram {
+    fn drop(&mut self) {
+        tracing::warn!(program = ?self.raw, "a handed-over program was never adopted: it leaks");
+    }
+}
+
+/// Why [`GlContext::hand_over`] or [`GlContext::adopt`] did not move a program.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum HandOverError {
+    /// The program (or handed-over program) belongs to another context, or another share
+    /// group.
+    #[error(transparent)]
+    Foreign(#[from] ForeignObject),
+    /// Sync objects need GL 3.2 or GLES 3.0; the context has less.
+    #[error("the context has no sync objects (GL 3.2 / GLES 3.0)")]
+    NoSync,
+    /// `glFenceSync` failed.
+    #[error("glFenceSync failed: {0}")]
+    Fence(String),
+    /// See [`NotCurrent`].
+    #[error(transparent)]
+    NotCurrent(#[from] NotCurrent),
+}
+
+impl GlContext {
+    /// Whether the context has sync objects (GL 3.2, GLES 3.0).
+    fn has_sync(&self) -> bool {
+        let v = self.info().version_numbers;
+        match self.info().api {
+            crate::GlApi::DesktopCore => v >= crate::GlVersion::new(3, 2),
+            crate::GlApi::Gles => v >= crate::GlVersion::new(3, 0),
+        }
+    }
+
+    /// Hands a program this context made to another context of its share group (one a
+    /// [`GlContext::spawn_shared`] thread runs, or the context that spawned it): puts a fence
+    /// after the commands that made it, flushes, and gives up the program without deleting it.
+    /// On an error the program comes back with it, still this context's.
+    pub fn hand_over(&self, program: Program) -> Result<HandedProgram, (HandOverError, Program)> {
+        if !self.owns(&program.inner) {
+            return Err((ForeignObject.into(), program));
+        }
+        if !self.has_sync() {
+            return Err((HandOverError::NoSync, program));
+        }
+        let gl = match self.inner.gl() {
+            Ok(gl) => gl,
+            Err(e) => return Err((e.into(), program)),
+        };
+        // SAFETY: the context is current and has sync objects (checked above); glFlush sends
+        // the fence, so a wait for it in another context ends.
+        let fence = unsafe {
+            match gl.fence_sync(glow::SYNC_GPU_COMMANDS_COMPLETE, 0) {
+                Ok(fence) => {
+                    gl.flush();
+                    fence
+                }
+                Err(e) => return Err((HandOverError::Fence(e), program)),
+            }
+        };
+        let (raw, stages) = program.into_parts();
+        Ok(HandedProgram {
+            raw,
+            stages,
+            fence: fence.0 as usize,
+            group: self.inner.group,
+        })
+    }
+
+    /// Takes a handed-over program as this context's own: waits (on the GPU, `glWaitSync`; the
+    /// calling thread does not block) for the fence the maker put after it, deletes the fence,
+    /// and returns the program, deleted when it drops. A program of another share group, or a
+    /// context that cannot be made current, gives it back with the error.
+    pub fn adopt(&self, handed: HandedProgram) -> Result<Program, (HandOverError, HandedProgram)> {
+        if handed.group != self.inner.group {
+            return Err((ForeignObject.into(), handed));
+        }
+        if !self.has_sync() {
+            return Err((HandOverError::NoSync, handed));
+        }
+        let gl = match self.inner.gl() {
+            Ok(gl) => gl,
+            Err(e) => return Err((e.into(), handed)),
+        };
+        let handed = ManuallyDrop::new(handed);
+        let fence = glow::NativeFence(handed.fence as _);
+        // SAFETY: the context is current, has sync objects, and is in the share group of the
+        // context that made the fence (checked above); the fence was flushed by its maker and
+        // is deleted once, here (the handed-over program is consumed).
+        unsafe {
+            gl.wait_sync(fence, 0, glow::TIMEOUT_IGNORED);
+            gl.delete_sync(fence);
+        }
+        Ok(Program {
+            inner: self.inner.clone(),
+            raw: handed.raw,
+            stages: Cell::new(handed.stages),
+        })
     }
 }
 
