@@ -116,10 +116,8 @@ fn a_binary_loaded_on_a_shared_context_thread_draws_in_the_spawning_context() {
     drop(program);
     let gl = ctx.gl().unwrap();
     // SAFETY: a state query on the current context.
-    assert!(
-        !unsafe { gl.is_program(raw) },
-        "the adopted program is deleted on drop"
-    );
+    let still_there = unsafe { gl.is_program(raw) };
+    assert!(!still_there, "the adopted program is deleted on drop");
 }
 
 #[test]
