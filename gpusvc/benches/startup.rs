@@ -8,19 +8,26 @@
 //! binary you built). The time is taken by this process, from just before the spawn to the moment
 //! the child reports that every program of the corpus is linked: exec, dynamic loading, EGL and
 //! context creation, corpus parsing, the disk cache's open + startup load, and the compile/link
-//! pass. Four cases, `GPUSVC_BENCH_REPS` runs each (default 5 on piglit, 15 on glmark2),
-//! interleaved (cold first in each round, the three warm cases taking turns after it):
+//! pass. Five cases, `GPUSVC_BENCH_REPS` runs each (default 5 on piglit, 15 on glmark2),
+//! interleaved (cold first in each round, the four warm cases taking turns after it):
 //! * **cold**: a fresh `MESA_SHADER_CACHE_DIR`, our disk cache empty (a new folder each run);
-//! * **ours warm**: a fresh `MESA_SHADER_CACHE_DIR`, our disk cache populated by a cold run;
+//! * **ours warm**: a fresh `MESA_SHADER_CACHE_DIR`, our disk cache populated by a cold run,
+//!   and a `RestoreAhead` started as the cache opens (`--restore-ahead`: a second thread with
+//!   a context in the host's share group restores the stored programs while the host parses its
+//!   corpus and links; a hit takes the program restored there, or restores it itself when the
+//!   thread has not reached it);
+//! * **ours warm, one thread**: the same without the restore-ahead, every binary restored on
+//!   the host's thread (the figure before restore-ahead);
 //! * **Mesa warm** (the peer): no program cache at all (`--plain-driver`: compile, link, reflect
 //!   straight on the driver; the reflection is what our manager hands its host for each
 //!   program, read from the driver on a cache hit too: attributes, uniforms, the interface), `MESA_SHADER_CACHE_DIR` populated by a previous such run and
 //!   reused;
-//! * **restore floor** (for reference, not a cache): as ours warm up to the pass, then every
+//! * **restore floor** (for reference, not a cache; one thread): as ours warm up to the pass, then every
 //!   stored program decoded first (its time, `prep_ms`, taken out of the total; the loader's
 //!   decoding after the load off, so nothing else decodes meanwhile), and a pass that
 //!   only hands each binary to the driver (`--restore-floor`): what no cache that restores with
-//!   `glProgramBinary` can beat here, since the driver's restore is all it times.
+//!   `glProgramBinary` on the host's thread alone can beat here, since the driver's restore is
+//!   all it times.
 //!
 //! Corpora, one after the other, each with its own table and JSON metrics
 //! (`startup_<corpus>_ours_warm_vs_mesa_warm`, `link_pass_<corpus>_ours_warm_vs_mesa_warm`, ...):
@@ -201,6 +208,7 @@ fn corpora() -> Vec<Corpus> {
 enum Case {
     Cold,
     OursWarm,
+    OursOneThread,
     MesaWarm,
     RestoreFloor,
 }
@@ -210,6 +218,7 @@ impl Case {
         match self {
             Case::Cold => "cold (both caches empty)",
             Case::OursWarm => "ours warm (our disk cache)",
+            Case::OursOneThread => "ours warm, one thread",
             Case::MesaWarm => "Mesa warm (its shader cache)",
             Case::RestoreFloor => "restore floor (binaries only)",
         }
@@ -255,6 +264,12 @@ struct Probe {
     reflect_ms: f64,
     writes: u64,
     dropped: u64,
+    /// `--restore-ahead`: programs the restore-ahead thread restored, and the host took.
+    ahead_restored: u64,
+    ahead_taken: u64,
+    /// How often, and how long in all, the host waited for a restore of its key under way.
+    ahead_waited: u64,
+    ahead_waited_ms: f64,
 }
 
 fn field<T: std::str::FromStr + Default>(line: &str, name: &str) -> T {
@@ -318,6 +333,11 @@ fn probe(
             probe.link_ms = field(&line, "link_ms");
             probe.reflect_ms = field(&line, "reflect_ms");
             reported = true;
+        } else if line.starts_with("gpusvc-startup-ahead ") {
+            probe.ahead_restored = field(&line, "restored");
+            probe.ahead_taken = field(&line, "taken");
+            probe.ahead_waited = field(&line, "waited");
+            probe.ahead_waited_ms = field::<f64>(&line, "waited_us") / 1e3;
         } else if line.starts_with("gpusvc-startup-done ") {
             probe.writes = field(&line, "writes");
             probe.dropped = field(&line, "dropped");
@@ -489,6 +509,7 @@ fn timed_reads(files: &[PathBuf]) -> f64 {
 struct Startup {
     cold: Vec<Probe>,
     ours: Vec<Probe>,
+    one_thread: Vec<Probe>,
     mesa: Vec<Probe>,
     floor: Vec<Probe>,
     /// Our disk cache as the first cold run left it (the warm runs' folder).
@@ -529,8 +550,14 @@ fn run_corpus(bin: &Path, corpus: &[String], reps: usize) -> Startup {
     for rep in 0..reps {
         // The warm cases take turns right after the cold run (whose writes the system may still
         // be flushing), so none is always the one that follows it.
-        let mut warm = [Case::OursWarm, Case::MesaWarm, Case::RestoreFloor];
-        warm.rotate_left(rep % 3);
+        let mut warm = [
+            Case::OursWarm,
+            Case::MesaWarm,
+            Case::RestoreFloor,
+            Case::OursOneThread,
+        ];
+        let turns = rep % warm.len();
+        warm.rotate_left(turns);
         for case in std::iter::once(Case::Cold).chain(warm) {
             let fresh_mesa = tempdir("gpusvc-startup-bench-mesa-fresh-");
             let p = match case {
@@ -553,8 +580,19 @@ fn run_corpus(bin: &Path, corpus: &[String], reps: usize) -> Startup {
                     }
                     p
                 }
-                Case::OursWarm => {
-                    let p = probe(bin, corpus, &[], Some(populated.path()), fresh_mesa.path());
+                Case::OursWarm | Case::OursOneThread => {
+                    let extra: &[&str] = if case == Case::OursWarm {
+                        &["--restore-ahead"]
+                    } else {
+                        &[]
+                    };
+                    let p = probe(
+                        bin,
+                        corpus,
+                        extra,
+                        Some(populated.path()),
+                        fresh_mesa.path(),
+                    );
                     if p.hits != p.linked {
                         fail(format!(
                             "warm run: {} cache hits of {} linked programs",
@@ -609,6 +647,7 @@ fn run_corpus(bin: &Path, corpus: &[String], reps: usize) -> Startup {
     Startup {
         cold: of(Case::Cold),
         ours: of(Case::OursWarm),
+        one_thread: of(Case::OursOneThread),
         mesa: of(Case::MesaWarm),
         floor: of(Case::RestoreFloor),
         populated,
@@ -628,9 +667,11 @@ fn startup_table(key: &str, label: &str, s: &Startup, reps: usize) -> Vec<Row> {
         "case", "total ms", "context", "corpus", "disk load*", "waited", "link", "vs cold"
     );
     let cold_total = med(cold, |p| p.wall_ms);
+    let one = &s.one_thread;
     for (case, probes) in [
         (Case::Cold, cold),
         (Case::OursWarm, ours),
+        (Case::OursOneThread, one),
         (Case::MesaWarm, mesa),
         (Case::RestoreFloor, floor),
     ] {
@@ -717,15 +758,38 @@ fn startup_table(key: &str, label: &str, s: &Startup, reps: usize) -> Vec<Row> {
         "restore floor ({key}; {} binaries handed to the driver, nothing else in the pass; \
          decoding them first, {:.1} ms, left out): total {floor_total:.1} ms vs Mesa warm \
          {mesa_total:.1} ms, ratio {:.3} (per-round median {:.3}); pass {floor_link:.1} ms vs \
-         Mesa's {mesa_link:.1} ms, ratio {:.3}; ours warm is {:.1} ms above it in total, {:.1} \
-         ms in the pass",
+         Mesa's {mesa_link:.1} ms, ratio {:.3}; ours warm is {} it in total, {} in the pass",
         floor[0].linked,
         med(floor, |p| p.prep_ms),
         floor_total / mesa_total,
         median(&mut floor_paired),
         floor_link / mesa_link,
-        ours_total - floor_total,
-        ours_link - floor_link,
+        above_below(ours_total - floor_total),
+        above_below(ours_link - floor_link),
+    );
+    println!(
+        "restore-ahead ({key}; ours warm restores on a second thread with a shared context, \
+         started when the cache opens): medians {:.0} programs restored there, {:.0} taken by \
+         the pass, the pass waited {:.0} times for a restore under way ({:.1} ms in all)",
+        med(ours, |p| p.ahead_restored as f64),
+        med(ours, |p| p.ahead_taken as f64),
+        med(ours, |p| p.ahead_waited as f64),
+        med(ours, |p| p.ahead_waited_ms),
+    );
+    let one_total = med(one, |p| p.wall_ms);
+    let one_link = med(one, |p| p.wait_ms + p.pass_ms);
+    let mut one_paired: Vec<f64> = one
+        .iter()
+        .zip(mesa)
+        .map(|(o, m)| o.wall_ms / m.wall_ms)
+        .collect();
+    println!(
+        "ours warm on one thread ({key}; no restore-ahead, every binary restored on the host's \
+         thread): total {one_total:.1} ms vs Mesa warm {mesa_total:.1} ms, ratio {:.3} \
+         (per-round median {:.3}); pass {one_link:.1} ms, ratio {:.3}",
+        one_total / mesa_total,
+        median(&mut one_paired),
+        one_link / mesa_link,
     );
     vec![
         Row {
@@ -741,6 +805,20 @@ fn startup_table(key: &str, label: &str, s: &Startup, reps: usize) -> Vec<Row> {
             ours: ours_link,
             baseline: mesa_link,
             ratio_note: "ours warm / Mesa warm, the link pass alone (+ our load wait)",
+        },
+        Row {
+            metric: format!("startup_{key}_ours_one_thread_vs_mesa_warm"),
+            unit: "ms",
+            ours: one_total,
+            baseline: mesa_total,
+            ratio_note: "ours warm without restore-ahead / Mesa warm, process start to all linked",
+        },
+        Row {
+            metric: format!("link_pass_{key}_ours_one_thread_vs_mesa_warm"),
+            unit: "ms",
+            ours: one_link,
+            baseline: mesa_link,
+            ratio_note: "ours warm without restore-ahead / Mesa warm, the link pass alone",
         },
         Row {
             metric: format!("startup_{key}_restore_floor_vs_mesa_warm"),
@@ -771,6 +849,15 @@ fn startup_table(key: &str, label: &str, s: &Startup, reps: usize) -> Vec<Row> {
             ratio_note: "peer: Mesa warm / cold (for reference)",
         },
     ]
+}
+
+/// "`d` ms above" or "`-d` ms below".
+fn above_below(d: f64) -> String {
+    if d >= 0.0 {
+        format!("{d:.1} ms above")
+    } else {
+        format!("{:.1} ms below", -d)
+    }
 }
 
 /// What the loader part measured.

@@ -46,6 +46,15 @@
 //!   `GL_PROGRAM_SEPARABLE` included, for compute, geometry, tessellation, separable and
 //!   transform-feedback programs on desktop GL and GLES (tests in `tests/program_kinds.rs`;
 //!   the stages of a loaded program are inferred, see [`GlContext::load_program_binary`]).
+//! * A thread [`GlContext::spawn_shared`] starts has a context in the caller's share group,
+//!   made on that thread (dropping the caller's context meanwhile waits until it is made:
+//!   `dropping_the_spawning_context_at_once_still_lets_the_thread_make_its_context`). A program
+//!   it links or loads from a binary and hands over ([`GlContext::hand_over`]: a fence after it,
+//!   flushed) draws in the caller's context once adopted ([`GlContext::adopt`]: `glWaitSync`, no
+//!   wait on the calling thread), and the adopted program is deleted with its new owner
+//!   (`tests/shared_context.rs`). A program never crosses share groups: handing over another
+//!   context's program, or adopting one of another group, gives it back with
+//!   [`ForeignObject`] (`programs_do_not_cross_share_groups`).
 //! * Nothing here panics on driver output: bad binaries, failing compiles, missing extensions and
 //!   unsupported versions all come back as error values that say what is missing.
 //!
@@ -57,7 +66,8 @@
 //! # Thread safety
 //! A [`GlContext`] is `!Send` and `!Sync`: an EGL context is current on at most one thread, so a
 //! context and its objects live on the thread that opened them. Any number of threads may each open
-//! their own context at the same time.
+//! their own context at the same time, or run one [`GlContext::spawn_shared`] made; a
+//! [`HandedProgram`] is `Send` and is how a program moves between them.
 //!
 //! # Test support
 //! The workspace's GL test policy (a fresh `MESA_SHADER_CACHE_DIR` per test process; skip with a

@@ -4,6 +4,8 @@
 
 #[cfg(feature = "gl")]
 use std::rc::Rc;
+#[cfg(feature = "gl")]
+use std::sync::Arc;
 
 use gl_types::{ActiveVariable, LinkOptions, ProgramInterface, ShaderStage};
 #[cfg(feature = "gl")]
@@ -11,7 +13,10 @@ use headless_gl::glow::{self, HasContext};
 #[cfg(feature = "gl")]
 use headless_gl::{BinaryError, GlContext};
 
+use crate::key::ProgramKey;
 use crate::program::ProgramBinaryData;
+#[cfg(feature = "gl")]
+use crate::restore_ahead::RestoreAhead;
 
 /// What the program manager needs from a driver. The GL implementations are `GlBackend` and
 /// `OwnedGlBackend` (feature `gl`); hosts with their own context implement it over their GL
@@ -98,6 +103,18 @@ pub trait ProgramBackend {
     /// Loads a binary into a new program; `Err` when the driver refuses it (`GL_LINK_STATUS`
     /// false, unknown format, ...), with the reason.
     fn load_binary(&mut self, binary: &ProgramBinaryData) -> Result<Self::Program, String>;
+    /// Loads the cached binary of `key` into a new program (a cache hit): what
+    /// [`ProgramBackend::load_binary`] does (the default), or the backend's faster way to the
+    /// same program — the GL backends with a [`crate::RestoreAhead`] take the program it
+    /// restored from that binary already.
+    fn load_cached_binary(
+        &mut self,
+        key: &ProgramKey,
+        binary: &ProgramBinaryData,
+    ) -> Result<Self::Program, String> {
+        let _ = key;
+        self.load_binary(binary)
+    }
     /// Active attributes of a linked program.
     fn active_attributes(&mut self, program: &Self::Program) -> Vec<ActiveVariable>;
     /// Active uniforms of a linked program.
@@ -154,13 +171,30 @@ pub struct GlBackend<'a> {
     ctx: &'a GlContext,
     /// Whether the last compile or link error was the driver's verdict.
     verdict: bool,
+    /// Where cache hits look for a program restored ahead.
+    ahead: Option<&'a RestoreAhead>,
 }
 
 #[cfg(feature = "gl")]
 impl<'a> GlBackend<'a> {
     /// A backend drawing on `ctx`.
     pub fn new(ctx: &'a GlContext) -> Self {
-        GlBackend { ctx, verdict: true }
+        GlBackend {
+            ctx,
+            verdict: true,
+            ahead: None,
+        }
+    }
+
+    /// A backend drawing on `ctx` whose cache hits take the programs `ahead` restored (it must
+    /// have been started from `ctx`, or a context of its share group); a hit it has none for
+    /// loads the binary here.
+    pub fn with_restore_ahead(ctx: &'a GlContext, ahead: &'a RestoreAhead) -> Self {
+        GlBackend {
+            ctx,
+            verdict: true,
+            ahead: Some(ahead),
+        }
     }
 
     fn shader_error(&mut self, e: headless_gl::ShaderError) -> String {
@@ -274,6 +308,25 @@ impl ProgramBackend for GlBackend<'_> {
         })
     }
 
+    fn load_cached_binary(
+        &mut self,
+        key: &ProgramKey,
+        binary: &ProgramBinaryData,
+    ) -> Result<Self::Program, String> {
+        if let Some(ahead) = self.ahead
+            && let Some(handed) = ahead.take(key)
+        {
+            match self.ctx.adopt(handed) {
+                Ok(program) => return Ok(program),
+                Err((e, handed)) => {
+                    tracing::warn!(%key, error = %e, "a program restored ahead could not be adopted");
+                    ahead.give_back(key, handed);
+                }
+            }
+        }
+        self.load_binary(binary)
+    }
+
     fn active_attributes(&mut self, program: &Self::Program) -> Vec<ActiveVariable> {
         self.ctx.active_attributes(program).unwrap_or_default()
     }
@@ -292,6 +345,8 @@ pub struct OwnedGlBackend {
     ctx: Rc<GlContext>,
     /// Whether the last compile or link error was the driver's verdict.
     verdict: bool,
+    /// Where cache hits look for a program restored ahead.
+    ahead: Option<Arc<RestoreAhead>>,
 }
 
 #[cfg(feature = "gl")]
@@ -301,7 +356,15 @@ impl OwnedGlBackend {
         OwnedGlBackend {
             ctx: ctx.into(),
             verdict: true,
+            ahead: None,
         }
+    }
+
+    /// This backend, its cache hits taking the programs `ahead` restored (see
+    /// [`GlBackend::with_restore_ahead`]).
+    pub fn with_restore_ahead(mut self, ahead: Arc<RestoreAhead>) -> Self {
+        self.ahead = Some(ahead);
+        self
     }
 
     /// The context.
@@ -391,6 +454,18 @@ impl ProgramBackend for OwnedGlBackend {
 
     fn load_binary(&mut self, binary: &ProgramBinaryData) -> Result<Self::Program, String> {
         GlBackend::new(&self.ctx).load_binary(binary)
+    }
+
+    fn load_cached_binary(
+        &mut self,
+        key: &ProgramKey,
+        binary: &ProgramBinaryData,
+    ) -> Result<Self::Program, String> {
+        match &self.ahead {
+            Some(ahead) => GlBackend::with_restore_ahead(&self.ctx, ahead),
+            None => GlBackend::new(&self.ctx),
+        }
+        .load_cached_binary(key, binary)
     }
 
     fn active_attributes(&mut self, program: &Self::Program) -> Vec<ActiveVariable> {

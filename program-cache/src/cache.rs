@@ -1009,23 +1009,38 @@ impl LoadSink for LoadTarget {
     /// does not decode is left packed: its first lookup rejects it, deletes it from disk and
     /// counts it, as without this.
     fn decode_loaded(&self, key: &ProgramKey) {
-        let packed = match self.lock().store.peek(key) {
-            Some(Value::Packed(p)) => p,
-            _ => return,
-        };
-        let Ok(program) = packed.decode() else { return };
-        let size = program.stored_size();
-        let mut state = self.lock();
-        // Never evicts: a decode that would take the cache over the budget in force now (memory
-        // pressure since the load, or the host's own saves) leaves the entry packed, for its
-        // lookup to decode (and the policy to decide then).
-        let Some(held) = state.store.size_of(key) else {
-            return;
-        };
-        if state.store.used() - held + size <= state.effective_budget() {
-            state.store.unpack(key, &packed, Arc::new(program), size);
-        }
+        let _ = peek_decoding(&self.state, key);
     }
+}
+
+#[cfg(feature = "gl")]
+impl ProgramCache {
+    /// [`ProgramCache::peek`] that keeps what it decodes (see [`peek_decoding`]).
+    pub(crate) fn peek_decoding(&self, key: &ProgramKey) -> Option<SharedProgram> {
+        peek_decoding(&self.state, key)
+    }
+}
+
+/// A look at `key` that keeps what it decodes: a packed entry is decoded with the lock let go
+/// and, when its decoded size fits the budget in force now, replaces its packed form — without
+/// touching recency or counters, and never evicting (one that would not fit stays packed, for
+/// its lookup to decode). A body that does not decode is left packed (and `None` returned): its
+/// first lookup rejects it, deletes it from disk and counts it.
+fn peek_decoding(state: &Mutex<State>, key: &ProgramKey) -> Option<SharedProgram> {
+    let lock = || state.lock().unwrap_or_else(|e| e.into_inner());
+    let packed = match lock().store.peek(key)? {
+        Value::Program(p) => return Some(p),
+        Value::Packed(p) => p,
+    };
+    let program = Arc::new(packed.decode().ok()?);
+    let size = program.stored_size();
+    let mut state = lock();
+    if let Some(held) = state.store.size_of(key)
+        && state.store.used() - held + size <= state.effective_budget()
+    {
+        state.store.unpack(key, &packed, program.clone(), size);
+    }
+    Some(program)
 }
 
 impl ProgramCache {

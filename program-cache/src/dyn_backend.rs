@@ -5,6 +5,7 @@ use std::any::Any;
 use gl_types::{ActiveVariable, LinkOptions, ProgramInterface, ShaderStage};
 
 use crate::backend::{ObjectId, ProgramBackend};
+use crate::key::ProgramKey;
 use crate::program::ProgramBinaryData;
 
 /// A driver object (shader or program) of a [`DynBackend`]: the backend's own object, boxed,
@@ -99,6 +100,11 @@ trait Erased {
     fn program_binary(&mut self, program: &DynObject) -> Result<ProgramBinaryData, String>;
     fn program_binary_length(&mut self, program: &DynObject) -> Option<usize>;
     fn load_binary(&mut self, binary: &ProgramBinaryData) -> Result<DynObject, String>;
+    fn load_cached_binary(
+        &mut self,
+        key: &ProgramKey,
+        binary: &ProgramBinaryData,
+    ) -> Result<DynObject, String>;
     fn active_attributes(&mut self, program: &DynObject) -> Vec<ActiveVariable>;
     fn active_uniforms(&mut self, program: &DynObject) -> Vec<ActiveVariable>;
     fn type_name(&self) -> &'static str;
@@ -190,6 +196,14 @@ where
 
     fn load_binary(&mut self, binary: &ProgramBinaryData) -> Result<DynObject, String> {
         self.0.load_binary(binary).map(DynObject::new)
+    }
+
+    fn load_cached_binary(
+        &mut self,
+        key: &ProgramKey,
+        binary: &ProgramBinaryData,
+    ) -> Result<DynObject, String> {
+        self.0.load_cached_binary(key, binary).map(DynObject::new)
     }
 
     fn active_attributes(&mut self, program: &DynObject) -> Vec<ActiveVariable> {
@@ -345,6 +359,14 @@ impl ProgramBackend for DynBackend<'_> {
 
     fn load_binary(&mut self, binary: &ProgramBinaryData) -> Result<DynObject, String> {
         self.inner.load_binary(binary)
+    }
+
+    fn load_cached_binary(
+        &mut self,
+        key: &ProgramKey,
+        binary: &ProgramBinaryData,
+    ) -> Result<DynObject, String> {
+        self.inner.load_cached_binary(key, binary)
     }
 
     fn active_attributes(&mut self, program: &DynObject) -> Vec<ActiveVariable> {

@@ -74,6 +74,17 @@
 //!   `a_stale_program_never_forgets_a_newer_programs_read`), and so does
 //!   [`ProgramManager::forget_read`] with the program's [`DeferredRead`] token after the program
 //!   is gone (`a_read_token_forgets_only_its_own_read_even_after_the_program_is_gone`).
+//! * A [`RestoreAhead`] (feature `gl`) restores the cached programs on a thread with a context
+//!   in the host's share group ([`headless_gl::GlContext::spawn_shared`]) before the host links
+//!   them; the host's cache hits take them ([`GlBackend::with_restore_ahead`]), each the program
+//!   of its own key, rendering as one linked from source
+//!   (`a_host_takes_the_programs_restored_ahead_each_of_its_own_key`). Programs nobody takes
+//!   are deleted when it stops (`programs_nobody_takes_are_deleted_when_the_restore_ahead_stops`);
+//!   keys past its limits, or asked for after a release, are restored by the host itself
+//!   (`keys_past_the_limits_or_after_a_release_are_the_hosts_to_restore`); a program the host's
+//!   context cannot adopt goes back to the thread and is deleted there, and the host restores
+//!   the binary itself
+//!   (`a_program_another_share_group_cannot_adopt_goes_back_and_is_deleted`).
 //! * A cache built with [`ProgramCacheBuilder::cache_transform_feedback`]`(false)` never looks
 //!   up, reads or stores a program with transform-feedback varyings
 //!   (`a_cache_that_keeps_transform_feedback_out_never_stores_or_restores_such_programs`).
@@ -161,7 +172,11 @@
 //! it released. A [`PersistSink`] is called on the cache's own persistence thread
 //! (`gpusvc-cache-persist`, see [`disk::PersistConfig`]). A [`disk::Store`] works synchronously
 //! on its caller's thread with bounded waits. A [`ProgramManager`] owns its backend and lives
-//! on the thread of its GL context.
+//! on the thread of its GL context. A `RestoreAhead` runs its own thread
+//! (`gpusvc-restore-ahead`) with its own context; the host's thread waits for it only while
+//! it restores the very key the host asks for (one `glProgramBinary`), and its lock is held for
+//! bookkeeping only, never across a GL call. It holds the cache until its drop has joined the
+//! thread, so the thread never lets go of the cache's last handle.
 
 mod backend;
 mod cache;
@@ -171,6 +186,8 @@ pub mod key;
 mod manager;
 mod memory_store;
 mod program;
+#[cfg(feature = "gl")]
+mod restore_ahead;
 pub mod stats;
 mod status;
 
@@ -205,5 +222,7 @@ pub use program::{
     BlockInfo, CachedProgram, FailureRecord, MAX_FAILURE_LOG, MAX_STORED_VARIABLES,
     ProgramBinaryData, ShaderVariables, SharedProgram, StageRecord, VariableInfo,
 };
+#[cfg(feature = "gl")]
+pub use restore_ahead::{RestoreAhead, RestoreAheadConfig, RestoreAheadStats};
 pub use stats::{Counters, Histogram, HistogramCallback, Stats};
 pub use status::{CompileStatus, LinkStatus};

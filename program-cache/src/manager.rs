@@ -1004,7 +1004,7 @@ impl<B: ProgramBackend> ProgramManager<B> {
                 return Err(LinkFailure::Link { log });
             }
             if let Some(entry) = self.cache.load(&key, options.page) {
-                match self.backend.load_binary(&entry.binary) {
+                match self.backend.load_cached_binary(&key, &entry.binary) {
                     Ok(program) => {
                         self.cache.binary_accepted(&key);
                         for shader in shaders.iter_mut() {

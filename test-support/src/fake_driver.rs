@@ -255,6 +255,14 @@ impl<B: ProgramBackend> ProgramBackend for Counting<B> {
         self.loads += 1;
         self.inner.load_binary(binary)
     }
+    fn load_cached_binary(
+        &mut self,
+        key: &program_cache::ProgramKey,
+        binary: &ProgramBinaryData,
+    ) -> Result<B::Program, String> {
+        self.loads += 1;
+        self.inner.load_cached_binary(key, binary)
+    }
     fn active_attributes(&mut self, program: &B::Program) -> Vec<ActiveVariable> {
         self.inner.active_attributes(program)
     }

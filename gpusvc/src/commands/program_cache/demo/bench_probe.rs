@@ -8,7 +8,7 @@ use std::time::Instant;
 use corpus::ProgramSource;
 use headless_gl::{GlContext, LinkOptions, ShaderStage};
 use program_cache::stats::names;
-use program_cache::{GlBackend, ProgramBackend as _, ProgramCache, ProgramManager};
+use program_cache::{GlBackend, ProgramBackend as _, ProgramCache, ProgramManager, RestoreAhead};
 
 use super::driver_cache::settle;
 use super::passes::pass;
@@ -28,12 +28,13 @@ pub(super) fn single_pass(
     args: &DemoArgs,
     ctx: &GlContext,
     run: &RunCache,
+    ahead: Option<&RestoreAhead>,
     programs: &[ProgramSource],
     phases: Phases,
     driver_cache: &Path,
 ) -> Result<(), DemoError> {
     let mut out = std::io::stdout();
-    let result = single_pass_report(args, ctx, run, programs, phases, &mut out);
+    let result = single_pass_report(args, ctx, run, ahead, programs, phases, &mut out);
     if result.is_ok() && args.settle_driver_cache {
         let (files, bytes) = settle(driver_cache);
         writeln!(out, "gpusvc-startup-settled files={files} bytes={bytes}")?;
@@ -46,6 +47,7 @@ pub(super) fn single_pass_report(
     args: &DemoArgs,
     ctx: &GlContext,
     run: &RunCache,
+    ahead: Option<&RestoreAhead>,
     programs: &[ProgramSource],
     phases: Phases,
     out: &mut std::io::Stdout,
@@ -103,7 +105,11 @@ pub(super) fn single_pass_report(
         out.flush()?;
         return Ok(());
     }
-    let mut manager = ProgramManager::new(GlBackend::new(ctx), run.cache.clone(), "gpusvc demo");
+    let backend = match ahead {
+        Some(ahead) => GlBackend::with_restore_ahead(ctx, ahead),
+        None => GlBackend::new(ctx),
+    };
+    let mut manager = ProgramManager::new(backend, run.cache.clone(), "gpusvc demo");
     let before = Histograms::of(&run.cache);
     // The linked programs live until the line is out: a host keeps what it built at startup.
     let (p, _kept) = pass(&mut manager, programs, "cold");
@@ -139,6 +145,15 @@ pub(super) fn single_pass_report(
         spent.binary_hit_ms,
         spent.miss_link_ms,
     )?;
+    if let Some(ahead) = ahead {
+        let a = ahead.stats();
+        writeln!(
+            out,
+            "gpusvc-startup-ahead restored={} taken={} refused={} waited={} waited_us={} \
+             over_limits={} error={:?}",
+            a.restored, a.taken, a.refused, a.waited, a.waited_us, a.over_limits, a.error
+        )?;
+    }
     out.flush()?;
     run.cache.flush_disk();
     let d = run.disk_counters().unwrap_or_default();

@@ -15,7 +15,7 @@ use clap::ValueEnum;
 use corpus::LoadError;
 use corpus::glmark2::Glmark2Error;
 use headless_gl::ContextError;
-use program_cache::{GlBackend, ProgramManager};
+use program_cache::{GlBackend, ProgramManager, RestoreAhead, RestoreAheadConfig};
 
 use bench_probe::{Phases, single_pass};
 use driver_cache::{DriverCache, isolate_driver_cache};
@@ -91,6 +91,15 @@ pub(crate) struct DemoArgs {
         conflicts_with_all = ["plain_driver", "no_disk_cache"]
     )]
     pub(crate) restore_floor: bool,
+    /// (benchmarks) With --single-pass and a disk cache: restore the stored programs ahead on a
+    /// thread with a shared context (`RestoreAhead`), started as soon as the cache opens.
+    #[arg(
+        long,
+        hide = true,
+        requires = "single_pass",
+        conflicts_with_all = ["plain_driver", "no_disk_cache", "restore_floor"]
+    )]
+    pub(crate) restore_ahead: bool,
     /// (benchmarks) With --single-pass: before exiting, wait until the driver's shader-cache
     /// folder stops changing (the driver writes it from a background queue that is not drained
     /// at exit).
@@ -141,6 +150,9 @@ pub(crate) enum DemoError {
     /// Writing to stdout failed.
     #[error("writing the report: {0}")]
     Output(#[from] std::io::Error),
+    /// The restore-ahead thread could not be spawned.
+    #[error("the restore-ahead thread could not be spawned: {0}")]
+    Spawn(std::io::Error),
 }
 
 /// The packages hint, for errors a missing runtime can cause (not for a device selection that
@@ -205,6 +217,14 @@ pub(crate) fn run(args: &DemoArgs, started: Instant) -> Result<(), DemoError> {
     // needs the driver identity), in the background, while the rest of startup (here: reading
     // the corpus) goes on.
     let mut run = open_cache(args, &ctx);
+    let ahead = if args.restore_ahead && args.single_pass {
+        Some(
+            RestoreAhead::start(&ctx, run.cache.clone(), RestoreAheadConfig::default())
+                .map_err(DemoError::Spawn)?,
+        )
+    } else {
+        None
+    };
     let corpus_start = Instant::now();
     let corpus = match (&args.corpus, &args.glmark2) {
         (Some(dir), _) => load_piglit(dir)?,
@@ -220,7 +240,15 @@ pub(crate) fn run(args: &DemoArgs, started: Instant) -> Result<(), DemoError> {
             context_ms,
             corpus_ms,
         };
-        return single_pass(args, &ctx, &run, &programs, phases, driver_cache.path());
+        return single_pass(
+            args,
+            &ctx,
+            &run,
+            ahead.as_ref(),
+            &programs,
+            phases,
+            driver_cache.path(),
+        );
     }
     let mut out = std::io::stdout();
     writeln!(out, "driver: {}", ctx.info())?;

@@ -1,0 +1,259 @@
+//! `RestoreAhead` on the real driver: a thread with a context in the host's share group
+//! restores the cached programs before the host links them; the host's cache hits take them,
+//! each the program of its own key, rendering as one linked from source; what nobody takes is
+//! deleted; keys it has not reached, or that it was told to leave, are restored by the host.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use headless_gl::glow::{self, HasContext};
+use headless_gl::{DrawCall, GlContext, OffscreenTarget, Program, UniformValue, VertexAttribute};
+use program_cache::{
+    CacheConfig, GlBackend, LinkOrigin, LinkedProgram, ProgramCache, ProgramManager,
+    ProgramOptions, RestoreAhead, RestoreAheadConfig, Shader, ShaderStage,
+};
+use test_support::gl::context_or_skip;
+
+const PROGRAMS: usize = 12;
+
+/// Program `i` paints the whole target in its own colour.
+fn sources(ctx: &GlContext, i: usize) -> (String, String) {
+    let prelude = ctx.info().glsl_prelude();
+    (
+        format!(
+            "{prelude}in vec2 a_position;\nvoid main() {{ gl_Position = vec4(a_position, 0.0, 1.0); }}\n"
+        ),
+        format!(
+            "{prelude}uniform float u_scale;\nout vec4 o_color;\n\
+             void main() {{ o_color = vec4({r}.0 / 255.0, {g}.0 / 255.0, 0.5, 1.0) * u_scale; }}\n",
+            r = 20 * i,
+            g = 255 - 20 * i,
+        ),
+    )
+}
+
+fn expected(i: usize) -> [u8; 4] {
+    [(20 * i) as u8, (255 - 20 * i) as u8, 128, 255]
+}
+
+fn link_all<'a>(
+    manager: &mut ProgramManager<GlBackend<'a>>,
+    ctx: &GlContext,
+) -> Vec<LinkedProgram<Program>> {
+    (0..PROGRAMS)
+        .map(|i| {
+            let (vs, fs) = sources(ctx, i);
+            let mut vertex = Shader::new(ShaderStage::Vertex, vs);
+            let mut fragment = Shader::new(ShaderStage::Fragment, fs);
+            manager.compile(&mut vertex).unwrap();
+            manager.compile(&mut fragment).unwrap();
+            manager
+                .link(&mut vertex, &mut fragment, &ProgramOptions::default())
+                .expect("links")
+        })
+        .collect()
+}
+
+fn paint(ctx: &GlContext, target: &OffscreenTarget, program: &Program) -> [u8; 4] {
+    let quad = [-1.0f32, -1.0, 1.0, -1.0, -1.0, 1.0, 1.0, 1.0];
+    ctx.draw(
+        target,
+        &DrawCall {
+            program,
+            attributes: &[VertexAttribute {
+                name: "a_position",
+                components: 2,
+                data: &quad,
+            }],
+            uniforms: &[("u_scale", UniformValue::Float(1.0))],
+            mode: glow::TRIANGLE_STRIP,
+            vertex_count: 4,
+            clear: Some([0.0, 0.0, 0.0, 1.0]),
+        },
+    )
+    .expect("draw");
+    let pixels = ctx.read_rgba8(target).unwrap();
+    [pixels[0], pixels[1], pixels[2], pixels[3]]
+}
+
+/// A context whose driver has program binaries, and a cache holding the `PROGRAMS` programs
+/// (linked once, then let go).
+fn warm_cache(test: &str) -> Option<(GlContext, Arc<ProgramCache>)> {
+    let ctx = context_or_skip(test)?;
+    if ctx.info().program_binary_formats.is_empty() {
+        eprintln!("SKIP {test}: the driver lists no program binary format");
+        return None;
+    }
+    let cache = ProgramCache::builder(CacheConfig::with_budget(64 << 20)).build();
+    {
+        let mut cold = ProgramManager::new(GlBackend::new(&ctx), cache.clone(), "restore_ahead");
+        let linked = link_all(&mut cold, &ctx);
+        assert!(linked.iter().all(|l| l.origin == LinkOrigin::Linked));
+    }
+    assert_eq!(cache.len(), PROGRAMS);
+    Some((ctx, cache))
+}
+
+/// How many program names in `1..=limit` are programs (the share group's live programs).
+fn live_programs(ctx: &GlContext, limit: u32) -> usize {
+    let gl = ctx.gl().unwrap();
+    (1..=limit)
+        .filter(|&n| {
+            let name = glow::NativeProgram(std::num::NonZeroU32::new(n).unwrap());
+            // SAFETY: a state query on the current context; any name may be asked about.
+            unsafe { gl.is_program(name) }
+        })
+        .count()
+}
+
+#[test]
+fn a_host_takes_the_programs_restored_ahead_each_of_its_own_key() {
+    let Some((ctx, cache)) =
+        warm_cache("a_host_takes_the_programs_restored_ahead_each_of_its_own_key")
+    else {
+        return;
+    };
+    let ahead = RestoreAhead::start(&ctx, cache.clone(), RestoreAheadConfig::default()).unwrap();
+    assert!(ahead.wait_until_done(Duration::from_secs(60)));
+    assert_eq!(
+        ahead.stats().restored,
+        PROGRAMS as u64,
+        "{:?}",
+        ahead.stats()
+    );
+    let mut warm = ProgramManager::new(
+        GlBackend::with_restore_ahead(&ctx, &ahead),
+        cache.clone(),
+        "restore_ahead",
+    );
+    let linked = link_all(&mut warm, &ctx);
+    let target = ctx.offscreen_target(4, 4).unwrap();
+    for (i, l) in linked.iter().enumerate() {
+        assert_eq!(l.origin, LinkOrigin::CacheHit, "program {i}");
+        // The program taken is its own key's: it paints its own colour, as linked from source.
+        assert_eq!(paint(&ctx, &target, &l.program), expected(i), "program {i}");
+        assert!(
+            l.uniforms.iter().any(|u| u.name == "u_scale"),
+            "program {i}"
+        );
+    }
+    let stats = ahead.finish();
+    assert_eq!(stats.taken, PROGRAMS as u64, "{stats:?}");
+    assert_eq!(stats.deleted_unclaimed, 0, "{stats:?}");
+    assert_eq!(stats.error, None);
+}
+
+#[test]
+fn programs_nobody_takes_are_deleted_when_the_restore_ahead_stops() {
+    let Some((ctx, cache)) =
+        warm_cache("programs_nobody_takes_are_deleted_when_the_restore_ahead_stops")
+    else {
+        return;
+    };
+    let before = live_programs(&ctx, 4096);
+    let ahead = RestoreAhead::start(&ctx, cache.clone(), RestoreAheadConfig::default()).unwrap();
+    assert!(ahead.wait_until_done(Duration::from_secs(60)));
+    // glIsProgram answers for the share group: the restored programs are there.
+    assert_eq!(live_programs(&ctx, 4096), before + PROGRAMS);
+    let stats = ahead.finish();
+    assert_eq!((stats.restored, stats.taken), (PROGRAMS as u64, 0));
+    assert_eq!(stats.deleted_unclaimed, PROGRAMS as u64, "{stats:?}");
+    assert_eq!(
+        live_programs(&ctx, 4096),
+        before,
+        "every unclaimed program is deleted"
+    );
+    // Dropping one that is still restoring stops it too, and leaves nothing behind.
+    let ahead = RestoreAhead::start(&ctx, cache.clone(), RestoreAheadConfig::default()).unwrap();
+    drop(ahead);
+    assert_eq!(live_programs(&ctx, 4096), before);
+}
+
+#[test]
+fn keys_past_the_limits_or_after_a_release_are_the_hosts_to_restore() {
+    let Some((ctx, cache)) =
+        warm_cache("keys_past_the_limits_or_after_a_release_are_the_hosts_to_restore")
+    else {
+        return;
+    };
+    let config = RestoreAheadConfig {
+        max_programs: 3,
+        ..RestoreAheadConfig::default()
+    };
+    let ahead = RestoreAhead::start(&ctx, cache.clone(), config).unwrap();
+    assert!(ahead.wait_until_done(Duration::from_secs(60)));
+    let stats = ahead.stats();
+    assert_eq!(
+        (stats.restored, stats.over_limits),
+        (3, PROGRAMS as u64 - 3),
+        "{stats:?}"
+    );
+    let mut warm = ProgramManager::new(
+        GlBackend::with_restore_ahead(&ctx, &ahead),
+        cache.clone(),
+        "restore_ahead",
+    );
+    let linked = link_all(&mut warm, &ctx);
+    let target = ctx.offscreen_target(4, 4).unwrap();
+    for (i, l) in linked.iter().enumerate() {
+        assert_eq!(l.origin, LinkOrigin::CacheHit, "program {i}");
+        assert_eq!(paint(&ctx, &target, &l.program), expected(i), "program {i}");
+    }
+    assert_eq!(ahead.finish().taken, 3);
+
+    // Released before the host asks: the host restores every program itself.
+    let ahead = RestoreAhead::start(&ctx, cache.clone(), RestoreAheadConfig::default()).unwrap();
+    assert!(ahead.wait_until_done(Duration::from_secs(60)));
+    ahead.release_unclaimed();
+    let mut warm = ProgramManager::new(
+        GlBackend::with_restore_ahead(&ctx, &ahead),
+        cache.clone(),
+        "restore_ahead",
+    );
+    let linked = link_all(&mut warm, &ctx);
+    assert!(linked.iter().all(|l| l.origin == LinkOrigin::CacheHit));
+    assert_eq!(paint(&ctx, &target, &linked[5].program), expected(5));
+    let stats = ahead.finish();
+    assert_eq!(stats.taken, 0, "{stats:?}");
+    assert_eq!(stats.deleted_unclaimed, PROGRAMS as u64, "{stats:?}");
+}
+
+#[test]
+fn a_program_another_share_group_cannot_adopt_goes_back_and_is_deleted() {
+    let Some((ctx, cache)) =
+        warm_cache("a_program_another_share_group_cannot_adopt_goes_back_and_is_deleted")
+    else {
+        return;
+    };
+    let before = live_programs(&ctx, 4096);
+    let ahead = RestoreAhead::start(&ctx, cache.clone(), RestoreAheadConfig::default()).unwrap();
+    assert!(ahead.wait_until_done(Duration::from_secs(60)));
+    // A host on a context of another share group (a mistake): every hit's adoption is refused,
+    // the program goes back to the thread, and the host restores the binary itself.
+    let other = GlContext::open_default().unwrap();
+    {
+        let mut warm = ProgramManager::new(
+            GlBackend::with_restore_ahead(&other, &ahead),
+            cache.clone(),
+            "restore_ahead",
+        );
+        let linked = link_all(&mut warm, &other);
+        let target = other.offscreen_target(4, 4).unwrap();
+        for (i, l) in linked.iter().enumerate() {
+            assert_eq!(l.origin, LinkOrigin::CacheHit, "program {i}");
+            assert_eq!(
+                paint(&other, &target, &l.program),
+                expected(i),
+                "program {i}"
+            );
+        }
+    }
+    let stats = ahead.finish();
+    assert_eq!(stats.taken, 0, "{stats:?}");
+    assert_eq!(stats.deleted_unclaimed, PROGRAMS as u64, "{stats:?}");
+    assert_eq!(
+        live_programs(&ctx, 4096),
+        before,
+        "nothing leaked in the thread's group"
+    );
+}
