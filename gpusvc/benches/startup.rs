@@ -8,7 +8,7 @@
 //! binary you built). The time is taken by this process, from just before the spawn to the moment
 //! the child reports that every program of the corpus is linked: exec, dynamic loading, EGL and
 //! context creation, corpus parsing, the disk cache's open + startup load, and the compile/link
-//! pass. Five cases, `GPUSVC_BENCH_REPS` runs each (default 5 on piglit, 15 on glmark2),
+//! pass. Five cases, `GPUSVC_BENCH_REPS` runs each (default 5 on piglit, 31 on glmark2),
 //! interleaved (cold first in each round, the four warm cases taking turns after it):
 //! * **cold**: a fresh `MESA_SHADER_CACHE_DIR`, our disk cache empty (a new folder each run);
 //! * **ours warm**: a fresh `MESA_SHADER_CACHE_DIR`, our disk cache populated by a cold run,
@@ -52,7 +52,7 @@
 //! so no GL is needed here): the loader's throughput (cache open + `wait_until_loaded`, MB of
 //! entry files per second; the decoding after the load off, see `disk_config`) against plain
 //! sequential `std::fs::read` of the same files, and LZ4
-//! on versus off (bytes on disk, load time), `GPUSVC_BENCH_LOAD_REPS` rounds (default 9).
+//! on versus off (bytes on disk, load time), `GPUSVC_BENCH_LOAD_REPS` rounds (default 21).
 //! Results: a table and `target/bench/program_cache_startup.json`.
 //! `GPUSVC_BENCH_LOADER_STORE=<cache folder>` runs the loader part alone, over the entries of a
 //! disk cache folder you have (no GL, no JSON).
@@ -74,11 +74,11 @@ use support::{Row, median, report};
 const DEFAULT_REPS: usize = 5;
 /// Runs per case on glmark2 by default: a run there takes a tenth of a piglit run, and its
 /// totals (some 70 ms) move by tens of ms with the machine, so a median needs more of them.
-const GLMARK2_REPS: usize = 15;
+const GLMARK2_REPS: usize = 31;
 /// At most this many runs to fill Mesa's shader cache.
 const MESA_POPULATE_RUNS: usize = 6;
 /// Loader rounds by default (`GPUSVC_BENCH_LOAD_REPS` sets another number).
-const LOAD_REPS: usize = 9;
+const LOAD_REPS: usize = 21;
 
 fn fail(what: impl std::fmt::Display) -> ! {
     eprintln!("startup bench: {what}");

@@ -80,8 +80,10 @@
 //!   of its own key, rendering as one linked from source
 //!   (`a_host_takes_the_programs_restored_ahead_each_of_its_own_key`). Programs nobody takes
 //!   are deleted when it stops (`programs_nobody_takes_are_deleted_when_the_restore_ahead_stops`);
-//!   keys past its limits, or asked for after a release, are restored by the host itself
-//!   (`keys_past_the_limits_or_after_a_release_are_the_hosts_to_restore`); a program the host's
+//!   keys past its limits, asked for after a release, or asked for before the thread reached
+//!   them (the thread then leaves them) are restored by the host itself, without waiting
+//!   (`keys_past_the_limits_or_after_a_release_are_the_hosts_to_restore`,
+//!   `a_key_the_host_asks_for_before_the_thread_reaches_it_is_left_to_the_host`); a program the host's
 //!   context cannot adopt goes back to the thread and is deleted there, and the host restores
 //!   the binary itself
 //!   (`a_program_another_share_group_cannot_adopt_goes_back_and_is_deleted`).

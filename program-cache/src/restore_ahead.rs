@@ -84,6 +84,25 @@ struct Shared {
     changed: Condvar,
 }
 
+/// Dropped when the thread ends: nothing restores or deletes any more, and a key left
+/// `Restoring` by a panic is the host's.
+struct Gone<'a>(&'a Shared);
+
+impl Drop for Gone<'_> {
+    fn drop(&mut self) {
+        let mut state = self.0.lock();
+        state.gone = true;
+        state.closing = true;
+        state.stats.done = true;
+        for slot in state.slots.values_mut() {
+            if matches!(slot, Slot::Restoring) {
+                *slot = Slot::Host;
+            }
+        }
+        self.0.changed.notify_all();
+    }
+}
+
 impl Shared {
     fn lock(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
@@ -116,8 +135,9 @@ impl Shared {
 /// program that would go over them. It decodes a packed entry as the loader does after the
 /// load (kept decoded when it fits, never evicting), so the host's lookup finds it decoded.
 ///
-/// It costs a second thread and a second context while it runs; the thread ends once every
-/// program it restored has been taken, or at a release.
+/// It costs a second thread and a second context until [`RestoreAhead::release_unclaimed`],
+/// [`RestoreAhead::finish`] or drop (a program the host took may come back until then, when
+/// the host's context cannot adopt it): a host releases it once its startup links are done.
 pub struct RestoreAhead {
     shared: Arc<Shared>,
     thread: Option<JoinHandle<()>>,
@@ -151,11 +171,10 @@ impl RestoreAhead {
             let shared = shared.clone();
             let cache = cache.clone();
             ctx.spawn_shared("gpusvc-restore-ahead", move |made| {
+                // Marks the thread gone however it ends, a panic in the driver included, so
+                // the host never waits for a restore that will not finish.
+                let _gone = Gone(&shared);
                 run(&shared, &cache, config, made);
-                let mut state = shared.lock();
-                state.gone = true;
-                state.stats.done = true;
-                shared.changed.notify_all();
             })?
         };
         Ok(RestoreAhead {
@@ -307,7 +326,8 @@ fn run(
         let mut state = shared.lock();
         state.stats.done = true;
         shared.changed.notify_all();
-        while !state.closing && state.ready > 0 {
+        // Until the host lets go: a program it took may still come back (`give_back`).
+        while !state.closing {
             state = shared.wait(state);
         }
         state.closing = true;

@@ -257,3 +257,42 @@ fn a_program_another_share_group_cannot_adopt_goes_back_and_is_deleted() {
         "nothing leaked in the thread's group"
     );
 }
+
+#[test]
+fn a_key_the_host_asks_for_before_the_thread_reaches_it_is_left_to_the_host() {
+    let Some((ctx, cache)) =
+        warm_cache("a_key_the_host_asks_for_before_the_thread_reaches_it_is_left_to_the_host")
+    else {
+        return;
+    };
+    // The key the thread would restore last; asked for while the thread is still making its
+    // context (milliseconds), so the host gets nothing and the thread leaves it.
+    let last = *cache.eviction_order().last().unwrap();
+    let ahead = RestoreAhead::start(&ctx, cache.clone(), RestoreAheadConfig::default()).unwrap();
+    assert!(ahead.take(&last).is_none());
+    assert!(ahead.wait_until_done(Duration::from_secs(60)));
+    assert_eq!(
+        ahead.stats().restored,
+        PROGRAMS as u64 - 1,
+        "{:?}",
+        ahead.stats()
+    );
+    assert!(ahead.take(&last).is_none(), "still the host's");
+    let mut warm = ProgramManager::new(
+        GlBackend::with_restore_ahead(&ctx, &ahead),
+        cache.clone(),
+        "restore_ahead",
+    );
+    let linked = link_all(&mut warm, &ctx);
+    let target = ctx.offscreen_target(4, 4).unwrap();
+    for (i, l) in linked.iter().enumerate() {
+        assert_eq!(l.origin, LinkOrigin::CacheHit, "program {i}");
+        assert_eq!(paint(&ctx, &target, &l.program), expected(i), "program {i}");
+    }
+    let stats = ahead.finish();
+    assert_eq!(
+        (stats.taken, stats.waited),
+        (PROGRAMS as u64 - 1, 0),
+        "{stats:?}"
+    );
+}
