@@ -10,7 +10,7 @@ use std::thread::JoinHandle;
 
 use glow::HasContext;
 use glutin::api::egl::Egl;
-use glutin::api::egl::context::PossiblyCurrentContext;
+use glutin::api::egl::context::{NotCurrentContext, PossiblyCurrentContext};
 use glutin::api::egl::device::Device;
 use glutin::api::egl::display::Display;
 use glutin::config::{Api, ConfigSurfaceTypes, ConfigTemplateBuilder};
@@ -286,6 +286,12 @@ pub(crate) struct Inner {
     pub(crate) group: u64,
     /// Contexts being made with this one's handle; drop waits for them.
     making: Arc<Making>,
+    /// Contexts its [`GlContext::spawn_shared`] threads made, parked between uses; destroyed
+    /// with it.
+    helpers: Arc<Mutex<Helpers>>,
+    /// For a context a [`GlContext::spawn_shared`] thread made: where it goes when its thread
+    /// is done with it (the spawning context's helpers).
+    park_in: Option<Arc<Mutex<Helpers>>>,
 }
 
 /// `glGetProgramInterfaceiv`.
@@ -480,10 +486,34 @@ impl Drop for Inner {
     fn drop(&mut self) {
         // A thread making a context in this one's share group needs its handle until then.
         self.making.wait();
+        // The helpers parked here go with this context; one still in use is destroyed when its
+        // thread is done with it.
+        let parked = {
+            let mut helpers = self.helpers.lock().unwrap_or_else(|e| e.into_inner());
+            helpers.closed = true;
+            std::mem::take(&mut helpers.parked)
+        };
+        drop(parked);
         // EGL defers destroying a context that is current until it is released; a thread that
         // exits with it still current never releases it and its whole driver state leaks. So
         // release it first when it is current here.
         note_host_current(self.display.egl());
+        if let Some(park_in) = &self.park_in
+            && let Some(context) = self.context.take()
+        {
+            // A helper, dropped on its own thread: released and parked for the next thread,
+            // unless the spawning context is gone (then destroyed here).
+            match context.make_not_current() {
+                Ok(context) => {
+                    let mut helpers = park_in.lock().unwrap_or_else(|e| e.into_inner());
+                    if !helpers.closed {
+                        helpers.parked.push(context);
+                    }
+                }
+                Err(e) => tracing::warn!(error = %e, "releasing a helper GL context failed"),
+            }
+            return;
+        }
         if let Some(context) = self.context.take()
             && context.is_current()
             && let Err(e) = context.make_not_current()
@@ -702,6 +732,11 @@ impl GlContext {
     /// thread pays only for the spawn; until it is made, dropping this context waits for it
     /// (eglCreateContext needs this context's handle; nothing but that call runs first).
     ///
+    /// The thread's context is kept when the thread is done with it, current nowhere, and the
+    /// next `spawn_shared` thread of this context reuses it (with the GL state the previous one
+    /// left); kept contexts are destroyed with this context. (Destroying them earlier crashed
+    /// Mesa 22.3 llvmpipe in this context's next draw with a program a later thread made.)
+    ///
     /// An object one context changes is complete for the other only once the changer's
     /// commands are (`glFinish`, or a fence the other waits on), as GL says of share groups:
     /// [`GlContext::hand_over`] and [`GlContext::adopt`] move a program that way.
@@ -717,6 +752,7 @@ impl GlContext {
             info: self.info.clone(),
             group: self.inner.group,
             making: MakingGuard::begin(&self.inner.making),
+            helpers: self.inner.helpers.clone(),
         };
         // A failed spawn drops the closure, and with it the seed's guard.
         std::thread::Builder::new()
@@ -737,6 +773,9 @@ struct ShareSeed {
     group: u64,
     /// Held until the context is made: the context shared with waits for it before it goes.
     making: MakingGuard,
+    /// The spawning context's parked helper contexts: one is reused when there is one, and the
+    /// new context goes back there when its thread is done with it.
+    helpers: Arc<Mutex<Helpers>>,
 }
 
 impl ShareSeed {
@@ -748,21 +787,30 @@ impl ShareSeed {
             info,
             group,
             making,
+            helpers,
         } = self;
         let api = info.api;
-        let config = find_config(&display, api, info.device.index);
-        let made = config.and_then(|config| {
-            let attributes =
-                context_attributes(api, info.profile, Some(info.version_numbers), Some(share));
-            // SAFETY: the attributes carry no raw window handle; `config` belongs to `display`;
-            // the context shared with is alive (it waits for `making` before it is destroyed).
-            unsafe { display.create_context(&config, &attributes) }.map_err(|e| {
-                ContextError::ContextCreation {
-                    api,
-                    reason: e.to_string(),
-                }
-            })
-        });
+        let parked = helpers
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .parked
+            .pop();
+        let made = match parked {
+            Some(parked) => Ok(parked),
+            None => find_config(&display, api, info.device.index).and_then(|config| {
+                let attributes =
+                    context_attributes(api, info.profile, Some(info.version_numbers), Some(share));
+                // SAFETY: the attributes carry no raw window handle; `config` belongs to
+                // `display`; the context shared with is alive (it waits for `making` before it
+                // is destroyed).
+                unsafe { display.create_context(&config, &attributes) }.map_err(|e| {
+                    ContextError::ContextCreation {
+                        api,
+                        reason: e.to_string(),
+                    }
+                })
+            }),
+        };
         // The shared-with handle is no longer needed.
         drop(making);
         let current = made?
@@ -780,10 +828,26 @@ impl ShareSeed {
                 display,
                 group,
                 making: Arc::default(),
+                helpers: Arc::default(),
+                park_in: Some(helpers),
             }),
             info,
         })
     }
+}
+
+/// The contexts [`GlContext::spawn_shared`] threads made in a context's share group, parked
+/// (current nowhere) once their threads are done, for the next such thread. They are destroyed
+/// only with the spawning context, never earlier: on Mesa 22.3 llvmpipe, destroying such a
+/// context after the spawning one drew with (and deleted) a program it made, then drawing with
+/// a program a new such context made, crashed the spawning context's thread in the driver
+/// (`thread_after_thread_hands_programs_the_host_draws_with_while_they_run`). A reused context
+/// keeps whatever GL state its previous thread left.
+#[derive(Default)]
+pub(crate) struct Helpers {
+    parked: Vec<NotCurrentContext>,
+    /// Set when the spawning context is gone: a context coming back is destroyed instead.
+    closed: bool,
 }
 
 /// A context's raw EGL handle, to share with on another thread.
@@ -1011,6 +1075,8 @@ fn open_on_device(
                         display,
                         group: next_group(),
                         making: Arc::default(),
+                        helpers: Arc::default(),
+                        park_in: None,
                     }),
                     info,
                 });

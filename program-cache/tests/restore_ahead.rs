@@ -296,3 +296,41 @@ fn a_key_the_host_asks_for_before_the_thread_reaches_it_is_left_to_the_host() {
         "{stats:?}"
     );
 }
+
+#[test]
+fn restore_ahead_after_restore_ahead_on_one_context_draws_every_time() {
+    let Some((ctx, cache)) =
+        warm_cache("restore_ahead_after_restore_ahead_on_one_context_draws_every_time")
+    else {
+        return;
+    };
+    let target = ctx.offscreen_target(4, 4).unwrap();
+    let before = live_programs(&ctx, 4096);
+    // A host that restarts its restore-ahead (a second cache, a restart after a clear): each
+    // round takes every program, draws with them while the thread runs, lets them go and
+    // finishes it. On Mesa 22.3 llvmpipe the second round's draws crashed (SIGSEGV) before the
+    // threads' contexts were kept for reuse (found by review).
+    for round in 0..6 {
+        let ahead =
+            RestoreAhead::start(&ctx, cache.clone(), RestoreAheadConfig::default()).unwrap();
+        assert!(ahead.wait_until_done(Duration::from_secs(60)));
+        let mut warm = ProgramManager::new(
+            GlBackend::with_restore_ahead(&ctx, &ahead),
+            cache.clone(),
+            "restore_ahead",
+        );
+        let linked = link_all(&mut warm, &ctx);
+        for (i, l) in linked.iter().enumerate() {
+            assert_eq!(l.origin, LinkOrigin::CacheHit, "round {round} program {i}");
+            assert_eq!(
+                paint(&ctx, &target, &l.program),
+                expected(i),
+                "round {round} program {i}"
+            );
+        }
+        drop(linked);
+        let stats = ahead.finish();
+        assert_eq!(stats.taken, PROGRAMS as u64, "round {round}: {stats:?}");
+    }
+    assert_eq!(live_programs(&ctx, 4096), before);
+}
