@@ -740,11 +740,20 @@ impl GlContext {
     /// An object one context changes is complete for the other only once the changer's
     /// commands are (`glFinish`, or a fence the other waits on), as GL says of share groups:
     /// [`GlContext::hand_over`] and [`GlContext::adopt`] move a program that way.
+    ///
+    /// `Err` when the thread cannot be spawned, or `name` has a NUL byte.
     pub fn spawn_shared<F, T>(&self, name: &str, f: F) -> std::io::Result<JoinHandle<T>>
     where
         F: FnOnce(Result<GlContext, ContextError>) -> T + Send + 'static,
         T: Send + 'static,
     {
+        if name.contains('\0') {
+            // std would panic on it at the spawn.
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "a thread name may not contain a NUL byte",
+            ));
+        }
         let RawContext::Egl(raw) = self.inner.context().raw_context();
         let seed = ShareSeed {
             display: self.inner.display.clone(),

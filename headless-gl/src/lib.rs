@@ -51,10 +51,15 @@
 //!   `dropping_the_spawning_context_at_once_still_lets_the_thread_make_its_context`). A program
 //!   it links or loads from a binary and hands over ([`GlContext::hand_over`]: a fence after it,
 //!   flushed) draws in the caller's context once adopted ([`GlContext::adopt`]: `glWaitSync`, no
-//!   wait on the calling thread), and the adopted program is deleted with its new owner
-//!   (`tests/shared_context.rs`). A program never crosses share groups: handing over another
-//!   context's program, or adopting one of another group, gives it back with
-//!   [`ForeignObject`] (`programs_do_not_cross_share_groups`).
+//!   wait on the calling thread; the fence is deleted), and the adopted program is deleted with
+//!   its new owner (`tests/shared_context.rs`). A program never crosses share groups: handing
+//!   over another context's program, or adopting one of another group, gives it back with
+//!   [`ForeignObject`] (`programs_do_not_cross_share_groups`). Such threads' contexts are kept
+//!   for the next such thread and destroyed only with the spawning context, so thread after
+//!   thread can hand programs over while the spawning context draws
+//!   (`thread_after_thread_hands_programs_the_host_draws_with_while_they_run`: Mesa 22.3
+//!   llvmpipe crashed in that draw when they were destroyed at once). A thread name with a NUL
+//!   byte is an error, not a panic.
 //! * Nothing here panics on driver output: bad binaries, failing compiles, missing extensions and
 //!   unsupported versions all come back as error values that say what is missing.
 //!

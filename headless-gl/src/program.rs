@@ -151,6 +151,13 @@ impl HandedProgram {
     pub fn raw(&self) -> glow::Program {
         self.raw
     }
+
+    /// The fence after the commands that made the program (a sync object of the share group),
+    /// to check on; [`GlContext::adopt`] waits for it and deletes it, so it must not be deleted
+    /// or waited on elsewhere.
+    pub fn fence(&self) -> glow::Fence {
+        glow::NativeFence(self.fence as _)
+    }
 }
 
 impl Drop for HandedProgram {
@@ -238,7 +245,7 @@ impl GlContext {
             Err(e) => return Err((e.into(), handed)),
         };
         let handed = ManuallyDrop::new(handed);
-        let fence = glow::NativeFence(handed.fence as _);
+        let fence = handed.fence();
         // SAFETY: the context is current, has sync objects, and is in the share group of the
         // context that made the fence (checked above); the fence was flushed by its maker and
         // is deleted once, here (the handed-over program is consumed).

@@ -105,7 +105,15 @@ fn a_binary_loaded_on_a_shared_context_thread_draws_in_the_spawning_context() {
         .join()
         .unwrap();
     let raw = handed.raw();
+    let fence = handed.fence();
+    let gl = ctx.gl().unwrap();
+    // SAFETY: a state query on the current context; the fence is the share group's.
+    let fence_there = unsafe { gl.is_sync(fence) };
+    assert!(fence_there, "the fence is there until the adoption");
     let program = ctx.adopt(handed).map_err(|(e, _)| e).unwrap();
+    // SAFETY: as above; a name that is no sync object reads as false.
+    let fence_there = unsafe { gl.is_sync(fence) };
+    assert!(!fence_there, "the adoption deletes the fence");
     assert_eq!(program.raw(), raw, "the name is the share group's");
     let target = ctx.offscreen_target(4, 4).unwrap();
     assert_eq!(
@@ -236,4 +244,17 @@ fn thread_after_thread_hands_programs_the_host_draws_with_while_they_run() {
         done_tx.send(()).unwrap();
         worker.join().unwrap();
     }
+}
+
+#[test]
+fn a_thread_name_with_a_nul_byte_is_an_error_not_a_panic() {
+    let Some(ctx) = context_or_skip("a_thread_name_with_a_nul_byte_is_an_error_not_a_panic") else {
+        return;
+    };
+    let e = ctx
+        .spawn_shared("bad\0name", |_made| ())
+        .expect_err("a NUL byte in the name");
+    assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput);
+    // Nothing is left being made: the drop does not wait.
+    drop(ctx);
 }

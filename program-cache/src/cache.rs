@@ -122,6 +122,9 @@ struct State {
     /// Shaders that compiled in this process and are not on disk yet, for `compiled.list`
     /// (with a disk store only; at most [`COMPILED_BATCH`]).
     unpersisted: Vec<ShaderHash>,
+    /// Moves when stored binaries stop being good to restore: a clear, or the disk entries
+    /// dropped after the driver refused them in a row.
+    generation: u64,
 }
 
 impl State {
@@ -396,6 +399,7 @@ impl ProgramCache {
                 recorder: Recorder::default(),
                 disk_rejections_in_a_row: 0,
                 unpersisted: Vec::new(),
+                generation: 0,
             })),
             callback,
             disk,
@@ -705,6 +709,7 @@ impl ProgramCache {
         state.disk_rejections_in_a_row += 1;
         if state.disk_rejections_in_a_row >= limit {
             state.disk_rejections_in_a_row = 0;
+            state.generation += 1;
             let evicted = state.store.remove_from_disk();
             state.forget(&evicted);
             // The epoch moves under the lock, as in `clear`: the startup load inserts nothing
@@ -834,6 +839,7 @@ impl ProgramCache {
     pub fn clear(&self) {
         let mut state = self.lock();
         // Cleared entries are not counted as evictions, and all statuses go with them.
+        state.generation += 1;
         state.store.drain();
         state.statuses.clear();
         state.unpersisted.clear();
@@ -1015,6 +1021,12 @@ impl LoadSink for LoadTarget {
 
 #[cfg(feature = "gl")]
 impl ProgramCache {
+    /// Moves on each clear, and when the disk entries are dropped after driver refusals: a
+    /// program restored from a binary before it moved is not handed out after.
+    pub(crate) fn generation(&self) -> u64 {
+        self.lock().generation
+    }
+
     /// [`ProgramCache::peek`] that keeps what it decodes (see [`peek_decoding`]).
     pub(crate) fn peek_decoding(&self, key: &ProgramKey) -> Option<SharedProgram> {
         peek_decoding(&self.state, key)

@@ -86,7 +86,12 @@
 //!   `a_key_the_host_asks_for_before_the_thread_reaches_it_is_left_to_the_host`); a program the host's
 //!   context cannot adopt goes back to the thread and is deleted there, and the host restores
 //!   the binary itself
-//!   (`a_program_another_share_group_cannot_adopt_goes_back_and_is_deleted`).
+//!   (`a_program_another_share_group_cannot_adopt_goes_back_and_is_deleted`). Critical memory
+//!   pressure or a clear deletes what waits, and no program restored before a clear is handed
+//!   out after it
+//!   (`critical_memory_pressure_or_a_clear_deletes_what_waits_and_hands_out_nothing_older`);
+//!   one restore-ahead after another on one context keeps drawing
+//!   (`restore_ahead_after_restore_ahead_on_one_context_draws_every_time`).
 //! * A cache built with [`ProgramCacheBuilder::cache_transform_feedback`]`(false)` never looks
 //!   up, reads or stores a program with transform-feedback varyings
 //!   (`a_cache_that_keeps_transform_feedback_out_never_stores_or_restores_such_programs`).
@@ -177,8 +182,9 @@
 //! on the thread of its GL context. A `RestoreAhead` runs its own thread
 //! (`gpusvc-restore-ahead`) with its own context; the host's thread waits for it only while
 //! it restores the very key the host asks for (one `glProgramBinary`), and its lock is held for
-//! bookkeeping only, never across a GL call. It holds the cache until its drop has joined the
-//! thread, so the thread never lets go of the cache's last handle.
+//! bookkeeping only, never across a GL call or the cache's lock. It holds the cache until its
+//! drop has joined the thread, so the thread never lets go of the cache's last handle. Until it
+//! is released, its thread wakes every 250 ms to look at the cache's generation and pressure.
 
 mod backend;
 mod cache;

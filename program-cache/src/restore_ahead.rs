@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 
 use headless_gl::{GlContext, HandedProgram};
 
-use crate::ProgramCache;
 use crate::key::ProgramKey;
+use crate::{MemoryPressure, ProgramCache};
 
 /// How much a [`RestoreAhead`] restores.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -38,7 +38,8 @@ impl Default for RestoreAheadConfig {
 pub struct RestoreAheadStats {
     /// Programs the thread restored (the driver took the binary).
     pub restored: u64,
-    /// Binaries the driver refused on the thread (the host's own restore then decides).
+    /// Binaries the driver refused on the thread, or programs it could not hand over (the
+    /// host's own restore then decides).
     pub refused: u64,
     /// Restored programs the host took.
     pub taken: u64,
@@ -46,8 +47,12 @@ pub struct RestoreAheadStats {
     pub waited: u64,
     /// Total time of those waits, in microseconds.
     pub waited_us: u64,
-    /// Restored programs nobody took, deleted on the thread when it stopped.
+    /// Restored programs deleted on the thread without the host taking them: unclaimed when
+    /// it stopped, or stale.
     pub deleted_unclaimed: u64,
+    /// Restored programs dropped as stale before the host took them: the cache was cleared,
+    /// dropped its disk entries after driver refusals, or went to critical memory pressure.
+    pub stale: u64,
     /// Stored programs left alone for the limits of [`RestoreAheadConfig`].
     pub over_limits: u64,
     /// Whether the thread has gone through every program it will restore.
@@ -60,8 +65,8 @@ pub struct RestoreAheadStats {
 enum Slot {
     /// The thread is restoring it.
     Restoring,
-    /// Restored, waiting for the host.
-    Ready(HandedProgram),
+    /// Restored (while the cache's generation was this), waiting for the host.
+    Ready(HandedProgram, u64),
     /// The host asked first (or took it, or the driver refused it): the thread leaves it.
     Host,
 }
@@ -71,6 +76,9 @@ struct State {
     slots: HashMap<ProgramKey, Slot>,
     /// How many slots are `Ready`.
     ready: usize,
+    /// Restored programs not to be handed out (the cache moved on since); the thread deletes
+    /// them.
+    stale: Vec<HandedProgram>,
     /// Set by [`RestoreAhead::release_unclaimed`] and drop: restore nothing more, delete what
     /// is unclaimed, stop.
     closing: bool,
@@ -125,7 +133,10 @@ impl Shared {
 /// restores it itself, and the thread leaves it. Programs nobody takes are deleted on the
 /// thread at [`RestoreAhead::release_unclaimed`] or drop, which also stop it; the drop joins the
 /// thread. It works from the stored binaries, so what the host gets is what a cache hit gives:
-/// the same program, link status and reflection.
+/// the same program, link status and reflection. When the cache moves on — a clear, its disk
+/// entries dropped after driver refusals, or critical memory pressure — the thread restores
+/// nothing more and deletes what is waiting (within 250 ms), and no program restored before a
+/// clear is handed out after it.
 ///
 /// The thread goes through the programs in the cache's eviction order
 /// ([`ProgramCache::eviction_order`]). After a startup load that is, near enough, the load
@@ -142,7 +153,7 @@ pub struct RestoreAhead {
     shared: Arc<Shared>,
     thread: Option<JoinHandle<()>>,
     /// Kept until the thread is joined, so the thread's handle is never the cache's last.
-    _cache: Arc<ProgramCache>,
+    cache: Arc<ProgramCache>,
 }
 
 impl std::fmt::Debug for RestoreAhead {
@@ -180,7 +191,7 @@ impl RestoreAhead {
         Ok(RestoreAhead {
             shared,
             thread: Some(thread),
-            _cache: cache,
+            cache,
         })
     }
 
@@ -188,6 +199,8 @@ impl RestoreAhead {
     /// restoring that very key. `None` when it has not reached the key (it then leaves it to
     /// the host), refused it, or was released; the host restores the program itself.
     pub fn take(&self, key: &ProgramKey) -> Option<HandedProgram> {
+        // Read before our lock: the thread never holds ours while it asks the cache.
+        let generation = self.cache.generation();
         let mut state = self.shared.lock();
         let mut waited: Option<Instant> = None;
         let taken = loop {
@@ -199,13 +212,22 @@ impl RestoreAhead {
                     waited.get_or_insert_with(Instant::now);
                     state = self.shared.wait(state);
                 }
-                Some(Slot::Ready(_)) => {
-                    let Some(Slot::Ready(handed)) = state.slots.insert(*key, Slot::Host) else {
+                Some(Slot::Ready(..)) => {
+                    let Some(Slot::Ready(handed, restored_in)) =
+                        state.slots.insert(*key, Slot::Host)
+                    else {
                         unreachable!("the slot was just seen ready");
                     };
                     state.ready -= 1;
-                    state.stats.taken += 1;
                     self.shared.changed.notify_all();
+                    if restored_in != generation {
+                        // Restored from a binary the cache has let go of since: the thread
+                        // deletes it, and the host restores what the cache holds now.
+                        state.stats.stale += 1;
+                        state.stale.push(handed);
+                        break None;
+                    }
+                    state.stats.taken += 1;
                     break Some(handed);
                 }
                 Some(Slot::Host) => break None,
@@ -224,9 +246,9 @@ impl RestoreAhead {
         taken
     }
 
-    /// Gives back a program [`RestoreAhead::take`] gave that the host could not adopt, so that
-    /// the thread deletes it when it stops. After the thread has stopped, nothing can: the
-    /// program leaks (logged).
+    /// Gives back a program [`RestoreAhead::take`] gave that the host could not adopt: the
+    /// thread deletes it (and the key is the host's from then on). After the thread has
+    /// stopped, nothing can: the program leaks (logged).
     pub fn give_back(&self, key: &ProgramKey, handed: HandedProgram) {
         let mut state = self.shared.lock();
         if state.gone {
@@ -235,14 +257,14 @@ impl RestoreAhead {
             drop(handed);
             return;
         }
-        if matches!(state.slots.get(key), Some(Slot::Ready(_))) {
+        if matches!(state.slots.get(key), Some(Slot::Ready(..))) {
             drop(state);
             tracing::warn!(%key, "give_back of a key that has a restored program waiting");
             drop(handed);
             return;
         }
-        state.slots.insert(*key, Slot::Ready(handed));
-        state.ready += 1;
+        // Not to be handed out again: the host's context could not adopt it.
+        state.stale.push(handed);
         state.stats.taken = state.stats.taken.saturating_sub(1);
         self.shared.changed.notify_all();
     }
@@ -322,45 +344,85 @@ fn run(
         return;
     }
     restore_all(shared, cache, config, &ctx);
-    let leftovers: Vec<HandedProgram> = {
+    {
         let mut state = shared.lock();
         state.stats.done = true;
         shared.changed.notify_all();
-        // Until the host lets go: a program it took may still come back (`give_back`).
-        while !state.closing {
-            state = shared.wait(state);
+    }
+    // Until the host lets go (a program it took may still come back, `give_back`): delete what
+    // goes stale, and everything when the cache moves on (a clear, or critical memory pressure;
+    // checked every 250 ms).
+    let generation = cache.generation();
+    loop {
+        let moved_on =
+            cache.generation() != generation || cache.memory_pressure() == MemoryPressure::Critical;
+        let (stale, closing) = {
+            let mut state = shared.lock();
+            if moved_on && !state.closing {
+                state.closing = true;
+                let ready = take_ready(&mut state);
+                state.stats.stale += ready.len() as u64;
+                state.stale.extend(ready);
+            }
+            if state.stale.is_empty() && !state.closing {
+                state = shared
+                    .changed
+                    .wait_timeout(state, Duration::from_millis(250))
+                    .unwrap_or_else(|e| e.into_inner())
+                    .0;
+            }
+            let mut stale = std::mem::take(&mut state.stale);
+            if state.closing {
+                // From here a program given back is the host's to lose: the thread deletes
+                // only these.
+                state.gone = true;
+                stale.extend(take_ready(&mut state));
+            }
+            (stale, state.closing)
+        };
+        let deleted = delete(&ctx, stale);
+        shared.lock().stats.deleted_unclaimed += deleted;
+        if closing {
+            return;
         }
-        state.closing = true;
-        // From here a program given back is the host's to lose: the thread deletes only these.
-        state.gone = true;
-        state.ready = 0;
-        let ready: Vec<ProgramKey> = state
-            .slots
-            .iter()
-            .filter(|(_, slot)| matches!(slot, Slot::Ready(_)))
-            .map(|(key, _)| *key)
-            .collect();
-        ready
-            .into_iter()
-            .filter_map(|key| match state.slots.insert(key, Slot::Host) {
-                Some(Slot::Ready(handed)) => Some(handed),
-                _ => None,
-            })
-            .collect()
-    };
+    }
+}
+
+/// Takes every `Ready` program out of the slots (they become the host's keys).
+fn take_ready(state: &mut State) -> Vec<HandedProgram> {
+    state.ready = 0;
+    let ready: Vec<ProgramKey> = state
+        .slots
+        .iter()
+        .filter(|(_, slot)| matches!(slot, Slot::Ready(..)))
+        .map(|(key, _)| *key)
+        .collect();
+    ready
+        .into_iter()
+        .filter_map(|key| match state.slots.insert(key, Slot::Host) {
+            Some(Slot::Ready(handed, _)) => Some(handed),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Deletes programs on the thread's context; how many it deleted.
+fn delete(ctx: &GlContext, programs: Vec<HandedProgram>) -> u64 {
     let mut deleted = 0;
-    for handed in leftovers {
+    for handed in programs {
         match ctx.adopt(handed) {
             // Dropping it deletes it.
-            Ok(program) => drop(program),
+            Ok(program) => {
+                drop(program);
+                deleted += 1;
+            }
             Err((e, handed)) => {
-                tracing::warn!(error = %e, "an unclaimed restored program could not be deleted");
+                tracing::warn!(error = %e, "a restored program could not be deleted");
                 drop(handed);
             }
         }
-        deleted += 1;
     }
-    shared.lock().stats.deleted_unclaimed += deleted;
+    deleted
 }
 
 /// Waits for the cache's startup load (checking for a release every 20 ms); false when the
@@ -386,6 +448,7 @@ fn wait_for_load(shared: &Shared, cache: &ProgramCache, timeout: Duration) -> bo
 /// asked for is left to the host.
 fn restore_all(shared: &Shared, cache: &ProgramCache, config: RestoreAheadConfig, ctx: &GlContext) {
     let keys = cache.eviction_order();
+    let generation = cache.generation();
     let (mut programs, mut bytes) = (0usize, 0usize);
     for (index, key) in keys.iter().enumerate() {
         {
@@ -397,6 +460,13 @@ fn restore_all(shared: &Shared, cache: &ProgramCache, config: RestoreAheadConfig
                 continue;
             }
             state.slots.insert(*key, Slot::Restoring);
+        }
+        // The cache moved on (cleared, or critical memory pressure): restore nothing more.
+        if cache.generation() != generation || cache.memory_pressure() == MemoryPressure::Critical {
+            let mut state = shared.lock();
+            state.slots.remove(key);
+            shared.changed.notify_all();
+            return;
         }
         let entry = cache.peek_decoding(key).filter(|p| p.failure.is_none());
         let over = entry.as_ref().is_some_and(|p| {
@@ -418,7 +488,7 @@ fn restore_all(shared: &Shared, cache: &ProgramCache, config: RestoreAheadConfig
         let mut state = shared.lock();
         match restored {
             Some(Ok(handed)) => {
-                state.slots.insert(*key, Slot::Ready(handed));
+                state.slots.insert(*key, Slot::Ready(handed, generation));
                 state.ready += 1;
                 state.stats.restored += 1;
             }
@@ -434,8 +504,12 @@ fn restore_all(shared: &Shared, cache: &ProgramCache, config: RestoreAheadConfig
         }
         shared.changed.notify_all();
         if over {
-            // Stop here, counting what is left.
-            state.stats.over_limits += (keys.len() - index - 1) as u64;
+            // Stop here, counting what is left that the host has not asked for.
+            let left = keys[index + 1..]
+                .iter()
+                .filter(|k| !state.slots.contains_key(*k))
+                .count();
+            state.stats.over_limits += left as u64;
             return;
         }
     }

@@ -334,3 +334,91 @@ fn restore_ahead_after_restore_ahead_on_one_context_draws_every_time() {
     }
     assert_eq!(live_programs(&ctx, 4096), before);
 }
+
+#[test]
+fn critical_memory_pressure_or_a_clear_deletes_what_waits_and_hands_out_nothing_older() {
+    let Some((ctx, cache)) = warm_cache(
+        "critical_memory_pressure_or_a_clear_deletes_what_waits_and_hands_out_nothing_older",
+    ) else {
+        return;
+    };
+    let before = live_programs(&ctx, 4096);
+    let settle = |ahead: &RestoreAhead| {
+        // The thread looks at the cache every 250 ms.
+        for _ in 0..100 {
+            if ahead.stats().deleted_unclaimed == PROGRAMS as u64 {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    // Critical pressure empties the cache: the restored programs go too, without a release.
+    let ahead = RestoreAhead::start(&ctx, cache.clone(), RestoreAheadConfig::default()).unwrap();
+    assert!(ahead.wait_until_done(Duration::from_secs(60)));
+    cache.set_memory_pressure(program_cache::MemoryPressure::Critical);
+    settle(&ahead);
+    assert_eq!(live_programs(&ctx, 4096), before, "{:?}", ahead.stats());
+    let stats = ahead.finish();
+    assert_eq!(
+        (stats.stale, stats.deleted_unclaimed),
+        (PROGRAMS as u64, PROGRAMS as u64)
+    );
+    cache.set_memory_pressure(program_cache::MemoryPressure::None);
+
+    // A clear: the programs restored before it are never handed out, even for keys the cache
+    // holds again (relinked from source and saved after the clear).
+    {
+        let mut cold = ProgramManager::new(GlBackend::new(&ctx), cache.clone(), "restore_ahead");
+        drop(link_all(&mut cold, &ctx));
+    }
+    let ahead = RestoreAhead::start(&ctx, cache.clone(), RestoreAheadConfig::default()).unwrap();
+    assert!(ahead.wait_until_done(Duration::from_secs(60)));
+    cache.clear();
+    {
+        let mut relink = ProgramManager::new(
+            GlBackend::with_restore_ahead(&ctx, &ahead),
+            cache.clone(),
+            "ra",
+        );
+        let linked = link_all(&mut relink, &ctx);
+        assert!(linked.iter().all(|l| l.origin == LinkOrigin::Linked));
+    }
+    let mut warm = ProgramManager::new(
+        GlBackend::with_restore_ahead(&ctx, &ahead),
+        cache.clone(),
+        "ra",
+    );
+    let linked = link_all(&mut warm, &ctx);
+    let target = ctx.offscreen_target(4, 4).unwrap();
+    for (i, l) in linked.iter().enumerate() {
+        assert_eq!(l.origin, LinkOrigin::CacheHit, "program {i}");
+        assert_eq!(paint(&ctx, &target, &l.program), expected(i), "program {i}");
+    }
+    drop(linked);
+    let stats = ahead.finish();
+    assert_eq!(stats.taken, 0, "{stats:?}");
+    assert_eq!(stats.deleted_unclaimed, PROGRAMS as u64, "{stats:?}");
+    assert_eq!(live_programs(&ctx, 4096), before);
+}
+
+#[test]
+fn the_limits_count_only_what_the_thread_left_alone() {
+    let Some((ctx, cache)) = warm_cache("the_limits_count_only_what_the_thread_left_alone") else {
+        return;
+    };
+    let last = *cache.eviction_order().last().unwrap();
+    let config = RestoreAheadConfig {
+        max_programs: 3,
+        ..RestoreAheadConfig::default()
+    };
+    let ahead = RestoreAhead::start(&ctx, cache.clone(), config).unwrap();
+    assert!(ahead.take(&last).is_none());
+    assert!(ahead.wait_until_done(Duration::from_secs(60)));
+    let stats = ahead.finish();
+    // 3 restored, 1 the host's: 8 left alone for the limits.
+    assert_eq!(
+        (stats.restored, stats.over_limits),
+        (3, PROGRAMS as u64 - 4),
+        "{stats:?}"
+    );
+}
