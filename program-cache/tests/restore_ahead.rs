@@ -94,6 +94,31 @@ fn warm_cache(test: &str) -> Option<(GlContext, Arc<ProgramCache>)> {
     Some((ctx, cache))
 }
 
+/// A warm pass through `ahead` on `ctx`: every program is a cache hit and paints its own
+/// colour (the program taken is its own key's, as linked from source). Returns the programs.
+fn warm_pass_hits(
+    ctx: &GlContext,
+    cache: &Arc<ProgramCache>,
+    ahead: &RestoreAhead,
+) -> Vec<LinkedProgram<Program>> {
+    let mut warm = ProgramManager::new(
+        GlBackend::with_restore_ahead(ctx, ahead),
+        cache.clone(),
+        "restore_ahead",
+    );
+    let linked = link_all(&mut warm, ctx);
+    let target = ctx.offscreen_target(4, 4).unwrap();
+    for (i, l) in linked.iter().enumerate() {
+        assert_eq!(l.origin, LinkOrigin::CacheHit, "program {i}");
+        assert_eq!(paint(ctx, &target, &l.program), expected(i), "program {i}");
+        assert!(
+            l.uniforms.iter().any(|u| u.name == "u_scale"),
+            "program {i}"
+        );
+    }
+    linked
+}
+
 /// How many program names in `1..=limit` are programs (the share group's live programs).
 fn live_programs(ctx: &GlContext, limit: u32) -> usize {
     let gl = ctx.gl().unwrap();
@@ -121,22 +146,7 @@ fn a_host_takes_the_programs_restored_ahead_each_of_its_own_key() {
         "{:?}",
         ahead.stats()
     );
-    let mut warm = ProgramManager::new(
-        GlBackend::with_restore_ahead(&ctx, &ahead),
-        cache.clone(),
-        "restore_ahead",
-    );
-    let linked = link_all(&mut warm, &ctx);
-    let target = ctx.offscreen_target(4, 4).unwrap();
-    for (i, l) in linked.iter().enumerate() {
-        assert_eq!(l.origin, LinkOrigin::CacheHit, "program {i}");
-        // The program taken is its own key's: it paints its own colour, as linked from source.
-        assert_eq!(paint(&ctx, &target, &l.program), expected(i), "program {i}");
-        assert!(
-            l.uniforms.iter().any(|u| u.name == "u_scale"),
-            "program {i}"
-        );
-    }
+    drop(warm_pass_hits(&ctx, &cache, &ahead));
     let stats = ahead.finish();
     assert_eq!(stats.taken, PROGRAMS as u64, "{stats:?}");
     assert_eq!(stats.deleted_unclaimed, 0, "{stats:?}");
@@ -188,31 +198,14 @@ fn keys_past_the_limits_or_after_a_release_are_the_hosts_to_restore() {
         (3, PROGRAMS as u64 - 3),
         "{stats:?}"
     );
-    let mut warm = ProgramManager::new(
-        GlBackend::with_restore_ahead(&ctx, &ahead),
-        cache.clone(),
-        "restore_ahead",
-    );
-    let linked = link_all(&mut warm, &ctx);
-    let target = ctx.offscreen_target(4, 4).unwrap();
-    for (i, l) in linked.iter().enumerate() {
-        assert_eq!(l.origin, LinkOrigin::CacheHit, "program {i}");
-        assert_eq!(paint(&ctx, &target, &l.program), expected(i), "program {i}");
-    }
+    drop(warm_pass_hits(&ctx, &cache, &ahead));
     assert_eq!(ahead.finish().taken, 3);
 
     // Released before the host asks: the host restores every program itself.
     let ahead = RestoreAhead::start(&ctx, cache.clone(), RestoreAheadConfig::default()).unwrap();
     assert!(ahead.wait_until_done(Duration::from_secs(60)));
     ahead.release_unclaimed();
-    let mut warm = ProgramManager::new(
-        GlBackend::with_restore_ahead(&ctx, &ahead),
-        cache.clone(),
-        "restore_ahead",
-    );
-    let linked = link_all(&mut warm, &ctx);
-    assert!(linked.iter().all(|l| l.origin == LinkOrigin::CacheHit));
-    assert_eq!(paint(&ctx, &target, &linked[5].program), expected(5));
+    drop(warm_pass_hits(&ctx, &cache, &ahead));
     let stats = ahead.finish();
     assert_eq!(stats.taken, 0, "{stats:?}");
     assert_eq!(stats.deleted_unclaimed, PROGRAMS as u64, "{stats:?}");
@@ -278,17 +271,7 @@ fn a_key_the_host_asks_for_before_the_thread_reaches_it_is_left_to_the_host() {
         ahead.stats()
     );
     assert!(ahead.take(&last).is_none(), "still the host's");
-    let mut warm = ProgramManager::new(
-        GlBackend::with_restore_ahead(&ctx, &ahead),
-        cache.clone(),
-        "restore_ahead",
-    );
-    let linked = link_all(&mut warm, &ctx);
-    let target = ctx.offscreen_target(4, 4).unwrap();
-    for (i, l) in linked.iter().enumerate() {
-        assert_eq!(l.origin, LinkOrigin::CacheHit, "program {i}");
-        assert_eq!(paint(&ctx, &target, &l.program), expected(i), "program {i}");
-    }
+    drop(warm_pass_hits(&ctx, &cache, &ahead));
     let stats = ahead.finish();
     assert_eq!(
         (stats.taken, stats.waited),
@@ -304,7 +287,6 @@ fn restore_ahead_after_restore_ahead_on_one_context_draws_every_time() {
     else {
         return;
     };
-    let target = ctx.offscreen_target(4, 4).unwrap();
     let before = live_programs(&ctx, 4096);
     // A host that restarts its restore-ahead (a second cache, a restart after a clear): each
     // round takes every program, draws with them while the thread runs, lets them go and
@@ -314,21 +296,7 @@ fn restore_ahead_after_restore_ahead_on_one_context_draws_every_time() {
         let ahead =
             RestoreAhead::start(&ctx, cache.clone(), RestoreAheadConfig::default()).unwrap();
         assert!(ahead.wait_until_done(Duration::from_secs(60)));
-        let mut warm = ProgramManager::new(
-            GlBackend::with_restore_ahead(&ctx, &ahead),
-            cache.clone(),
-            "restore_ahead",
-        );
-        let linked = link_all(&mut warm, &ctx);
-        for (i, l) in linked.iter().enumerate() {
-            assert_eq!(l.origin, LinkOrigin::CacheHit, "round {round} program {i}");
-            assert_eq!(
-                paint(&ctx, &target, &l.program),
-                expected(i),
-                "round {round} program {i}"
-            );
-        }
-        drop(linked);
+        drop(warm_pass_hits(&ctx, &cache, &ahead));
         let stats = ahead.finish();
         assert_eq!(stats.taken, PROGRAMS as u64, "round {round}: {stats:?}");
     }
@@ -378,23 +346,12 @@ fn critical_memory_pressure_or_a_clear_deletes_what_waits_and_hands_out_nothing_
         let mut relink = ProgramManager::new(
             GlBackend::with_restore_ahead(&ctx, &ahead),
             cache.clone(),
-            "ra",
+            "restore_ahead",
         );
         let linked = link_all(&mut relink, &ctx);
         assert!(linked.iter().all(|l| l.origin == LinkOrigin::Linked));
     }
-    let mut warm = ProgramManager::new(
-        GlBackend::with_restore_ahead(&ctx, &ahead),
-        cache.clone(),
-        "ra",
-    );
-    let linked = link_all(&mut warm, &ctx);
-    let target = ctx.offscreen_target(4, 4).unwrap();
-    for (i, l) in linked.iter().enumerate() {
-        assert_eq!(l.origin, LinkOrigin::CacheHit, "program {i}");
-        assert_eq!(paint(&ctx, &target, &l.program), expected(i), "program {i}");
-    }
-    drop(linked);
+    drop(warm_pass_hits(&ctx, &cache, &ahead));
     let stats = ahead.finish();
     assert_eq!(stats.taken, 0, "{stats:?}");
     assert_eq!(stats.deleted_unclaimed, PROGRAMS as u64, "{stats:?}");
