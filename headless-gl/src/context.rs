@@ -502,8 +502,20 @@ impl Drop for Inner {
             && let Some(context) = self.context.take()
         {
             // A helper, dropped on its own thread: released and parked for the next thread,
-            // unless the spawning context is gone (then destroyed here).
-            match context.make_not_current() {
+            // unless the spawning context is gone (then destroyed here). Releasing goes through
+            // this thread's current context, so when another one is current here, ours is made
+            // current for the release and the other made current again after.
+            let _keep = (!context.is_current()).then(|| {
+                let keep = KeepHostCurrent::new();
+                note_host_current(self.display.egl());
+                keep
+            });
+            let released = if context.is_current() {
+                Ok(())
+            } else {
+                context.make_current_surfaceless()
+            };
+            match released.and_then(|()| context.make_not_current()) {
                 Ok(context) => {
                     let mut helpers = park_in.lock().unwrap_or_else(|e| e.into_inner());
                     if !helpers.closed {

@@ -227,6 +227,23 @@ fn thread_after_thread_hands_programs_the_host_draws_with_while_they_run() {
         let worker = ctx
             .spawn_shared("gl-test-worker", move |made| {
                 let worker = made.unwrap();
+                // The context is the first thread's, kept and reused: the clear colour the
+                // first thread set (context state, not shared) is still there.
+                let gl = worker.gl().unwrap();
+                // SAFETY: state calls on the context current on this thread.
+                let clear = unsafe {
+                    let mut clear = [0.0f32; 4];
+                    gl.get_parameter_f32_slice(headless_gl::glow::COLOR_CLEAR_VALUE, &mut clear);
+                    gl.clear_color(0.25, 0.5, 0.75, 1.0);
+                    clear
+                };
+                if round > 0 {
+                    assert_eq!(
+                        clear,
+                        [0.25, 0.5, 0.75, 1.0],
+                        "round {round}: a reused context"
+                    );
+                }
                 let program = worker.load_program_binary(&binary).unwrap();
                 tx.send(worker.hand_over(program).map_err(|(e, _)| e).unwrap())
                     .unwrap();

@@ -343,7 +343,8 @@ fn run(
     if !wait_for_load(shared, cache, config.load_timeout) {
         return;
     }
-    restore_all(shared, cache, config, &ctx);
+    // The generation its programs were restored in: a clear at any time after it is seen below.
+    let generation = restore_all(shared, cache, config, &ctx);
     {
         let mut state = shared.lock();
         state.stats.done = true;
@@ -352,7 +353,6 @@ fn run(
     // Until the host lets go (a program it took may still come back, `give_back`): delete what
     // goes stale, and everything when the cache moves on (a clear, or critical memory pressure;
     // checked every 250 ms).
-    let generation = cache.generation();
     loop {
         let moved_on =
             cache.generation() != generation || cache.memory_pressure() == MemoryPressure::Critical;
@@ -445,16 +445,22 @@ fn wait_for_load(shared: &Shared, cache: &ProgramCache, timeout: Duration) -> bo
 }
 
 /// Restores the stored programs in eviction order, within the limits; a key the host has
-/// asked for is left to the host.
-fn restore_all(shared: &Shared, cache: &ProgramCache, config: RestoreAheadConfig, ctx: &GlContext) {
-    let keys = cache.eviction_order();
+/// asked for is left to the host. Returns the cache generation the programs were restored in.
+fn restore_all(
+    shared: &Shared,
+    cache: &ProgramCache,
+    config: RestoreAheadConfig,
+    ctx: &GlContext,
+) -> u64 {
+    // Read first: a clear between the two tags the programs as older, never as newer.
     let generation = cache.generation();
+    let keys = cache.eviction_order();
     let (mut programs, mut bytes) = (0usize, 0usize);
     for (index, key) in keys.iter().enumerate() {
         {
             let mut state = shared.lock();
             if state.closing {
-                return;
+                return generation;
             }
             if state.slots.contains_key(key) {
                 continue;
@@ -466,7 +472,7 @@ fn restore_all(shared: &Shared, cache: &ProgramCache, config: RestoreAheadConfig
             let mut state = shared.lock();
             state.slots.remove(key);
             shared.changed.notify_all();
-            return;
+            return generation;
         }
         let entry = cache.peek_decoding(key).filter(|p| p.failure.is_none());
         let over = entry.as_ref().is_some_and(|p| {
@@ -510,7 +516,8 @@ fn restore_all(shared: &Shared, cache: &ProgramCache, config: RestoreAheadConfig
                 .filter(|k| !state.slots.contains_key(*k))
                 .count();
             state.stats.over_limits += left as u64;
-            return;
+            return generation;
         }
     }
+    generation
 }

@@ -342,6 +342,9 @@ fn critical_memory_pressure_or_a_clear_deletes_what_waits_and_hands_out_nothing_
     let ahead = RestoreAhead::start(&ctx, cache.clone(), RestoreAheadConfig::default()).unwrap();
     assert!(ahead.wait_until_done(Duration::from_secs(60)));
     cache.clear();
+    // Deleted without the host asking for any of them.
+    settle(&ahead);
+    assert_eq!(live_programs(&ctx, 4096), before, "{:?}", ahead.stats());
     {
         let mut relink = ProgramManager::new(
             GlBackend::with_restore_ahead(&ctx, &ahead),
