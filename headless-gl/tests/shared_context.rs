@@ -5,8 +5,8 @@
 
 use headless_gl::glow::HasContext;
 use headless_gl::{
-    DrawCall, GlContext, HandOverError, HandedProgram, OffscreenTarget, Program, UniformValue,
-    VertexAttribute,
+    DrawCall, GlContext, HandOverError, HandedProgram, OffscreenTarget, Program, ProgramBinary,
+    UniformValue, VertexAttribute,
 };
 use test_support::gl::context_or_skip;
 
@@ -21,6 +21,20 @@ fn sources(ctx: &GlContext) -> (String, String) {
             "{prelude}uniform vec4 u_color;\nout vec4 o_color;\nvoid main() {{ o_color = u_color; }}\n"
         ),
     )
+}
+
+/// A context whose driver has program binaries, and the binary of the [`sources`] program
+/// (linked, read, let go); `None` (with a printed skip) otherwise.
+fn binary_or_skip(test: &str) -> Option<(GlContext, ProgramBinary)> {
+    let ctx = context_or_skip(test)?;
+    if ctx.info().program_binary_formats.is_empty() {
+        eprintln!("SKIP {test}: the driver lists no program binary format");
+        return None;
+    }
+    let (vs, fs) = sources(&ctx);
+    let linked = ctx.build_program(&vs, &fs).unwrap();
+    let binary = ctx.program_binary(&linked).unwrap();
+    Some((ctx, binary))
 }
 
 /// Paints `target` with `program` in `color` and reads one pixel back.
@@ -80,19 +94,11 @@ fn a_program_linked_on_a_shared_context_thread_draws_in_the_spawning_context() {
 
 #[test]
 fn a_binary_loaded_on_a_shared_context_thread_draws_in_the_spawning_context() {
-    let Some(ctx) =
-        context_or_skip("a_binary_loaded_on_a_shared_context_thread_draws_in_the_spawning_context")
+    let Some((ctx, binary)) =
+        binary_or_skip("a_binary_loaded_on_a_shared_context_thread_draws_in_the_spawning_context")
     else {
         return;
     };
-    if ctx.info().program_binary_formats.is_empty() {
-        eprintln!("SKIP: the driver lists no program binary format");
-        return;
-    }
-    let (vs, fs) = sources(&ctx);
-    let linked = ctx.build_program(&vs, &fs).unwrap();
-    let binary = ctx.program_binary(&linked).unwrap();
-    drop(linked);
     let handed = ctx
         .spawn_shared("gl-test-worker", move |made| {
             let worker = made.unwrap();
@@ -206,19 +212,11 @@ fn dropping_the_spawning_context_at_once_still_lets_the_thread_make_its_context(
 /// contexts destroyed); the spawning context now keeps its threads' contexts for reuse.
 #[test]
 fn thread_after_thread_hands_programs_the_host_draws_with_while_they_run() {
-    let Some(ctx) =
-        context_or_skip("thread_after_thread_hands_programs_the_host_draws_with_while_they_run")
+    let Some((ctx, binary)) =
+        binary_or_skip("thread_after_thread_hands_programs_the_host_draws_with_while_they_run")
     else {
         return;
     };
-    if ctx.info().program_binary_formats.is_empty() {
-        eprintln!("SKIP: the driver lists no program binary format");
-        return;
-    }
-    let (vs, fs) = sources(&ctx);
-    let linked = ctx.build_program(&vs, &fs).unwrap();
-    let binary = ctx.program_binary(&linked).unwrap();
-    drop(linked);
     let target = ctx.offscreen_target(4, 4).unwrap();
     for round in 0..6 {
         let (tx, rx) = std::sync::mpsc::channel::<HandedProgram>();

@@ -74,8 +74,6 @@ enum Slot {
 #[derive(Default)]
 struct State {
     slots: HashMap<ProgramKey, Slot>,
-    /// How many slots are `Ready`.
-    ready: usize,
     /// Restored programs not to be handed out (the cache moved on since); the thread deletes
     /// them.
     stale: Vec<HandedProgram>,
@@ -218,7 +216,6 @@ impl RestoreAhead {
                     else {
                         unreachable!("the slot was just seen ready");
                     };
-                    state.ready -= 1;
                     self.shared.changed.notify_all();
                     if restored_in != generation {
                         // Restored from a binary the cache has let go of since: the thread
@@ -254,12 +251,6 @@ impl RestoreAhead {
         if state.gone {
             drop(state);
             tracing::warn!(%key, "a restored program came back after the restore-ahead stopped");
-            drop(handed);
-            return;
-        }
-        if matches!(state.slots.get(key), Some(Slot::Ready(..))) {
-            drop(state);
-            tracing::warn!(%key, "give_back of a key that has a restored program waiting");
             drop(handed);
             return;
         }
@@ -390,7 +381,6 @@ fn run(
 
 /// Takes every `Ready` program out of the slots (they become the host's keys).
 fn take_ready(state: &mut State) -> Vec<HandedProgram> {
-    state.ready = 0;
     let ready: Vec<ProgramKey> = state
         .slots
         .iter()
@@ -495,7 +485,6 @@ fn restore_all(
         match restored {
             Some(Ok(handed)) => {
                 state.slots.insert(*key, Slot::Ready(handed, generation));
-                state.ready += 1;
                 state.stats.restored += 1;
             }
             Some(Err(reason)) => {

@@ -94,6 +94,18 @@ fn warm_cache(test: &str) -> Option<(GlContext, Arc<ProgramCache>)> {
     Some((ctx, cache))
 }
 
+/// A restore-ahead started from `ctx` on `cache` that has gone through every program it will
+/// restore.
+fn restored_ahead(
+    ctx: &GlContext,
+    cache: &Arc<ProgramCache>,
+    config: RestoreAheadConfig,
+) -> RestoreAhead {
+    let ahead = RestoreAhead::start(ctx, cache.clone(), config).unwrap();
+    assert!(ahead.wait_until_done(Duration::from_secs(60)));
+    ahead
+}
+
 /// A warm pass through `ahead` on `ctx`: every program is a cache hit and paints its own
 /// colour (the program taken is its own key's, as linked from source). Returns the programs.
 fn warm_pass_hits(
@@ -138,8 +150,7 @@ fn a_host_takes_the_programs_restored_ahead_each_of_its_own_key() {
     else {
         return;
     };
-    let ahead = RestoreAhead::start(&ctx, cache.clone(), RestoreAheadConfig::default()).unwrap();
-    assert!(ahead.wait_until_done(Duration::from_secs(60)));
+    let ahead = restored_ahead(&ctx, &cache, RestoreAheadConfig::default());
     assert_eq!(
         ahead.stats().restored,
         PROGRAMS as u64,
@@ -161,8 +172,7 @@ fn programs_nobody_takes_are_deleted_when_the_restore_ahead_stops() {
         return;
     };
     let before = live_programs(&ctx, 4096);
-    let ahead = RestoreAhead::start(&ctx, cache.clone(), RestoreAheadConfig::default()).unwrap();
-    assert!(ahead.wait_until_done(Duration::from_secs(60)));
+    let ahead = restored_ahead(&ctx, &cache, RestoreAheadConfig::default());
     // glIsProgram answers for the share group: the restored programs are there.
     assert_eq!(live_programs(&ctx, 4096), before + PROGRAMS);
     let stats = ahead.finish();
@@ -190,8 +200,7 @@ fn keys_past_the_limits_or_after_a_release_are_the_hosts_to_restore() {
         max_programs: 3,
         ..RestoreAheadConfig::default()
     };
-    let ahead = RestoreAhead::start(&ctx, cache.clone(), config).unwrap();
-    assert!(ahead.wait_until_done(Duration::from_secs(60)));
+    let ahead = restored_ahead(&ctx, &cache, config);
     let stats = ahead.stats();
     assert_eq!(
         (stats.restored, stats.over_limits),
@@ -202,8 +211,7 @@ fn keys_past_the_limits_or_after_a_release_are_the_hosts_to_restore() {
     assert_eq!(ahead.finish().taken, 3);
 
     // Released before the host asks: the host restores every program itself.
-    let ahead = RestoreAhead::start(&ctx, cache.clone(), RestoreAheadConfig::default()).unwrap();
-    assert!(ahead.wait_until_done(Duration::from_secs(60)));
+    let ahead = restored_ahead(&ctx, &cache, RestoreAheadConfig::default());
     ahead.release_unclaimed();
     drop(warm_pass_hits(&ctx, &cache, &ahead));
     let stats = ahead.finish();
@@ -219,8 +227,7 @@ fn a_program_another_share_group_cannot_adopt_goes_back_and_is_deleted() {
         return;
     };
     let before = live_programs(&ctx, 4096);
-    let ahead = RestoreAhead::start(&ctx, cache.clone(), RestoreAheadConfig::default()).unwrap();
-    assert!(ahead.wait_until_done(Duration::from_secs(60)));
+    let ahead = restored_ahead(&ctx, &cache, RestoreAheadConfig::default());
     // A host on a context of another share group (a mistake): every hit's adoption is refused,
     // the program goes back to the thread, and the host restores the binary itself.
     let other = GlContext::open_default().unwrap();
@@ -293,9 +300,7 @@ fn restore_ahead_after_restore_ahead_on_one_context_draws_every_time() {
     // finishes it. On Mesa 22.3 llvmpipe the second round's draws crashed (SIGSEGV) before the
     // threads' contexts were kept for reuse (found by review).
     for round in 0..6 {
-        let ahead =
-            RestoreAhead::start(&ctx, cache.clone(), RestoreAheadConfig::default()).unwrap();
-        assert!(ahead.wait_until_done(Duration::from_secs(60)));
+        let ahead = restored_ahead(&ctx, &cache, RestoreAheadConfig::default());
         drop(warm_pass_hits(&ctx, &cache, &ahead));
         let stats = ahead.finish();
         assert_eq!(stats.taken, PROGRAMS as u64, "round {round}: {stats:?}");
@@ -321,8 +326,7 @@ fn critical_memory_pressure_or_a_clear_deletes_what_waits_and_hands_out_nothing_
         }
     };
     // Critical pressure empties the cache: the restored programs go too, without a release.
-    let ahead = RestoreAhead::start(&ctx, cache.clone(), RestoreAheadConfig::default()).unwrap();
-    assert!(ahead.wait_until_done(Duration::from_secs(60)));
+    let ahead = restored_ahead(&ctx, &cache, RestoreAheadConfig::default());
     cache.set_memory_pressure(program_cache::MemoryPressure::Critical);
     settle(&ahead);
     assert_eq!(live_programs(&ctx, 4096), before, "{:?}", ahead.stats());
@@ -339,8 +343,7 @@ fn critical_memory_pressure_or_a_clear_deletes_what_waits_and_hands_out_nothing_
         let mut cold = ProgramManager::new(GlBackend::new(&ctx), cache.clone(), "restore_ahead");
         drop(link_all(&mut cold, &ctx));
     }
-    let ahead = RestoreAhead::start(&ctx, cache.clone(), RestoreAheadConfig::default()).unwrap();
-    assert!(ahead.wait_until_done(Duration::from_secs(60)));
+    let ahead = restored_ahead(&ctx, &cache, RestoreAheadConfig::default());
     cache.clear();
     // Deleted without the host asking for any of them.
     settle(&ahead);
