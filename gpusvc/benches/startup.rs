@@ -51,7 +51,9 @@
 //! Then, in this process, over the entries the first corpus's cold run wrote (re-stored under a synthetic stamp,
 //! so no GL is needed here): the loader's throughput (cache open + `wait_until_loaded`, MB of
 //! entry files per second; the decoding after the load off, see `disk_config`) against plain
-//! sequential `std::fs::read` of the same files, and LZ4
+//! sequential `std::fs::read` of the same files — with the `load.pack` the previous load
+//! wrote, as every start but the first after a change has it, and without it (deleted before
+//! the load: every entry from its file) — and LZ4
 //! on versus off (bytes on disk, load time), `GPUSVC_BENCH_LOAD_REPS` rounds (default 21).
 //! Results: a table and `target/bench/program_cache_startup.json`.
 //! `GPUSVC_BENCH_LOADER_STORE=<cache folder>` runs the loader part alone, over the entries of a
@@ -427,11 +429,15 @@ const BIG_BUDGET: usize = 1 << 30;
 /// the next round finds. Over 10 loader-only runs each, alternating, our load's median was
 /// 3.60 ms with it on and 3.45 ms with it off (plain reads 3.37 and 3.38 ms; the ranges
 /// overlap); a host loads once per process. The startup cases run with it on, as hosts do.
+/// The disk budget is far above either store and its `load.pack` (the default, the memory
+/// budget, has no room for the uncompressed store's pack, and LZ4 on versus off would then
+/// compare a load with a pack to one without).
 fn disk_config(root: &Path, compress: bool) -> DiskConfig {
     DiskConfig {
         compress,
         write_queue: 1 << 16,
         decode_after_load: false,
+        budget_bytes: Some(1 << 30),
         ..DiskConfig::new(root, synthetic_stamp())
     }
 }
@@ -478,7 +484,9 @@ fn load_budget(entries: &[(ProgramKey, CachedProgram)]) -> usize {
     (2 * decoded).max(program_cache::DESKTOP_BUDGET)
 }
 
-fn timed_load(root: &Path, compress: bool, expect: usize, budget: usize) -> f64 {
+/// One timed cache open + `wait_until_loaded`: the time in ms, and how many entries came from
+/// `load.pack` (the load report's count).
+fn timed_load(root: &Path, compress: bool, expect: usize, budget: usize) -> (f64, usize) {
     let start = Instant::now();
     let cache: Arc<ProgramCache> = ProgramCache::builder(CacheConfig::with_budget(budget))
         .disk(disk_config(root, compress))
@@ -493,7 +501,19 @@ fn timed_load(root: &Path, compress: bool, expect: usize, budget: usize) -> f64 
             report.loaded
         ));
     }
-    ms
+    (ms, report.from_pack)
+}
+
+/// Deletes the `load.pack` of the one store under `root` (the bench's own store), so the next
+/// load reads every entry from its file, as the first start after the store changed does.
+fn remove_pack(root: &Path) {
+    for store in inspect::scan(root).unwrap_or_else(|e| fail(e)) {
+        match std::fs::remove_file(store.dir.join("load.pack")) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => fail(format!("{}: {e}", store.dir.display())),
+        }
+    }
 }
 
 /// Plain sequential reads of `files`; returns the time in ms.
@@ -864,6 +884,8 @@ fn above_below(d: f64) -> String {
 struct LoaderFigures {
     load_mb_s: f64,
     read_mb_s: f64,
+    /// The load with no `load.pack` (every entry from its file).
+    files_mb_s: f64,
     lz4_bytes: u64,
     raw_bytes: u64,
     load_lz4: f64,
@@ -880,15 +902,33 @@ fn loader_section(entries: &[(ProgramKey, CachedProgram)]) -> LoaderFigures {
     let n = entries.len();
     let budget = load_budget(entries);
     let (mut loads_lz4, mut loads_raw, mut reads) = (Vec::new(), Vec::new(), Vec::new());
-    // One untimed round so every file is in the page cache for both sides.
+    let (mut loads_files, mut packed) = (Vec::new(), Vec::new());
+    // One untimed round so every file is in the page cache for both sides. It reads every
+    // entry from its file, so it writes `load.pack` (at the cache's drop, untimed).
     timed_load(lz4_root.path(), true, n, budget);
     timed_load(raw_root.path(), false, n, budget);
     timed_reads(&lz4_files);
     let reps = env_number("GPUSVC_BENCH_LOAD_REPS", LOAD_REPS).max(1);
     for _ in 0..reps {
-        loads_lz4.push(timed_load(lz4_root.path(), true, n, budget));
+        let (ms, from_pack) = timed_load(lz4_root.path(), true, n, budget);
+        loads_lz4.push(ms);
+        packed.push(from_pack as f64);
         reads.push(timed_reads(&lz4_files));
-        loads_raw.push(timed_load(raw_root.path(), false, n, budget));
+        let (ms, raw_from_pack) = timed_load(raw_root.path(), false, n, budget);
+        if raw_from_pack != from_pack {
+            fail(format!(
+                "{from_pack} entries from the LZ4 store's pack, {raw_from_pack} from the \
+                 uncompressed one's: LZ4 on versus off would not compare like with like"
+            ));
+        }
+        loads_raw.push(ms);
+        // The first start after the store changed: no pack (this load writes the next one).
+        remove_pack(lz4_root.path());
+        let (ms, from_pack) = timed_load(lz4_root.path(), true, n, budget);
+        if from_pack != 0 {
+            fail(format!("{from_pack} entries from a pack that was deleted"));
+        }
+        loads_files.push(ms);
     }
     // Where decoding went: one lookup of every key after the load (each decodes its entry; the
     // loader's decoding after the load is off in this section),
@@ -926,10 +966,12 @@ fn loader_section(entries: &[(ProgramKey, CachedProgram)]) -> LoaderFigures {
         })
         .collect();
     let (lookup_ms, decode_ms) = (median(&mut lookups), median(&mut decodes));
-    let (load_lz4, load_raw, read_lz4) = (
+    let (load_lz4, load_raw, read_lz4, load_files, from_pack) = (
         median(&mut loads_lz4),
         median(&mut loads_raw),
         median(&mut reads),
+        median(&mut loads_files),
+        median(&mut packed),
     );
     let mb = |bytes: u64, ms: f64| bytes as f64 / 1e6 / (ms / 1e3);
     println!(
@@ -943,6 +985,13 @@ fn loader_section(entries: &[(ProgramKey, CachedProgram)]) -> LoaderFigures {
         lz4_files.len(),
         mb(lz4_bytes, read_lz4),
         read_lz4 / load_lz4
+    );
+    println!(
+        "  entries taken from load.pack: median {from_pack:.0} of {n} per load (the load \
+         report's count); without load.pack (deleted before the load, as at the first start \
+         after the store changed): {load_files:.2} ms = {:.0} MB/s; ratio {:.2}",
+        mb(lz4_bytes, load_files),
+        read_lz4 / load_files
     );
     println!(
         "  decoding is not in the load (the loader thread does it after the load is reported, \
@@ -971,6 +1020,7 @@ fn loader_section(entries: &[(ProgramKey, CachedProgram)]) -> LoaderFigures {
     LoaderFigures {
         load_mb_s: mb(lz4_bytes, load_lz4),
         read_mb_s: mb(lz4_bytes, read_lz4),
+        files_mb_s: mb(lz4_bytes, load_files),
         lz4_bytes,
         raw_bytes,
         load_lz4,
@@ -1026,6 +1076,13 @@ fn main() {
             ours: f.load_mb_s,
             baseline: f.read_mb_s,
             ratio_note: "loader / plain sequential reads (higher is better)",
+        },
+        Row {
+            metric: "loader_throughput_without_pack".into(),
+            unit: "MB/s",
+            ours: f.files_mb_s,
+            baseline: f.read_mb_s,
+            ratio_note: "loader with no load.pack / plain sequential reads (higher is better)",
         },
         Row {
             metric: "lz4_bytes_on_disk".into(),

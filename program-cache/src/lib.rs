@@ -140,6 +140,22 @@
 //!   linked from source (`a_body_that_does_not_decode_is_rejected_at_its_first_lookup_and_never_returned`;
 //!   `tests/disk_faults.rs`,
 //!   `a_body_found_damaged_at_its_first_lookup_relinks_from_source_through_the_manager`).
+//! * A start after one that read its entries from their files reads them from `load.pack`, one
+//!   file, instead (`FORMAT.md`, "The load pack"; `tests/disk_pack.rs`,
+//!   `the_start_after_one_that_read_the_files_takes_every_entry_from_the_pack`), in the same
+//!   load order (`a_load_from_the_pack_keeps_the_order_a_load_from_the_files_has`). The pack
+//!   is only a copy: an entry comes from it only while its name still holds the very file
+//!   copied (same inode); one added, replaced or deleted since is read from its file or is gone
+//!   (`entries_changed_since_the_pack_are_read_from_their_files_or_not_at_all`); a damaged copy
+//!   or pack is not used and never costs a good file
+//!   (`a_damaged_pack_is_not_trusted_and_the_files_are_judged_on_their_own`); a pack larger
+//!   than the load may read is not read (`a_pack_larger_than_the_load_may_read_is_not_read`); a
+//!   link or FIFO at its name is never followed or read (the name is replaced, the target
+//!   untouched), and a folder there is left as it is
+//!   (`a_link_fifo_or_folder_at_the_pack_name_is_never_followed_or_read`); a clear or an
+//!   eviction deletes it, and stale-store collection removes a store with one whole
+//!   (`a_clear_or_an_eviction_deletes_the_pack_with_the_entries_it_copies`,
+//!   `another_stamps_store_with_a_pack_is_removed_whole`).
 //!
 //! The persistence split for a sandboxed GPU process that cannot open files
 //! ([`ProgramCacheBuilder::persist`] with a [`PersistSink`] on the GPU side,

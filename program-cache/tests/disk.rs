@@ -202,9 +202,12 @@ fn save_wide(cache: &ProgramCache, n: u16) {
 
 /// Sets the modification time of every entry file of the only store in `dir` to what `time`
 /// gives for its key number; returns the key numbers in the order the folder lists them
-/// (`getdents`, as the startup load lists it).
+/// (`getdents`, as the startup load lists it). `load.pack` is deleted: it recorded the times
+/// the files had when it was written, and a time changed in place (same file) is not seen
+/// while the pack holds the file (FORMAT.md, "The load pack").
 fn set_entry_times(dir: &std::path::Path, time: impl Fn(u16) -> SystemTime) -> Vec<u16> {
     let stores = inspect::scan(dir).unwrap();
+    let _ = std::fs::remove_file(stores[0].dir.join("load.pack"));
     let folder = stores[0].entries[0].path.parent().unwrap().to_owned();
     let mut listed = Vec::new();
     for e in std::fs::read_dir(folder).unwrap() {

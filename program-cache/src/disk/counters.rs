@@ -44,6 +44,11 @@ pub struct DiskCounters {
     /// a folder where the file should be), one per batch: the records of the batch not written
     /// are lost (last uses, hot marks, compile statuses), never an entry.
     pub record_errors: u64,
+    /// Entries the startup load took from `load.pack` instead of reading their files
+    /// (FORMAT.md, "The load pack"); included in [`DiskCounters::loaded`] when inserted.
+    pub loaded_from_pack: u64,
+    /// Times `load.pack` was written.
+    pub packs_written: u64,
 }
 
 #[derive(Default)]
@@ -66,6 +71,8 @@ pub(super) struct AtomicCounters {
     pub(super) use_records: AtomicU64,
     pub(super) compactions: AtomicU64,
     pub(super) record_errors: AtomicU64,
+    pub(super) loaded_from_pack: AtomicU64,
+    pub(super) packs_written: AtomicU64,
 }
 
 pub(super) fn bump(c: &AtomicU64, n: u64) {
@@ -94,6 +101,8 @@ impl AtomicCounters {
             use_records: g(&self.use_records),
             compactions: g(&self.compactions),
             record_errors: g(&self.record_errors),
+            loaded_from_pack: g(&self.loaded_from_pack),
+            packs_written: g(&self.packs_written),
         }
     }
 }

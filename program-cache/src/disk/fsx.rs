@@ -415,7 +415,7 @@ pub(crate) fn list(dir: BorrowedFd<'_>, max: usize) -> io::Result<Vec<Entry>> {
 
 /// Lists a directory as [`list`] does, keeping what `keep` makes of each name (its bytes and
 /// the type the listing reports: `d_type`, [`FileType::Unknown`] on file systems that do not
-/// fill it) instead of the names themselves: no `String` per name. At most `max` names are
+/// fill it; and its inode number, `d_ino`) instead of the names themselves: no `String` per name. At most `max` names are
 /// looked at. What is kept goes to `emit` in chunks of `chunk` items (the last one may be
 /// shorter) as the listing goes, so a caller can act on the first names while the rest are
 /// being listed; chunks emitted before an error stand (the error is returned after the last
@@ -425,7 +425,7 @@ pub(crate) fn list_chunks<T>(
     dir: BorrowedFd<'_>,
     max: usize,
     chunk: usize,
-    mut keep: impl FnMut(&[u8], FileType) -> Option<T>,
+    mut keep: impl FnMut(&[u8], FileType, u64) -> Option<T>,
     mut emit: impl FnMut(Vec<T>),
 ) -> io::Result<()> {
     let chunk = chunk.max(1);
@@ -443,7 +443,7 @@ pub(crate) fn list_chunks<T>(
                 break;
             }
         };
-        if let Some(t) = keep(e.file_name().to_bytes(), e.file_type()) {
+        if let Some(t) = keep(e.file_name().to_bytes(), e.file_type(), e.ino()) {
             out.push(t);
             if out.len() == chunk {
                 emit(std::mem::replace(&mut out, Vec::with_capacity(chunk)));

@@ -39,6 +39,9 @@ pub(super) struct Shared {
     pub(super) uses_queued: AtomicUsize,
     /// The writer thread, once the first disk thread has started it (joined at drop).
     pub(super) writer: Mutex<Option<JoinHandle<()>>>,
+    /// What the startup load read, for the writer to write as a new `load.pack` once the load
+    /// is done (set by the loader before it reports the load; taken once).
+    pub(super) pack_plan: Mutex<Option<Vec<super::pack::PackSource>>>,
 }
 
 impl Shared {
@@ -54,6 +57,7 @@ impl Shared {
             queued: AtomicUsize::new(0),
             uses_queued: AtomicUsize::new(0),
             writer: Mutex::new(None),
+            pack_plan: Mutex::new(None),
         }
     }
     pub(super) fn finish_load(&self, report: LoadReport, on_loaded: Option<&LoadedCallback>) {

@@ -11,6 +11,7 @@ use crate::key::{ProgramKey, ShaderHash};
 
 use super::counters::bump;
 use super::layer::Shared;
+use super::pack::{self, PackSource};
 use super::packed::PackedEntry;
 use super::store_dir::{ReadError, Scan, StampDir};
 
@@ -39,6 +40,9 @@ pub struct LoadReport {
     pub rejected: usize,
     /// Entries left on disk because the memory budget was full.
     pub skipped: usize,
+    /// Entries whose bytes came from `load.pack` instead of their files (FORMAT.md, "The
+    /// load pack"), whether inserted or not.
+    pub from_pack: usize,
     /// Time from open to the end of the load.
     pub elapsed: Duration,
 }
@@ -82,6 +86,16 @@ pub(super) fn load_entries(
     };
     let _ = scan_to.send(pass.scan);
     drop(scan_to);
+    let used = pass.pack;
+    report.from_pack = used.from_pack;
+    bump(&counters.loaded_from_pack, used.from_pack as u64);
+    // What was read ahead (from files or the pack), in load order, for a new pack.
+    let mut plan = pack::worth_rewriting(
+        used.from_files,
+        used.from_pack,
+        used.records.saturating_sub(used.matched),
+    )
+    .then(Vec::new);
     let mut full_in_a_row = 0;
     for (entry, read) in pass.order {
         let Some(sink) = sink.upgrade() else { break };
@@ -91,6 +105,15 @@ pub(super) fn load_entries(
         if full_in_a_row >= 8 {
             report.skipped += 1;
             continue;
+        }
+        if let (Some(plan), Some(Ok(packed))) = (&mut plan, &read) {
+            plan.push(PackSource {
+                key: entry.key,
+                ino: packed.origin.1,
+                last_use_ms: entry.last_use_ms,
+                allocated: entry.size,
+                bytes: packed.bytes(),
+            });
         }
         match read.unwrap_or_else(|| dir.read_packed(&entry.key)) {
             Ok(packed) => {
@@ -124,6 +147,10 @@ pub(super) fn load_entries(
         && shared.drop_epoch.load(Ordering::Acquire) == 0
     {
         sink.compiled_loaded(&dir.compiled_shaders());
+        // Before the load is reported: the writer looks for it once the load is done.
+        if let Some(plan) = plan {
+            *shared.pack_plan.lock().unwrap_or_else(|e| e.into_inner()) = Some(plan);
+        }
     }
     report.elapsed = start.elapsed();
     report

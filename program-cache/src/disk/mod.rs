@@ -9,7 +9,8 @@
 //! on a crossbeam channel bounded by a count of queued jobs, consumed by one writer thread; when
 //! the queue is full a save is dropped and counted (`dropped_writes`), never waited for. The
 //! loader (the disk layer's first thread, with one helper thread that reads while it lists)
-//! reads and checks entries and inserts them, undecoded, into the memory cache through its
+//! reads and checks entries (from `load.pack`, module `pack`, where it still holds the very
+//! file at an entry's name) and inserts them, undecoded, into the memory cache through its
 //! normal lock; once the load is reported it decodes them in load order (the lock let go while
 //! each decodes), and a lookup that comes first decodes its entry itself (module `packed`). Counters are
 //! relaxed atomics: they are statistics, not synchronization (the queued-jobs count is an
@@ -40,6 +41,7 @@
 //! `config` (what a host sets), `layer` (the cache's handle: queues jobs, never touches the
 //! disk), `writer` (the writer thread, and the store-keeping a [`Store`] runs), `persist`
 //! (the sink and its thread), `store` (the standalone store), `loader` (the startup load into a `LoadSink`),
+//! `pack` (`load.pack`, the copy of one load's entries the next start reads at once),
 //! `packed` (a checked entry held undecoded until it is decoded after the load or at its first
 //! lookup),
 //! `counters` and `condition` (what is counted and reported), `store_dir` (one store folder and the
@@ -53,6 +55,7 @@ mod format;
 mod fsx;
 mod layer;
 mod loader;
+mod pack;
 mod packed;
 mod persist;
 mod stamp;

@@ -43,6 +43,11 @@ impl PackedEntry {
         }
     }
 
+    /// The entry file's bytes, shared.
+    pub(crate) fn bytes(&self) -> Arc<[u8]> {
+        self.bytes.clone()
+    }
+
     /// Whether `self` and `other` hold the very same bytes (the same read of the same file).
     pub(crate) fn same(&self, other: &PackedEntry) -> bool {
         Arc::ptr_eq(&self.bytes, &other.bytes)

@@ -20,6 +20,7 @@ use crate::program::CachedProgram;
 
 use super::format::{self, EntryError, HEADER_LEN, MAX_PAYLOAD};
 use super::fsx::{self, b};
+use super::pack::{PACK_FILE, PACK_HEADER, PACK_RECORD, Pack, PackRecord};
 use super::packed::PackedEntry;
 use super::stamp::{CompatibilityStamp, StoreStamp, compare_versions};
 
@@ -49,13 +50,14 @@ pub(crate) const UNUSED_STORE_AGE: Duration = Duration::from_secs(30 * 24 * 3600
 const FUTURE_SLACK_MS: u64 = 60_000;
 
 /// The files of a store folder that our format defines (besides `entries/` and `tmp/`).
-pub(crate) const SIDE_FILES: [&str; 6] = [
+pub(crate) const SIDE_FILES: [&str; 7] = [
     "STAMP",
     "lru.log",
     "hot.list",
     "compiled.list",
     "evict.lock",
     "in-use.lock",
+    PACK_FILE,
 ];
 
 /// Appends `body` and its CRC32C.
@@ -155,8 +157,8 @@ pub(crate) fn tmp_pid(name: &str) -> Option<i32> {
     let what = parts.next()?;
     let pid = parts.next()?.parse::<i32>().ok()?;
     let n = parts.next()?;
-    let ours =
-        matches!(what, "STAMP" | "lru" | "hot" | "compiled") || parse_key_hex(what).is_some();
+    let ours = matches!(what, "STAMP" | "lru" | "hot" | "compiled" | "pack")
+        || parse_key_hex(what).is_some();
     (ours && parts.next().is_none() && n.bytes().all(|c| c.is_ascii_digit()) && !n.is_empty())
         .then_some(pid)
 }
@@ -196,6 +198,8 @@ pub(crate) struct Scan {
     pub(crate) hot_bytes: u64,
     /// Bytes of `compiled.list` alone.
     pub(crate) compiled_bytes: u64,
+    /// Bytes of `load.pack` alone.
+    pub(crate) pack_bytes: u64,
 }
 
 impl Scan {
@@ -210,6 +214,21 @@ impl Scan {
 pub(crate) struct LoadPass {
     pub(crate) scan: Scan,
     pub(crate) order: Vec<(EntryFile, Option<Result<PackedEntry, ReadError>>)>,
+    /// How the pass used `load.pack`.
+    pub(crate) pack: PackUse,
+}
+
+/// How one startup pass used `load.pack`.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct PackUse {
+    /// Records in the pack (0: none, or not usable).
+    pub(crate) records: usize,
+    /// Records that were still the file at their name (read ahead or not).
+    pub(crate) matched: usize,
+    /// Entries whose bytes came from the pack.
+    pub(crate) from_pack: usize,
+    /// Entries read ahead from their files.
+    pub(crate) from_files: usize,
 }
 
 /// The startup pass starts its helper thread once it has listed twice this many entry names;
@@ -218,9 +237,9 @@ const PARALLEL_PASS_MIN: usize = 64;
 /// Names per chunk handed between the threads of the startup pass.
 const PASS_CHUNK: usize = 32;
 
-/// A name the startup pass listed: its place in the listing, its key, the type `getdents`
-/// reported.
-type Listed = (usize, ProgramKey, FileType);
+/// A name the startup pass listed: its place in the listing, its key, the type and the inode
+/// number `getdents` reported.
+type Listed = (usize, ProgramKey, FileType, u64);
 
 /// An entry the startup pass found, with its place in the listing and what was read of it.
 type Found = (usize, EntryFile, Option<Result<PackedEntry, ReadError>>);
@@ -236,6 +255,11 @@ struct PassContext<'a> {
     /// bounds memory; nothing else is published through it.
     ahead: &'a AtomicU64,
     read_ahead: u64,
+    /// `load.pack`, when there is a usable one.
+    pack: Option<&'a Pack>,
+    /// The device of `entries/` (an entry taken from the pack is the file of that device and
+    /// the inode the listing reported).
+    dev: u64,
 }
 
 /// What one thread of [`StampDir::load_pass`] found, each item with its place in the listing.
@@ -243,6 +267,9 @@ struct PassContext<'a> {
 struct PassPart {
     odd: Vec<(usize, OddName)>,
     order: Vec<Found>,
+    matched: usize,
+    from_pack: usize,
+    from_files: usize,
 }
 
 impl PassContext<'_> {
@@ -268,9 +295,19 @@ impl PassContext<'_> {
     /// when stopped.
     fn run(&self, names: &[Listed], part: &mut PassPart) -> Option<()> {
         let entries_fd = b(&self.h.entries);
-        for &(index, key, listed) in names {
+        for &(index, key, listed, ino) in names {
             if (self.stop)() {
                 return None;
+            }
+            // The pack holds this very file (same name, same inode): its bytes come from there.
+            if listed == FileType::RegularFile
+                && let Some(record) = self.pack.and_then(|p| p.get(&key, ino))
+                && let Some((file, read)) = self.take_from_pack(key, record)
+            {
+                part.matched += 1;
+                part.from_pack += usize::from(matches!(read, Some(Ok(_))));
+                part.order.push((index, file, read));
+                continue;
             }
             let name = key_hex(&key);
             let mut t = listed;
@@ -319,11 +356,50 @@ impl PassContext<'_> {
                 .reserve(len)
                 .then(|| self.dir.packed_from(self.h, &fd, &st, &key));
             drop(fd);
+            part.from_files += usize::from(matches!(read, Some(Ok(_))));
             part.order.push((index, file, read));
         }
         Some(())
     }
+
+    /// The entry of `key` from the pack's `record`: its file's size and last use as the pack
+    /// recorded them, and its bytes checked as a file's are (read ahead while the shared
+    /// budget lasts, like a file). `None` when the bytes fail a check: the entry is then read
+    /// from its file (the damage is the pack's; the file is judged on its own).
+    fn take_from_pack(&self, key: ProgramKey, record: &PackRecord) -> Option<Taken> {
+        let raw = self
+            .uses
+            .get(&key)
+            .copied()
+            .unwrap_or(0)
+            .max(record.last_use_ms);
+        let file = EntryFile {
+            key,
+            size: record.allocated,
+            last_use_ms: raw.min(self.now),
+            from_future: raw > self.now + FUTURE_SLACK_MS,
+        };
+        let pack = self.pack?;
+        let bytes = pack.bytes(record);
+        if !self.reserve(bytes.len() as u64) {
+            return Some((file, None));
+        }
+        match format::check_packed(bytes, &self.dir.stamp_hash, Some(&key)) {
+            Ok((_, summary)) => {
+                let entry = PackedEntry::new(bytes.into(), summary, (self.dev, record.ino));
+                Some((file, Some(Ok(entry))))
+            }
+            Err(e) => {
+                tracing::debug!(%key, error = %e, "load.pack holds a damaged copy; reading the file");
+                self.ahead.fetch_sub(bytes.len() as u64, Ordering::Relaxed);
+                None
+            }
+        }
+    }
 }
+
+/// An entry the pass found, without its place in the listing.
+type Taken = (EntryFile, Option<Result<PackedEntry, ReadError>>);
 
 /// Why reading an entry failed.
 #[derive(Debug)]
@@ -421,6 +497,7 @@ fn replace_planted_side_files(dir: &OwnedFd) -> Vec<String> {
         "compiled.list",
         "evict.lock",
         "in-use.lock",
+        PACK_FILE,
     ] {
         let Ok(st) = fsx::lstat(b(dir), side) else {
             continue;
@@ -655,6 +732,20 @@ fn read_log(dir: &OwnedFd, name: &str) -> Vec<u8> {
         return Vec::new();
     }
     buf
+}
+
+/// Deletes `load.pack` of the store open as `h` when it is a regular file; returns the bytes it
+/// took on disk.
+fn remove_pack_in(h: &Handles) -> u64 {
+    match fsx::lstat(b(&h.dir), PACK_FILE) {
+        Ok(st)
+            if fsx::file_type(&st) == FileType::RegularFile
+                && fsx::unlink(b(&h.dir), PACK_FILE).is_ok() =>
+        {
+            fsx::allocated(&st)
+        }
+        _ => 0,
+    }
 }
 
 /// The directory of one stamp, held open by this process.
@@ -927,7 +1018,8 @@ impl StampDir {
         match fsx::lstat(b(&h.entries), &name) {
             Ok(st) if fsx::file_type(&st) == FileType::RegularFile && identity(&st) == origin => {
                 fsx::unlink(b(&h.entries), &name)?;
-                Ok(Some(fsx::allocated(&st)))
+                // The pack may hold a copy of it: a later file at the name could have its inode.
+                Ok(Some(fsx::allocated(&st) + remove_pack_in(&h)))
             }
             Ok(_) => Ok(None),
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
@@ -943,6 +1035,8 @@ impl StampDir {
         match fsx::lstat(b(&h.entries), &name) {
             Ok(st) if fsx::file_type(&st) == FileType::RegularFile => {
                 fsx::unlink(b(&h.entries), &name)?;
+                // As in `remove_if_same`.
+                remove_pack_in(&h);
                 Ok(true)
             }
             Ok(_) => Ok(false),
@@ -1051,6 +1145,7 @@ impl StampDir {
                     "lru.log" => scan.log_bytes = n,
                     "hot.list" => scan.hot_bytes = n,
                     "compiled.list" => scan.compiled_bytes = n,
+                    PACK_FILE => scan.pack_bytes = n,
                     _ => {}
                 }
             }
@@ -1166,6 +1261,7 @@ impl StampDir {
         let uses = self.read_uses(&h);
         let now = now_ms();
         let mut scan = self.scan_sides(&h);
+        let pack = self.read_pack(&h, read_ahead);
         let ahead = AtomicU64::new(0);
         let ctx = PassContext {
             dir: self,
@@ -1175,25 +1271,31 @@ impl StampDir {
             stop,
             ahead: &ahead,
             read_ahead,
+            pack: pack.as_ref(),
+            dev: h.identity[1].0,
         };
         let (tx, rx) = crossbeam_channel::unbounded::<Vec<Listed>>();
         let parts = std::thread::scope(|s| {
             let mut helper = None;
             let mut spawn_tried = false;
             let mut listed = 0;
+            // Names the pack does not hold: only those are worth a second thread.
+            let not_packed = std::cell::Cell::new(0usize);
             // An error part way keeps the names listed until then (see above).
             let _ = fsx::list_chunks(
                 b(&h.entries),
                 MAX_LIST,
                 PASS_CHUNK,
-                |name, t| {
+                |name, t, ino| {
                     let key = parse_key_bytes(name)?;
                     listed += 1;
-                    Some((listed - 1, key, t))
+                    if pack.as_ref().is_none_or(|p| p.get(&key, ino).is_none()) {
+                        not_packed.set(not_packed.get() + 1);
+                    }
+                    Some((listed - 1, key, t, ino))
                 },
                 |chunk| {
-                    let so_far = chunk.last().map_or(0, |l| l.0 + 1);
-                    if !spawn_tried && so_far >= 2 * PARALLEL_PASS_MIN {
+                    if !spawn_tried && not_packed.get() >= 2 * PARALLEL_PASS_MIN {
                         spawn_tried = true;
                         helper = std::thread::Builder::new()
                             .name("gpusvc-cache-loader-2".into())
@@ -1214,7 +1316,15 @@ impl StampDir {
             }
         })?;
         let (mut odd, mut listed_at, mut items) = (Vec::new(), Vec::new(), Vec::new());
+        let mut used = PackUse {
+            records: pack.as_ref().map_or(0, Pack::len),
+            ..PackUse::default()
+        };
+        drop(pack);
         for part in parts {
+            used.matched += part.matched;
+            used.from_pack += part.from_pack;
+            used.from_files += part.from_files;
             odd.extend(part.odd);
             for (at, file, read) in part.order {
                 listed_at.push(at);
@@ -1238,7 +1348,41 @@ impl StampDir {
                 .map_or((ProgramKey([0; 20]), 0), |(e, _)| (e.key, e.last_use_ms))
         });
         let order = index.into_iter().filter_map(|i| items[i].take()).collect();
-        Some(LoadPass { scan, order })
+        Some(LoadPass {
+            scan,
+            order,
+            pack: used,
+        })
+    }
+
+    /// `load.pack`, when it is a regular file of ours, no larger than a pack of `read_ahead`
+    /// bytes of entries can be, and well formed ([`Pack::parse`]); `None` otherwise.
+    fn read_pack(&self, h: &Handles, read_ahead: u64) -> Option<Pack> {
+        let (fd, st) = fsx::open_read(b(&h.dir), PACK_FILE).ok()?;
+        let len = st.st_size.max(0) as u64;
+        let records = read_ahead / HEADER_LEN as u64;
+        let max = read_ahead + PACK_HEADER as u64 + records * PACK_RECORD as u64;
+        if len > max {
+            return None;
+        }
+        let bytes = fsx::read_prefix(&fd, len as usize).ok()?;
+        Pack::parse(bytes)
+    }
+
+    /// Replaces `load.pack` with `bytes` (a temporary file, then a rename); returns the bytes
+    /// it takes on disk.
+    pub(crate) fn write_pack(&self, bytes: &[u8]) -> io::Result<u64> {
+        let h = self.h();
+        let t = tmp_name("pack");
+        let fd = fsx::create_new(b(&h.tmp), &t)?;
+        let result = fsx::write_all(&fd, bytes)
+            .and_then(|()| Ok(fsx::allocated(&rustix::fs::fstat(&fd)?)))
+            .and_then(|n| fsx::rename(b(&h.tmp), &t, b(&h.dir), PACK_FILE).map(|()| n));
+        drop(fd);
+        if result.is_err() {
+            let _ = fsx::unlink(b(&h.tmp), &t);
+        }
+        result
     }
 
     /// Gives entries dated in the future (a skewed clock wrote them) the time `now` for good:
@@ -1269,7 +1413,9 @@ impl StampDir {
     ) -> Result<usize, EvictError> {
         let h = self.h();
         let (lock, scan) = self.lock_and_scan(&h, wait)?;
-        let mut total = scan.total();
+        // The pack holds copies of entries about to go: it goes first (a later load writes
+        // a new one).
+        let mut total = scan.total().saturating_sub(remove_pack_in(&h));
         let mut list = scan.entries;
         list.sort_by_key(|e| e.last_use_ms);
         let mut deleted = 0;
@@ -1400,6 +1546,7 @@ impl StampDir {
             .as_ref()
             .is_some_and(|l| fsx::flock_within(l, true, EVICT_LOCK_WAIT).unwrap_or(false));
         let scan = self.scan_with(&h);
+        remove_pack_in(&h);
         let mut n = 0;
         for e in &scan.entries {
             if fsx::unlink(b(&h.entries), &key_hex(&e.key)).is_ok() {
@@ -1821,6 +1968,9 @@ mod tests {
         assert_eq!(tmp_pid(&format!("{key}.123.4")), Some(123));
         assert_eq!(tmp_pid("STAMP.7.0"), Some(7));
         assert_eq!(tmp_pid("lru.7.0"), Some(7));
+        // `load.pack` is written as `pack.<pid>.<n>` (the pid is always the second part).
+        assert_eq!(tmp_pid(&tmp_name("pack")), Some(std::process::id() as i32));
+        assert_eq!(tmp_pid("load.pack.7.0"), None);
         assert_eq!(tmp_pid("notes.7.0"), None);
         assert_eq!(tmp_pid("lru.7.0.bak"), None);
         assert_eq!(tmp_pid("lru.x.0"), None);

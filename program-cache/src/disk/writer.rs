@@ -18,6 +18,7 @@ use super::format::MAX_PAYLOAD;
 use super::fsx;
 use super::layer::Shared;
 use super::loader::{LoadReport, LoadSink, decode_loaded, load_entries};
+use super::pack;
 use super::store_dir::{
     self, EVICT_LOCK_WAIT, EvictError, OPEN_LOCK_WAIT, Published, StampDir, is_no_space,
 };
@@ -251,6 +252,8 @@ pub(super) struct Writer {
     log_bytes: u64,
     /// Bytes of `compiled.list` (compacted past twice `compiled_keep` records).
     compiled_bytes: u64,
+    /// Bytes of `load.pack`.
+    pack_bytes: u64,
     /// Hashes a compaction keeps in `compiled.list`: [`store_dir::MAX_COMPILED`], or fewer
     /// when they would take more than 1/[`COMPILED_BUDGET_SHARE`] of the budget (at least
     /// [`COMPILED_KEEP_MIN`]).
@@ -284,6 +287,7 @@ impl Writer {
             entries: 0,
             log_bytes: 0,
             compiled_bytes: 0,
+            pack_bytes: 0,
             compiled_keep: (budget / COMPILED_BUDGET_SHARE / store_dir::COMPILED_RECORD as u64)
                 .clamp(COMPILED_KEEP_MIN, store_dir::MAX_COMPILED as u64)
                 as usize,
@@ -363,6 +367,50 @@ impl Writer {
         self.entries = scan.entries.len() as u64;
         self.log_bytes = scan.log_bytes + scan.hot_bytes;
         self.compiled_bytes = scan.compiled_bytes;
+        self.pack_bytes = scan.pack_bytes;
+    }
+
+    /// Writes the `load.pack` the startup load planned, if it planned one, the store was not
+    /// emptied since and the pack fits under the low-water mark with everything else; only
+    /// once the load is done. Called at each turn of the writer's loop and when it exits.
+    /// Forgets the planned `load.pack`: entries it would copy are being deleted.
+    fn discard_pack_plan(&self) {
+        self.shared
+            .pack_plan
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+    }
+
+    fn write_pack_if_planned(&mut self) {
+        if !self.shared.load_done() {
+            return;
+        }
+        let Some(plan) = self
+            .shared
+            .pack_plan
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
+        else {
+            return;
+        };
+        if self.shared.drop_epoch.load(Ordering::Acquire) != 0 {
+            return;
+        }
+        let others = self.size.saturating_sub(self.pack_bytes);
+        let Some(bytes) = pack::encode(&plan, self.low_water.saturating_sub(others)) else {
+            return;
+        };
+        drop(plan);
+        match self.dir.write_pack(&bytes) {
+            Ok(allocated) => {
+                bump(&self.counters().packs_written, 1);
+                self.size = others + allocated;
+                self.pack_bytes = allocated;
+            }
+            Err(e) => tracing::debug!(error = %e, "load.pack not written"),
+        }
     }
 
     fn run(&mut self, rx: &Receiver<Job>, uses: &Receiver<(ProgramKey, u64)>) {
@@ -378,6 +426,7 @@ impl Writer {
                 }
             }
             self.check_drop();
+            self.write_pack_if_planned();
             self.take_uses(uses);
             self.write_uses_if_due();
             let job = match rx.recv_timeout(Duration::from_millis(100)) {
@@ -415,8 +464,12 @@ impl Writer {
                 }
                 Job::RemoveRejected(key, origin) => {
                     if let Ok(Some(freed)) = self.dir.remove_if_same(&key, origin) {
+                        // The pack went with it (it may hold a copy), and a planned one would
+                        // hold the copy too.
                         self.size = self.size.saturating_sub(freed);
                         self.entries = self.entries.saturating_sub(1);
+                        self.pack_bytes = 0;
+                        self.discard_pack_plan();
                     }
                 }
                 Job::Wake => {}
@@ -430,6 +483,7 @@ impl Writer {
         self.check_drop();
         self.take_uses(uses);
         self.write_uses();
+        self.write_pack_if_planned();
     }
 
     /// Coalesces the queued last uses into `pending_uses` (bounded).
@@ -561,6 +615,8 @@ impl Writer {
                 return;
             }
         }
+        // The eviction deletes `load.pack`; a planned one would copy what it deletes.
+        self.discard_pack_plan();
         match self
             .dir
             .evict_to(limit, EVICT_LOCK_WAIT, self.compiled_keep)
@@ -629,6 +685,7 @@ impl Writer {
     pub(super) fn drop_all(&mut self) -> std::io::Result<usize> {
         self.pending_uses.clear();
         self.recorded.clear();
+        self.discard_pack_plan();
         let result = self.with_recovery(StampDir::drop_all);
         if let Ok(n) = &result {
             bump(&self.counters().evictions, *n as u64);

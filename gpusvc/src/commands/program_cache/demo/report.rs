@@ -93,6 +93,8 @@ pub(super) fn disk_delta(after: DiskCounters, before: DiskCounters) -> DiskCount
         use_records: after.use_records - before.use_records,
         compactions: after.compactions - before.compactions,
         record_errors: after.record_errors - before.record_errors,
+        loaded_from_pack: after.loaded_from_pack - before.loaded_from_pack,
+        packs_written: after.packs_written - before.packs_written,
     }
 }
 
