@@ -904,7 +904,10 @@ fn loader_section(entries: &[(ProgramKey, CachedProgram)]) -> LoaderFigures {
     let (mut loads_lz4, mut loads_raw, mut reads) = (Vec::new(), Vec::new(), Vec::new());
     let (mut loads_files, mut packed) = (Vec::new(), Vec::new());
     // One untimed round so every file is in the page cache for both sides. It reads every
-    // entry from its file, so it writes `load.pack` (at the cache's drop, untimed).
+    // entry from its file, so it writes `load.pack` (at the cache's drop, untimed) — once
+    // `entries/` has been left alone for a second (FORMAT.md, "The load pack"), as a host's
+    // store is between two starts.
+    std::thread::sleep(program_cache::disk::PACK_QUIET + Duration::from_millis(100));
     timed_load(lz4_root.path(), true, n, budget);
     timed_load(raw_root.path(), false, n, budget);
     timed_reads(&lz4_files);

@@ -144,13 +144,19 @@
 //!   file, instead (`FORMAT.md`, "The load pack"; `tests/disk_pack.rs`,
 //!   `the_start_after_one_that_read_the_files_takes_every_entry_from_the_pack`), in the same
 //!   load order (`a_load_from_the_pack_keeps_the_order_a_load_from_the_files_has`). The pack
-//!   is only a copy: an entry comes from it only while its name still holds the very file
-//!   copied (same inode); one added, replaced or deleted since is read from its file or is gone
-//!   (`entries_changed_since_the_pack_are_read_from_their_files_or_not_at_all`); a damaged copy
-//!   or pack is not used and never costs a good file
+//!   is only a copy of `entries/` exactly as it was: any entry published, replaced or deleted
+//!   since, by anyone, makes it stale and it is deleted
+//!   (`any_change_to_the_entries_since_the_pack_makes_it_stale_and_it_is_deleted`), also when
+//!   the new file under an old key got the old file's inode
+//!   (`an_entry_deleted_and_saved_again_is_never_served_from_an_older_pack`) and when another
+//!   cache clears the store while the pack is being planned
+//!   (`a_clear_by_another_cache_right_after_a_load_never_comes_back_from_a_pack`); a damaged
+//!   copy or pack is not used and never costs a good file
 //!   (`a_damaged_pack_is_not_trusted_and_the_files_are_judged_on_their_own`); a pack larger
-//!   than the load may read is not read (`a_pack_larger_than_the_load_may_read_is_not_read`); a
-//!   link or FIFO at its name is never followed or read (the name is replaced, the target
+//!   than the load may read is not read (`a_pack_larger_than_the_load_may_read_is_not_read`),
+//!   and neither it nor one the budget capped is written again at every start
+//!   (`a_pack_capped_by_the_budget_or_too_large_for_a_smaller_load_is_not_rewritten_at_every_start`);
+//!   a link or FIFO at its name is never followed or read (the name is replaced, the target
 //!   untouched), and a folder there is left as it is
 //!   (`a_link_fifo_or_folder_at_the_pack_name_is_never_followed_or_read`); a clear or an
 //!   eviction deletes it, and stale-store collection removes a store with one whole

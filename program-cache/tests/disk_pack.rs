@@ -1,7 +1,8 @@
 //! `load.pack` (FORMAT.md, "The load pack"): a start after one that read its entries from
-//! their files reads them from one file; the pack is only ever a copy, used entry by entry
-//! where it still holds the very file at the name, checked like a file, never followed
-//! through a link or read from a FIFO, and deleted with what it copies.
+//! their files reads them from one file; the pack is only ever a copy, used only while
+//! `entries/` is exactly as it was when the pack's load listed it (any entry published,
+//! replaced or deleted since, by anyone, makes it stale), each copy checked like a file, never
+//! followed through a link or read from a FIFO, and deleted with what it copies.
 
 use std::os::unix::fs::MetadataExt as _;
 use std::path::{Path, PathBuf};
@@ -92,9 +93,15 @@ fn wait_for_packs(cache: &ProgramCache, n: u64) {
     }
 }
 
+/// Waits until `entries/` has been quiet long enough for a load to write a pack.
+fn quiet() {
+    std::thread::sleep(Duration::from_millis(1100));
+}
+
 /// A store of `N` entries whose `load.pack` holds them all (written by the second start).
 fn packed(dir: &Path) {
     stored(dir);
+    quiet();
     let (cache, report) = open(dir);
     assert_eq!((report.loaded, report.from_pack), (usize::from(N), 0));
     wait_for_packs(&cache, 1);
@@ -158,7 +165,8 @@ fn a_load_from_the_pack_keeps_the_order_a_load_from_the_files_has() {
             .filter(|&k| cache.peek(&wide_key(k)).is_some())
             .collect()
     };
-    std::fs::remove_file(pack_path(dir.path())).unwrap();
+    assert!(!pack_path(dir.path()).exists(), "no quiet load yet");
+    quiet();
     let (from_files, report) = open_with(config(dir.path()), memory);
     assert_eq!(report.from_pack, 0);
     let files_held = held(&from_files);
@@ -172,11 +180,13 @@ fn a_load_from_the_pack_keeps_the_order_a_load_from_the_files_has() {
 }
 
 #[test]
-fn entries_changed_since_the_pack_are_read_from_their_files_or_not_at_all() {
+fn any_change_to_the_entries_since_the_pack_makes_it_stale_and_it_is_deleted() {
     let dir = tempfile::tempdir().unwrap();
     packed(dir.path());
+    let pack = pack_path(dir.path());
     // Added since: a new file the pack does not hold.
-    let (cache, _) = open(dir.path());
+    let (cache, report) = open(dir.path());
+    assert_eq!(report.from_pack, usize::from(N));
     let added = wide_key(N);
     cache.save(added, expected(N), None).unwrap();
     cache.flush_disk();
@@ -195,12 +205,127 @@ fn entries_changed_since_the_pack_are_read_from_their_files_or_not_at_all() {
     assert_ne!(std::fs::metadata(&replaced).unwrap().ino(), old_ino);
 
     let (cache, report) = open(dir.path());
-    assert_eq!(report.from_pack, usize::from(N) - 2, "{report:?}");
+    assert_eq!(report.from_pack, 0, "{report:?}");
     assert_eq!(report.loaded, usize::from(N) - 1, "{report:?}");
     assert_eq!(report.rejected, 1);
     assert!(!replaced.exists(), "the damaged file is deleted");
+    assert!(!pack.exists(), "the stale pack is deleted");
     assert_all_but(&cache, &[5, 6]);
     assert_eq!(*cache.peek(&added).unwrap(), expected(N));
+    // The folder changed just now: no pack yet (a change in the same tick of a coarse clock
+    // would not show in the times it records).
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(counters(&cache).packs_written, 0);
+    drop(cache);
+    quiet();
+    let (cache, report) = open(dir.path());
+    assert_eq!(report.from_pack, 0);
+    wait_for_packs(&cache, 1);
+    drop(cache);
+    let (cache, report) = open(dir.path());
+    assert_eq!(report.from_pack, usize::from(N) - 1, "{report:?}");
+    assert_all_but(&cache, &[5, 6]);
+}
+
+#[test]
+fn an_entry_deleted_and_saved_again_is_never_served_from_an_older_pack() {
+    // ext4 gives a freed inode number to the next new file at once: a new file under the same
+    // key often has the deleted file's inode. The folder's times tell them apart.
+    let dir = tempfile::tempdir().unwrap();
+    packed(dir.path());
+    let mut reused = 0;
+    for k in [3, 4, 5] {
+        let path = entry_path(dir.path(), k);
+        let ino = std::fs::metadata(&path).unwrap().ino();
+        std::fs::remove_file(&path).unwrap();
+        let (cache, _) = open(dir.path());
+        cache.save(wide_key(k), program(9, 9, 333), None).unwrap();
+        cache.flush_disk();
+        drop(cache);
+        reused += usize::from(std::fs::metadata(&path).unwrap().ino() == ino);
+    }
+    let (cache, report) = open(dir.path());
+    assert_eq!(report.from_pack, 0, "{report:?}");
+    for k in [3, 4, 5] {
+        assert_eq!(
+            *cache.peek(&wide_key(k)).unwrap(),
+            program(9, 9, 333),
+            "key {k}"
+        );
+    }
+    eprintln!("{reused} of 3 new files had the deleted file's inode");
+}
+
+#[test]
+fn a_clear_by_another_cache_right_after_a_load_never_comes_back_from_a_pack() {
+    // Cache `a` loads from the files and plans a pack; `b`, on the same folder, clears the
+    // store and saves other programs under the same keys while `a`'s writer may be about to
+    // write. Whatever the timing, a later start serves `b`'s programs.
+    for round in 0..5 {
+        let dir = tempfile::tempdir().unwrap();
+        stored(dir.path());
+        quiet();
+        let (a, report) = open(dir.path());
+        assert_eq!(report.from_pack, 0);
+        let (b, _) = open(dir.path());
+        b.clear();
+        b.flush_disk();
+        for k in 0..N {
+            b.save(wide_key(k), program(9, 9, 100), None).unwrap();
+            if k % 100 == 99 {
+                b.flush_disk();
+            }
+        }
+        b.flush_disk();
+        drop((a, b));
+        let (cache, report) = open(dir.path());
+        assert_eq!(report.from_pack, 0, "round {round}: {report:?}");
+        for k in 0..N {
+            let p = cache.peek(&wide_key(k));
+            assert_eq!(
+                p.as_deref(),
+                Some(&program(9, 9, 100)),
+                "round {round}, key {k}"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_pack_capped_by_the_budget_or_too_large_for_a_smaller_load_is_not_rewritten_at_every_start() {
+    let dir = tempfile::tempdir().unwrap();
+    packed(dir.path());
+    let full = std::fs::metadata(pack_path(dir.path())).unwrap().len();
+    std::fs::remove_file(pack_path(dir.path())).unwrap();
+    let store_bytes = inspect::scan(dir.path()).unwrap()[0].allocated;
+    // Room under the low-water mark (80 %) for the entries and about half of a full pack.
+    let disk = || DiskConfig {
+        budget_bytes: Some((store_bytes + full / 2) * 100 / 80),
+        ..DiskConfig::new(dir.path(), stamp("1.0"))
+    };
+    let (cache, _) = open_with(disk(), 64 << 20);
+    wait_for_packs(&cache, 1);
+    drop(cache);
+    let pack = std::fs::read(pack_path(dir.path())).unwrap();
+    let mut from_pack = Vec::new();
+    for _ in 0..3 {
+        let (cache, report) = open_with(disk(), 64 << 20);
+        from_pack.push(report.from_pack);
+        std::thread::sleep(Duration::from_millis(300));
+        assert_eq!(counters(&cache).packs_written, 0);
+        assert_eq!(counters(&cache).evictions, 0);
+    }
+    assert!(
+        from_pack.iter().all(|&n| n > 32 && n < usize::from(N)),
+        "{from_pack:?}"
+    );
+    // A load whose budget is under the pack's size leaves it as it is.
+    let (cache, report) = open_with(disk(), pack.len() / 4);
+    assert_eq!(report.from_pack, 0);
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(counters(&cache).packs_written, 0);
+    drop(cache);
+    assert_eq!(std::fs::read(pack_path(dir.path())).unwrap(), pack);
 }
 
 #[test]
@@ -222,8 +347,8 @@ fn a_damaged_pack_is_not_trusted_and_the_files_are_judged_on_their_own() {
     assert_all_but(&cache, &[]);
     drop(cache);
 
-    // The index damaged, the pack truncated, or garbage: none of it is used, every file
-    // loads, nothing is rejected, and the next pack replaces it.
+    // The index damaged, the pack truncated, or garbage: none of it is used (it is deleted),
+    // every file loads, nothing is rejected, and the load writes a new pack.
     let mut index = good.clone();
     index[30] ^= 1;
     for damaged in [index, good[..good.len() / 2].to_vec(), vec![0x55; 4096]] {
@@ -245,10 +370,16 @@ fn a_pack_larger_than_the_load_may_read_is_not_read() {
     let pack_len = std::fs::metadata(pack_path(dir.path())).unwrap().len() as usize;
     // A memory budget under the pack's size: the loader reads ahead no more than that, so a
     // pack this large is not one its load could have written, and it is not read.
-    let (_cache, report) = open_with(config(dir.path()), pack_len / 4);
+    let (cache, report) = open_with(config(dir.path()), pack_len / 4);
     assert_eq!(report.from_pack, 0, "{report:?}");
     assert!(report.loaded > 0);
     assert_eq!(report.rejected, 0);
+    drop(cache);
+    assert_eq!(
+        std::fs::metadata(pack_path(dir.path())).unwrap().len() as usize,
+        pack_len,
+        "left for a load that may read it"
+    );
 }
 
 #[test]

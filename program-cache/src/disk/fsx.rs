@@ -154,11 +154,21 @@ pub(crate) fn read_prefix(fd: &OwnedFd, len: usize) -> io::Result<Vec<u8>> {
 /// its descriptor (usually one call): never more than `len`; `UnexpectedEof` when the file is
 /// shorter now. The buffer is the one allocation: the memory cache holds it as it is.
 pub(crate) fn read_shared(fd: &OwnedFd, len: usize) -> io::Result<std::sync::Arc<[u8]>> {
+    read_shared_at(fd, len, 0)
+}
+
+/// [`read_shared`] of the `len` bytes at `offset`.
+pub(crate) fn read_shared_at(
+    fd: &OwnedFd,
+    len: usize,
+    offset: u64,
+) -> io::Result<std::sync::Arc<[u8]>> {
     let mut buf = std::sync::Arc::<[u8]>::new_uninit_slice(len);
     let slot = std::sync::Arc::get_mut(&mut buf).expect("not shared yet");
     let mut filled = 0;
     while filled < len {
-        let (read, _) = match rustix::io::pread(fd, &mut slot[filled..], filled as u64) {
+        let at = offset + filled as u64;
+        let (read, _) = match rustix::io::pread(fd, &mut slot[filled..], at) {
             Ok(r) => r,
             Err(rustix::io::Errno::INTR) => continue,
             Err(e) => return Err(e.into()),
@@ -230,6 +240,26 @@ pub(crate) fn read_bounded(fd: &OwnedFd, st: &Stat, max: u64) -> io::Result<Vec<
         .take(max)
         .read_to_end(&mut out)?;
     Ok(out)
+}
+
+/// Reads exactly `buf.len()` bytes at `offset` with `pread` straight on the descriptor;
+/// `UnexpectedEof` when the file ends first.
+pub(crate) fn pread_exact(fd: &OwnedFd, buf: &mut [u8], offset: u64) -> io::Result<()> {
+    let mut filled = 0;
+    while filled < buf.len() {
+        match rustix::io::pread(fd, &mut buf[filled..], offset + filled as u64) {
+            Ok(0) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    format!("{filled} bytes where {} were expected", buf.len()),
+                ));
+            }
+            Ok(n) => filled += n,
+            Err(rustix::io::Errno::INTR) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(())
 }
 
 /// Reads exactly `buf.len()` bytes at `offset`.

@@ -41,7 +41,7 @@ pub(super) struct Shared {
     pub(super) writer: Mutex<Option<JoinHandle<()>>>,
     /// What the startup load read, for the writer to write as a new `load.pack` once the load
     /// is done (set by the loader before it reports the load; taken once).
-    pub(super) pack_plan: Mutex<Option<Vec<super::pack::PackSource>>>,
+    pub(super) pack_plan: Mutex<Option<super::pack::PackPlan>>,
 }
 
 impl Shared {

@@ -11,9 +11,9 @@ use crate::key::{ProgramKey, ShaderHash};
 
 use super::counters::bump;
 use super::layer::Shared;
-use super::pack::{self, PackSource};
+use super::pack::{self, PackPlan, PackSource};
 use super::packed::PackedEntry;
-use super::store_dir::{ReadError, Scan, StampDir};
+use super::store_dir::{PackStatus, ReadError, Scan, StampDir};
 
 /// Where the startup loader puts the entries it reads: the memory cache. The disk layer holds
 /// it weakly (a [`std::sync::Weak`]): once the cache is gone the load stops.
@@ -89,13 +89,15 @@ pub(super) fn load_entries(
     let used = pass.pack;
     report.from_pack = used.from_pack;
     bump(&counters.loaded_from_pack, used.from_pack as u64);
-    // What was read ahead (from files or the pack), in load order, for a new pack.
-    let mut plan = pack::worth_rewriting(
-        used.from_files,
-        used.from_pack,
-        used.records.saturating_sub(used.matched),
-    )
-    .then(Vec::new);
+    // What was read ahead, in load order, for a new pack: when there was no usable one, this
+    // load read enough from files, and `entries/` had been quiet (module `pack`).
+    let mut plan = (!matches!(used.status, PackStatus::Used | PackStatus::TooLarge)
+        && used.from_files >= pack::PACK_MIN
+        && used.quiet)
+        .then(|| PackPlan {
+            dir: used.dir,
+            sources: Vec::new(),
+        });
     let mut full_in_a_row = 0;
     for (entry, read) in pass.order {
         let Some(sink) = sink.upgrade() else { break };
@@ -107,7 +109,7 @@ pub(super) fn load_entries(
             continue;
         }
         if let (Some(plan), Some(Ok(packed))) = (&mut plan, &read) {
-            plan.push(PackSource {
+            plan.sources.push(PackSource {
                 key: entry.key,
                 ino: packed.origin.1,
                 last_use_ms: entry.last_use_ms,

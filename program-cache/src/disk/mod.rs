@@ -76,6 +76,7 @@ pub use format::{
 pub(crate) use layer::{DiskLayer, DropReason, EpochWatch};
 pub use loader::LoadReport;
 pub(crate) use loader::LoadSink;
+pub use pack::QUIET as PACK_QUIET;
 pub(crate) use packed::PackedEntry;
 pub(crate) use persist::PersistLayer;
 pub use persist::{InsertError, PersistConfig, PersistCounters, PersistSink, USE_QUEUE};

@@ -7,7 +7,7 @@
 
 use std::collections::HashMap;
 use std::io;
-use std::os::fd::OwnedFd;
+use std::os::fd::{BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -20,7 +20,9 @@ use crate::program::CachedProgram;
 
 use super::format::{self, EntryError, HEADER_LEN, MAX_PAYLOAD};
 use super::fsx::{self, b};
-use super::pack::{PACK_FILE, PACK_HEADER, PACK_RECORD, Pack, PackRecord};
+use super::pack::{
+    DirState, PACK_FILE, PACK_HEADER, PACK_RECORD, PackHeader, PackIndex, PackRecord,
+};
 use super::packed::PackedEntry;
 use super::stamp::{CompatibilityStamp, StoreStamp, compare_versions};
 
@@ -218,18 +220,46 @@ pub(crate) struct LoadPass {
     pub(crate) pack: PackUse,
 }
 
+/// What the startup pass found at `load.pack`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum PackStatus {
+    /// No pack (or not a regular file: never opened).
+    Absent,
+    /// A pack of this very `entries/`, used.
+    Used,
+    /// A pack of this very `entries/`, larger than this load may read: left alone, unused.
+    TooLarge,
+    /// A damaged or foreign pack, or one of an `entries/` that changed since: deleted.
+    Dropped,
+}
+
 /// How one startup pass used `load.pack`.
-#[derive(Debug, Default, Clone, Copy)]
+#[derive(Debug, Clone, Copy)]
 pub(crate) struct PackUse {
-    /// Records in the pack (0: none, or not usable).
-    pub(crate) records: usize,
-    /// Records that were still the file at their name (read ahead or not).
-    pub(crate) matched: usize,
+    pub(crate) status: PackStatus,
+    /// `entries/` as the pass found it before listing it.
+    pub(crate) dir: DirState,
+    /// Nothing changed `entries/` for [`super::pack::QUIET`] before the pass listed it.
+    pub(crate) quiet: bool,
     /// Entries whose bytes came from the pack.
     pub(crate) from_pack: usize,
     /// Entries read ahead from their files.
     pub(crate) from_files: usize,
 }
+
+/// `load.pack` open for the startup pass: its descriptor and checked index.
+struct OpenPack {
+    fd: OwnedFd,
+    index: PackIndex,
+}
+
+/// A listed name the pack holds: its place in the listing, key, inode and record.
+type PackHit = (usize, ProgramKey, u64, PackRecord);
+
+/// Entries of at least this many bytes are read from the pack straight into their own
+/// buffers; smaller ones in runs of up to [`PACK_RUN`] bytes, then copied.
+const PACK_DIRECT: usize = 16 * 1024;
+const PACK_RUN: usize = 256 * 1024;
 
 /// The startup pass starts its helper thread once it has listed twice this many entry names;
 /// a store with fewer is read by the loader thread alone (a thread costs more than it saves).
@@ -256,7 +286,7 @@ struct PassContext<'a> {
     ahead: &'a AtomicU64,
     read_ahead: u64,
     /// `load.pack`, when there is a usable one.
-    pack: Option<&'a Pack>,
+    pack: Option<&'a OpenPack>,
     /// The device of `entries/` (an entry taken from the pack is the file of that device and
     /// the inode the listing reported).
     dev: u64,
@@ -267,7 +297,6 @@ struct PassContext<'a> {
 struct PassPart {
     odd: Vec<(usize, OddName)>,
     order: Vec<Found>,
-    matched: usize,
     from_pack: usize,
     from_files: usize,
 }
@@ -295,19 +324,9 @@ impl PassContext<'_> {
     /// when stopped.
     fn run(&self, names: &[Listed], part: &mut PassPart) -> Option<()> {
         let entries_fd = b(&self.h.entries);
-        for &(index, key, listed, ino) in names {
+        for &(index, key, listed, _) in names {
             if (self.stop)() {
                 return None;
-            }
-            // The pack holds this very file (same name, same inode): its bytes come from there.
-            if listed == FileType::RegularFile
-                && let Some(record) = self.pack.and_then(|p| p.get(&key, ino))
-                && let Some((file, read)) = self.take_from_pack(key, record)
-            {
-                part.matched += 1;
-                part.from_pack += usize::from(matches!(read, Some(Ok(_))));
-                part.order.push((index, file, read));
-                continue;
             }
             let name = key_hex(&key);
             let mut t = listed;
@@ -362,44 +381,112 @@ impl PassContext<'_> {
         Some(())
     }
 
-    /// The entry of `key` from the pack's `record`: its file's size and last use as the pack
-    /// recorded them, and its bytes checked as a file's are (read ahead while the shared
-    /// budget lasts, like a file). `None` when the bytes fail a check: the entry is then read
-    /// from its file (the damage is the pack's; the file is judged on its own).
-    fn take_from_pack(&self, key: ProgramKey, record: &PackRecord) -> Option<Taken> {
+    /// The entries the pack holds (`hits`: listed names whose inode is the one it recorded)
+    /// into `part`, read from the pack in its order while the shared read-ahead budget lasts
+    /// (the others are read from their files when their turn comes), each checked as a file
+    /// is. Returns the names whose copy could not be read or failed a check: they are read
+    /// from their files (the damage is the pack's; each file is judged on its own). `None`
+    /// when stopped.
+    fn read_hits(&self, mut hits: Vec<PackHit>, part: &mut PassPart) -> Option<Vec<Listed>> {
+        let Some(pack) = self.pack else {
+            return Some(Vec::new());
+        };
+        hits.sort_unstable_by_key(|h| h.3.offset);
+        let mut retry = Vec::new();
+        let mut run: Vec<u8> = Vec::new();
+        let mut i = 0;
+        while i < hits.len() {
+            if (self.stop)() {
+                return None;
+            }
+            // Small copies that follow one another in the pack and fit the budget: one read.
+            let start = hits[i].3.offset;
+            let mut end = start;
+            let mut j = i;
+            while j < hits.len() {
+                let r = &hits[j].3;
+                if r.len >= PACK_DIRECT
+                    || r.offset != end
+                    || (end - start) as usize + r.len > PACK_RUN
+                    || !self.reserve(r.len as u64)
+                {
+                    break;
+                }
+                end += r.len as u64;
+                j += 1;
+            }
+            if j > i {
+                run.resize((end - start) as usize, 0);
+                let read = fsx::pread_exact(&pack.fd, &mut run, start);
+                for &(index, key, ino, r) in &hits[i..j] {
+                    let at = (r.offset - start) as usize;
+                    let bytes = read.as_ref().ok().map(|()| Arc::from(&run[at..at + r.len]));
+                    self.take_copy(part, &mut retry, (index, key, ino, r), bytes);
+                }
+                i = j;
+                continue;
+            }
+            // A large copy (read into its own buffer), or one past the budget.
+            let hit = hits[i];
+            i += 1;
+            if !self.reserve(hit.3.len as u64) {
+                part.order
+                    .push((hit.0, self.packed_file(hit.1, &hit.3), None));
+                continue;
+            }
+            let bytes = fsx::read_shared_at(&pack.fd, hit.3.len, hit.3.offset).ok();
+            self.take_copy(part, &mut retry, hit, bytes);
+        }
+        Some(retry)
+    }
+
+    /// The entry of `hit` from its copy's `bytes` (`None`: the read failed), reserved in the
+    /// read-ahead budget: into `part` when they pass every check a file gets, else onto `retry`
+    /// (the reservation given back).
+    fn take_copy(
+        &self,
+        part: &mut PassPart,
+        retry: &mut Vec<Listed>,
+        (index, key, ino, record): PackHit,
+        bytes: Option<Arc<[u8]>>,
+    ) {
+        let checked = bytes
+            .ok_or(EntryError::Unreadable("load.pack".into()))
+            .and_then(|b| {
+                let (_, summary) = format::check_packed(&b, &self.dir.stamp_hash, Some(&key))?;
+                Ok(PackedEntry::new(b, summary, (self.dev, ino)))
+            });
+        match checked {
+            Ok(entry) => {
+                part.from_pack += 1;
+                part.order
+                    .push((index, self.packed_file(key, &record), Some(Ok(entry))));
+            }
+            Err(e) => {
+                tracing::debug!(%key, error = %e, "no usable copy in load.pack; reading the file");
+                self.ahead.fetch_sub(record.len as u64, Ordering::Relaxed);
+                retry.push((index, key, FileType::RegularFile, ino));
+            }
+        }
+    }
+
+    /// The entry file the pack's `record` describes: its size and last use as the pack
+    /// recorded them (newer records in `lru.log` still count).
+    fn packed_file(&self, key: ProgramKey, record: &PackRecord) -> EntryFile {
         let raw = self
             .uses
             .get(&key)
             .copied()
             .unwrap_or(0)
             .max(record.last_use_ms);
-        let file = EntryFile {
+        EntryFile {
             key,
             size: record.allocated,
             last_use_ms: raw.min(self.now),
             from_future: raw > self.now + FUTURE_SLACK_MS,
-        };
-        let pack = self.pack?;
-        let bytes = pack.bytes(record);
-        if !self.reserve(bytes.len() as u64) {
-            return Some((file, None));
-        }
-        match format::check_packed(bytes, &self.dir.stamp_hash, Some(&key)) {
-            Ok((_, summary)) => {
-                let entry = PackedEntry::new(bytes.into(), summary, (self.dev, record.ino));
-                Some((file, Some(Ok(entry))))
-            }
-            Err(e) => {
-                tracing::debug!(%key, error = %e, "load.pack holds a damaged copy; reading the file");
-                self.ahead.fetch_sub(bytes.len() as u64, Ordering::Relaxed);
-                None
-            }
         }
     }
 }
-
-/// An entry the pass found, without its place in the listing.
-type Taken = (EntryFile, Option<Result<PackedEntry, ReadError>>);
 
 /// Why reading an entry failed.
 #[derive(Debug)]
@@ -732,6 +819,15 @@ fn read_log(dir: &OwnedFd, name: &str) -> Vec<u8> {
         return Vec::new();
     }
     buf
+}
+
+/// Deletes `name` in `dir` if it is still the regular file `origin` (device, inode).
+fn remove_same(dir: BorrowedFd<'_>, name: &str, origin: (u64, u64)) {
+    if fsx::lstat(dir, name)
+        .is_ok_and(|s| fsx::file_type(&s) == FileType::RegularFile && identity(&s) == origin)
+    {
+        let _ = fsx::unlink(dir, name);
+    }
 }
 
 /// Deletes `load.pack` of the store open as `h` when it is a regular file; returns the bytes it
@@ -1261,7 +1357,12 @@ impl StampDir {
         let uses = self.read_uses(&h);
         let now = now_ms();
         let mut scan = self.scan_sides(&h);
-        let pack = self.read_pack(&h, read_ahead);
+        // Before the listing: a change after this `fstat` gets a later time (module `pack`).
+        let dir = DirState::of(&rustix::fs::fstat(&h.entries).ok()?);
+        let now_ns = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64);
+        let (pack, status) = self.open_pack(&h, read_ahead, dir);
         let ahead = AtomicU64::new(0);
         let ctx = PassContext {
             dir: self,
@@ -1279,7 +1380,9 @@ impl StampDir {
             let mut helper = None;
             let mut spawn_tried = false;
             let mut listed = 0;
-            // Names the pack does not hold: only those are worth a second thread.
+            // Names the pack holds (it is read after the listing); the others go to the
+            // threads that read files, and only they are worth a second thread.
+            let hits = std::cell::RefCell::new(Vec::new());
             let not_packed = std::cell::Cell::new(0usize);
             // An error part way keeps the names listed until then (see above).
             let _ = fsx::list_chunks(
@@ -1289,9 +1392,13 @@ impl StampDir {
                 |name, t, ino| {
                     let key = parse_key_bytes(name)?;
                     listed += 1;
-                    if pack.as_ref().is_none_or(|p| p.get(&key, ino).is_none()) {
-                        not_packed.set(not_packed.get() + 1);
+                    if t == FileType::RegularFile
+                        && let Some(r) = pack.as_ref().and_then(|p| p.index.get(&key, ino))
+                    {
+                        hits.borrow_mut().push((listed - 1, key, ino, *r));
+                        return None;
                     }
+                    not_packed.set(not_packed.get() + 1);
                     Some((listed - 1, key, t, ino))
                 },
                 |chunk| {
@@ -1307,7 +1414,15 @@ impl StampDir {
                 },
             );
             drop(tx);
-            let mine = ctx.drain(&rx);
+            let mine = (|| {
+                let mut part = PassPart::default();
+                let retry = ctx.read_hits(hits.take(), &mut part)?;
+                ctx.run(&retry, &mut part)?;
+                for chunk in &rx {
+                    ctx.run(&chunk, &mut part)?;
+                }
+                Some(part)
+            })();
             let theirs = helper.map(|helper| helper.join().ok().flatten());
             match (mine, theirs) {
                 (Some(mine), None) => Some(vec![mine]),
@@ -1317,12 +1432,14 @@ impl StampDir {
         })?;
         let (mut odd, mut listed_at, mut items) = (Vec::new(), Vec::new(), Vec::new());
         let mut used = PackUse {
-            records: pack.as_ref().map_or(0, Pack::len),
-            ..PackUse::default()
+            status,
+            dir,
+            quiet: dir.quiet_at(now_ns),
+            from_pack: 0,
+            from_files: 0,
         };
         drop(pack);
         for part in parts {
-            used.matched += part.matched;
             used.from_pack += part.from_pack;
             used.from_files += part.from_files;
             odd.extend(part.odd);
@@ -1355,18 +1472,53 @@ impl StampDir {
         })
     }
 
-    /// `load.pack`, when it is a regular file of ours, no larger than a pack of `read_ahead`
-    /// bytes of entries can be, and well formed ([`Pack::parse`]); `None` otherwise.
-    fn read_pack(&self, h: &Handles, read_ahead: u64) -> Option<Pack> {
-        let (fd, st) = fsx::open_read(b(&h.dir), PACK_FILE).ok()?;
+    /// Opens `load.pack` for a pass over `entries/` in the state `dir`: used when it is a
+    /// regular file of ours, written for exactly this `dir`, well formed, and no larger than a
+    /// pack of `read_ahead` bytes of entries can be (its header and index are read; the
+    /// entries' bytes later, as they are taken). A damaged or foreign pack, or one written for
+    /// another state of `entries/`, is deleted (only the file that was read); one larger than
+    /// this load may read is left for a process with a larger budget.
+    fn open_pack(
+        &self,
+        h: &Handles,
+        read_ahead: u64,
+        dir: DirState,
+    ) -> (Option<OpenPack>, PackStatus) {
+        let Ok((fd, st)) = fsx::open_read(b(&h.dir), PACK_FILE) else {
+            return (None, PackStatus::Absent);
+        };
         let len = st.st_size.max(0) as u64;
-        let records = read_ahead / HEADER_LEN as u64;
-        let max = read_ahead + PACK_HEADER as u64 + records * PACK_RECORD as u64;
-        if len > max {
-            return None;
+        let mut head = [0u8; PACK_HEADER];
+        let header = fsx::pread_exact(&fd, &mut head, 0)
+            .ok()
+            .and_then(|()| PackHeader::parse(&head))
+            .filter(|header| header.dir == dir && header.index_end() <= len);
+        let Some(header) = header else {
+            drop(fd);
+            remove_same(b(&h.dir), PACK_FILE, identity(&st));
+            return (None, PackStatus::Dropped);
+        };
+        let max = read_ahead + read_ahead.div_ceil(HEADER_LEN as u64) * PACK_RECORD as u64;
+        if len > PACK_HEADER as u64 + max {
+            return (None, PackStatus::TooLarge);
         }
-        let bytes = fsx::read_prefix(&fd, len as usize).ok()?;
-        Pack::parse(bytes)
+        let mut index = vec![0u8; (header.index_end() - PACK_HEADER as u64) as usize];
+        let index = fsx::pread_exact(&fd, &mut index, PACK_HEADER as u64)
+            .ok()
+            .and_then(|()| PackIndex::parse(&header, &index, len));
+        match index {
+            Some(index) => (Some(OpenPack { fd, index }), PackStatus::Used),
+            None => {
+                drop(fd);
+                remove_same(b(&h.dir), PACK_FILE, identity(&st));
+                (None, PackStatus::Dropped)
+            }
+        }
+    }
+
+    /// `entries/` as `fstat` sees it now.
+    pub(crate) fn entries_state(&self) -> io::Result<DirState> {
+        Ok(DirState::of(&rustix::fs::fstat(&self.h().entries)?))
     }
 
     /// Replaces `load.pack` with `bytes` (a temporary file, then a rename); returns the bytes

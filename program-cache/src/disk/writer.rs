@@ -371,8 +371,9 @@ impl Writer {
     }
 
     /// Writes the `load.pack` the startup load planned, if it planned one, the store was not
-    /// emptied since and the pack fits under the low-water mark with everything else; only
-    /// once the load is done. Called at each turn of the writer's loop and when it exits.
+    /// emptied since, `entries/` is still as the load found it (else the pack would be stale
+    /// at once) and the pack fits under the low-water mark with everything else; only once
+    /// the load is done. Called at each turn of the writer's loop and when it exits.
     /// Forgets the planned `load.pack`: entries it would copy are being deleted.
     fn discard_pack_plan(&self) {
         self.shared
@@ -395,7 +396,9 @@ impl Writer {
         else {
             return;
         };
-        if self.shared.drop_epoch.load(Ordering::Acquire) != 0 {
+        if self.shared.drop_epoch.load(Ordering::Acquire) != 0
+            || self.dir.entries_state().ok() != Some(plan.dir)
+        {
             return;
         }
         let others = self.size.saturating_sub(self.pack_bytes);
