@@ -156,6 +156,8 @@
 //!   than the load may read is not read (`a_pack_larger_than_the_load_may_read_is_not_read`),
 //!   and neither it nor one the budget capped is written again at every start
 //!   (`a_pack_capped_by_the_budget_or_too_large_for_a_smaller_load_is_not_rewritten_at_every_start`);
+//!   entries averaging 16 KiB or more, which load as fast from their files, get no pack
+//!   (`entries_averaging_16_kib_or_more_get_no_pack`);
 //!   a link or FIFO at its name is never followed or read (the name is replaced, the target
 //!   untouched), and a folder there is left as it is
 //!   (`a_link_fifo_or_folder_at_the_pack_name_is_never_followed_or_read`); a clear or an

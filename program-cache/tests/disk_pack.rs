@@ -469,3 +469,29 @@ fn another_stamps_store_with_a_pack_is_removed_whole() {
     cache.flush_disk();
     assert!(!old.exists(), "the old store, pack and all, is gone");
 }
+
+#[test]
+fn entries_averaging_16_kib_or_more_get_no_pack() {
+    let dir = tempfile::tempdir().unwrap();
+    let disk = || DiskConfig {
+        compress: false,
+        ..config(dir.path())
+    };
+    let (cache, _) = open_with(disk(), 64 << 20);
+    for k in 0..40 {
+        cache
+            .save(wide_key(k), program(k as u8, 7, 20_000), None)
+            .unwrap();
+    }
+    cache.flush_disk();
+    drop(cache);
+    quiet();
+    let (cache, report) = open_with(disk(), 64 << 20);
+    assert_eq!((report.loaded, report.from_pack), (40, 0));
+    drop(cache);
+    assert!(!pack_path(dir.path()).exists());
+    assert_eq!(
+        *open_with(disk(), 64 << 20).0.peek(&wide_key(3)).unwrap(),
+        program(3, 7, 20_000)
+    );
+}

@@ -149,8 +149,13 @@ pub(super) fn load_entries(
         && shared.drop_epoch.load(Ordering::Acquire) == 0
     {
         sink.compiled_loaded(&dir.compiled_shaders());
-        // Before the load is reported: the writer looks for it once the load is done.
-        if let Some(plan) = plan {
+        // Before the load is reported: the writer looks for it once the load is done. Not for
+        // large entries (`pack::PACK_MAX_AVERAGE`).
+        if let Some(plan) = plan
+            && !plan.sources.is_empty()
+            && plan.sources.iter().map(|s| s.bytes.len()).sum::<usize>() / plan.sources.len()
+                < pack::PACK_MAX_AVERAGE
+        {
             *shared.pack_plan.lock().unwrap_or_else(|e| e.into_inner()) = Some(plan);
         }
     }

@@ -6,15 +6,16 @@
 //! records the folder's inode, modification and change times as the load that wrote it found
 //! them before listing, and a start uses it only when they are unchanged — any entry published,
 //! replaced or deleted since, by any process or build, changes them. A load writes a pack only
-//! when the folder had not changed for [`QUIET`] before it listed it, so a change after the
-//! listing always gets a later time than the one recorded, however coarse the file system's
-//! clock. Within a usable pack an entry is taken only when its name still has the inode the
+//! when the folder had not changed for [`QUIET`] before it listed it and the file system's own
+//! clock is past the folder's times (a file created in `tmp/` gets a later change time), so a
+//! change after the listing always gets a later time than the one recorded, however coarse the
+//! file system's timestamps. Within a usable pack an entry is taken only when its name still has the inode the
 //! pack recorded, and only after the checks a file gets ([`super::format::check_packed`]); a
 //! copy that fails them is read from its file. A pack that is damaged, foreign or stale is
 //! deleted; one larger than the loader may read is left for the process that wrote it.
 //!
 //! Layout, all integers little-endian:
-//! - header ([`PACK_HEADER`] bytes): magic `GPUSVCLP`, version `u32` (1), record count `u32`,
+//! - header ([`PACK_HEADER`] bytes): magic `GPUSVCLP`, version `u32` (2), record count `u32`,
 //!   `entries/`'s inode `u64`, modification time `u64` and change time `u64` (ns since the
 //!   epoch), CRC32C of the index `u32`, CRC32C of the header's first 44 bytes `u32`;
 //! - index: one [`PACK_RECORD`]-byte record per entry: key (20), inode `u64`, last use in ms
@@ -33,7 +34,7 @@ use super::store_dir::MAX_ENTRY_FILE;
 /// The pack's name in the store folder.
 pub(crate) const PACK_FILE: &str = "load.pack";
 const MAGIC: &[u8; 8] = b"GPUSVCLP";
-const VERSION: u32 = 1;
+const VERSION: u32 = 2;
 /// Bytes of the header.
 pub(crate) const PACK_HEADER: usize = 48;
 /// Bytes of one index record.
@@ -187,9 +188,15 @@ pub(crate) struct PackPlan {
     pub(crate) sources: Vec<PackSource>,
 }
 
-/// Encodes a pack of the first entries of `plan` whose pack fits in `room` bytes; `None` when
-/// fewer than [`PACK_MIN`] fit.
-pub(crate) fn encode(plan: &PackPlan, room: u64) -> Option<Vec<u8>> {
+/// A pack is written only for entries averaging less than this: larger ones are read from
+/// their files about as fast (the loader reads files on two threads), and copying them all
+/// would cost a host's drop and disk more than it saves.
+pub(crate) const PACK_MAX_AVERAGE: usize = 16 * 1024;
+
+/// The header and index of a pack of the first entries of `plan` whose pack fits in `room`
+/// bytes, and how many entries that is (their bytes follow the index, in that order); `None`
+/// when fewer than [`PACK_MIN`] fit.
+pub(crate) fn encode_index(plan: &PackPlan, room: u64) -> Option<(Vec<u8>, usize)> {
     let mut total = PACK_HEADER as u64;
     let mut n = 0;
     for s in &plan.sources {
@@ -204,7 +211,7 @@ pub(crate) fn encode(plan: &PackPlan, room: u64) -> Option<Vec<u8>> {
         return None;
     }
     let taken = &plan.sources[..n];
-    let mut out = Vec::with_capacity(total as usize);
+    let mut out = Vec::with_capacity(PACK_HEADER + n * PACK_RECORD);
     out.resize(PACK_HEADER, 0);
     for s in taken {
         out.extend_from_slice(&s.key.0);
@@ -223,7 +230,14 @@ pub(crate) fn encode(plan: &PackPlan, room: u64) -> Option<Vec<u8>> {
     out[40..44].copy_from_slice(&index_crc.to_le_bytes());
     let header_crc = crc32c::crc32c(&out[..44]);
     out[44..48].copy_from_slice(&header_crc.to_le_bytes());
-    for s in taken {
+    Some((out, n))
+}
+
+/// A whole pack's bytes, as [`encode_index`] and the entries make them (for tests).
+#[cfg(test)]
+pub(crate) fn encode(plan: &PackPlan, room: u64) -> Option<Vec<u8>> {
+    let (mut out, n) = encode_index(plan, room)?;
+    for s in &plan.sources[..n] {
         out.extend_from_slice(&s.bytes);
     }
     Some(out)

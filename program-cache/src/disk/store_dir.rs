@@ -21,7 +21,7 @@ use crate::program::CachedProgram;
 use super::format::{self, EntryError, HEADER_LEN, MAX_PAYLOAD};
 use super::fsx::{self, b};
 use super::pack::{
-    DirState, PACK_FILE, PACK_HEADER, PACK_RECORD, PackHeader, PackIndex, PackRecord,
+    DirState, PACK_FILE, PACK_HEADER, PACK_RECORD, PackHeader, PackIndex, PackRecord, PackSource,
 };
 use super::packed::PackedEntry;
 use super::stamp::{CompatibilityStamp, StoreStamp, compare_versions};
@@ -1363,6 +1363,10 @@ impl StampDir {
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos() as u64);
         let (pack, status) = self.open_pack(&h, read_ahead, dir);
+        // Only a load that may write a pack needs to know (module `pack`).
+        let quiet = !matches!(status, PackStatus::Used | PackStatus::TooLarge)
+            && dir.quiet_at(now_ns)
+            && self.clock_passed(&h, dir);
         let ahead = AtomicU64::new(0);
         let ctx = PassContext {
             dir: self,
@@ -1434,7 +1438,7 @@ impl StampDir {
         let mut used = PackUse {
             status,
             dir,
-            quiet: dir.quiet_at(now_ns),
+            quiet,
             from_pack: 0,
             from_files: 0,
         };
@@ -1516,6 +1520,22 @@ impl StampDir {
         }
     }
 
+    /// Whether the file system's own clock is past every time of `entries/` in the state
+    /// `dir` (which it must still be in): a file created in `tmp/` now gets a later change
+    /// time. Then any change to `entries/` from now on gets a later time than `dir` records,
+    /// however coarse the file system's timestamps (whole seconds on ext2/ext3).
+    fn clock_passed(&self, h: &Handles, dir: DirState) -> bool {
+        let t = tmp_name("pack");
+        let Ok(fd) = fsx::create_new(b(&h.tmp), &t) else {
+            return false;
+        };
+        let probe = rustix::fs::fstat(&fd).map(|st| DirState::of(&st).ctime_ns);
+        drop(fd);
+        let _ = fsx::unlink(b(&h.tmp), &t);
+        let still = rustix::fs::fstat(&h.entries).is_ok_and(|st| DirState::of(&st) == dir);
+        still && probe.is_ok_and(|p| p > dir.mtime_ns.max(dir.ctime_ns))
+    }
+
     /// `entries/` as `fstat` sees it now.
     pub(crate) fn entries_state(&self) -> io::Result<DirState> {
         Ok(DirState::of(&rustix::fs::fstat(&self.h().entries)?))
@@ -1523,11 +1543,23 @@ impl StampDir {
 
     /// Replaces `load.pack` with `bytes` (a temporary file, then a rename); returns the bytes
     /// it takes on disk.
-    pub(crate) fn write_pack(&self, bytes: &[u8]) -> io::Result<u64> {
+    pub(crate) fn write_pack(&self, index: &[u8], entries: &[PackSource]) -> io::Result<u64> {
+        use std::io::Write as _;
         let h = self.h();
         let t = tmp_name("pack");
         let fd = fsx::create_new(b(&h.tmp), &t)?;
-        let result = fsx::write_all(&fd, bytes)
+        // Streamed: the header and index, then each entry's bytes (never the whole pack in
+        // one buffer).
+        let written = (|| {
+            let mut out =
+                std::io::BufWriter::with_capacity(256 * 1024, std::fs::File::from(fd.try_clone()?));
+            out.write_all(index)?;
+            for e in entries {
+                out.write_all(&e.bytes)?;
+            }
+            out.flush()
+        })();
+        let result = written
             .and_then(|()| Ok(fsx::allocated(&rustix::fs::fstat(&fd)?)))
             .and_then(|n| fsx::rename(b(&h.tmp), &t, b(&h.dir), PACK_FILE).map(|()| n));
         drop(fd);

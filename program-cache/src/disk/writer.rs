@@ -402,11 +402,11 @@ impl Writer {
             return;
         }
         let others = self.size.saturating_sub(self.pack_bytes);
-        let Some(bytes) = pack::encode(&plan, self.low_water.saturating_sub(others)) else {
+        let Some((index, n)) = pack::encode_index(&plan, self.low_water.saturating_sub(others))
+        else {
             return;
         };
-        drop(plan);
-        match self.dir.write_pack(&bytes) {
+        match self.dir.write_pack(&index, &plan.sources[..n]) {
             Ok(allocated) => {
                 bump(&self.counters().packs_written, 1);
                 self.size = others + allocated;
