@@ -381,13 +381,22 @@ impl PassContext<'_> {
         Some(())
     }
 
-    /// The entries the pack holds (`hits`: listed names whose inode is the one it recorded)
-    /// into `part`, read from the pack in its order while the shared read-ahead budget lasts
-    /// (the others are read from their files when their turn comes), each checked as a file
-    /// is. Returns the names whose copy could not be read or failed a check: they are read
+    /// The entries the pack holds (`hits`: listed names whose inode is the one it recorded,
+    /// their bytes reserved in the shared read-ahead budget as they were listed; `over`: those
+    /// that did not fit it, read from their files when their turn comes) into `part`, read
+    /// from the pack in its order, each checked as a file is. Returns the names whose copy could not be read or failed a check: they are read
     /// from their files (the damage is the pack's; each file is judged on its own). `None`
     /// when stopped.
-    fn read_hits(&self, mut hits: Vec<PackHit>, part: &mut PassPart) -> Option<Vec<Listed>> {
+    fn read_hits(
+        &self,
+        mut hits: Vec<PackHit>,
+        over: Vec<PackHit>,
+        part: &mut PassPart,
+    ) -> Option<Vec<Listed>> {
+        for (index, key, _, record) in over {
+            part.order
+                .push((index, self.packed_file(key, &record), None));
+        }
         let Some(pack) = self.pack else {
             return Some(Vec::new());
         };
@@ -408,7 +417,6 @@ impl PassContext<'_> {
                 if r.len >= PACK_DIRECT
                     || r.offset != end
                     || (end - start) as usize + r.len > PACK_RUN
-                    || !self.reserve(r.len as u64)
                 {
                     break;
                 }
@@ -426,14 +434,9 @@ impl PassContext<'_> {
                 i = j;
                 continue;
             }
-            // A large copy (read into its own buffer), or one past the budget.
+            // A large copy, read into its own buffer.
             let hit = hits[i];
             i += 1;
-            if !self.reserve(hit.3.len as u64) {
-                part.order
-                    .push((hit.0, self.packed_file(hit.1, &hit.3), None));
-                continue;
-            }
             let bytes = fsx::read_shared_at(&pack.fd, hit.3.len, hit.3.offset).ok();
             self.take_copy(part, &mut retry, hit, bytes);
         }
@@ -1387,6 +1390,7 @@ impl StampDir {
             // Names the pack holds (it is read after the listing); the others go to the
             // threads that read files, and only they are worth a second thread.
             let hits = std::cell::RefCell::new(Vec::new());
+            let over = std::cell::RefCell::new(Vec::new());
             let not_packed = std::cell::Cell::new(0usize);
             // An error part way keeps the names listed until then (see above).
             let _ = fsx::list_chunks(
@@ -1399,7 +1403,14 @@ impl StampDir {
                     if t == FileType::RegularFile
                         && let Some(r) = pack.as_ref().and_then(|p| p.index.get(&key, ino))
                     {
-                        hits.borrow_mut().push((listed - 1, key, ino, *r));
+                        // Its share of the read-ahead budget is taken now, in listing order,
+                        // as the threads reading files take theirs.
+                        let hit = (listed - 1, key, ino, *r);
+                        if ctx.reserve(r.len as u64) {
+                            hits.borrow_mut().push(hit);
+                        } else {
+                            over.borrow_mut().push(hit);
+                        }
                         return None;
                     }
                     not_packed.set(not_packed.get() + 1);
@@ -1420,7 +1431,7 @@ impl StampDir {
             drop(tx);
             let mine = (|| {
                 let mut part = PassPart::default();
-                let retry = ctx.read_hits(hits.take(), &mut part)?;
+                let retry = ctx.read_hits(hits.take(), over.take(), &mut part)?;
                 ctx.run(&retry, &mut part)?;
                 for chunk in &rx {
                     ctx.run(&chunk, &mut part)?;
