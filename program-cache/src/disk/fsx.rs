@@ -262,12 +262,6 @@ pub(crate) fn pread_exact(fd: &OwnedFd, buf: &mut [u8], offset: u64) -> io::Resu
     Ok(())
 }
 
-/// Reads exactly `buf.len()` bytes at `offset`.
-pub(crate) fn read_exact_at(fd: &OwnedFd, buf: &mut [u8], offset: u64) -> io::Result<()> {
-    use std::os::unix::fs::FileExt as _;
-    std::fs::File::from(fd.try_clone()?).read_exact_at(buf, offset)
-}
-
 /// Writes all of `bytes` (a short write on a full disk is an error).
 pub(crate) fn write_all(fd: &OwnedFd, bytes: &[u8]) -> io::Result<()> {
     use std::io::Write as _;

@@ -113,7 +113,7 @@ fn check_entry(
         Err(e) => return Some((st, None, Err(EntryError::Unreadable(e.to_string())))),
     };
     let mut bytes = vec![0u8; len as usize];
-    if let Err(e) = fsx::read_exact_at(&fd, &mut bytes, 0) {
+    if let Err(e) = fsx::pread_exact(&fd, &mut bytes, 0) {
         return Some((st, None, Err(EntryError::Unreadable(e.to_string()))));
     }
     let header = format::decode_header(&bytes).ok();

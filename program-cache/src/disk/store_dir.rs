@@ -305,10 +305,20 @@ impl PassContext<'_> {
     /// Takes chunks of names from `names` until it is empty and closed; `None` when stopped.
     fn drain(&self, names: &crossbeam_channel::Receiver<Vec<Listed>>) -> Option<PassPart> {
         let mut part = PassPart::default();
-        for chunk in names {
-            self.run(&chunk, &mut part)?;
-        }
+        self.drain_into(names, &mut part)?;
         Some(part)
+    }
+
+    /// [`Self::drain`] into `part`.
+    fn drain_into(
+        &self,
+        names: &crossbeam_channel::Receiver<Vec<Listed>>,
+        part: &mut PassPart,
+    ) -> Option<()> {
+        for chunk in names {
+            self.run(&chunk, part)?;
+        }
+        Some(())
     }
 
     /// Reserves `len` bytes of the read-ahead budget; false when they do not fit.
@@ -818,7 +828,7 @@ fn read_log(dir: &OwnedFd, name: &str) -> Vec<u8> {
     let len = st.st_size.max(0) as u64;
     let start = len.saturating_sub(MAX_LOG_READ);
     let mut buf = vec![0u8; (len - start) as usize];
-    if fsx::read_exact_at(&fd, &mut buf, start).is_err() {
+    if fsx::pread_exact(&fd, &mut buf, start).is_err() {
         return Vec::new();
     }
     buf
@@ -1097,10 +1107,7 @@ impl StampDir {
     /// was read, and says why.
     fn reject(&self, h: &Handles, name: &str, origin: (u64, u64), e: EntryError) -> ReadError {
         tracing::warn!(key = %name, error = %e, "rejected a damaged cache entry");
-        let same = fsx::lstat(b(&h.entries), name).is_ok_and(|s| identity(&s) == origin);
-        if same {
-            let _ = fsx::unlink(b(&h.entries), name);
-        }
+        remove_same(b(&h.entries), name, origin);
         ReadError::Rejected(e)
     }
 
@@ -1433,9 +1440,7 @@ impl StampDir {
                 let mut part = PassPart::default();
                 let retry = ctx.read_hits(hits.take(), over.take(), &mut part)?;
                 ctx.run(&retry, &mut part)?;
-                for chunk in &rx {
-                    ctx.run(&chunk, &mut part)?;
-                }
+                ctx.drain_into(&rx, &mut part)?;
                 Some(part)
             })();
             let theirs = helper.map(|helper| helper.join().ok().flatten());
