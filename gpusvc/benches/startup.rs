@@ -11,8 +11,10 @@
 //! pass. Five cases, `GPUSVC_BENCH_REPS` runs each (default 5 on piglit, 31 on glmark2),
 //! interleaved (cold first in each round, the four warm cases taking turns after it):
 //! * **cold**: a fresh `MESA_SHADER_CACHE_DIR`, our disk cache empty (a new folder each run);
-//! * **ours warm**: a fresh `MESA_SHADER_CACHE_DIR`, our disk cache populated by a cold run,
-//!   and a `RestoreAhead` started as the cache opens (`--restore-ahead`: a second thread with
+//! * **ours warm**: a `MESA_SHADER_CACHE_DIR` that holds none of the corpus (primed once per
+//!   corpus by a child that only opens a context, so the driver has set its cache folder up, as
+//!   on any machine where GL ran before; checked unchanged after every warm run), our disk
+//!   cache populated by a cold run, and a `RestoreAhead` started as the cache opens (`--restore-ahead`: a second thread with
 //!   a context in the host's share group restores the stored programs while the host parses its
 //!   corpus and links; a hit takes the program restored there, or restores it itself when the
 //!   thread has not reached it);
@@ -77,6 +79,8 @@ const DEFAULT_REPS: usize = 5;
 /// Runs per case on glmark2 by default: a run there takes a tenth of a piglit run, and its
 /// totals (some 70 ms) move by tens of ms with the machine, so a median needs more of them.
 const GLMARK2_REPS: usize = 31;
+/// At most this many cold runs to fill our disk cache with every program of the corpus.
+const POPULATE_ATTEMPTS: usize = 3;
 /// At most this many runs to fill Mesa's shader cache.
 const MESA_POPULATE_RUNS: usize = 6;
 /// Loader rounds by default (`GPUSVC_BENCH_LOAD_REPS` sets another number).
@@ -378,6 +382,62 @@ fn tree_size(dir: &Path) -> (usize, u64) {
     total
 }
 
+/// Every file below `dir`, as (path relative to `dir`, length), sorted.
+fn listing(dir: &Path) -> Vec<(PathBuf, u64)> {
+    fn walk(root: &Path, dir: &Path, out: &mut Vec<(PathBuf, u64)>) {
+        for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+            let path = entry.path();
+            match entry.file_type() {
+                Ok(t) if t.is_dir() => walk(root, &path, out),
+                Ok(_) => {
+                    let len = entry.metadata().map_or(0, |m| m.len());
+                    let rel = path.strip_prefix(root).unwrap_or(&path).to_path_buf();
+                    out.push((rel, len));
+                }
+                Err(_) => {}
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(dir, dir, &mut out);
+    out.sort();
+    out
+}
+
+/// A driver shader-cache folder as on any machine where GL ran before, holding no program of
+/// the corpus: a child opens a context with it (the driver sets the folder up: Mesa 22.3
+/// creates `mesa_shader_cache/index`, 1.3 MB) and exits, compiling nothing. Returns the folder
+/// and what it holds, which no warm run may change.
+fn primed_driver_cache(bin: &Path) -> (tempfile::TempDir, Vec<(PathBuf, u64)>) {
+    let dir = tempdir("gpusvc-startup-bench-mesa-primed-");
+    let output = Command::new(bin)
+        .args([
+            "demo",
+            "--single-pass",
+            "--prime-driver-cache",
+            "--driver-cache-dir",
+        ])
+        .arg(dir.path())
+        .stderr(Stdio::inherit())
+        .output()
+        .unwrap_or_else(|e| fail(format!("spawning {}: {e}", bin.display())));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    if !output.status.success() || !stdout.contains("gpusvc-startup-primed ") {
+        fail(format!(
+            "priming the driver's shader cache failed ({}): {stdout}",
+            output.status
+        ));
+    }
+    let held = listing(dir.path());
+    println!(
+        "driver's shader cache for our warm runs: primed by a context-only run, {} files, {} bytes \
+         (no program)",
+        held.len(),
+        held.iter().map(|(_, len)| len).sum::<u64>()
+    );
+    (dir, held)
+}
+
 fn tempdir(prefix: &str) -> tempfile::TempDir {
     tempfile::Builder::new()
         .prefix(prefix)
@@ -539,7 +599,7 @@ struct Startup {
 /// Runs cold / ours warm / Mesa warm, `reps` fresh processes each, interleaved, on `corpus`.
 fn run_corpus(bin: &Path, corpus: &[String], reps: usize) -> Startup {
     // Our disk cache, populated by the first cold run; Mesa's cache, populated by a plain run.
-    let populated = tempdir("gpusvc-startup-bench-ours-");
+    let mut populated = tempdir("gpusvc-startup-bench-ours-");
     let mesa_warm = tempdir("gpusvc-startup-bench-mesa-");
     // Mesa writes its cache from a background queue that is not drained when a process exits
     // (headless-gl never terminates the EGL display), so on a busy machine a run can lose part
@@ -566,6 +626,24 @@ fn run_corpus(bin: &Path, corpus: &[String], reps: usize) -> Startup {
         mesa_bytes = bytes;
     }
 
+    // Our warm runs use a driver cache folder that exists but holds none of these programs (the
+    // state of any machine where GL ran before): a fresh folder each run would charge them the
+    // driver's one-time setup of its cache folder, which Mesa's warm runs (their folder
+    // populated) never pay. They never compile, so the driver adds nothing to it; checked after
+    // each run.
+    let (primed, primed_files) = primed_driver_cache(bin);
+    let unchanged = |case: Case| {
+        let now = listing(primed.path());
+        if now != primed_files {
+            fail(format!(
+                "{}: the driver's primed shader cache changed during the run ({} files before, {} \
+                 after): a warm run compiled something",
+                case.label(),
+                primed_files.len(),
+                now.len()
+            ));
+        }
+    };
     let mut runs: Vec<(Case, Probe)> = Vec::new();
     for rep in 0..reps {
         // The warm cases take turns right after the cold run (whose writes the system may still
@@ -579,26 +657,42 @@ fn run_corpus(bin: &Path, corpus: &[String], reps: usize) -> Startup {
         let turns = rep % warm.len();
         warm.rotate_left(turns);
         for case in std::iter::once(Case::Cold).chain(warm) {
-            let fresh_mesa = tempdir("gpusvc-startup-bench-mesa-fresh-");
             let p = match case {
+                Case::Cold if rep == 0 => {
+                    // The first cold run fills the folder the warm runs use. Every linked
+                    // program must be written, and a failure record for each refused one
+                    // (negative results): at least one write per linked program. The cache
+                    // drops writes rather than block the host when its write queue is full (a
+                    // disk slow for a moment), so an incomplete run is repeated into a new
+                    // folder, at most POPULATE_ATTEMPTS times.
+                    let mut attempt = 1;
+                    loop {
+                        // Both caches empty: the driver's folder too (a fresh one each run).
+                        let fresh_mesa = tempdir("gpusvc-startup-bench-mesa-fresh-");
+                        let p = probe(bin, corpus, &[], Some(populated.path()), fresh_mesa.path());
+                        if p.dropped == 0 && (p.writes as usize) >= p.linked {
+                            break p;
+                        }
+                        let what = format!(
+                            "the populating run wrote {} of {} programs ({} writes dropped)",
+                            p.writes, p.linked, p.dropped
+                        );
+                        if attempt == POPULATE_ATTEMPTS {
+                            fail(what);
+                        }
+                        println!(
+                            "  {what}; populating a new folder (attempt {})",
+                            attempt + 1
+                        );
+                        populated = tempdir("gpusvc-startup-bench-ours-");
+                        attempt += 1;
+                    }
+                }
                 Case::Cold => {
                     let ours = tempdir("gpusvc-startup-bench-cold-");
-                    // The first cold run fills the folder the warm runs use.
-                    let dir = if rep == 0 {
-                        populated.path()
-                    } else {
-                        ours.path()
-                    };
-                    let p = probe(bin, corpus, &[], Some(dir), fresh_mesa.path());
-                    // Every linked program is written, and a failure record for each refused
-                    // one (negative results): at least one write per linked program.
-                    if rep == 0 && (p.dropped > 0 || (p.writes as usize) < p.linked) {
-                        fail(format!(
-                            "the populating run wrote {} of {} programs ({} dropped)",
-                            p.writes, p.linked, p.dropped
-                        ));
-                    }
-                    p
+                    // Both caches empty: the driver's folder too (a fresh one each run).
+                    let fresh_mesa = tempdir("gpusvc-startup-bench-mesa-fresh-");
+                    probe(bin, corpus, &[], Some(ours.path()), fresh_mesa.path())
                 }
                 Case::OursWarm | Case::OursOneThread => {
                     let extra: &[&str] = if case == Case::OursWarm {
@@ -606,13 +700,8 @@ fn run_corpus(bin: &Path, corpus: &[String], reps: usize) -> Startup {
                     } else {
                         &[]
                     };
-                    let p = probe(
-                        bin,
-                        corpus,
-                        extra,
-                        Some(populated.path()),
-                        fresh_mesa.path(),
-                    );
+                    let p = probe(bin, corpus, extra, Some(populated.path()), primed.path());
+                    unchanged(case);
                     if p.hits != p.linked {
                         fail(format!(
                             "warm run: {} cache hits of {} linked programs",
@@ -628,8 +717,9 @@ fn run_corpus(bin: &Path, corpus: &[String], reps: usize) -> Startup {
                         corpus,
                         &["--restore-floor"],
                         Some(populated.path()),
-                        fresh_mesa.path(),
+                        primed.path(),
                     );
+                    unchanged(case);
                     if p.refused > 0 {
                         fail(format!(
                             "restore floor: the driver refused {} binaries",

@@ -489,3 +489,83 @@ fn a_warm_start_compiles_no_shader_of_a_program_the_driver_refused() {
     assert_eq!(row(&second, "link failures"), (1.0, 1.0), "{second}");
     assert_eq!(row(&second, "cache hits"), (1.0, 1.0), "{second}");
 }
+
+/// Every file below `dir` with its length, sorted.
+fn files_below(dir: &Path) -> Vec<(std::path::PathBuf, u64)> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).unwrap().flatten() {
+            let path = entry.path();
+            if entry.file_type().unwrap().is_dir() {
+                stack.push(path);
+            } else {
+                let len = entry.metadata().unwrap().len();
+                out.push((path, len));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+#[test]
+fn priming_the_driver_cache_compiles_nothing_and_reports_what_the_folder_holds() {
+    if context_or_skip(
+        "priming_the_driver_cache_compiles_nothing_and_reports_what_the_folder_holds",
+    )
+    .is_none()
+    {
+        return;
+    }
+    let driver = tempfile::tempdir().unwrap();
+    let ours = tempfile::tempdir().unwrap();
+    let dir = driver.path().to_str().unwrap();
+    let stdout = demo_ok(&[
+        "demo",
+        "--single-pass",
+        "--prime-driver-cache",
+        "--driver-cache-dir",
+        dir,
+        "--cache-dir",
+        ours.path().to_str().unwrap(),
+    ]);
+    let primed = files_below(driver.path());
+    let bytes: u64 = primed.iter().map(|(_, len)| len).sum();
+    assert_eq!(
+        line(&stdout, "gpusvc-startup-primed "),
+        format!("gpusvc-startup-primed files={} bytes={bytes}", primed.len()),
+        "{stdout}"
+    );
+    // Our disk cache is never opened.
+    assert_eq!(std::fs::read_dir(ours.path()).unwrap().count(), 0);
+    // The driver holds no program: one pass compiling straight on the driver adds to the folder.
+    demo_ok(&[
+        "demo",
+        "--single-pass",
+        "--plain-driver",
+        "--settle-driver-cache",
+        "--no-disk-cache",
+        "--driver-cache-dir",
+        dir,
+    ]);
+    let after = files_below(driver.path());
+    assert!(
+        after.len() > primed.len(),
+        "the driver cached nothing it compiled: {primed:?} then {after:?}"
+    );
+    for file in &primed {
+        assert!(
+            after.iter().any(|(path, _)| *path == file.0),
+            "{file:?} gone"
+        );
+    }
+    // Without --single-pass or --driver-cache-dir it is refused.
+    for args in [
+        &["demo", "--prime-driver-cache", "--driver-cache-dir", dir][..],
+        &["demo", "--single-pass", "--prime-driver-cache"][..],
+    ] {
+        let output = gpusvc(args, &[]);
+        assert_eq!(output.status.code(), Some(2), "{args:?}");
+    }
+}

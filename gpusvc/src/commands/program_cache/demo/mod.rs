@@ -18,7 +18,7 @@ use headless_gl::ContextError;
 use program_cache::{GlBackend, ProgramManager, RestoreAhead, RestoreAheadConfig};
 
 use bench_probe::{Phases, single_pass};
-use driver_cache::{DriverCache, isolate_driver_cache};
+use driver_cache::{DriverCache, isolate_driver_cache, settle};
 use passes::{limit_corpus, load_builtin, load_glmark2, load_piglit, open_context, pass};
 use report::{RunFacts, disk_delta, disk_line, human_bytes, render_table, summary};
 use run_cache::open_cache;
@@ -105,6 +105,17 @@ pub(crate) struct DemoArgs {
     /// at exit).
     #[arg(long, hide = true, requires = "single_pass")]
     pub(crate) settle_driver_cache: bool,
+    /// (benchmarks) With --single-pass and --driver-cache-dir: open the context (the driver sets
+    /// up its shader-cache folder there), wait until that folder stops changing, print one
+    /// `gpusvc-startup-primed ...` line and exit, compiling nothing: the driver's cache folder
+    /// as on any machine where GL ran before, holding no program of the corpus.
+    #[arg(
+        long,
+        hide = true,
+        requires_all = ["single_pass", "driver_cache_dir"],
+        conflicts_with_all = ["plain_driver", "restore_floor", "restore_ahead", "settle_driver_cache"]
+    )]
+    pub(crate) prime_driver_cache: bool,
 }
 
 impl DemoArgs {
@@ -213,6 +224,14 @@ pub(crate) fn run(args: &DemoArgs, started: Instant) -> Result<(), DemoError> {
     let context_start = Instant::now();
     let ctx = open_context(args.api, args.corpus.is_some())?;
     let context_ms = ms_since(context_start);
+    if args.prime_driver_cache {
+        drop(ctx);
+        let (files, bytes) = settle(driver_cache.path());
+        let mut out = std::io::stdout();
+        writeln!(out, "gpusvc-startup-primed files={files} bytes={bytes}")?;
+        out.flush()?;
+        return Ok(());
+    }
     // As a host would: the disk cache starts loading as soon as the driver is known (its stamp
     // needs the driver identity), in the background, while the rest of startup (here: reading
     // the corpus) goes on.
