@@ -13,11 +13,13 @@
 //! * **cold**: a fresh `MESA_SHADER_CACHE_DIR`, our disk cache empty (a new folder each run);
 //! * **ours warm**: a `MESA_SHADER_CACHE_DIR` that holds none of the corpus (primed once per
 //!   corpus by a child that only opens a context, so the driver has set its cache folder up, as
-//!   on any machine where GL ran before; checked unchanged after every warm run), our disk
-//!   cache populated by a cold run, and a `RestoreAhead` started as the cache opens (`--restore-ahead`: a second thread with
-//!   a context in the host's share group restores the stored programs while the host parses its
-//!   corpus and links; a hit takes the program restored there, or restores it itself when the
-//!   thread has not reached it);
+//!   on any machine where GL ran before; checked unchanged after every warm run;
+//!   `GPUSVC_BENCH_FRESH_DRIVER_CACHE=1` gives a fresh folder each run instead, for a driver
+//!   that caches native code at `glProgramBinary`), our disk cache populated by an untimed
+//!   cold run before the rounds, and a `RestoreAhead` started as the cache opens
+//!   (`--restore-ahead`: a second thread with a context in the host's share group restores
+//!   the stored programs while the host parses its corpus and links; a hit takes the program
+//!   restored there, or restores it itself when the thread has not reached it);
 //! * **ours warm, one thread**: the same without the restore-ahead, every binary restored on
 //!   the host's thread (the figure before restore-ahead);
 //! * **Mesa warm** (the peer): no program cache at all (`--plain-driver`: compile, link, reflect
@@ -50,8 +52,8 @@
 //! by where the link pass's time went (failing programs, cache hits and binary restores,
 //! driver compiles; Mesa: compile, link, reflection).
 //!
-//! Then, in this process, over the entries the first corpus's cold run wrote (re-stored under a synthetic stamp,
-//! so no GL is needed here): the loader's throughput (cache open + `wait_until_loaded`, MB of
+//! Then, in this process, over the entries the first corpus's populating cold run wrote
+//! (re-stored under a synthetic stamp, so no GL is needed here): the loader's throughput (cache open + `wait_until_loaded`, MB of
 //! entry files per second; the decoding after the load off, see `disk_config`) against plain
 //! sequential `std::fs::read` of the same files — with the `load.pack` the previous load
 //! wrote, as every start but the first after a change has it, and without it (deleted before
@@ -382,17 +384,22 @@ fn tree_size(dir: &Path) -> (usize, u64) {
     total
 }
 
-/// Every file below `dir`, as (path relative to `dir`, length), sorted.
-fn listing(dir: &Path) -> Vec<(PathBuf, u64)> {
-    fn walk(root: &Path, dir: &Path, out: &mut Vec<(PathBuf, u64)>) {
+/// One file of a listing: its path relative to the listed folder, length and modification time.
+type Listed = (PathBuf, u64, Option<std::time::SystemTime>);
+
+/// Every file below `dir`, sorted.
+fn listing(dir: &Path) -> Vec<Listed> {
+    fn walk(root: &Path, dir: &Path, out: &mut Vec<Listed>) {
         for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
             let path = entry.path();
             match entry.file_type() {
                 Ok(t) if t.is_dir() => walk(root, &path, out),
                 Ok(_) => {
-                    let len = entry.metadata().map_or(0, |m| m.len());
+                    let meta = entry.metadata().ok();
+                    let len = meta.as_ref().map_or(0, |m| m.len());
+                    let modified = meta.and_then(|m| m.modified().ok());
                     let rel = path.strip_prefix(root).unwrap_or(&path).to_path_buf();
-                    out.push((rel, len));
+                    out.push((rel, len, modified));
                 }
                 Err(_) => {}
             }
@@ -405,10 +412,11 @@ fn listing(dir: &Path) -> Vec<(PathBuf, u64)> {
 }
 
 /// A driver shader-cache folder as on any machine where GL ran before, holding no program of
-/// the corpus: a child opens a context with it (the driver sets the folder up: Mesa 22.3
-/// creates `mesa_shader_cache/index`, 1.3 MB) and exits, compiling nothing. Returns the folder
+/// the corpus: a child with the corpus's arguments (so the same kind of context) opens a
+/// context with it (the driver sets the folder up: Mesa 22.3 creates `mesa_shader_cache/index`,
+/// 1.3 MB), waits until the folder settles and exits, compiling nothing. Returns the folder
 /// and what it holds, which no warm run may change.
-fn primed_driver_cache(bin: &Path) -> (tempfile::TempDir, Vec<(PathBuf, u64)>) {
+fn primed_driver_cache(bin: &Path, corpus: &[String]) -> (tempfile::TempDir, Vec<Listed>) {
     let dir = tempdir("gpusvc-startup-bench-mesa-primed-");
     let output = Command::new(bin)
         .args([
@@ -418,24 +426,66 @@ fn primed_driver_cache(bin: &Path) -> (tempfile::TempDir, Vec<(PathBuf, u64)>) {
             "--driver-cache-dir",
         ])
         .arg(dir.path())
+        .args(corpus)
         .stderr(Stdio::inherit())
         .output()
         .unwrap_or_else(|e| fail(format!("spawning {}: {e}", bin.display())));
     let stdout = String::from_utf8_lossy(&output.stdout);
-    if !output.status.success() || !stdout.contains("gpusvc-startup-primed ") {
+    let Some(line) = stdout
+        .lines()
+        .find(|l| l.starts_with("gpusvc-startup-primed "))
+        .filter(|_| output.status.success())
+    else {
         fail(format!(
             "priming the driver's shader cache failed ({}): {stdout}",
             output.status
+        ))
+    };
+    let held = listing(dir.path());
+    let bytes: u64 = held.iter().map(|(_, len, _)| len).sum();
+    // The child waited until the folder stopped changing (giving up after 60 s): what it saw
+    // last is what is there now, or the driver is still writing.
+    let seen: (usize, u64) = (field(line, "files"), field(line, "bytes"));
+    if seen != (held.len(), bytes) {
+        fail(format!(
+            "the primed driver cache did not settle: the child saw {} files, {} bytes; now {} \
+             files, {bytes} bytes",
+            seen.0,
+            seen.1,
+            held.len()
         ));
     }
-    let held = listing(dir.path());
     println!(
-        "driver's shader cache for our warm runs: primed by a context-only run, {} files, {} bytes \
-         (no program)",
-        held.len(),
-        held.iter().map(|(_, len)| len).sum::<u64>()
+        "driver's shader cache for our warm runs: primed by a context-only run, {} files, \
+         {bytes} bytes",
+        held.len()
     );
     (dir, held)
+}
+
+/// Our disk cache, filled by a cold run before the rounds (untimed, as Mesa's is): every
+/// linked program must be written, and a failure record for each refused one (negative
+/// results), so at least one write per linked program. The cache drops writes rather than
+/// block the host when its write queue is full (a disk slow for a moment), so an incomplete
+/// run is repeated into a new folder, at most `POPULATE_ATTEMPTS` times. Returns the folder
+/// and how many programs that run linked.
+fn populate_ours(bin: &Path, corpus: &[String]) -> (tempfile::TempDir, usize) {
+    for attempt in 1..=POPULATE_ATTEMPTS {
+        let dir = tempdir("gpusvc-startup-bench-ours-");
+        let fresh_mesa = tempdir("gpusvc-startup-bench-mesa-fresh-");
+        let p = probe(bin, corpus, &[], Some(dir.path()), fresh_mesa.path());
+        println!(
+            "populating our disk cache, run {attempt}: {} programs linked in {:.0} ms; {} \
+             writes, {} dropped",
+            p.linked, p.wall_ms, p.writes, p.dropped
+        );
+        if p.dropped == 0 && (p.writes as usize) >= p.linked {
+            return (dir, p.linked);
+        }
+    }
+    fail(format!(
+        "{POPULATE_ATTEMPTS} populating runs each left programs unwritten"
+    ))
 }
 
 fn tempdir(prefix: &str) -> tempfile::TempDir {
@@ -592,14 +642,14 @@ struct Startup {
     one_thread: Vec<Probe>,
     mesa: Vec<Probe>,
     floor: Vec<Probe>,
-    /// Our disk cache as the first cold run left it (the warm runs' folder).
+    /// Our disk cache as the populating cold run left it (the warm runs' folder).
     populated: tempfile::TempDir,
 }
 
 /// Runs cold / ours warm / Mesa warm, `reps` fresh processes each, interleaved, on `corpus`.
 fn run_corpus(bin: &Path, corpus: &[String], reps: usize) -> Startup {
-    // Our disk cache, populated by the first cold run; Mesa's cache, populated by a plain run.
-    let mut populated = tempdir("gpusvc-startup-bench-ours-");
+    // Our disk cache, populated by a cold run; Mesa's cache, populated by plain runs.
+    let (populated, populated_linked) = populate_ours(bin, corpus);
     let mesa_warm = tempdir("gpusvc-startup-bench-mesa-");
     // Mesa writes its cache from a background queue that is not drained when a process exits
     // (headless-gl never terminates the EGL display), so on a busy machine a run can lose part
@@ -629,15 +679,21 @@ fn run_corpus(bin: &Path, corpus: &[String], reps: usize) -> Startup {
     // Our warm runs use a driver cache folder that exists but holds none of these programs (the
     // state of any machine where GL ran before): a fresh folder each run would charge them the
     // driver's one-time setup of its cache folder, which Mesa's warm runs (their folder
-    // populated) never pay. They never compile, so the driver adds nothing to it; checked after
-    // each run.
-    let (primed, primed_files) = primed_driver_cache(bin);
+    // populated) never pay. On llvmpipe, `glProgramBinary` builds no native code and touches
+    // no cache (its shader variants are built at draw time), so nothing is added to the folder:
+    // checked after every run, the first round's runs waiting until the folder settles (the
+    // driver writes from a queue that a process exit drops). A driver that builds and caches
+    // native code at restore fails that check: `GPUSVC_BENCH_FRESH_DRIVER_CACHE=1` gives our
+    // warm runs a fresh folder each run instead (and charges them the folder's setup).
+    let fresh_driver_cache = std::env::var_os("GPUSVC_BENCH_FRESH_DRIVER_CACHE").is_some();
+    let (primed, primed_files) = primed_driver_cache(bin, corpus);
     let unchanged = |case: Case| {
         let now = listing(primed.path());
-        if now != primed_files {
+        if !fresh_driver_cache && now != primed_files {
             fail(format!(
-                "{}: the driver's primed shader cache changed during the run ({} files before, {} \
-                 after): a warm run compiled something",
+                "{}: the driver's primed shader cache changed during the run ({} files before, \
+                 {} after): the driver compiled or cached something on a warm run (set \
+                 GPUSVC_BENCH_FRESH_DRIVER_CACHE=1 on such a driver)",
                 case.label(),
                 primed_files.len(),
                 now.len()
@@ -657,37 +713,10 @@ fn run_corpus(bin: &Path, corpus: &[String], reps: usize) -> Startup {
         let turns = rep % warm.len();
         warm.rotate_left(turns);
         for case in std::iter::once(Case::Cold).chain(warm) {
+            // Our warm runs' driver cache: the primed folder, or a fresh one each run.
+            let fresh = fresh_driver_cache.then(|| tempdir("gpusvc-startup-bench-mesa-fresh-"));
+            let warm_driver_cache = fresh.as_ref().map_or(primed.path(), |t| t.path());
             let p = match case {
-                Case::Cold if rep == 0 => {
-                    // The first cold run fills the folder the warm runs use. Every linked
-                    // program must be written, and a failure record for each refused one
-                    // (negative results): at least one write per linked program. The cache
-                    // drops writes rather than block the host when its write queue is full (a
-                    // disk slow for a moment), so an incomplete run is repeated into a new
-                    // folder, at most POPULATE_ATTEMPTS times.
-                    let mut attempt = 1;
-                    loop {
-                        // Both caches empty: the driver's folder too (a fresh one each run).
-                        let fresh_mesa = tempdir("gpusvc-startup-bench-mesa-fresh-");
-                        let p = probe(bin, corpus, &[], Some(populated.path()), fresh_mesa.path());
-                        if p.dropped == 0 && (p.writes as usize) >= p.linked {
-                            break p;
-                        }
-                        let what = format!(
-                            "the populating run wrote {} of {} programs ({} writes dropped)",
-                            p.writes, p.linked, p.dropped
-                        );
-                        if attempt == POPULATE_ATTEMPTS {
-                            fail(what);
-                        }
-                        println!(
-                            "  {what}; populating a new folder (attempt {})",
-                            attempt + 1
-                        );
-                        populated = tempdir("gpusvc-startup-bench-ours-");
-                        attempt += 1;
-                    }
-                }
                 Case::Cold => {
                     let ours = tempdir("gpusvc-startup-bench-cold-");
                     // Both caches empty: the driver's folder too (a fresh one each run).
@@ -695,12 +724,20 @@ fn run_corpus(bin: &Path, corpus: &[String], reps: usize) -> Startup {
                     probe(bin, corpus, &[], Some(ours.path()), fresh_mesa.path())
                 }
                 Case::OursWarm | Case::OursOneThread => {
-                    let extra: &[&str] = if case == Case::OursWarm {
-                        &["--restore-ahead"]
-                    } else {
-                        &[]
-                    };
-                    let p = probe(bin, corpus, extra, Some(populated.path()), primed.path());
+                    let mut extra = Vec::new();
+                    if case == Case::OursWarm {
+                        extra.push("--restore-ahead");
+                    }
+                    if rep == 0 {
+                        extra.push("--settle-driver-cache");
+                    }
+                    let p = probe(
+                        bin,
+                        corpus,
+                        &extra,
+                        Some(populated.path()),
+                        warm_driver_cache,
+                    );
                     unchanged(case);
                     if p.hits != p.linked {
                         fail(format!(
@@ -715,9 +752,13 @@ fn run_corpus(bin: &Path, corpus: &[String], reps: usize) -> Startup {
                     let p = probe(
                         bin,
                         corpus,
-                        &["--restore-floor"],
+                        if rep == 0 {
+                            &["--restore-floor", "--settle-driver-cache"]
+                        } else {
+                            &["--restore-floor"]
+                        },
                         Some(populated.path()),
-                        primed.path(),
+                        warm_driver_cache,
                     );
                     unchanged(case);
                     if p.refused > 0 {
@@ -727,10 +768,10 @@ fn run_corpus(bin: &Path, corpus: &[String], reps: usize) -> Startup {
                         ));
                     }
                     // Every program the populating run linked (what ours warm restores), no fewer.
-                    if p.linked != runs[0].1.linked {
+                    if p.linked != populated_linked {
                         fail(format!(
                             "restore floor: {} binaries restored, the populating run linked {}",
-                            p.linked, runs[0].1.linked
+                            p.linked, populated_linked
                         ));
                     }
                     p

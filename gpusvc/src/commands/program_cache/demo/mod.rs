@@ -106,9 +106,10 @@ pub(crate) struct DemoArgs {
     #[arg(long, hide = true, requires = "single_pass")]
     pub(crate) settle_driver_cache: bool,
     /// (benchmarks) With --single-pass and --driver-cache-dir: open the context (the driver sets
-    /// up its shader-cache folder there), wait until that folder stops changing, print one
-    /// `gpusvc-startup-primed ...` line and exit, compiling nothing: the driver's cache folder
-    /// as on any machine where GL ran before, holding no program of the corpus.
+    /// up its shader-cache folder there), wait until that folder stops changing (giving up,
+    /// without an error, after 60 s), print one `gpusvc-startup-primed files=N bytes=B` line
+    /// (what the folder held at the last look) and exit, compiling nothing: the driver's cache
+    /// folder as on any machine where GL ran before, holding no program of the corpus.
     #[arg(
         long,
         hide = true,
