@@ -581,6 +581,12 @@ enum gpusvc_result
    */
   GPUSVC_PROGRAM_CACHE_STORE_IO = 219,
   /*
+   Program cache: the restore-ahead thread could not be spawned (the system's thread
+   limit); the detail has the error. Nothing was started: the host restores every program
+   itself.
+   */
+  GPUSVC_PROGRAM_CACHE_RESTORE_AHEAD_SPAWN_FAILED = 220,
+  /*
    Sync: an order-number transition that is not allowed (begin, pause or finish out of
    order, or order number 0); nothing changed.
    */
@@ -906,6 +912,12 @@ typedef struct gpusvc_program_manager_pending_link gpusvc_program_manager_pendin
  compile state. Bound to its manager's thread.
  */
 typedef struct gpusvc_program_manager_shader gpusvc_program_manager_shader;
+
+/*
+ An opaque restore-ahead: a thread restoring a cache's stored programs ahead of the host's
+ links. Usable from any thread.
+ */
+typedef struct gpusvc_restore_ahead gpusvc_restore_ahead;
 
 /*
  An opaque scheduler. Thread-safe: any thread may use it, and free it once no other thread is
@@ -1973,6 +1985,93 @@ typedef struct gpusvc_program_cache_persist_stats_snapshot {
    */
   uint64_t compiled;
 } gpusvc_program_cache_persist_stats_snapshot;
+
+/*
+ How much a restore-ahead restores (`gpusvc_restore_ahead_start`). Set `struct_size =
+ sizeof(struct gpusvc_restore_ahead_config)` and call `gpusvc_restore_ahead_config_defaults`
+ (which keeps `struct_size`); a field past a host's `struct_size` takes its default.
+ */
+typedef struct gpusvc_restore_ahead_config {
+  /*
+   `sizeof(struct gpusvc_restore_ahead_config)`, set by the host: the library reads only
+   that many bytes, the fields past it take their defaults.
+   */
+  size_t struct_size;
+  /*
+   At most this many programs (default 1024). The thread stops at the first program that
+   would go over this or `max_bytes`.
+   */
+  uint64_t max_programs;
+  /*
+   At most this many bytes of program binaries (default 64 MiB).
+   */
+  uint64_t max_bytes;
+  /*
+   How long the thread waits for the cache's startup load from disk before it gives up,
+   in milliseconds (default 10 000).
+   */
+  uint64_t load_timeout_ms;
+} gpusvc_restore_ahead_config;
+
+/*
+ What a restore-ahead did so far (`gpusvc_restore_ahead_stats`). The host sets `struct_size =
+ sizeof(struct gpusvc_restore_ahead_stats_snapshot)` before the call.
+ */
+typedef struct gpusvc_restore_ahead_stats_snapshot {
+  /*
+   Set by the host to `sizeof(struct gpusvc_restore_ahead_stats_snapshot)` before the call: the
+   library writes only that many bytes and sets this to the bytes written.
+   */
+  size_t struct_size;
+  /*
+   Programs the thread restored (the driver took the binary).
+   */
+  uint64_t restored;
+  /*
+   Binaries the driver refused on the thread, or programs it could not hand over (the
+   host's own restore then decides).
+   */
+  uint64_t refused;
+  /*
+   Restored programs the host's links took.
+   */
+  uint64_t taken;
+  /*
+   Times a host link waited for a restore of its key under way.
+   */
+  uint64_t waited;
+  /*
+   Total time of those waits, in microseconds.
+   */
+  uint64_t waited_us;
+  /*
+   Restored programs deleted on the thread without the host taking them.
+   */
+  uint64_t deleted_unclaimed;
+  /*
+   Restored programs dropped as stale (the cache was cleared, dropped its disk entries, or
+   went to critical memory pressure) before the host took them.
+   */
+  uint64_t stale;
+  /*
+   Stored programs left alone for the config's limits.
+   */
+  uint64_t over_limits;
+  /*
+   Whether the thread has gone through every program it will restore.
+   */
+  bool done;
+  /*
+   Whether the thread could not start restoring (no shared context, or the startup load
+   did not end within `load_timeout_ms`); it then restored nothing, and the reason is
+   logged (`gpusvc_log_*`).
+   */
+  bool failed;
+  /*
+   Always 0 (the struct's padding, made explicit).
+   */
+  uint8_t reserved[6];
+} gpusvc_restore_ahead_stats_snapshot;
 
 /*
  Configuration of a store (`gpusvc_program_cache_store_open`). Set `struct_size`, call
@@ -4027,6 +4126,84 @@ gpusvc_result gpusvc_program_cache_persist_stats(const struct gpusvc_program_cac
                                                  struct gpusvc_program_cache_persist_stats_snapshot *out);
 
 /*
+ Writes the defaults into `*out`: 1024 programs, 64 MiB of binaries, 10 s for the startup
+ load.
+
+ The host sets `out->struct_size` first; it is kept, and only that many bytes are written.
+
+ # Safety
+ `out` is NULL or valid for reading and writing `out->struct_size` bytes.
+ */
+gpusvc_result gpusvc_restore_ahead_config_defaults(struct gpusvc_restore_ahead_config *out);
+
+/*
+ Starts restoring the programs `cache` holds (`*config`, or the defaults when `config` is
+ NULL) on a thread of its own (`gpusvc-restore-ahead`), with a context it makes in the share
+ group of `ctx`; a new handle into `*out`. The thread waits for the cache's startup load,
+ then restores the stored programs in the cache's eviction order (the least recently used
+ first: a host that links in the order of its previous run asks for those last, so the host
+ and the thread meet in the middle). Start it as soon as the cache is open, before the host
+ builds its programs, and make the program manager with
+ `gpusvc_program_manager_new_gl_restore_ahead`.
+
+ It costs a second thread and a second context until `gpusvc_restore_ahead_release_unclaimed`
+ or `gpusvc_restore_ahead_free` (and every manager made with it) lets go: release it once the
+ host's startup links are done. Must be called on `ctx`'s thread (`GPUSVC_WRONG_THREAD`
+ otherwise). `GPUSVC_PROGRAM_CACHE_RESTORE_AHEAD_SPAWN_FAILED` when the thread cannot be
+ spawned.
+
+ # Safety
+ `ctx` is NULL or a pointer from `gpusvc_gl_context_open`; `cache` is NULL or a handle value;
+ `config` is NULL or valid for reading `config->struct_size` bytes; `out` is NULL or valid
+ for one write.
+ */
+gpusvc_result gpusvc_restore_ahead_start(const struct gpusvc_gl_context *ctx,
+                                         const struct gpusvc_program_cache *cache,
+                                         const struct gpusvc_restore_ahead_config *config,
+                                         struct gpusvc_restore_ahead **out);
+
+/*
+ What the thread did so far, into `*out`.
+
+ # Safety
+ `ahead` is NULL or a handle value; `out` is NULL or valid for reading and writing
+ `out->struct_size` bytes.
+ */
+gpusvc_result gpusvc_restore_ahead_stats(const struct gpusvc_restore_ahead *ahead,
+                                         struct gpusvc_restore_ahead_stats_snapshot *out);
+
+/*
+ Stops the thread without waiting for it: it restores nothing more and deletes the programs
+ nobody took; links made after this restore every program themselves. Idempotent.
+
+ # Safety
+ `ahead` is NULL or a handle value.
+ */
+gpusvc_result gpusvc_restore_ahead_release_unclaimed(const struct gpusvc_restore_ahead *ahead);
+
+/*
+ Waits at most `timeout_ms` milliseconds until the thread has gone through every program it
+ will restore; whether it has into `*out_done`.
+
+ # Safety
+ `ahead` is NULL or a handle value; `out_done` is NULL or valid for one write.
+ */
+gpusvc_result gpusvc_restore_ahead_wait_until_done(const struct gpusvc_restore_ahead *ahead,
+                                                   uint64_t timeout_ms,
+                                                   bool *out_done);
+
+/*
+ Frees a restore-ahead; NULL is a no-op. It first releases it
+ (`gpusvc_restore_ahead_release_unclaimed`): the thread restores nothing more and deletes the
+ programs nobody took. The thread is joined when the last reference goes: here, or when the
+ last manager made with it is freed. Programs the host took stay the host's.
+
+ # Safety
+ `ahead` is NULL or a handle value (a freed or foreign one is `GPUSVC_INVALID_HANDLE`).
+ */
+gpusvc_result gpusvc_restore_ahead_free(struct gpusvc_restore_ahead *ahead);
+
+/*
  Writes the defaults into `*out`, whose `struct_size` the host has set (it is kept; only that
  many bytes are written): a 64 MiB budget, no log; `dir` and `stamp` NULL (set them).
 
@@ -4372,6 +4549,24 @@ gpusvc_result gpusvc_program_manager_new_gl(const struct gpusvc_gl_context *ctx,
                                             const struct gpusvc_program_cache *cache,
                                             const char *backend_identity,
                                             struct gpusvc_program_manager **out);
+
+/*
+ Like `gpusvc_program_manager_new_gl`, with its cache hits taking the programs `ahead`
+ restored (`gpusvc_restore_ahead_start`, started from `ctx`): a hit the thread has a program
+ for adopts it (a GPU-side wait on the fence the thread put after it; the calling thread does
+ not block), one it has not reached restores the binary here, and a restore of that very key
+ under way is waited for. What each link returns is what it returns without `ahead`. A
+ restore-ahead started from a context of another share group hands nothing over: every hit
+ restores here. The manager keeps `ahead` until it is freed.
+
+ # Safety
+ As `gpusvc_program_manager_new_gl`; `ahead` is NULL or a handle value.
+ */
+gpusvc_result gpusvc_program_manager_new_gl_restore_ahead(const struct gpusvc_gl_context *ctx,
+                                                          const struct gpusvc_program_cache *cache,
+                                                          const struct gpusvc_restore_ahead *ahead,
+                                                          const char *backend_identity,
+                                                          struct gpusvc_program_manager **out);
 
 /*
  Creates a program manager over the host's GL entry points (see `gpusvc_program_manager_host_gl`; the struct

@@ -1057,6 +1057,59 @@ inline gpusvc_result NewGlProgramManager(const gpusvc_gl_context* ctx,
   return r;
 }
 
+// Restoring a cache's stored programs ahead of the host's links, on a thread of its own with a
+// context in the share group of the host's context (gpusvc_restore_ahead_start). Any thread may
+// use or free it; freeing it releases it (the thread restores nothing more and deletes the
+// programs nobody took), and the thread is joined when the last manager made with it goes.
+struct RestoreAheadDeleter {
+  void operator()(gpusvc_restore_ahead* p) const noexcept { (void)gpusvc_restore_ahead_free(p); }
+};
+using RestoreAheadPtr = std::unique_ptr<gpusvc_restore_ahead, RestoreAheadDeleter>;
+
+// The defaults (1024 programs, 64 MiB of binaries, 10 s for the startup load).
+inline gpusvc_restore_ahead_config RestoreAheadDefaults() {
+  gpusvc_restore_ahead_config c = Sized<gpusvc_restore_ahead_config>();
+  (void)gpusvc_restore_ahead_config_defaults(&c);
+  return c;
+}
+
+// Starts a restore-ahead over `cache` with a context shared with `ctx` (on ctx's thread, as soon
+// as the cache is open); `config` NULL: the defaults.
+inline gpusvc_result StartRestoreAhead(const gpusvc_gl_context* ctx, const gpusvc_program_cache* cache,
+                                       const gpusvc_restore_ahead_config* config,
+                                       RestoreAheadPtr* out) {
+  if (out == nullptr) return GPUSVC_NULL_ARGUMENT;
+  gpusvc_restore_ahead* raw = nullptr;
+  gpusvc_result r = gpusvc_restore_ahead_start(ctx, cache, config, &raw);
+  if (r == GPUSVC_OK) out->reset(raw);
+  return r;
+}
+
+// What the restore-ahead did so far into *out (left alone on error).
+inline gpusvc_result RestoreAheadStats(const gpusvc_restore_ahead* ahead,
+                                      gpusvc_restore_ahead_stats_snapshot* out) {
+  if (out == nullptr) return GPUSVC_NULL_ARGUMENT;
+  gpusvc_restore_ahead_stats_snapshot s = Sized<gpusvc_restore_ahead_stats_snapshot>();
+  gpusvc_result r = gpusvc_restore_ahead_stats(ahead, &s);
+  if (r == GPUSVC_OK) *out = s;
+  return r;
+}
+
+// A program manager over a headless GL context whose cache hits take the programs `ahead`
+// restored (on the context's thread; `ahead` started from that context).
+inline gpusvc_result NewGlProgramManagerRestoringAhead(const gpusvc_gl_context* ctx,
+                                                       const gpusvc_program_cache* cache,
+                                                       const gpusvc_restore_ahead* ahead,
+                                                       const std::string& backend_identity,
+                                                       ProgramManagerPtr* out) {
+  if (out == nullptr) return GPUSVC_NULL_ARGUMENT;
+  gpusvc_program_manager* raw = nullptr;
+  gpusvc_result r =
+      gpusvc_program_manager_new_gl_restore_ahead(ctx, cache, ahead, backend_identity.c_str(), &raw);
+  if (r == GPUSVC_OK) out->reset(raw);
+  return r;
+}
+
 // A program manager over the host's GL entry points.
 inline gpusvc_result NewHostProgramManager(const gpusvc_program_manager_host_gl& gl,
                                            const gpusvc_program_cache* cache,

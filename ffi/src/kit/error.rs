@@ -123,6 +123,10 @@ pub enum gpusvc_result {
     /// Program cache store: writing or deleting failed (disk full even after evicting,
     /// read-only); the detail has the error.
     GPUSVC_PROGRAM_CACHE_STORE_IO = 219,
+    /// Program cache: the restore-ahead thread could not be spawned (the system's thread
+    /// limit); the detail has the error. Nothing was started: the host restores every program
+    /// itself.
+    GPUSVC_PROGRAM_CACHE_RESTORE_AHEAD_SPAWN_FAILED = 220,
     /// Sync: an order-number transition that is not allowed (begin, pause or finish out of
     /// order, or order number 0); nothing changed.
     GPUSVC_SYNC_ORDER_VIOLATION = 300,
@@ -245,6 +249,8 @@ c_enum!(impl gpusvc_result {
         "program cache store: the folder is not an absolute path",
     GPUSVC_PROGRAM_CACHE_STORE_UNUSABLE => "program cache store: the folder cannot be used",
     GPUSVC_PROGRAM_CACHE_STORE_IO => "program cache store: writing or deleting failed",
+    GPUSVC_PROGRAM_CACHE_RESTORE_AHEAD_SPAWN_FAILED =>
+        "program cache: the restore-ahead thread could not be spawned",
     GPUSVC_SYNC_ORDER_VIOLATION => "sync: the order-number transition is not allowed",
     GPUSVC_SYNC_RELEASE_OUTSIDE_PROCESSING =>
         "sync: release outside processing (the client's sequence is not processing)",

@@ -48,6 +48,8 @@ pub(crate) enum Kind {
     Bo,
     #[cfg_attr(not(feature = "gl"), allow(dead_code))]
     VcacheFitResult,
+    #[cfg_attr(not(feature = "gl"), allow(dead_code))]
+    RestoreAhead,
 }
 
 impl Kind {
@@ -70,7 +72,8 @@ impl Kind {
             | Kind::Scheduler
             | Kind::BoCache
             | Kind::Bo
-            | Kind::VcacheFitResult => false,
+            | Kind::VcacheFitResult
+            | Kind::RestoreAhead => false,
         }
     }
 
@@ -90,6 +93,7 @@ impl Kind {
             Kind::BoCache => "gpusvc_bo_cache",
             Kind::Bo => "gpusvc_bo",
             Kind::VcacheFitResult => "gpusvc_vcache_fit_result",
+            Kind::RestoreAhead => "gpusvc_restore_ahead",
         }
     }
 }

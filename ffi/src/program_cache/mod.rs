@@ -13,7 +13,9 @@
 //!   functions;
 //! * [`persist`]: the GPU side of the persistence split (the host's persistence sink, the stamp
 //!   text, entries inserted back); [`store`]: the other side, the disk store on its own
-//!   (`gpusvc_program_cache_store_*`) for the process that owns the disk.
+//!   (`gpusvc_program_cache_store_*`) for the process that owns the disk;
+//! * [`restore_ahead`]: restoring the cached programs ahead of the host's links on a thread
+//!   with a context shared with the host's (`gpusvc_restore_ahead_*`).
 //!
 //! # Guarantees of the persistence split (tested in `ffi/tests/persist_abi.rs`, and through
 //! `gpusvc.hpp` in `cpp-tests/persist_test.cpp`)
@@ -47,6 +49,7 @@ pub(crate) mod entry;
 pub(crate) mod exports;
 pub(crate) mod histogram;
 pub(crate) mod persist;
+pub(crate) mod restore_ahead;
 pub(crate) mod store;
 pub(crate) mod types;
 
@@ -56,6 +59,7 @@ pub use entry::*;
 pub use exports::*;
 pub use histogram::*;
 pub use persist::*;
+pub use restore_ahead::*;
 pub use store::*;
 pub use types::*;
 

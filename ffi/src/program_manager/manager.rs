@@ -20,6 +20,8 @@ use crate::kit::{
     FfiError, Out, answer_into, cstr_in, ffi_guard, gpusvc_result, invalid_argument, sized_in,
 };
 use crate::program_cache::{cache, gpusvc_program_cache, link_options_in};
+#[cfg(feature = "gl")]
+use crate::program_cache::{gpusvc_restore_ahead, restore_ahead};
 use crate::program_manager::host_gl::{HostBackend, HostGl, gpusvc_program_manager_host_gl};
 use crate::program_manager::objects::{
     LinkedHandle, Manager, PendingHandle, ShaderHandle, linked, manager, pending, shader,
@@ -55,6 +57,41 @@ pub unsafe extern "C" fn gpusvc_program_manager_new_gl(
         // SAFETY: an output argument (this function's contract).
         let out = unsafe { Out::new(out, "out") }?;
         let backend = DynBackend::new(OwnedGlBackend::new(ctx));
+        let manager = ProgramManager::new(backend, cache, identity);
+        let handle = handle::new_local(Kind::ProgramManager, manager);
+        out.write(handle);
+        Ok(())
+    })
+}
+
+/// Like `gpusvc_program_manager_new_gl`, with its cache hits taking the programs `ahead`
+/// restored (`gpusvc_restore_ahead_start`, started from `ctx`): a hit the thread has a program
+/// for adopts it (a GPU-side wait on the fence the thread put after it; the calling thread does
+/// not block), one it has not reached restores the binary here, and a restore of that very key
+/// under way is waited for. What each link returns is what it returns without `ahead`. A
+/// restore-ahead started from a context of another share group hands nothing over: every hit
+/// restores here. The manager keeps `ahead` until it is freed.
+///
+/// # Safety
+/// As `gpusvc_program_manager_new_gl`; `ahead` is NULL or a handle value.
+#[cfg(feature = "gl")]
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gpusvc_program_manager_new_gl_restore_ahead(
+    ctx: *const gpusvc_gl_context,
+    cache: *const gpusvc_program_cache,
+    ahead: *const gpusvc_restore_ahead,
+    backend_identity: *const c_char,
+    out: *mut *mut gpusvc_program_manager,
+) -> gpusvc_result {
+    ffi_guard(|| {
+        let ctx = gl_context(ctx)?;
+        let cache = self::cache(cache)?;
+        let ahead = restore_ahead(ahead)?;
+        // SAFETY: forwarded from this function's contract.
+        let identity = unsafe { cstr_in(backend_identity, "backend_identity") }?;
+        // SAFETY: an output argument (this function's contract).
+        let out = unsafe { Out::new(out, "out") }?;
+        let backend = DynBackend::new(OwnedGlBackend::new(ctx).with_restore_ahead(ahead));
         let manager = ProgramManager::new(backend, cache, identity);
         let handle = handle::new_local(Kind::ProgramManager, manager);
         out.write(handle);
