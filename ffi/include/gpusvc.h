@@ -2050,7 +2050,7 @@ typedef struct gpusvc_restore_ahead_stats_snapshot {
   uint64_t deleted_unclaimed;
   /*
    Restored programs dropped as stale (the cache was cleared, dropped its disk entries, or
-   went to critical memory pressure) before the host took them.
+   moved to critical memory pressure, however briefly) before the host took them.
    */
   uint64_t stale;
   /*
@@ -4146,9 +4146,11 @@ gpusvc_result gpusvc_restore_ahead_config_defaults(struct gpusvc_restore_ahead_c
  builds its programs, and make the program manager with
  `gpusvc_program_manager_new_gl_restore_ahead`.
 
- It costs a second thread and a second context until `gpusvc_restore_ahead_release_unclaimed`
- or `gpusvc_restore_ahead_free` (and every manager made with it) lets go: release it once the
- host's startup links are done. Must be called on `ctx`'s thread (`GPUSVC_WRONG_THREAD`
+ It costs a second thread until `gpusvc_restore_ahead_release_unclaimed` or
+ `gpusvc_restore_ahead_free` (and every manager made with it) lets go: release it once the
+ host's startup links are done. Its context is kept for the next restore-ahead started from
+ `ctx` and destroyed with `ctx` (`gpusvc_gl_context_free`, once every manager holding the
+ context is freed). Must be called on `ctx`'s thread (`GPUSVC_WRONG_THREAD`
  otherwise). `GPUSVC_PROGRAM_CACHE_RESTORE_AHEAD_SPAWN_FAILED` when the thread cannot be
  spawned.
 
@@ -4552,12 +4554,13 @@ gpusvc_result gpusvc_program_manager_new_gl(const struct gpusvc_gl_context *ctx,
 
 /*
  Like `gpusvc_program_manager_new_gl`, with its cache hits taking the programs `ahead`
- restored (`gpusvc_restore_ahead_start`, started from `ctx`): a hit the thread has a program
- for adopts it (a GPU-side wait on the fence the thread put after it; the calling thread does
- not block), one it has not reached restores the binary here, and a restore of that very key
- under way is waited for. What each link returns is what it returns without `ahead`. A
- restore-ahead started from a context of another share group hands nothing over: every hit
- restores here. The manager keeps `ahead` until it is freed.
+ restored: a hit the thread has a program for adopts it (a GPU-side wait on the fence the
+ thread put after it; the calling thread does not block), one it has not reached restores the
+ binary here, and a restore of that very key under way is waited for. What each link returns
+ is what it returns without `ahead`. `ahead` must have been started from `ctx` and over
+ `cache` (`gpusvc_restore_ahead_start`); another context or cache is
+ `GPUSVC_INVALID_ARGUMENT` (its programs could not be adopted here, or another cache's clears
+ would not be seen). The manager keeps `ahead` until it is freed.
 
  # Safety
  As `gpusvc_program_manager_new_gl`; `ahead` is NULL or a handle value.

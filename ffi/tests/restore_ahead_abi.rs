@@ -433,7 +433,40 @@ fn every_restore_ahead_export_refuses_null_and_misuse() {
             INVALID_HANDLE
         );
         assert!(m.is_null(), "nothing written on failure");
+    }
+    // Over another cache (whose clears it would not see), or another context's share group
+    // (whose links could adopt nothing it restored): refused.
+    let other_cache = new_cache();
+    let other_ctx = open_gl_context("every_restore_ahead_export_refuses_null_and_misuse", 0)
+        .expect("a second context where the first opened");
+    let mut m = ptr::null_mut();
+    // SAFETY: live handles and out slot.
+    unsafe {
+        assert_eq!(
+            gpusvc_program_manager_new_gl_restore_ahead(
+                ctx,
+                other_cache,
+                ahead,
+                c"x".as_ptr(),
+                &mut m
+            ),
+            gpusvc_result::GPUSVC_INVALID_ARGUMENT
+        );
+        assert!(last_detail().contains("another cache"), "{}", last_detail());
+        assert_eq!(
+            gpusvc_program_manager_new_gl_restore_ahead(
+                other_ctx,
+                cache,
+                ahead,
+                c"x".as_ptr(),
+                &mut m
+            ),
+            gpusvc_result::GPUSVC_INVALID_ARGUMENT
+        );
+        assert!(last_detail().contains("share group"), "{}", last_detail());
+        assert!(m.is_null(), "nothing written on failure");
         assert_eq!(gpusvc_restore_ahead_free(ahead), OK);
     }
+    free_all(other_ctx, other_cache);
     free_all(ctx, cache);
 }

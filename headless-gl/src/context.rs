@@ -781,6 +781,12 @@ impl GlContext {
             .spawn(move || f(seed.open()))
     }
 
+    /// This context's share group, as an id unique in the process: equal for the contexts
+    /// [`GlContext::spawn_shared`] makes from it (and from those), different for any other.
+    pub fn share_group(&self) -> u64 {
+        self.inner.group
+    }
+
     pub(crate) fn owns(&self, inner: &Rc<Inner>) -> bool {
         Rc::ptr_eq(&self.inner, inner)
     }

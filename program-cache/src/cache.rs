@@ -122,8 +122,9 @@ struct State {
     /// Shaders that compiled in this process and are not on disk yet, for `compiled.list`
     /// (with a disk store only; at most [`COMPILED_BATCH`]).
     unpersisted: Vec<ShaderHash>,
-    /// Moves when stored binaries stop being good to restore: a clear, or the disk entries
-    /// dropped after the driver refused them in a row.
+    /// Moves when stored binaries stop being good to restore, or programs restored from them
+    /// to keep: a clear, the disk entries dropped after the driver refused them in a row, a
+    /// move to critical memory pressure.
     generation: u64,
 }
 
@@ -817,6 +818,10 @@ impl ProgramCache {
     /// Returns the bytes freed.
     pub fn set_memory_pressure(&self, level: MemoryPressure) -> usize {
         let mut state = self.lock();
+        if level == MemoryPressure::Critical && state.pressure != MemoryPressure::Critical {
+            // The restored programs a `RestoreAhead` holds go too, however short the pulse.
+            state.generation += 1;
+        }
         state.pressure = level;
         let limit = state.effective_budget();
         // The policy's segments follow the limit in force (Critical keeps the last sizes: the
@@ -1021,8 +1026,9 @@ impl LoadSink for LoadTarget {
 
 #[cfg(feature = "gl")]
 impl ProgramCache {
-    /// Moves on each clear, and when the disk entries are dropped after driver refusals: a
-    /// program restored from a binary before it moved is not handed out after.
+    /// Moves on each clear, when the disk entries are dropped after driver refusals, and on
+    /// each move to critical memory pressure: a program restored from a binary before it moved
+    /// is not handed out after.
     pub(crate) fn generation(&self) -> u64 {
         self.lock().generation
     }

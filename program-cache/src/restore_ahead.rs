@@ -132,9 +132,11 @@ impl Shared {
 /// thread at [`RestoreAhead::release_unclaimed`] or drop, which also stop it; the drop joins the
 /// thread. It works from the stored binaries, so what the host gets is what a cache hit gives:
 /// the same program, link status and reflection. When the cache moves on — a clear, its disk
-/// entries dropped after driver refusals, or critical memory pressure — the thread restores
-/// nothing more and deletes what is waiting (within 250 ms), and no program restored before a
-/// clear is handed out after it.
+/// entries dropped after driver refusals, or a move to critical memory pressure, however
+/// short — the thread restores nothing more and deletes what is waiting (within 250 ms), and no
+/// program restored before it is handed out after it. A backend that takes its programs must
+/// belong to a manager over the same cache ([`RestoreAhead::cache`]) and draw on a context of
+/// the share group ([`RestoreAhead::serves`]).
 ///
 /// The thread goes through the programs in the cache's eviction order
 /// ([`ProgramCache::eviction_order`]). After a startup load that is, near enough, the load
@@ -152,6 +154,8 @@ pub struct RestoreAhead {
     thread: Option<JoinHandle<()>>,
     /// Kept until the thread is joined, so the thread's handle is never the cache's last.
     cache: Arc<ProgramCache>,
+    /// The share group of the context it was started from ([`GlContext::share_group`]).
+    share_group: u64,
 }
 
 impl std::fmt::Debug for RestoreAhead {
@@ -190,7 +194,21 @@ impl RestoreAhead {
             shared,
             thread: Some(thread),
             cache,
+            share_group: ctx.share_group(),
         })
+    }
+
+    /// The cache it restores from. A manager whose backend takes its programs must link
+    /// through this very cache: another cache's clears and memory pressure are not seen here.
+    pub fn cache(&self) -> &Arc<ProgramCache> {
+        &self.cache
+    }
+
+    /// Whether `ctx` can take what it restores: a context of the share group of the one it was
+    /// started from. Another context's hits would each take a program, fail to adopt it, give
+    /// it back and restore the binary themselves.
+    pub fn serves(&self, ctx: &GlContext) -> bool {
+        ctx.share_group() == self.share_group
     }
 
     /// The restored program of `key`, when the thread has one: waits only while the thread is

@@ -108,7 +108,7 @@ pub struct gpusvc_restore_ahead_stats_snapshot {
     /// Restored programs deleted on the thread without the host taking them.
     pub deleted_unclaimed: u64,
     /// Restored programs dropped as stale (the cache was cleared, dropped its disk entries, or
-    /// went to critical memory pressure) before the host took them.
+    /// moved to critical memory pressure, however briefly) before the host took them.
     pub stale: u64,
     /// Stored programs left alone for the config's limits.
     pub over_limits: u64,
@@ -187,9 +187,11 @@ pub unsafe extern "C" fn gpusvc_restore_ahead_config_defaults(
 /// builds its programs, and make the program manager with
 /// `gpusvc_program_manager_new_gl_restore_ahead`.
 ///
-/// It costs a second thread and a second context until `gpusvc_restore_ahead_release_unclaimed`
-/// or `gpusvc_restore_ahead_free` (and every manager made with it) lets go: release it once the
-/// host's startup links are done. Must be called on `ctx`'s thread (`GPUSVC_WRONG_THREAD`
+/// It costs a second thread until `gpusvc_restore_ahead_release_unclaimed` or
+/// `gpusvc_restore_ahead_free` (and every manager made with it) lets go: release it once the
+/// host's startup links are done. Its context is kept for the next restore-ahead started from
+/// `ctx` and destroyed with `ctx` (`gpusvc_gl_context_free`, once every manager holding the
+/// context is freed). Must be called on `ctx`'s thread (`GPUSVC_WRONG_THREAD`
 /// otherwise). `GPUSVC_PROGRAM_CACHE_RESTORE_AHEAD_SPAWN_FAILED` when the thread cannot be
 /// spawned.
 ///

@@ -2,6 +2,8 @@
 //! and its compile and link through the cache.
 
 use std::ffi::c_char;
+#[cfg(feature = "gl")]
+use std::sync::Arc;
 
 #[cfg(feature = "gl")]
 use program_cache::OwnedGlBackend;
@@ -65,12 +67,13 @@ pub unsafe extern "C" fn gpusvc_program_manager_new_gl(
 }
 
 /// Like `gpusvc_program_manager_new_gl`, with its cache hits taking the programs `ahead`
-/// restored (`gpusvc_restore_ahead_start`, started from `ctx`): a hit the thread has a program
-/// for adopts it (a GPU-side wait on the fence the thread put after it; the calling thread does
-/// not block), one it has not reached restores the binary here, and a restore of that very key
-/// under way is waited for. What each link returns is what it returns without `ahead`. A
-/// restore-ahead started from a context of another share group hands nothing over: every hit
-/// restores here. The manager keeps `ahead` until it is freed.
+/// restored: a hit the thread has a program for adopts it (a GPU-side wait on the fence the
+/// thread put after it; the calling thread does not block), one it has not reached restores the
+/// binary here, and a restore of that very key under way is waited for. What each link returns
+/// is what it returns without `ahead`. `ahead` must have been started from `ctx` and over
+/// `cache` (`gpusvc_restore_ahead_start`); another context or cache is
+/// `GPUSVC_INVALID_ARGUMENT` (its programs could not be adopted here, or another cache's clears
+/// would not be seen). The manager keeps `ahead` until it is freed.
 ///
 /// # Safety
 /// As `gpusvc_program_manager_new_gl`; `ahead` is NULL or a handle value.
@@ -87,6 +90,16 @@ pub unsafe extern "C" fn gpusvc_program_manager_new_gl_restore_ahead(
         let ctx = gl_context(ctx)?;
         let cache = self::cache(cache)?;
         let ahead = restore_ahead(ahead)?;
+        if !ahead.serves(&ctx) {
+            return Err(invalid_argument(
+                "`ahead` was started from a context of another share group than `ctx`",
+            ));
+        }
+        if !Arc::ptr_eq(ahead.cache(), &cache) {
+            return Err(invalid_argument(
+                "`ahead` restores the programs of another cache than `cache`",
+            ));
+        }
         // SAFETY: forwarded from this function's contract.
         let identity = unsafe { cstr_in(backend_identity, "backend_identity") }?;
         // SAFETY: an output argument (this function's contract).
