@@ -16,10 +16,11 @@
 //!   on any machine where GL ran before; checked unchanged after every warm run;
 //!   `GPUSVC_BENCH_FRESH_DRIVER_CACHE=1` gives a fresh folder each run instead, for a driver
 //!   that caches native code at `glProgramBinary`), our disk cache populated by an untimed
-//!   cold run before the rounds, and a `RestoreAhead` started as the cache opens
-//!   (`--restore-ahead`: a second thread with a context in the host's share group restores
-//!   the stored programs while the host parses its corpus and links; a hit takes the program
-//!   restored there, or restores it itself when the thread has not reached it);
+//!   cold run before the rounds (topped up by more runs when it dropped writes), and a
+//!   `RestoreAhead` started as the cache opens (`--restore-ahead`: a second thread with a
+//!   context in the host's share group restores the stored programs while the host parses its
+//!   corpus and links; a hit takes the program restored there, or restores it itself when the
+//!   thread has not reached it);
 //! * **ours warm, one thread**: the same without the restore-ahead, every binary restored on
 //!   the host's thread (the figure before restore-ahead);
 //! * **Mesa warm** (the peer): no program cache at all (`--plain-driver`: compile, link, reflect
@@ -52,7 +53,7 @@
 //! by where the link pass's time went (failing programs, cache hits and binary restores,
 //! driver compiles; Mesa: compile, link, reflection).
 //!
-//! Then, in this process, over the entries the first corpus's populating cold run wrote
+//! Then, in this process, over the entries the first corpus's populating runs wrote
 //! (re-stored under a synthetic stamp, so no GL is needed here): the loader's throughput (cache open + `wait_until_loaded`, MB of
 //! entry files per second; the decoding after the load off, see `disk_config`) against plain
 //! sequential `std::fs::read` of the same files — with the `load.pack` the previous load
@@ -81,8 +82,8 @@ const DEFAULT_REPS: usize = 5;
 /// Runs per case on glmark2 by default: a run there takes a tenth of a piglit run, and its
 /// totals (some 70 ms) move by tens of ms with the machine, so a median needs more of them.
 const GLMARK2_REPS: usize = 31;
-/// At most this many cold runs to fill our disk cache with every program of the corpus.
-const POPULATE_ATTEMPTS: usize = 3;
+/// At most this many runs to fill our disk cache with every program of the corpus.
+const POPULATE_ATTEMPTS: usize = 6;
 /// At most this many runs to fill Mesa's shader cache.
 const MESA_POPULATE_RUNS: usize = 6;
 /// Loader rounds by default (`GPUSVC_BENCH_LOAD_REPS` sets another number).
@@ -465,26 +466,40 @@ fn primed_driver_cache(bin: &Path, corpus: &[String]) -> (tempfile::TempDir, Vec
 
 /// Our disk cache, filled by a cold run before the rounds (untimed, as Mesa's is): every
 /// linked program must be written, and a failure record for each refused one (negative
-/// results), so at least one write per linked program. The cache drops writes rather than
-/// block the host when its write queue is full (a disk slow for a moment), so an incomplete
-/// run is repeated into a new folder, at most `POPULATE_ATTEMPTS` times. Returns the folder
-/// and how many programs that run linked.
+/// results). The cache drops writes rather than block the host when its write queue is full (a
+/// disk slow for a moment), so while a run dropped some, another run into the same folder
+/// writes what is missing (its other programs are hits), at most `POPULATE_ATTEMPTS` runs in
+/// all; the warm runs then check that every program is a hit. Returns the folder and how many
+/// programs the runs linked.
 fn populate_ours(bin: &Path, corpus: &[String]) -> (tempfile::TempDir, usize) {
+    let dir = tempdir("gpusvc-startup-bench-ours-");
+    let mut linked = None;
     for attempt in 1..=POPULATE_ATTEMPTS {
-        let dir = tempdir("gpusvc-startup-bench-ours-");
         let fresh_mesa = tempdir("gpusvc-startup-bench-mesa-fresh-");
         let p = probe(bin, corpus, &[], Some(dir.path()), fresh_mesa.path());
         println!(
-            "populating our disk cache, run {attempt}: {} programs linked in {:.0} ms; {} \
-             writes, {} dropped",
-            p.linked, p.wall_ms, p.writes, p.dropped
+            "populating our disk cache, run {attempt}: {} programs linked in {:.0} ms ({} \
+             hits); {} writes, {} dropped",
+            p.linked, p.wall_ms, p.hits, p.writes, p.dropped
         );
-        if p.dropped == 0 && (p.writes as usize) >= p.linked {
-            return (dir, p.linked);
+        let first = *linked.get_or_insert(p.linked);
+        if p.linked != first {
+            fail(format!(
+                "populating run {attempt} linked {} programs, the first {first}",
+                p.linked
+            ));
+        }
+        let complete = if attempt == 1 {
+            (p.writes as usize) >= p.linked
+        } else {
+            true
+        };
+        if p.dropped == 0 && complete {
+            return (dir, first);
         }
     }
     fail(format!(
-        "{POPULATE_ATTEMPTS} populating runs each left programs unwritten"
+        "{POPULATE_ATTEMPTS} populating runs each dropped writes"
     ))
 }
 
@@ -642,7 +657,7 @@ struct Startup {
     one_thread: Vec<Probe>,
     mesa: Vec<Probe>,
     floor: Vec<Probe>,
-    /// Our disk cache as the populating cold run left it (the warm runs' folder).
+    /// Our disk cache as the populating runs left it (the warm runs' folder).
     populated: tempfile::TempDir,
 }
 
