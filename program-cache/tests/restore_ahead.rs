@@ -131,6 +131,17 @@ fn warm_pass_hits(
     linked
 }
 
+/// Waits (at most 2 s) until the thread has deleted every program it restored: it looks at the
+/// cache every 250 ms.
+fn settle_deleted(ahead: &RestoreAhead) {
+    for _ in 0..100 {
+        if ahead.stats().deleted_unclaimed == PROGRAMS as u64 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// How many program names in `1..=limit` are programs (the share group's live programs).
 fn live_programs(ctx: &GlContext, limit: u32) -> usize {
     let gl = ctx.gl().unwrap();
@@ -319,19 +330,10 @@ fn critical_memory_pressure_or_a_clear_deletes_what_waits_and_hands_out_nothing_
         return;
     };
     let before = live_programs(&ctx, 4096);
-    let settle = |ahead: &RestoreAhead| {
-        // The thread looks at the cache every 250 ms.
-        for _ in 0..100 {
-            if ahead.stats().deleted_unclaimed == PROGRAMS as u64 {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    };
     // Critical pressure empties the cache: the restored programs go too, without a release.
     let ahead = restored_ahead(&ctx, &cache, RestoreAheadConfig::default());
     cache.set_memory_pressure(program_cache::MemoryPressure::Critical);
-    settle(&ahead);
+    settle_deleted(&ahead);
     assert_eq!(live_programs(&ctx, 4096), before, "{:?}", ahead.stats());
     let stats = ahead.finish();
     assert_eq!(
@@ -349,7 +351,7 @@ fn critical_memory_pressure_or_a_clear_deletes_what_waits_and_hands_out_nothing_
     let ahead = restored_ahead(&ctx, &cache, RestoreAheadConfig::default());
     cache.clear();
     // Deleted without the host asking for any of them.
-    settle(&ahead);
+    settle_deleted(&ahead);
     assert_eq!(live_programs(&ctx, 4096), before, "{:?}", ahead.stats());
     {
         let mut relink = ProgramManager::new(
@@ -392,12 +394,7 @@ fn a_pulse_of_critical_memory_pressure_too_short_to_be_polled_still_drops_what_w
     }
     // Now cache hits again: still nothing from before the pulse.
     drop(warm_pass_hits(&ctx, &cache, &ahead));
-    for _ in 0..100 {
-        if ahead.stats().deleted_unclaimed == PROGRAMS as u64 {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    settle_deleted(&ahead);
     let stats = ahead.finish();
     assert_eq!(stats.taken, 0, "{stats:?}");
     assert_eq!(stats.deleted_unclaimed, PROGRAMS as u64, "{stats:?}");

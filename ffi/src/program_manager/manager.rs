@@ -51,17 +51,50 @@ pub unsafe extern "C" fn gpusvc_program_manager_new_gl(
     backend_identity: *const c_char,
     out: *mut *mut gpusvc_program_manager,
 ) -> gpusvc_result {
+    // SAFETY: forwarded from this function's contract.
+    unsafe { new_gl_manager(ctx, cache, None, backend_identity, out) }
+}
+
+/// The body of `gpusvc_program_manager_new_gl` and `_new_gl_restore_ahead`: the handles are
+/// checked (and `ahead` against the context's share group and the cache), then the identity
+/// and `out`; the manager is written only on success.
+///
+/// # Safety
+/// As `gpusvc_program_manager_new_gl_restore_ahead`.
+#[cfg(feature = "gl")]
+unsafe fn new_gl_manager(
+    ctx: *const gpusvc_gl_context,
+    cache: *const gpusvc_program_cache,
+    ahead: Option<*const gpusvc_restore_ahead>,
+    backend_identity: *const c_char,
+    out: *mut *mut gpusvc_program_manager,
+) -> gpusvc_result {
     ffi_guard(|| {
         let ctx = gl_context(ctx)?;
         let cache = self::cache(cache)?;
+        let ahead = ahead.map(restore_ahead).transpose()?;
+        if let Some(ahead) = &ahead {
+            if !ahead.serves(&ctx) {
+                return Err(invalid_argument(
+                    "`ahead` was started from a context of another share group than `ctx`",
+                ));
+            }
+            if !Arc::ptr_eq(ahead.cache(), &cache) {
+                return Err(invalid_argument(
+                    "`ahead` restores the programs of another cache than `cache`",
+                ));
+            }
+        }
         // SAFETY: forwarded from this function's contract.
         let identity = unsafe { cstr_in(backend_identity, "backend_identity") }?;
         // SAFETY: an output argument (this function's contract).
         let out = unsafe { Out::new(out, "out") }?;
-        let backend = DynBackend::new(OwnedGlBackend::new(ctx));
-        let manager = ProgramManager::new(backend, cache, identity);
-        let handle = handle::new_local(Kind::ProgramManager, manager);
-        out.write(handle);
+        let backend = match ahead {
+            Some(ahead) => OwnedGlBackend::new(ctx).with_restore_ahead(ahead),
+            None => OwnedGlBackend::new(ctx),
+        };
+        let manager = ProgramManager::new(DynBackend::new(backend), cache, identity);
+        out.write(handle::new_local(Kind::ProgramManager, manager));
         Ok(())
     })
 }
@@ -86,30 +119,8 @@ pub unsafe extern "C" fn gpusvc_program_manager_new_gl_restore_ahead(
     backend_identity: *const c_char,
     out: *mut *mut gpusvc_program_manager,
 ) -> gpusvc_result {
-    ffi_guard(|| {
-        let ctx = gl_context(ctx)?;
-        let cache = self::cache(cache)?;
-        let ahead = restore_ahead(ahead)?;
-        if !ahead.serves(&ctx) {
-            return Err(invalid_argument(
-                "`ahead` was started from a context of another share group than `ctx`",
-            ));
-        }
-        if !Arc::ptr_eq(ahead.cache(), &cache) {
-            return Err(invalid_argument(
-                "`ahead` restores the programs of another cache than `cache`",
-            ));
-        }
-        // SAFETY: forwarded from this function's contract.
-        let identity = unsafe { cstr_in(backend_identity, "backend_identity") }?;
-        // SAFETY: an output argument (this function's contract).
-        let out = unsafe { Out::new(out, "out") }?;
-        let backend = DynBackend::new(OwnedGlBackend::new(ctx).with_restore_ahead(ahead));
-        let manager = ProgramManager::new(backend, cache, identity);
-        let handle = handle::new_local(Kind::ProgramManager, manager);
-        out.write(handle);
-        Ok(())
-    })
+    // SAFETY: forwarded from this function's contract.
+    unsafe { new_gl_manager(ctx, cache, Some(ahead), backend_identity, out) }
 }
 
 /// Creates a program manager over the host's GL entry points (see `gpusvc_program_manager_host_gl`; the struct
