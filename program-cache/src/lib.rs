@@ -89,7 +89,9 @@
 //!   (`a_program_another_share_group_cannot_adopt_goes_back_and_is_deleted`). Critical memory
 //!   pressure or a clear deletes what waits, and no program restored before a clear is handed
 //!   out after it
-//!   (`critical_memory_pressure_or_a_clear_deletes_what_waits_and_hands_out_nothing_older`);
+//!   (`critical_memory_pressure_or_a_clear_deletes_what_waits_and_hands_out_nothing_older`),
+//!   nor one restored before a move to critical pressure, however short
+//!   (`a_pulse_of_critical_memory_pressure_too_short_to_be_polled_still_drops_what_waits`);
 //!   one restore-ahead after another on one context keeps drawing
 //!   (`restore_ahead_after_restore_ahead_on_one_context_draws_every_time`).
 //! * A cache built with [`ProgramCacheBuilder::cache_transform_feedback`]`(false)` never looks
