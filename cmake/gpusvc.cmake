@@ -24,9 +24,9 @@
 #   optimizer). No GL library is linked either way: with GL ON, libEGL is loaded at run time
 #   when a gpusvc_gl_context is opened.
 # * With GL OFF the library contains neither glutin nor glow; the exports that open or use
-#   gpusvc's own context (gpusvc_gl_context_*, gpusvc_program_manager_new_gl,
-#   gpusvc_vcache_measure, gpusvc_vcache_fit*) are then absent (a link error if called). Hosts
-#   with their own GL use gpusvc_program_manager_new_host.
+#   gpusvc's own context (gpusvc_gl_context_*, gpusvc_program_manager_new_gl*,
+#   gpusvc_restore_ahead_*, gpusvc_vcache_measure, gpusvc_vcache_fit*) are then absent (a link
+#   error if called). Hosts with their own GL use gpusvc_program_manager_new_host.
 # * Importing twice is harmless: the second call returns (with a warning when its arguments
 #   differ from the first's). A SOURCE_DIR that is not a gpusvc tree fails at configure time.
 #

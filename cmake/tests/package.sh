@@ -15,7 +15,7 @@
 #   import-twice       two includes and two gpusvc_import calls: no warning, no error
 #   consumers          the C consumer linked static and shared runs
 #   no-gl-symbols      libgpusvc.a and libgpusvc.so hold no glutin or glow symbol (GL OFF)
-#   no-gl-exports      and no gpusvc_gl_context_* export
+#   no-gl-exports      and no gpusvc_gl_context_* or gpusvc_restore_ahead_* export
 #   static-stripped    the staged libgpusvc.a has no .debug_* sections (release)
 #   soname             readelf -d: SONAME libgpusvc.so.0
 #   exports            nm -D --defined-only: only gpusvc_* symbols
@@ -139,7 +139,7 @@ no_gl_symbols() {
   ((a == 0 && s == 0))
 }
 check no-gl-symbols no_gl_symbols
-check no-gl-exports bash -c "! nm -D --defined-only '$lib/libgpusvc.so.0' | grep gpusvc_gl_context_"
+check no-gl-exports bash -c "! nm -D --defined-only '$lib/libgpusvc.so.0' | grep -E 'gpusvc_gl_context_|gpusvc_restore_ahead_'"
 static_stripped() {
   local cargo_size staged_size debug
   cargo_size=$(stat -c %s "$build/gpusvc-cargo/$profile/libgpusvc.a")
