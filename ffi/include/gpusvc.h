@@ -4150,9 +4150,8 @@ gpusvc_result gpusvc_restore_ahead_config_defaults(struct gpusvc_restore_ahead_c
  `gpusvc_restore_ahead_free` (and every manager made with it) lets go: release it once the
  host's startup links are done. Its context is kept for the next restore-ahead started from
  `ctx` and destroyed with `ctx` (`gpusvc_gl_context_free`, once every manager holding the
- context is freed). Must be called on `ctx`'s thread (`GPUSVC_WRONG_THREAD`
- otherwise). `GPUSVC_PROGRAM_CACHE_RESTORE_AHEAD_SPAWN_FAILED` when the thread cannot be
- spawned.
+ context is freed). Must be called on `ctx`'s thread (`GPUSVC_WRONG_THREAD` otherwise).
+ `GPUSVC_PROGRAM_CACHE_RESTORE_AHEAD_SPAWN_FAILED` when the thread cannot be spawned.
 
  # Safety
  `ctx` is NULL or a pointer from `gpusvc_gl_context_open`; `cache` is NULL or a handle value;

@@ -54,12 +54,12 @@
 //! driver compiles; Mesa: compile, link, reflection).
 //!
 //! Then, in this process, over the entries the first corpus's populating runs wrote
-//! (re-stored under a synthetic stamp, so no GL is needed here): the loader's throughput (cache open + `wait_until_loaded`, MB of
-//! entry files per second; the decoding after the load off, see `disk_config`) against plain
-//! sequential `std::fs::read` of the same files — with the `load.pack` the previous load
-//! wrote, as every start but the first after a change has it, and without it (deleted before
-//! the load: every entry from its file) — and LZ4
-//! on versus off (bytes on disk, load time), `GPUSVC_BENCH_LOAD_REPS` rounds (default 21).
+//! (re-stored under a synthetic stamp, so no GL is needed here): the loader's throughput
+//! (cache open + `wait_until_loaded`, MB of entry files per second; the decoding after the
+//! load off, see `disk_config`) against plain sequential `std::fs::read` of the same files —
+//! with the `load.pack` the previous load wrote, as every start but the first after a change
+//! has it, and without it (deleted before the load: every entry from its file) — and LZ4 on
+//! versus off (bytes on disk, load time), `GPUSVC_BENCH_LOAD_REPS` rounds (default 21).
 //! Results: a table and `target/bench/program_cache_startup.json`.
 //! `GPUSVC_BENCH_LOADER_STORE=<cache folder>` runs the loader part alone, over the entries of a
 //! disk cache folder you have (no GL, no JSON).
@@ -366,23 +366,8 @@ fn probe(
 
 /// Files and bytes below `dir`.
 fn tree_size(dir: &Path) -> (usize, u64) {
-    let mut total = (0, 0);
-    if let Ok(list) = std::fs::read_dir(dir) {
-        for entry in list.flatten() {
-            match entry.file_type() {
-                Ok(t) if t.is_dir() => {
-                    let (f, b) = tree_size(&entry.path());
-                    total = (total.0 + f, total.1 + b);
-                }
-                Ok(_) => {
-                    let len = entry.metadata().map_or(0, |m| m.len());
-                    total = (total.0 + 1, total.1 + len);
-                }
-                Err(_) => {}
-            }
-        }
-    }
-    total
+    let files = listing(dir);
+    (files.len(), files.iter().map(|(_, len, _)| len).sum())
 }
 
 /// One file of a listing: its path relative to the listed folder, length and modification time.
@@ -703,8 +688,11 @@ fn run_corpus(bin: &Path, corpus: &[String], reps: usize) -> Startup {
     let fresh_driver_cache = std::env::var_os("GPUSVC_BENCH_FRESH_DRIVER_CACHE").is_some();
     let (primed, primed_files) = primed_driver_cache(bin, corpus);
     let unchanged = |case: Case| {
+        if fresh_driver_cache {
+            return;
+        }
         let now = listing(primed.path());
-        if !fresh_driver_cache && now != primed_files {
+        if now != primed_files {
             fail(format!(
                 "{}: the driver's primed shader cache changed during the run ({} files before, \
                  {} after): the driver compiled or cached something on a warm run (set \

@@ -158,7 +158,6 @@ pub(crate) fn restore_ahead(
     handle::shared(ahead, "ahead", Kind::RestoreAhead)
 }
 
-#[cfg(feature = "gl")]
 /// Writes the defaults into `*out`: 1024 programs, 64 MiB of binaries, 10 s for the startup
 /// load.
 ///
@@ -166,6 +165,7 @@ pub(crate) fn restore_ahead(
 ///
 /// # Safety
 /// `out` is NULL or valid for reading and writing `out->struct_size` bytes.
+#[cfg(feature = "gl")]
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn gpusvc_restore_ahead_config_defaults(
     out: *mut gpusvc_restore_ahead_config,
@@ -191,9 +191,8 @@ pub unsafe extern "C" fn gpusvc_restore_ahead_config_defaults(
 /// `gpusvc_restore_ahead_free` (and every manager made with it) lets go: release it once the
 /// host's startup links are done. Its context is kept for the next restore-ahead started from
 /// `ctx` and destroyed with `ctx` (`gpusvc_gl_context_free`, once every manager holding the
-/// context is freed). Must be called on `ctx`'s thread (`GPUSVC_WRONG_THREAD`
-/// otherwise). `GPUSVC_PROGRAM_CACHE_RESTORE_AHEAD_SPAWN_FAILED` when the thread cannot be
-/// spawned.
+/// context is freed). Must be called on `ctx`'s thread (`GPUSVC_WRONG_THREAD` otherwise).
+/// `GPUSVC_PROGRAM_CACHE_RESTORE_AHEAD_SPAWN_FAILED` when the thread cannot be spawned.
 ///
 /// # Safety
 /// `ctx` is NULL or a pointer from `gpusvc_gl_context_open`; `cache` is NULL or a handle value;
